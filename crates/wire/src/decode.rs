@@ -1,0 +1,669 @@
+//! One pass from link layer to transport payload.
+//!
+//! IP headers (with IPv4 options, IPv6 extension headers and truncated
+//! captures) are parsed with `etherparse`'s lax slices; link layers, MPLS,
+//! PPPoE and tunnels, which it does not cover, are walked here. The result is
+//! a small `Copy` summary with offsets into the frame, so later stages borrow
+//! the payload instead of copying it.
+
+use etherparse::{Ipv6ExtensionSlice, LaxIpSlice, TcpOptionElement, TcpSlice};
+
+use crate::key::{FlowKey, IpVersion};
+use crate::link::LinkType;
+use crate::tunnel::{self, TunnelKind};
+
+/// TCP flag bits as they appear in byte 13 of the header.
+pub mod tcp_flags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+}
+
+/// Fields of the TCP header that flow metrics need.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpMeta {
+    pub flags: u8,
+    pub seq: u32,
+    pub ack: u32,
+    pub window: u16,
+    /// Maximum segment size option, 0 when absent (only read on SYNs).
+    pub mss: u16,
+    /// Window scale option, `None` when absent (only read on SYNs).
+    pub window_scale: Option<u8>,
+}
+
+/// Where this packet stands in a fragmented IP datagram.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fragment {
+    #[default]
+    None,
+    /// Offset 0 with more fragments to come: carries the transport header.
+    First { id: u32 },
+    /// A later fragment: no transport header, so its ports must be borrowed
+    /// from the first fragment of the same datagram.
+    Later { id: u32 },
+}
+
+/// What one frame contains, as offsets into the frame and decoded fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Decoded {
+    /// The innermost flow's key, oriented as this packet travelled.
+    pub key: FlowKey,
+    /// Offset of the innermost IP header.
+    pub ip_offset: u16,
+    /// Offset of the transport payload (TCP/UDP data, or the data after the
+    /// ICMP/SCTP header).
+    pub payload_offset: u16,
+    /// Transport payload bytes present in the captured frame.
+    pub payload_captured: u16,
+    /// Transport payload length on the wire, from the IP length fields.
+    pub payload_len: u16,
+    /// IPv4 TTL or IPv6 hop limit of the innermost header.
+    pub ttl: u8,
+    /// ICMP/ICMPv6 type and code.
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    pub tcp: TcpMeta,
+    pub fragment: Fragment,
+    pub tunnel: TunnelKind,
+    /// The capture cut the transport header short (snap length).
+    pub l4_truncated: bool,
+}
+
+/// Why a frame yields no flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// A valid frame that carries no IP (ARP, LLDP, STP, ...).
+    NotIp { ethertype: u16 },
+    /// The frame ends inside a header.
+    Truncated { layer: &'static str },
+    /// A header field has an impossible value.
+    Malformed { layer: &'static str },
+    /// Tunnels nested deeper than [`MAX_TUNNEL_DEPTH`].
+    TooDeep,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::NotIp { ethertype } => write!(f, "not IP (ethertype 0x{ethertype:04x})"),
+            DecodeError::Truncated { layer } => write!(f, "frame ends inside the {layer} header"),
+            DecodeError::Malformed { layer } => write!(f, "malformed {layer} header"),
+            DecodeError::TooDeep => write!(f, "tunnels nested more than {MAX_TUNNEL_DEPTH} deep"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Encapsulations deeper than this are refused rather than followed, so a
+/// crafted packet cannot make the decoder loop.
+pub const MAX_TUNNEL_DEPTH: u8 = 4;
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const ETHERTYPE_QINQ_OLD: u16 = 0x9100;
+const ETHERTYPE_MPLS: u16 = 0x8847;
+const ETHERTYPE_MPLS_MULTICAST: u16 = 0x8848;
+const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
+
+/// Where decoding continues after a layer has been peeled off.
+#[derive(Clone, Copy)]
+pub(crate) enum Next {
+    Ethernet(usize),
+    EtherType(u16, usize),
+    /// IP of either version, told by the version nibble.
+    Ip(usize),
+    Ppp(usize),
+    Ieee80211(usize),
+}
+
+/// Decodes one frame of the given link type.
+pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded, DecodeError> {
+    let mut decoded = Decoded::default();
+    let mut next = link_layer(link, frame)?;
+    let mut depth = 0u8;
+    loop {
+        let ip_offset = match below_ip(frame, next, &mut decoded.key.vlan)? {
+            Some(offset) => offset,
+            None => return Err(DecodeError::Malformed { layer: "link" }),
+        };
+        match ip_and_transport(frame, ip_offset, &mut decoded)? {
+            None => return Ok(decoded),
+            Some((kind, inner)) => {
+                depth += 1;
+                if depth > MAX_TUNNEL_DEPTH {
+                    return Err(DecodeError::TooDeep);
+                }
+                decoded.tunnel = kind;
+                next = inner;
+            }
+        }
+    }
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn truncated(layer: &'static str) -> DecodeError {
+    DecodeError::Truncated { layer }
+}
+
+fn link_layer(link: LinkType, frame: &[u8]) -> Result<Next, DecodeError> {
+    Ok(match link {
+        LinkType::Ethernet => Next::Ethernet(0),
+        LinkType::RawIp | LinkType::RawIpv4 | LinkType::RawIpv6 => Next::Ip(0),
+        LinkType::Null | LinkType::Loop => {
+            let family = frame.get(..4).ok_or(truncated("loopback"))?;
+            // The family is in the capturing host's byte order for Null and
+            // big-endian for Loop; any non-zero byte holds the value.
+            let family = family.iter().fold(0u32, |acc, b| acc | *b as u32);
+            match family {
+                2 => Next::Ip(4),
+                // BSD variants disagree on AF_INET6: 24, 28 and 30 all occur.
+                24 | 28 | 30 => Next::Ip(4),
+                _ => {
+                    return Err(DecodeError::NotIp {
+                        ethertype: family as u16,
+                    });
+                }
+            }
+        }
+        LinkType::LinuxSll => {
+            let protocol = be16(frame, 14).ok_or(truncated("Linux SLL"))?;
+            let arphrd = be16(frame, 2).ok_or(truncated("Linux SLL"))?;
+            // ARPHRD_IPGRE and friends carry a GRE payload; 0x0004 means an
+            // 802.2 LLC frame. Only Ethernet types are followed.
+            if arphrd == 778 {
+                return Err(DecodeError::NotIp { ethertype: protocol });
+            }
+            Next::EtherType(protocol, 16)
+        }
+        LinkType::LinuxSll2 => {
+            let protocol = be16(frame, 0).ok_or(truncated("Linux SLL2"))?;
+            if frame.len() < 20 {
+                return Err(truncated("Linux SLL2"));
+            }
+            Next::EtherType(protocol, 20)
+        }
+        LinkType::Ppp => Next::Ppp(0),
+        LinkType::CiscoHdlc => {
+            let protocol = be16(frame, 2).ok_or(truncated("Cisco HDLC"))?;
+            Next::EtherType(protocol, 4)
+        }
+        LinkType::Ieee80211 => Next::Ieee80211(0),
+        LinkType::Radiotap => {
+            let len = u16::from_le_bytes([
+                *frame.get(2).ok_or(truncated("radiotap"))?,
+                *frame.get(3).ok_or(truncated("radiotap"))?,
+            ]);
+            Next::Ieee80211(len as usize)
+        }
+        LinkType::Ppi => {
+            let len = frame.get(2..4).ok_or(truncated("PPI"))?;
+            let len = u16::from_le_bytes([len[0], len[1]]) as usize;
+            let dlt = frame.get(4..8).ok_or(truncated("PPI"))?;
+            let dlt = u32::from_le_bytes([dlt[0], dlt[1], dlt[2], dlt[3]]);
+            match dlt {
+                1 => Next::Ethernet(len),
+                105 => Next::Ieee80211(len),
+                _ => return Err(DecodeError::Malformed { layer: "PPI" }),
+            }
+        }
+    })
+}
+
+/// Walks Ethernet, VLAN tags, MPLS labels, PPPoE, PPP and 802.11 down to the
+/// first IP header. `Ok(None)` cannot happen for well-formed input but keeps
+/// the signature honest for `Next` values that do not lead to IP.
+fn below_ip(frame: &[u8], mut next: Next, vlan: &mut u16) -> Result<Option<usize>, DecodeError> {
+    loop {
+        next = match next {
+            Next::Ip(at) => return Ok(Some(at)),
+            Next::Ethernet(at) => {
+                let ethertype = be16(frame, at + 12).ok_or(truncated("Ethernet"))?;
+                if ethertype <= 1500 {
+                    // 802.3 length field: an LLC frame (STP, CDP, ...), or SNAP.
+                    return llc(frame, at + 14);
+                }
+                Next::EtherType(ethertype, at + 14)
+            }
+            Next::EtherType(ethertype, at) => match ethertype {
+                ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Next::Ip(at),
+                ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD => {
+                    let tci = be16(frame, at).ok_or(truncated("802.1Q"))?;
+                    let inner = be16(frame, at + 2).ok_or(truncated("802.1Q"))?;
+                    *vlan = tci & 0x0fff;
+                    Next::EtherType(inner, at + 4)
+                }
+                ETHERTYPE_MPLS | ETHERTYPE_MPLS_MULTICAST => {
+                    let mut at = at;
+                    loop {
+                        let entry = be32(frame, at).ok_or(truncated("MPLS"))?;
+                        at += 4;
+                        if entry & 0x100 != 0 {
+                            break;
+                        }
+                    }
+                    match frame.get(at).map(|b| b >> 4) {
+                        Some(4 | 6) => Next::Ip(at),
+                        // A pseudowire control word (first nibble 0) precedes
+                        // an Ethernet frame.
+                        Some(0) => Next::Ethernet(at + 4),
+                        Some(_) => return Err(DecodeError::Malformed { layer: "MPLS" }),
+                        None => return Err(truncated("MPLS")),
+                    }
+                }
+                ETHERTYPE_PPPOE_SESSION => Next::Ppp(at + 6),
+                other => return Err(DecodeError::NotIp { ethertype: other }),
+            },
+            Next::Ppp(mut at) => {
+                // Address 0xff and control 0x03 precede the protocol in HDLC-like framing.
+                if frame.get(at..at + 2) == Some(&[0xff, 0x03]) {
+                    at += 2;
+                }
+                let protocol = be16(frame, at).ok_or(truncated("PPP"))?;
+                match protocol {
+                    0x0021 => Next::Ip(at + 2),
+                    0x0057 => Next::Ip(at + 2),
+                    other => return Err(DecodeError::NotIp { ethertype: other }),
+                }
+            }
+            Next::Ieee80211(at) => ieee80211(frame, at)?,
+        }
+    }
+}
+
+fn llc(frame: &[u8], at: usize) -> Result<Option<usize>, DecodeError> {
+    // SNAP (AA AA 03 + OUI) carries an Ethernet type; plain LLC does not.
+    if frame.get(at..at + 3) == Some(&[0xaa, 0xaa, 0x03]) {
+        let ethertype = be16(frame, at + 6).ok_or(truncated("SNAP"))?;
+        if matches!(ethertype, ETHERTYPE_IPV4 | ETHERTYPE_IPV6) {
+            return Ok(Some(at + 8));
+        }
+        return Err(DecodeError::NotIp { ethertype });
+    }
+    Err(DecodeError::NotIp { ethertype: 0 })
+}
+
+fn ieee80211(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
+    let fc = *frame.get(at).ok_or(truncated("802.11"))?;
+    let flags = *frame.get(at + 1).ok_or(truncated("802.11"))?;
+    let frame_type = (fc >> 2) & 0x3;
+    let subtype = fc >> 4;
+    if frame_type != 2 || flags & 0x40 != 0 {
+        // Management, control, or protected (encrypted) data: nothing to decode.
+        return Err(DecodeError::NotIp { ethertype: 0 });
+    }
+    let mut header = 24;
+    if flags & 0x03 == 0x03 {
+        header += 6; // four-address frame (WDS)
+    }
+    if subtype & 0x08 != 0 {
+        header += 2; // QoS control
+    }
+    match llc(frame, at + header)? {
+        Some(ip) => Ok(Next::Ip(ip)),
+        None => Err(DecodeError::NotIp { ethertype: 0 }),
+    }
+}
+
+/// Decodes the IP header at `at` and what follows. Returns the tunnel to
+/// descend into when the payload is itself an encapsulated packet.
+fn ip_and_transport(
+    frame: &[u8],
+    at: usize,
+    d: &mut Decoded,
+) -> Result<Option<(TunnelKind, Next)>, DecodeError> {
+    let bytes = frame.get(at..).ok_or(truncated("IP"))?;
+    let (ip, _ext_error) = LaxIpSlice::from_slice(bytes).map_err(|e| match e {
+        etherparse::err::ip::LaxHeaderSliceError::Len(_) => truncated("IP"),
+        etherparse::err::ip::LaxHeaderSliceError::Content(_) => {
+            DecodeError::Malformed { layer: "IP" }
+        }
+    })?;
+    d.ip_offset = at as u16;
+    let declared_ip_payload: usize;
+    match &ip {
+        LaxIpSlice::Ipv4(v4) => {
+            let h = v4.header();
+            d.key.version = IpVersion::V4;
+            d.key.src = [0; 16];
+            d.key.dst = [0; 16];
+            d.key.src[..4].copy_from_slice(&h.source());
+            d.key.dst[..4].copy_from_slice(&h.destination());
+            d.ttl = h.ttl();
+            let offset = h.fragments_offset().value();
+            d.fragment = match (offset, h.more_fragments()) {
+                (0, false) => Fragment::None,
+                (0, true) => Fragment::First {
+                    id: h.identification() as u32,
+                },
+                _ => Fragment::Later {
+                    id: h.identification() as u32,
+                },
+            };
+            declared_ip_payload = (h.total_len() as usize).saturating_sub(h.slice().len());
+        }
+        LaxIpSlice::Ipv6(v6) => {
+            let h = v6.header();
+            d.key.version = IpVersion::V6;
+            d.key.src = h.source();
+            d.key.dst = h.destination();
+            d.ttl = h.hop_limit();
+            d.fragment = Fragment::None;
+            for ext in v6.extensions().clone().into_iter() {
+                if let Ipv6ExtensionSlice::Fragment(f) = ext {
+                    let offset = f.fragment_offset().value();
+                    d.fragment = match (offset, f.more_fragments()) {
+                        (0, false) => Fragment::None,
+                        (0, true) => Fragment::First {
+                            id: f.identification(),
+                        },
+                        _ => Fragment::Later {
+                            id: f.identification(),
+                        },
+                    };
+                }
+            }
+            declared_ip_payload = (h.payload_length() as usize)
+                .saturating_sub(v6.extensions().slice().len());
+        }
+    }
+    let payload = ip.payload();
+    let proto = payload.ip_number.0;
+    d.key.proto = proto;
+    let l4 = payload.payload;
+    let l4_offset = offset_in(frame, l4);
+    let l4_declared = if payload.incomplete {
+        declared_ip_payload.max(l4.len())
+    } else {
+        l4.len()
+    };
+    d.key.src_port = 0;
+    d.key.dst_port = 0;
+    d.tcp = TcpMeta::default();
+    d.l4_truncated = false;
+
+    if matches!(d.fragment, Fragment::Later { .. }) {
+        set_payload(d, l4_offset, l4.len(), l4_declared);
+        return Ok(None);
+    }
+
+    let header_len = match proto {
+        6 => tcp(l4, d)?,
+        17 => {
+            let ports = transport_ports(l4, d, 8);
+            if ports {
+                if let Some(found) = tunnel::udp(l4, d.key.src_port, d.key.dst_port, &mut d.key)? {
+                    let inner = l4_offset + 8 + found.1;
+                    return Ok(Some((found.0, found.2(inner))));
+                }
+            }
+            8
+        }
+        132 => {
+            transport_ports(l4, d, 12);
+            12
+        }
+        1 | 58 => {
+            d.icmp_type = l4.first().copied().unwrap_or(0);
+            d.icmp_code = l4.get(1).copied().unwrap_or(0);
+            d.l4_truncated = l4.len() < 4;
+            4
+        }
+        4 | 41 => {
+            // IP in IP: the inner header is the flow.
+            return Ok(Some((TunnelKind::IpInIp, Next::Ip(l4_offset))));
+        }
+        47 => {
+            return match tunnel::gre(l4, &mut d.key)? {
+                Some((kind, skip, next)) => Ok(Some((kind, next(l4_offset + skip)))),
+                None => {
+                    set_payload(d, l4_offset, l4.len(), l4_declared);
+                    Ok(None)
+                }
+            };
+        }
+        _ => 0,
+    };
+    let header_len = header_len.min(l4.len());
+    set_payload(
+        d,
+        l4_offset + header_len,
+        l4.len() - header_len,
+        l4_declared.saturating_sub(header_len),
+    );
+    Ok(None)
+}
+
+fn set_payload(d: &mut Decoded, offset: usize, captured: usize, declared: usize) {
+    d.payload_offset = offset.min(u16::MAX as usize) as u16;
+    d.payload_captured = captured.min(u16::MAX as usize) as u16;
+    d.payload_len = declared.max(captured).min(u16::MAX as usize) as u16;
+}
+
+fn offset_in(frame: &[u8], inner: &[u8]) -> usize {
+    // `inner` is always a sub-slice of `frame`; the subtraction cannot wrap.
+    (inner.as_ptr() as usize).saturating_sub(frame.as_ptr() as usize)
+}
+
+/// Reads the two ports that open UDP, SCTP and TCP headers. Returns whether
+/// the whole `header_len` was present.
+fn transport_ports(l4: &[u8], d: &mut Decoded, header_len: usize) -> bool {
+    if let (Some(src), Some(dst)) = (be16(l4, 0), be16(l4, 2)) {
+        d.key.src_port = src;
+        d.key.dst_port = dst;
+    }
+    d.l4_truncated = l4.len() < header_len;
+    !d.l4_truncated
+}
+
+fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
+    let tcp = match TcpSlice::from_slice(l4) {
+        Ok(tcp) => tcp,
+        Err(etherparse::err::tcp::HeaderSliceError::Len(_)) => {
+            // Cut by the snap length: keep whatever fields are present.
+            transport_ports(l4, d, 20);
+            d.tcp.seq = be32(l4, 4).unwrap_or(0);
+            d.tcp.ack = be32(l4, 8).unwrap_or(0);
+            d.tcp.flags = l4.get(13).copied().unwrap_or(0);
+            d.tcp.window = be16(l4, 14).unwrap_or(0);
+            d.l4_truncated = true;
+            let header = l4.get(12).map_or(20, |b| (b >> 4) as usize * 4);
+            return Ok(header.max(20));
+        }
+        Err(etherparse::err::tcp::HeaderSliceError::Content(_)) => {
+            return Err(DecodeError::Malformed { layer: "TCP" });
+        }
+    };
+    d.key.src_port = tcp.source_port();
+    d.key.dst_port = tcp.destination_port();
+    let header = tcp.header_slice();
+    d.tcp = TcpMeta {
+        flags: header[13],
+        seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        window: tcp.window_size(),
+        mss: 0,
+        window_scale: None,
+    };
+    if tcp.syn() {
+        for option in tcp.options_iterator() {
+            match option {
+                Ok(TcpOptionElement::MaximumSegmentSize(mss)) => d.tcp.mss = mss,
+                Ok(TcpOptionElement::WindowScale(scale)) => d.tcp.window_scale = Some(scale),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    Ok(header.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_frames::*;
+
+    #[test]
+    fn ethernet_ipv4_tcp_syn_with_options() {
+        let frame = eth_ipv4_tcp(&TcpSpec {
+            flags: tcp_flags::SYN,
+            options: &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
+            payload: b"",
+            ..TcpSpec::default()
+        });
+        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        assert_eq!(d.key.src_ip().to_string(), "10.0.0.1");
+        assert_eq!(d.key.dst_ip().to_string(), "10.0.0.2");
+        assert_eq!((d.key.src_port, d.key.dst_port, d.key.proto), (40000, 80, 6));
+        assert_eq!(d.tcp.flags, tcp_flags::SYN);
+        assert_eq!(d.tcp.mss, 1460);
+        assert_eq!(d.tcp.window_scale, Some(7));
+        assert_eq!(d.ttl, 64);
+        assert_eq!(d.payload_len, 0);
+    }
+
+    #[test]
+    fn payload_offsets_point_at_the_data_and_ignore_ethernet_padding() {
+        let mut frame = eth_ipv4_tcp(&TcpSpec {
+            flags: tcp_flags::ACK | tcp_flags::PSH,
+            payload: b"GET",
+            ..TcpSpec::default()
+        });
+        frame.extend_from_slice(&[0; 6]); // padding to the 60-byte minimum
+        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        let start = d.payload_offset as usize;
+        assert_eq!(&frame[start..start + d.payload_captured as usize], b"GET");
+        assert_eq!(d.payload_len, 3);
+    }
+
+    #[test]
+    fn snap_length_cut_keeps_wire_payload_length() {
+        let frame = eth_ipv4_tcp(&TcpSpec {
+            flags: tcp_flags::ACK,
+            payload: &[7; 1000],
+            ..TcpSpec::default()
+        });
+        let d = decode(LinkType::Ethernet, &frame[..96]).unwrap();
+        assert_eq!(d.payload_len, 1000);
+        assert_eq!(d.payload_captured, 96 - 54);
+        let d = decode(LinkType::Ethernet, &frame[..40]).unwrap();
+        assert!(d.l4_truncated);
+        assert_eq!((d.key.src_port, d.key.dst_port), (40000, 80));
+        let d = decode(LinkType::Ethernet, &frame[..36]).unwrap();
+        assert_eq!((d.key.src_port, d.key.dst_port), (0, 0));
+    }
+
+    #[test]
+    fn vlan_qinq_and_mpls_are_skipped() {
+        let inner = eth_ipv4_tcp(&TcpSpec::default());
+        let ip = &inner[14..];
+        let mut frame = inner[..12].to_vec();
+        frame.extend_from_slice(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x00, 0x2a]);
+        frame.extend_from_slice(&[0x88, 0x47, 0x00, 0x01, 0x00, 0x40, 0x00, 0x02, 0x01, 0x40]);
+        frame.extend_from_slice(ip);
+        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        assert_eq!(d.key.vlan, 42);
+        assert_eq!(d.key.dst_port, 80);
+    }
+
+    #[test]
+    fn ipv6_with_extension_headers_and_fragments() {
+        let frame = eth_ipv6_udp_fragment(0, true, 0xabcd);
+        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        assert_eq!(d.fragment, Fragment::First { id: 0xabcd });
+        assert_eq!((d.key.src_port, d.key.dst_port), (5353, 53));
+        let later = eth_ipv6_udp_fragment(185, false, 0xabcd);
+        let d = decode(LinkType::Ethernet, &later).unwrap();
+        assert_eq!(d.fragment, Fragment::Later { id: 0xabcd });
+        assert_eq!((d.key.src_port, d.key.dst_port), (0, 0));
+        assert_eq!(d.key.proto, 17);
+    }
+
+    #[test]
+    fn ipv4_later_fragment_has_no_ports() {
+        let mut frame = eth_ipv4_tcp(&TcpSpec::default());
+        frame[14 + 6] = 0x00;
+        frame[14 + 7] = 0x10; // offset 16 * 8 bytes
+        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        assert!(matches!(d.fragment, Fragment::Later { .. }));
+        assert_eq!(d.key.src_port, 0);
+    }
+
+    #[test]
+    fn non_ip_frames_are_reported_as_such() {
+        let mut frame = eth_ipv4_tcp(&TcpSpec::default());
+        frame[12] = 0x08;
+        frame[13] = 0x06; // ARP
+        assert_eq!(
+            decode(LinkType::Ethernet, &frame),
+            Err(DecodeError::NotIp { ethertype: 0x0806 })
+        );
+    }
+
+    #[test]
+    fn cooked_raw_and_loopback_link_types() {
+        let eth = eth_ipv4_tcp(&TcpSpec::default());
+        let ip = &eth[14..];
+        let mut sll = vec![0, 0, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0, 0x08, 0x00];
+        sll.extend_from_slice(ip);
+        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 1, 2, 3, 4, 5, 6, 0, 0];
+        sll2.extend_from_slice(ip);
+        let mut null = vec![2, 0, 0, 0];
+        null.extend_from_slice(ip);
+        let mut ppp = vec![0xff, 0x03, 0x00, 0x21];
+        ppp.extend_from_slice(ip);
+        for (link, frame) in [
+            (LinkType::LinuxSll, &sll[..]),
+            (LinkType::LinuxSll2, &sll2[..]),
+            (LinkType::Null, &null[..]),
+            (LinkType::RawIp, ip),
+            (LinkType::Ppp, &ppp[..]),
+        ] {
+            let d = decode(link, frame).unwrap_or_else(|e| panic!("{link:?}: {e}"));
+            assert_eq!(d.key.dst_port, 80, "{link:?}");
+        }
+    }
+
+    #[test]
+    fn tunnels_yield_the_inner_flow() {
+        let inner = eth_ipv4_tcp(&TcpSpec::default());
+        for (kind, frame) in [
+            (TunnelKind::Vxlan, vxlan(&inner, 5)),
+            (TunnelKind::GtpU, gtpu(&inner[14..])),
+            (TunnelKind::Gre, gre(&inner[14..])),
+            (TunnelKind::IpInIp, ipip(&inner[14..])),
+        ] {
+            let d = decode(LinkType::Ethernet, &frame).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+            assert_eq!(d.tunnel, kind);
+            assert_eq!(d.key.src_ip().to_string(), "10.0.0.1", "{kind:?}");
+            assert_eq!(d.key.dst_port, 80, "{kind:?}");
+            if kind == TunnelKind::Vxlan {
+                assert_eq!(d.key.tunnel_id, 5);
+            }
+        }
+    }
+
+    #[test]
+    fn tunnel_nesting_is_bounded() {
+        let mut frame = eth_ipv4_tcp(&TcpSpec::default())[14..].to_vec();
+        for _ in 0..=MAX_TUNNEL_DEPTH {
+            frame = ipip(&frame)[14..].to_vec();
+        }
+        assert_eq!(decode(LinkType::RawIp, &frame), Err(DecodeError::TooDeep));
+    }
+}

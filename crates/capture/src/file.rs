@@ -1,0 +1,279 @@
+use std::fmt;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+use sluice_wire::LinkType;
+
+use crate::{pcap, pcapng};
+
+/// A capture file mapped into memory.
+pub struct CaptureFile {
+    path: PathBuf,
+    map: Arc<Mmap>,
+    format: FileFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    Pcap { nanos: bool, big_endian: bool },
+    PcapNg,
+}
+
+impl fmt::Display for FileFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileFormat::Pcap { nanos: true, .. } => f.write_str("pcap (ns)"),
+            FileFormat::Pcap { nanos: false, .. } => f.write_str("pcap (µs)"),
+            FileFormat::PcapNg => f.write_str("pcapng"),
+        }
+    }
+}
+
+/// Why a file could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: not a pcap or pcapng file (first bytes {magic}); Sluice detects the format from the magic number, so check that this is a capture and not, say, a compressed one"
+    )]
+    NotACapture { path: PathBuf, magic: String },
+    #[error("{path}: {reason} at byte offset {offset}")]
+    BadHeader {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    #[error(
+        "{path}: link type {linktype} is not supported (see `sluice analyze --help` for the list); convert the capture with `editcap -T ether` if it wraps Ethernet"
+    )]
+    UnsupportedLinkType { path: PathBuf, linktype: u32 },
+}
+
+/// A problem inside a file that stops or skips part of it, reported with
+/// the byte offset where it was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadWarning {
+    pub offset: u64,
+    pub message: String,
+    /// Reading stopped here; the rest of the file was not used.
+    pub fatal: bool,
+}
+
+/// One captured frame, borrowed from the mapped file.
+#[derive(Clone, Copy, Debug)]
+pub struct RawPacket<'a> {
+    /// Nanoseconds since the Unix epoch.
+    pub ts_ns: u64,
+    /// The frame's length on the wire.
+    pub wire_len: u32,
+    /// The captured bytes (at most `wire_len`, cut by the snap length).
+    pub data: &'a [u8],
+    pub link: LinkType,
+    /// Offset of this packet's record in the file.
+    pub offset: u64,
+}
+
+impl CaptureFile {
+    pub fn open(path: impl AsRef<Path>) -> Result<CaptureFile, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| OpenError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(&path).map_err(io)?;
+        let map = map_file(&file).map_err(io)?;
+        let format = detect(&map).ok_or_else(|| OpenError::NotACapture {
+            path: path.clone(),
+            magic: map
+                .iter()
+                .take(4)
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        })?;
+        let capture = CaptureFile {
+            path,
+            map: Arc::new(map),
+            format,
+        };
+        // Validate the headers now so that errors surface before any work.
+        capture.reader()?;
+        Ok(capture)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn format(&self) -> FileFormat {
+        self.format
+    }
+
+    pub fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The mapped bytes, shared with whoever needs to read packets later
+    /// (workers borrow packet data from here by offset).
+    pub fn bytes(&self) -> &Arc<Mmap> {
+        &self.map
+    }
+
+    pub fn reader(&self) -> Result<PacketReader<'_>, OpenError> {
+        let inner = match self.format {
+            FileFormat::Pcap { nanos, big_endian } => {
+                Inner::Pcap(pcap::Reader::new(&self.map, nanos, big_endian).map_err(|e| self.header_error(e))?)
+            }
+            FileFormat::PcapNg => Inner::PcapNg(pcapng::Reader::new(&self.map).map_err(|e| self.header_error(e))?),
+        };
+        Ok(PacketReader {
+            inner,
+            warnings: Warnings::default(),
+        })
+    }
+
+    fn header_error(&self, e: HeaderError) -> OpenError {
+        match e {
+            HeaderError::Bad { offset, reason } => OpenError::BadHeader {
+                path: self.path.clone(),
+                offset,
+                reason,
+            },
+            HeaderError::LinkType(linktype) => OpenError::UnsupportedLinkType {
+                path: self.path.clone(),
+                linktype,
+            },
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn map_file(file: &File) -> std::io::Result<Mmap> {
+    // SAFETY: the map is read-only. If another process truncates the file
+    // while we read it, accesses past the new end fault (SIGBUS); this is
+    // the same contract every mmap-based capture reader accepts, and the
+    // only way to hand packet bytes to the decoder without a copy.
+    let map = unsafe { Mmap::map(file)? };
+    #[cfg(unix)]
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Ok(map)
+}
+
+fn detect(bytes: &[u8]) -> Option<FileFormat> {
+    let magic: [u8; 4] = bytes.get(..4)?.try_into().ok()?;
+    Some(match magic {
+        [0xd4, 0xc3, 0xb2, 0xa1] => FileFormat::Pcap {
+            nanos: false,
+            big_endian: false,
+        },
+        [0xa1, 0xb2, 0xc3, 0xd4] => FileFormat::Pcap {
+            nanos: false,
+            big_endian: true,
+        },
+        [0x4d, 0x3c, 0xb2, 0xa1] => FileFormat::Pcap {
+            nanos: true,
+            big_endian: false,
+        },
+        [0xa1, 0xb2, 0x3c, 0x4d] => FileFormat::Pcap {
+            nanos: true,
+            big_endian: true,
+        },
+        [0x0a, 0x0d, 0x0d, 0x0a] => FileFormat::PcapNg,
+        _ => return None,
+    })
+}
+
+pub(crate) enum HeaderError {
+    Bad { offset: u64, reason: String },
+    LinkType(u32),
+}
+
+enum Inner<'a> {
+    Pcap(pcap::Reader<'a>),
+    PcapNg(pcapng::Reader<'a>),
+}
+
+/// Warnings of one file. A hostile file can hold millions of bad records,
+/// so only the first [`Warnings::KEPT`] are kept verbatim; all are counted.
+#[derive(Default)]
+pub(crate) struct Warnings {
+    kept: Vec<ReadWarning>,
+    total: u64,
+}
+
+impl Warnings {
+    const KEPT: usize = 20;
+
+    pub(crate) fn push(&mut self, offset: u64, message: String, fatal: bool) {
+        self.total += 1;
+        if self.kept.len() < Self::KEPT || fatal {
+            self.kept.push(ReadWarning {
+                offset,
+                message,
+                fatal,
+            });
+        }
+    }
+}
+
+/// Iterates over the packets of one file. Problems found on the way are
+/// collected in [`PacketReader::warnings`]; a fatal one ends the iteration.
+pub struct PacketReader<'a> {
+    inner: Inner<'a>,
+    warnings: Warnings,
+}
+
+impl<'a> PacketReader<'a> {
+    /// The first warnings (and every fatal one) found so far.
+    pub fn warnings(&self) -> &[ReadWarning] {
+        &self.warnings.kept
+    }
+
+    /// How many warnings there were, including those not kept.
+    pub fn warning_count(&self) -> u64 {
+        self.warnings.total
+    }
+
+    /// Reading stopped before the end of the file.
+    pub fn stopped_early(&self) -> bool {
+        self.warnings.kept.iter().any(|w| w.fatal)
+    }
+
+    /// Bytes consumed so far (for progress reporting).
+    pub fn position(&self) -> u64 {
+        match &self.inner {
+            Inner::Pcap(r) => r.position(),
+            Inner::PcapNg(r) => r.position(),
+        }
+    }
+
+    /// Blocks skipped because their type is unknown or irrelevant (pcapng).
+    pub fn skipped_blocks(&self) -> u64 {
+        match &self.inner {
+            Inner::Pcap(_) => 0,
+            Inner::PcapNg(r) => r.skipped_blocks(),
+        }
+    }
+}
+
+impl<'a> Iterator for PacketReader<'a> {
+    type Item = RawPacket<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<RawPacket<'a>> {
+        match &mut self.inner {
+            Inner::Pcap(r) => r.next(&mut self.warnings),
+            Inner::PcapNg(r) => r.next(&mut self.warnings),
+        }
+    }
+}

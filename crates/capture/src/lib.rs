@@ -1,0 +1,9 @@
+//! Packet sources. Today: capture files (pcap and pcapng, detected by their
+//! magic number), read through a memory map so that packet bytes are never
+//! copied on their way to the decoder.
+
+mod file;
+mod pcap;
+mod pcapng;
+
+pub use file::{CaptureFile, FileFormat, OpenError, PacketReader, RawPacket, ReadWarning};

@@ -1,0 +1,344 @@
+use sluice_wire::{Decoded, FlowKey, TunnelKind, tcp_flags};
+
+use crate::stats::Moments;
+
+/// How many leading packets keep their size, direction and inter-arrival.
+pub const FIRST_PACKETS: usize = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the flow's `src` (the client, when the handshake was seen).
+    ClientToServer = 0,
+    ServerToClient = 1,
+}
+
+impl Direction {
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// No packet for longer than the idle timeout.
+    Idle,
+    /// Cut because it lasted longer than the active timeout; the flow goes
+    /// on as a new record.
+    ActiveTimeout,
+    /// Both sides sent FIN.
+    Fin,
+    Rst,
+    /// Pushed out of a full table.
+    Evicted,
+    /// Still open when the input ended.
+    EndOfInput,
+}
+
+impl EndReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            EndReason::Idle => "idle",
+            EndReason::ActiveTimeout => "active_timeout",
+            EndReason::Fin => "fin",
+            EndReason::Rst => "rst",
+            EndReason::Evicted => "evicted",
+            EndReason::EndOfInput => "end_of_input",
+        }
+    }
+}
+
+/// What a flow needs to know about one packet besides its decoded headers.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketInfo<'a> {
+    pub ts_ns: u64,
+    /// Frame length on the wire, link header included.
+    pub wire_len: u32,
+    pub decoded: &'a Decoded,
+}
+
+/// Sequence-space bookkeeping for one direction of a TCP flow: the next
+/// expected sequence number and the most recent hole, which tells a segment
+/// that fills a gap (out of order) from one that repeats data (retransmission).
+#[derive(Clone, Copy, Debug, Default)]
+struct SeqTracker {
+    next: u32,
+    hole_start: u32,
+    hole_end: u32,
+    started: bool,
+}
+
+enum SeqOutcome {
+    InOrder,
+    Retransmission,
+    OutOfOrder,
+}
+
+fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl SeqTracker {
+    fn on_segment(&mut self, seq: u32, len: u32) -> SeqOutcome {
+        let end = seq.wrapping_add(len);
+        if !self.started {
+            self.started = true;
+            self.next = end;
+            return SeqOutcome::InOrder;
+        }
+        if seq == self.next {
+            self.next = end;
+            return SeqOutcome::InOrder;
+        }
+        if seq_lt(self.next, seq) {
+            // Data is missing before this segment.
+            self.hole_start = self.next;
+            self.hole_end = seq;
+            self.next = end;
+            return SeqOutcome::InOrder;
+        }
+        if !seq_lt(seq, self.hole_start) && seq_lt(seq, self.hole_end) {
+            if seq == self.hole_start {
+                self.hole_start = end;
+            }
+            return SeqOutcome::OutOfOrder;
+        }
+        if seq_lt(self.next, end) {
+            self.next = end;
+        }
+        SeqOutcome::Retransmission
+    }
+}
+
+/// Counters and distributions of one direction of a flow.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirectionStats {
+    pub packets: u64,
+    /// Sum of wire lengths, link header included.
+    pub bytes: u64,
+    /// Transport payload bytes as declared by the IP headers.
+    pub payload_bytes: u64,
+    /// Wire lengths of the packets.
+    pub sizes: Moments,
+    /// Nanoseconds between consecutive packets of this direction.
+    pub inter_arrival: Moments,
+    pub last_ns: u64,
+    /// Packets with each TCP flag set, in bit order FIN, SYN, RST, PSH,
+    /// ACK, URG, ECE, CWR.
+    pub flag_counts: [u32; 8],
+    pub retransmissions: u32,
+    pub out_of_order: u32,
+    pub zero_windows: u32,
+    pub ttl_min: u8,
+    pub ttl_max: u8,
+    /// MSS option of this side's SYN, 0 when not seen.
+    pub mss: u16,
+    /// Window scale option of this side's SYN.
+    pub window_scale: Option<u8>,
+    seq: SeqTracker,
+}
+
+/// TCP handshake and teardown as seen so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TcpState {
+    /// Timestamps of the client's SYN, the server's SYN-ACK and the
+    /// client's first ACK after it; 0 when not seen.
+    pub syn_ns: u64,
+    pub syn_ack_ns: u64,
+    pub ack_ns: u64,
+    pub fin: [bool; 2],
+    pub rst: bool,
+}
+
+impl TcpState {
+    /// SYN to the ACK that completes the handshake: one full round trip.
+    pub fn handshake_rtt_ns(&self) -> Option<u64> {
+        (self.syn_ns != 0 && self.ack_ns != 0).then(|| self.ack_ns.saturating_sub(self.syn_ns))
+    }
+
+    /// SYN to SYN-ACK: the round trip between the capture point and the server.
+    pub fn server_rtt_ns(&self) -> Option<u64> {
+        (self.syn_ns != 0 && self.syn_ack_ns != 0).then(|| self.syn_ack_ns.saturating_sub(self.syn_ns))
+    }
+
+    /// SYN-ACK to ACK: the round trip between the capture point and the client.
+    pub fn client_rtt_ns(&self) -> Option<u64> {
+        (self.syn_ack_ns != 0 && self.ack_ns != 0).then(|| self.ack_ns.saturating_sub(self.syn_ack_ns))
+    }
+}
+
+/// One bidirectional flow and everything measured about it. `X` is the
+/// state that higher layers (classification) keep per flow.
+#[derive(Clone, Debug)]
+pub struct Flow<X> {
+    /// Oriented key: `src` is the client (or the first sender).
+    pub key: FlowKey,
+    /// Stable id, derived from the key and the first timestamp, so it does
+    /// not depend on the number of workers or the order of processing.
+    pub id: u64,
+    pub(crate) hash: u64,
+    pub(crate) live: bool,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub directions: [DirectionStats; 2],
+    pub tcp: TcpState,
+    pub tunnel: TunnelKind,
+    pub first_count: u8,
+    pub first_sizes: [u16; FIRST_PACKETS],
+    /// Bit i set: packet i went server to client.
+    pub first_directions: u16,
+    /// Nanoseconds since the previous packet of the flow (0 for the first).
+    pub first_inter_arrivals: [u64; FIRST_PACKETS],
+    /// Set once FIN from both sides or an RST was seen: the flow ends with
+    /// this reason when it is next expired.
+    pub closing: Option<EndReason>,
+    pub ext: X,
+}
+
+impl<X> Flow<X> {
+    pub(crate) fn new(key: FlowKey, hash: u64, ts_ns: u64, tunnel: TunnelKind, ext: X) -> Self {
+        let id = hash ^ ts_ns.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        Flow {
+            key,
+            id,
+            hash,
+            live: true,
+            first_ns: ts_ns,
+            last_ns: ts_ns,
+            directions: [DirectionStats::default(); 2],
+            tcp: TcpState::default(),
+            tunnel,
+            first_count: 0,
+            first_sizes: [0; FIRST_PACKETS],
+            first_directions: 0,
+            first_inter_arrivals: [0; FIRST_PACKETS],
+            closing: None,
+            ext,
+        }
+    }
+
+    pub fn packets(&self) -> u64 {
+        self.directions[0].packets + self.directions[1].packets
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.directions[0].bytes + self.directions[1].bytes
+    }
+
+    /// Turns the flow around: used when a SYN shows that the first packet
+    /// seen came from the server.
+    pub(crate) fn reverse(&mut self) {
+        self.key = self.key.reversed();
+        self.directions.swap(0, 1);
+        self.tcp.fin.swap(0, 1);
+        let mask = ((1u32 << self.first_count) - 1) as u16;
+        self.first_directions ^= mask;
+    }
+
+    /// Accounts one packet travelling in `dir`.
+    #[inline]
+    pub(crate) fn update(&mut self, dir: Direction, p: &PacketInfo) {
+        let d = p.decoded;
+        let ts = p.ts_ns;
+        let since_last_of_flow = ts.saturating_sub(self.last_ns);
+        if self.first_count == 0 {
+            self.first_inter_arrivals[0] = 0;
+        }
+        if (self.first_count as usize) < FIRST_PACKETS {
+            let i = self.first_count as usize;
+            self.first_sizes[i] = p.wire_len.min(u16::MAX as u32) as u16;
+            self.first_directions |= (dir as u16) << i;
+            if i > 0 {
+                self.first_inter_arrivals[i] = since_last_of_flow;
+            }
+            self.first_count += 1;
+        }
+        self.last_ns = self.last_ns.max(ts);
+
+        let s = &mut self.directions[dir.index()];
+        if s.packets > 0 {
+            s.inter_arrival.add(ts.saturating_sub(s.last_ns));
+            s.ttl_min = s.ttl_min.min(d.ttl);
+            s.ttl_max = s.ttl_max.max(d.ttl);
+        } else {
+            s.ttl_min = d.ttl;
+            s.ttl_max = d.ttl;
+        }
+        s.last_ns = ts;
+        s.packets += 1;
+        s.bytes += p.wire_len as u64;
+        s.payload_bytes += d.payload_len as u64;
+        s.sizes.add(p.wire_len as u64);
+
+        if d.key.proto == 6 && !d.l4_truncated {
+            self.tcp_update(dir, ts, d);
+        }
+    }
+
+    fn tcp_update(&mut self, dir: Direction, ts: u64, d: &Decoded) {
+        let flags = d.tcp.flags;
+        let s = &mut self.directions[dir.index()];
+        for bit in 0..8 {
+            s.flag_counts[bit] += ((flags >> bit) & 1) as u32;
+        }
+        let syn = flags & tcp_flags::SYN != 0;
+        let ack = flags & tcp_flags::ACK != 0;
+        let rst = flags & tcp_flags::RST != 0;
+        let fin = flags & tcp_flags::FIN != 0;
+        if syn {
+            s.mss = d.tcp.mss;
+            s.window_scale = d.tcp.window_scale;
+        }
+        if d.tcp.window == 0 && !rst && !syn {
+            s.zero_windows += 1;
+        }
+        let seq_len = d.payload_len as u32 + syn as u32 + fin as u32;
+        if seq_len > 0 && !rst {
+            match s.seq.on_segment(d.tcp.seq, seq_len) {
+                SeqOutcome::InOrder => {}
+                SeqOutcome::Retransmission => s.retransmissions += 1,
+                SeqOutcome::OutOfOrder => s.out_of_order += 1,
+            }
+        }
+        let t = &mut self.tcp;
+        match (dir, syn, ack) {
+            (Direction::ClientToServer, true, false) if t.syn_ns == 0 => t.syn_ns = ts,
+            (Direction::ServerToClient, true, true) if t.syn_ack_ns == 0 => t.syn_ack_ns = ts,
+            (Direction::ClientToServer, false, true) if t.syn_ack_ns != 0 && t.ack_ns == 0 => t.ack_ns = ts,
+            _ => {}
+        }
+        if fin {
+            t.fin[dir.index()] = true;
+        }
+        if rst {
+            t.rst = true;
+            self.closing = Some(EndReason::Rst);
+        } else if t.fin[0] && t.fin[1] && self.closing.is_none() {
+            self.closing = Some(EndReason::Fin);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_tracker_tells_retransmissions_from_reordering() {
+        let mut t = SeqTracker::default();
+        assert!(matches!(t.on_segment(1000, 100), SeqOutcome::InOrder));
+        assert!(matches!(t.on_segment(1100, 100), SeqOutcome::InOrder));
+        // 1200..1300 is lost for now; 1300 arrives first.
+        assert!(matches!(t.on_segment(1300, 100), SeqOutcome::InOrder));
+        assert!(matches!(t.on_segment(1200, 100), SeqOutcome::OutOfOrder));
+        assert!(matches!(t.on_segment(1100, 100), SeqOutcome::Retransmission));
+        assert!(matches!(t.on_segment(1400, 100), SeqOutcome::InOrder));
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        let mut t = SeqTracker::default();
+        assert!(matches!(t.on_segment(u32::MAX - 49, 100), SeqOutcome::InOrder));
+        assert!(matches!(t.on_segment(50, 100), SeqOutcome::InOrder));
+        assert!(matches!(t.on_segment(u32::MAX - 49, 100), SeqOutcome::Retransmission));
+    }
+}

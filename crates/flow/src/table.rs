@@ -1,0 +1,510 @@
+use hashbrown::HashTable;
+use sluice_wire::tcp_flags;
+
+use crate::flow::{Direction, EndReason, Flow, PacketInfo};
+
+/// Limits and timeouts of a flow table. All times are packet time.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowConfig {
+    /// Most flows the table holds at once.
+    pub capacity: usize,
+    /// TCP flows with no packet for this long end as `idle`.
+    pub tcp_idle_timeout_ns: u64,
+    /// Other flows with no packet for this long end as `idle`.
+    pub idle_timeout_ns: u64,
+    /// Flows older than this are cut (`active_timeout`) and continue as a
+    /// new record.
+    pub active_timeout_ns: u64,
+    /// After FIN from both sides or an RST, late packets still count for the
+    /// flow for this long, unless a new SYN reopens the connection.
+    pub closed_linger_ns: u64,
+    /// The expiry scan covers the whole table once per this much packet time.
+    pub sweep_period_ns: u64,
+    /// ... in this many steps, so that no packet waits for a full scan.
+    pub sweep_steps: u32,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        const S: u64 = 1_000_000_000;
+        FlowConfig {
+            capacity: 1 << 20,
+            tcp_idle_timeout_ns: 300 * S,
+            idle_timeout_ns: 120 * S,
+            active_timeout_ns: 1800 * S,
+            closed_linger_ns: 5 * S,
+            sweep_period_ns: 10 * S,
+            sweep_steps: 1000,
+        }
+    }
+}
+
+/// How flows left the table, plus the table's high-water mark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableCounters {
+    pub created: u64,
+    pub idle: u64,
+    pub active_timeout: u64,
+    pub fin: u64,
+    pub rst: u64,
+    /// Flows pushed out because the table was full.
+    pub evicted: u64,
+    pub end_of_input: u64,
+    /// Most flows held at once.
+    pub peak_flows: u64,
+}
+
+impl TableCounters {
+    fn count(&mut self, reason: EndReason) {
+        match reason {
+            EndReason::Idle => self.idle += 1,
+            EndReason::ActiveTimeout => self.active_timeout += 1,
+            EndReason::Fin => self.fin += 1,
+            EndReason::Rst => self.rst += 1,
+            EndReason::Evicted => self.evicted += 1,
+            EndReason::EndOfInput => self.end_of_input += 1,
+        }
+    }
+
+    pub fn merge(&mut self, other: &TableCounters) {
+        self.created += other.created;
+        self.idle += other.idle;
+        self.active_timeout += other.active_timeout;
+        self.fin += other.fin;
+        self.rst += other.rst;
+        self.evicted += other.evicted;
+        self.end_of_input += other.end_of_input;
+        self.peak_flows += other.peak_flows;
+    }
+}
+
+/// A bounded flow table owned by one worker.
+///
+/// Flows live in a slab (`slots`) whose capacity is reserved up front but
+/// only touched as flows arrive, so memory follows the number of flows
+/// actually held; a SwissTable of slot numbers, keyed by the packet's
+/// symmetric hash, finds them. When the table is full, the least recently
+/// active of the next eight slots after the expiry cursor is evicted (and
+/// counted) to make room: an O(1) approximation of LRU.
+pub struct FlowTable<X> {
+    config: FlowConfig,
+    slots: Vec<Flow<X>>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    live: usize,
+    now_ns: u64,
+    next_sweep_ns: u64,
+    cursor: usize,
+    counters: TableCounters,
+}
+
+const EVICTION_CANDIDATES: usize = 8;
+
+impl<X> FlowTable<X> {
+    pub fn new(config: FlowConfig) -> Self {
+        assert!(config.capacity > 0 && config.capacity <= u32::MAX as usize);
+        FlowTable {
+            config,
+            slots: Vec::with_capacity(config.capacity),
+            free: Vec::new(),
+            index: HashTable::with_capacity(config.capacity),
+            live: 0,
+            now_ns: 0,
+            next_sweep_ns: 0,
+            cursor: 0,
+            counters: TableCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> TableCounters {
+        self.counters
+    }
+
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    pub fn flow_mut(&mut self, slot: u32) -> &mut Flow<X> {
+        &mut self.slots[slot as usize]
+    }
+
+    /// Accounts one packet: finds or creates its flow (ending a flow whose
+    /// time is up first), updates the flow's metrics and returns its slot
+    /// and the packet's direction. Flows that end on the way are handed to
+    /// `on_end` before their slot is reused.
+    #[inline]
+    pub fn process(
+        &mut self,
+        packet: &PacketInfo,
+        hash: u64,
+        new_ext: impl FnOnce() -> X,
+        on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
+    ) -> (u32, Direction) {
+        let ts = packet.ts_ns;
+        self.advance(ts, on_end);
+        let key = packet.decoded.key;
+        let reversed = key.reversed();
+        let slots = &self.slots;
+        let found = self
+            .index
+            .find(hash, |&slot| {
+                let k = &slots[slot as usize].key;
+                *k == key || *k == reversed
+            })
+            .copied();
+        if let Some(slot) = found {
+            let ending = self.ending(&self.slots[slot as usize], packet);
+            let flow = &mut self.slots[slot as usize];
+            let dir = if flow.key == key {
+                Direction::ClientToServer
+            } else {
+                Direction::ServerToClient
+            };
+            match ending {
+                None => {
+                    let dir = reorient_on_syn(flow, dir, packet);
+                    flow.update(dir, packet);
+                    return (slot, dir);
+                }
+                Some(reason) => self.finish(slot, reason, on_end),
+            }
+        }
+        let slot = self.allocate(on_end);
+        // A SYN-ACK's sender is the server, whatever was seen first.
+        let flags = packet.decoded.tcp.flags;
+        let from_server = key.proto == 6 && flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
+        let (oriented, dir) = if from_server {
+            (reversed, Direction::ServerToClient)
+        } else {
+            (key, Direction::ClientToServer)
+        };
+        let mut flow = Flow::new(oriented, hash, ts, packet.decoded.tunnel, new_ext());
+        flow.update(dir, packet);
+        if slot as usize == self.slots.len() {
+            self.slots.push(flow);
+        } else {
+            self.slots[slot as usize] = flow;
+        }
+        let slots = &self.slots;
+        self.index
+            .insert_unique(hash, slot, |&s| slots[s as usize].hash);
+        self.live += 1;
+        self.counters.created += 1;
+        self.counters.peak_flows = self.counters.peak_flows.max(self.live as u64);
+        (slot, dir)
+    }
+
+    /// Why the flow must end before this packet can be counted, if it must.
+    fn ending(&self, flow: &Flow<X>, packet: &PacketInfo) -> Option<EndReason> {
+        let ts = packet.ts_ns;
+        let gap = ts.saturating_sub(flow.last_ns);
+        if gap > self.idle_timeout(flow) {
+            return Some(EndReason::Idle);
+        }
+        if ts.saturating_sub(flow.first_ns) > self.config.active_timeout_ns {
+            return Some(EndReason::ActiveTimeout);
+        }
+        if let Some(reason) = flow.closing {
+            let flags = packet.decoded.tcp.flags;
+            let new_syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
+            if new_syn || gap > self.config.closed_linger_ns {
+                return Some(reason);
+            }
+        }
+        None
+    }
+
+    fn idle_timeout(&self, flow: &Flow<X>) -> u64 {
+        if flow.key.proto == 6 {
+            self.config.tcp_idle_timeout_ns
+        } else {
+            self.config.idle_timeout_ns
+        }
+    }
+
+    fn expired(&self, flow: &Flow<X>, now: u64) -> Option<EndReason> {
+        let gap = now.saturating_sub(flow.last_ns);
+        match flow.closing {
+            Some(reason) if gap > self.config.closed_linger_ns => Some(reason),
+            _ if gap > self.idle_timeout(flow) => Some(EndReason::Idle),
+            _ => None,
+        }
+    }
+
+    fn allocate(&mut self, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) -> u32 {
+        if let Some(slot) = self.free.pop() {
+            return slot;
+        }
+        if self.slots.len() < self.config.capacity {
+            return self.slots.len() as u32;
+        }
+        let n = self.slots.len();
+        let victim = (0..EVICTION_CANDIDATES.min(n))
+            .map(|i| (self.cursor + i) % n)
+            .filter(|&s| self.slots[s].live)
+            .min_by_key(|&s| self.slots[s].last_ns)
+            .expect("a full table has live slots");
+        self.finish(victim as u32, EndReason::Evicted, on_end);
+        self.free.pop().expect("finish frees the slot")
+    }
+
+    fn finish(&mut self, slot: u32, reason: EndReason, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
+        let flow = &mut self.slots[slot as usize];
+        debug_assert!(flow.live);
+        flow.live = false;
+        let hash = flow.hash;
+        on_end(flow, reason);
+        self.counters.count(reason);
+        if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
+            entry.remove();
+        }
+        self.free.push(slot);
+        self.live -= 1;
+    }
+
+    /// Moves the table's clock to `now_ns` and, once per sweep step, scans
+    /// the next slice of slots for flows whose time is up.
+    #[inline]
+    pub fn advance(&mut self, now_ns: u64, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
+        if now_ns > self.now_ns {
+            self.now_ns = now_ns;
+        }
+        if self.now_ns < self.next_sweep_ns {
+            return;
+        }
+        let steps = self.config.sweep_steps.max(1) as u64;
+        self.next_sweep_ns = self.now_ns + self.config.sweep_period_ns / steps;
+        let n = self.slots.len();
+        if n == 0 {
+            return;
+        }
+        let step = n.div_ceil(steps as usize);
+        for _ in 0..step {
+            self.cursor = (self.cursor + 1) % n;
+            let slot = self.cursor;
+            if !self.slots[slot].live {
+                continue;
+            }
+            if let Some(reason) = self.expired(&self.slots[slot], self.now_ns) {
+                self.finish(slot as u32, reason, on_end);
+            }
+        }
+    }
+
+    /// Ends every flow still held (end of input, or shutdown).
+    pub fn flush(&mut self, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].live {
+                let reason = self.slots[slot].closing.unwrap_or(EndReason::EndOfInput);
+                self.finish(slot as u32, reason, on_end);
+            }
+        }
+    }
+}
+
+/// A pure SYN from the side we took for the server means the first packet
+/// we saw came from the server: turn the flow around once, before the
+/// handshake is recorded.
+fn reorient_on_syn<X>(flow: &mut Flow<X>, dir: Direction, packet: &PacketInfo) -> Direction {
+    let flags = packet.decoded.tcp.flags;
+    if dir == Direction::ServerToClient
+        && packet.decoded.key.proto == 6
+        && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+        && flow.tcp.syn_ns == 0
+        && flow.tcp.syn_ack_ns == 0
+    {
+        flow.reverse();
+        return Direction::ClientToServer;
+    }
+    dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_wire::{Decoded, FlowKey};
+
+    const S: u64 = 1_000_000_000;
+
+    fn packet(from_client: bool, flags: u8, payload: u16) -> Decoded {
+        let mut key = FlowKey {
+            proto: 6,
+            src_port: 40000,
+            dst_port: 443,
+            ..FlowKey::default()
+        };
+        key.src[..4].copy_from_slice(&[10, 0, 0, 1]);
+        key.dst[..4].copy_from_slice(&[10, 0, 0, 2]);
+        if !from_client {
+            key = key.reversed();
+        }
+        let mut d = Decoded {
+            key,
+            payload_len: payload,
+            ttl: 64,
+            ..Decoded::default()
+        };
+        d.tcp.flags = flags;
+        d
+    }
+
+    struct Run {
+        table: FlowTable<()>,
+        ended: Vec<(FlowKey, EndReason, u64)>,
+    }
+
+    impl Run {
+        fn new(config: FlowConfig) -> Self {
+            Run {
+                table: FlowTable::new(config),
+                ended: Vec::new(),
+            }
+        }
+
+        fn feed(&mut self, ts: u64, d: &Decoded) -> (u32, Direction) {
+            let ended = &mut self.ended;
+            self.table.process(
+                &PacketInfo {
+                    ts_ns: ts,
+                    wire_len: 60 + d.payload_len as u32,
+                    decoded: d,
+                },
+                d.key.symmetric_hash(),
+                || (),
+                &mut |f, r| ended.push((f.key, r, f.packets())),
+            )
+        }
+
+        fn flush(&mut self) {
+            let ended = &mut self.ended;
+            self.table.flush(&mut |f, r| ended.push((f.key, r, f.packets())));
+        }
+    }
+
+    const SYN: u8 = tcp_flags::SYN;
+    const SYN_ACK: u8 = tcp_flags::SYN | tcp_flags::ACK;
+    const ACK: u8 = tcp_flags::ACK;
+    const FIN_ACK: u8 = tcp_flags::FIN | tcp_flags::ACK;
+
+    #[test]
+    fn both_directions_meet_in_one_flow_with_handshake_rtt() {
+        let mut run = Run::new(FlowConfig::default());
+        let (slot, dir) = run.feed(S, &packet(true, SYN, 0));
+        assert_eq!(dir, Direction::ClientToServer);
+        assert_eq!(run.feed(S + 1000, &packet(false, SYN_ACK, 0)), (slot, Direction::ServerToClient));
+        run.feed(S + 3000, &packet(true, ACK, 0));
+        run.feed(S + 4000, &packet(true, ACK, 100));
+        let flow = run.table.flow_mut(slot);
+        assert_eq!(flow.tcp.handshake_rtt_ns(), Some(3000));
+        assert_eq!(flow.tcp.server_rtt_ns(), Some(1000));
+        assert_eq!(flow.directions[0].packets, 3);
+        assert_eq!(flow.directions[0].payload_bytes, 100);
+        assert_eq!(flow.first_directions, 0b0010);
+        assert_eq!(run.table.len(), 1);
+    }
+
+    #[test]
+    fn syn_ack_seen_first_orients_client_to_server() {
+        let mut run = Run::new(FlowConfig::default());
+        let (slot, dir) = run.feed(S, &packet(false, SYN_ACK, 0));
+        assert_eq!(dir, Direction::ServerToClient);
+        assert_eq!(run.table.flow_mut(slot).key.src_port, 40000);
+    }
+
+    #[test]
+    fn late_syn_turns_a_midstream_flow_around() {
+        let mut run = Run::new(FlowConfig::default());
+        let (slot, _) = run.feed(S, &packet(false, ACK, 10));
+        assert_eq!(run.table.flow_mut(slot).key.src_port, 443);
+        let (_, dir) = run.feed(S + 1, &packet(true, SYN, 0));
+        assert_eq!(dir, Direction::ClientToServer);
+        let flow = run.table.flow_mut(slot);
+        assert_eq!(flow.key.src_port, 40000);
+        assert_eq!(flow.directions[1].payload_bytes, 10);
+        assert_eq!(flow.first_directions, 0b01);
+    }
+
+    #[test]
+    fn idle_gap_splits_the_flow_and_sweep_expires_quiet_flows() {
+        let config = FlowConfig::default();
+        let mut run = Run::new(config);
+        run.feed(S, &packet(true, ACK, 1));
+        run.feed(S + config.tcp_idle_timeout_ns + 1, &packet(true, ACK, 1));
+        assert_eq!(run.ended.len(), 1);
+        assert_eq!(run.ended[0].1, EndReason::Idle);
+        // Another flow's packets far in the future sweep this one out.
+        let mut other = packet(true, ACK, 1);
+        other.key.src_port = 1;
+        let later = 3 * config.tcp_idle_timeout_ns;
+        for i in 0..=config.sweep_steps as u64 {
+            run.feed(later + i * config.sweep_period_ns / config.sweep_steps as u64, &other);
+        }
+        assert_eq!(run.ended.len(), 2);
+        assert_eq!(run.table.len(), 1);
+        assert_eq!(run.table.counters().idle, 2);
+    }
+
+    #[test]
+    fn fin_from_both_sides_closes_and_late_packets_still_count() {
+        let mut run = Run::new(FlowConfig::default());
+        run.feed(S, &packet(true, SYN, 0));
+        run.feed(S + 1, &packet(false, SYN_ACK, 0));
+        run.feed(S + 2, &packet(true, FIN_ACK, 0));
+        run.feed(S + 3, &packet(false, FIN_ACK, 0));
+        run.feed(S + 4, &packet(true, ACK, 0));
+        assert!(run.ended.is_empty());
+        // A new SYN on the same ports is a new connection.
+        run.feed(S + 5, &packet(true, SYN, 0));
+        assert_eq!(run.ended, vec![(run.ended[0].0, EndReason::Fin, 5)]);
+        run.flush();
+        assert_eq!(run.ended[1].1, EndReason::EndOfInput);
+    }
+
+    #[test]
+    fn rst_ends_the_flow_after_the_linger() {
+        let config = FlowConfig::default();
+        let mut run = Run::new(config);
+        run.feed(S, &packet(true, ACK, 5));
+        run.feed(S + 1, &packet(false, tcp_flags::RST, 0));
+        run.feed(S + 2, &packet(false, tcp_flags::RST, 0));
+        run.feed(S + 3 + config.closed_linger_ns, &packet(true, ACK, 5));
+        assert_eq!(run.ended.len(), 1);
+        assert_eq!(run.ended[0].1, EndReason::Rst);
+        assert_eq!(run.ended[0].2, 3);
+    }
+
+    #[test]
+    fn active_timeout_cuts_long_flows() {
+        let config = FlowConfig {
+            active_timeout_ns: 10 * S,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        for i in 0..25 {
+            run.feed(i * S, &packet(true, ACK, 1));
+        }
+        assert_eq!(run.table.counters().active_timeout, 2);
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_least_recent_candidate() {
+        let config = FlowConfig {
+            capacity: 4,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        for port in 0..6u16 {
+            let mut p = packet(true, ACK, 1);
+            p.key.src_port = port;
+            run.feed(S + port as u64, &p);
+        }
+        assert_eq!(run.table.len(), 4);
+        assert_eq!(run.table.counters().evicted, 2);
+        let evicted: Vec<u16> = run.ended.iter().map(|e| e.0.src_port).collect();
+        assert_eq!(evicted, vec![0, 1]);
+    }
+}

@@ -1,0 +1,138 @@
+//! The port table: a guess from well-known ports, and exact labels for IP
+//! protocols that are an application by themselves.
+
+use sluice_wire::FlowKey;
+
+use crate::{Classifier, Label};
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// nDPI's name for the service usually found on `port`.
+fn service(proto: u8, port: u16) -> Option<&'static str> {
+    Some(match (proto, port) {
+        (TCP, 80 | 8080 | 8000) => "HTTP",
+        (TCP, 443 | 8443) => "TLS",
+        (UDP, 443) => "QUIC",
+        (_, 53) => "DNS",
+        (TCP, 22) => "SSH",
+        (TCP, 21) => "FTP_CONTROL",
+        (TCP, 20) => "FTP_DATA",
+        (TCP, 23) => "Telnet",
+        (TCP, 25 | 587) => "SMTP",
+        (TCP, 465) => "SMTPS",
+        (TCP, 110) => "POP3",
+        (TCP, 995) => "POP3S",
+        (TCP, 143) => "IMAP",
+        (TCP, 993) => "IMAPS",
+        (TCP, 119) => "NNTP",
+        (TCP, 179) => "BGP",
+        (_, 389) => "LDAP",
+        (_, 88) => "Kerberos",
+        (TCP, 445) => "SMBv23",
+        (_, 137..=139) => "NetBIOS",
+        (TCP, 3306) => "MySQL",
+        (TCP, 5432) => "PostgreSQL",
+        (TCP, 6379) => "Redis",
+        (TCP, 1433) => "MsSQL-TDS",
+        (TCP, 1521) => "Oracle",
+        (TCP, 27017) => "MongoDB",
+        (_, 3389) => "RDP",
+        (TCP, 5900..=5903) => "VNC",
+        (TCP, 1883 | 8883) => "MQTT",
+        (TCP, 5222 | 5223) => "Jabber",
+        (TCP, 554) | (UDP, 554) => "RTSP",
+        (_, 5060 | 5061) => "SIP",
+        (TCP, 6881..=6889) | (UDP, 6881..=6889) => "BitTorrent",
+        (TCP, 9418) => "Git",
+        (TCP, 873) => "RSYNC",
+        (TCP, 1723) => "PPTP",
+        (_, 1194) => "OpenVPN",
+        (UDP, 123) => "NTP",
+        (UDP, 67 | 68) => "DHCP",
+        (UDP, 546 | 547) => "DHCPV6",
+        (UDP, 161 | 162) => "SNMP",
+        (UDP, 5353) => "MDNS",
+        (UDP, 5355) => "LLMNR",
+        (UDP, 1900) => "SSDP",
+        (UDP, 500 | 4500) => "IPSec",
+        (UDP, 51820) => "WireGuard",
+        (UDP, 3478 | 19302) => "STUN",
+        (UDP, 514) => "Syslog",
+        (UDP, 1812 | 1813) => "RADIUS",
+        (UDP, 69) => "TFTP",
+        (_, 427) => "Service_Location_Protocol",
+        (UDP, 3544) => "Teredo",
+        (UDP, 2152) => "GTP_U",
+        (UDP, 2123) => "GTP_C",
+        (UDP, 1701) => "L2TP",
+        (UDP, 5246 | 5247) => "CAPWAP",
+        (TCP, 1080) => "SOCKS",
+        (TCP, 3128) => "HTTP_Proxy",
+        (TCP, 502) => "Modbus",
+        (UDP, 47808) => "BACnet",
+        (TCP, 102) => "S7Comm",
+        (TCP, 20000) | (UDP, 20000) => "DNP3",
+        _ => return None,
+    })
+}
+
+/// IP protocols that name the application by themselves.
+fn ip_protocol(proto: u8) -> Option<&'static str> {
+    Some(match proto {
+        1 => "ICMP",
+        2 => "IGMP",
+        47 => "GRE",
+        50 | 51 => "IPSec",
+        58 => "ICMPV6",
+        89 => "OSPF",
+        103 => "IP_PIM",
+        112 => "VRRP",
+        132 => "SCTP",
+        _ => return None,
+    })
+}
+
+/// Labels a flow from its key alone: exactly for protocol-level
+/// applications, as a low-confidence guess from the server port (or, for
+/// flows picked up mid-stream, either port) otherwise.
+pub fn port_label(key: &FlowKey) -> Option<(Label, Classifier, f32)> {
+    if let Some(name) = ip_protocol(key.proto) {
+        return Some((Label { master: name, app: None }, Classifier::Protocol, 1.0));
+    }
+    let name = service(key.proto, key.dst_port).or_else(|| service(key.proto, key.src_port))?;
+    Some((Label { master: name, app: None }, Classifier::Port, 0.3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(proto: u8, src_port: u16, dst_port: u16) -> FlowKey {
+        FlowKey {
+            proto,
+            src_port,
+            dst_port,
+            ..FlowKey::default()
+        }
+    }
+
+    #[test]
+    fn server_port_wins_over_client_port() {
+        let (label, classifier, _) = port_label(&key(TCP, 53, 443)).unwrap();
+        assert_eq!(label.master, "TLS");
+        assert_eq!(classifier, Classifier::Port);
+    }
+
+    #[test]
+    fn midstream_flows_fall_back_to_the_source_port() {
+        assert_eq!(port_label(&key(UDP, 123, 40000)).unwrap().0.master, "NTP");
+        assert!(port_label(&key(UDP, 40001, 40000)).is_none());
+    }
+
+    #[test]
+    fn protocol_level_applications_are_exact() {
+        let (label, classifier, confidence) = port_label(&key(58, 0, 0)).unwrap();
+        assert_eq!((label.master, classifier, confidence), ("ICMPV6", Classifier::Protocol, 1.0));
+    }
+}

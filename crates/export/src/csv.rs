@@ -1,0 +1,88 @@
+use std::io::Write;
+use std::net::IpAddr;
+
+use crate::jsonl::write_f64;
+use crate::schema::{FieldSink, Record, field_names, write_record};
+
+/// RFC 4180 CSV with a header line. Absent values are empty; lists are
+/// joined with `;` so that every record stays one line.
+#[derive(Default)]
+pub struct CsvEncoder {
+    out: Vec<u8>,
+    first: bool,
+}
+
+impl CsvEncoder {
+    pub fn header() -> Vec<u8> {
+        let mut line = field_names().join(",").into_bytes();
+        line.push(b'\n');
+        line
+    }
+
+    pub fn encode(&mut self, record: &Record, out: &mut Vec<u8>) {
+        std::mem::swap(&mut self.out, out);
+        self.first = true;
+        write_record(record, self);
+        self.out.push(b'\n');
+        std::mem::swap(&mut self.out, out);
+    }
+
+    fn sep(&mut self) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+    }
+}
+
+impl FieldSink for CsvEncoder {
+    fn u64(&mut self, _: &'static str, value: u64) {
+        self.sep();
+        self.out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    fn opt_u64(&mut self, _: &'static str, value: Option<u64>) {
+        self.sep();
+        if let Some(v) = value {
+            self.out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        }
+    }
+
+    fn f64(&mut self, _: &'static str, value: f64) {
+        self.sep();
+        if value.is_finite() {
+            write_f64(&mut self.out, value);
+        }
+    }
+
+    fn str(&mut self, _: &'static str, value: &str) {
+        self.sep();
+        if value.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+            self.out.push(b'"');
+            for b in value.bytes() {
+                if b == b'"' {
+                    self.out.push(b'"');
+                }
+                self.out.push(b);
+            }
+            self.out.push(b'"');
+        } else {
+            self.out.extend_from_slice(value.as_bytes());
+        }
+    }
+
+    fn ip(&mut self, _: &'static str, value: IpAddr) {
+        self.sep();
+        let _ = write!(self.out, "{value}");
+    }
+
+    fn list(&mut self, _: &'static str, values: &[u64]) {
+        self.sep();
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b';');
+            }
+            self.out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes());
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The flow record schema. Field names are a public interface: tools
+//! outside this repository read them. `docs/flow-record.md` documents each
+//! one, and a test keeps that page and this list in step. Adding a field is
+//! a minor version; renaming or removing one is a major version.
+
+use std::net::IpAddr;
+
+use sluice_classify::FlowClass;
+use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Flow};
+use sluice_wire::l4_name;
+
+pub const SCHEMA_VERSION: &str = "1.0";
+
+/// A finished flow and why it finished.
+pub struct Record<'a> {
+    pub flow: &'a Flow<FlowClass>,
+    pub end: EndReason,
+}
+
+/// Receives the fields of a record in schema order.
+pub trait FieldSink {
+    fn u64(&mut self, name: &'static str, value: u64);
+    fn opt_u64(&mut self, name: &'static str, value: Option<u64>);
+    fn f64(&mut self, name: &'static str, value: f64);
+    fn str(&mut self, name: &'static str, value: &str);
+    fn ip(&mut self, name: &'static str, value: IpAddr);
+    fn list(&mut self, name: &'static str, values: &[u64]);
+}
+
+/// Walks every field of the record, in the documented order.
+pub fn write_record(r: &Record, out: &mut impl FieldSink) {
+    let f = r.flow;
+    let k = &f.key;
+    out.str("flow_id", format_id(f.id, &mut [0; 16]));
+    out.ip("src_ip", k.src_ip());
+    out.u64("src_port", k.src_port as u64);
+    out.ip("dst_ip", k.dst_ip());
+    out.u64("dst_port", k.dst_port as u64);
+    match l4_name(k.proto) {
+        Some(name) => out.str("l4", name),
+        None => out.str("l4", itoa::Buffer::new().format(k.proto)),
+    }
+    out.u64("ip_version", k.version as u64);
+    out.u64("vlan", k.vlan as u64);
+    out.str("tunnel", f.tunnel.name());
+    out.u64("tunnel_id", k.tunnel_id as u64);
+    out.u64("first_ts_ns", f.first_ns);
+    out.u64("last_ts_ns", f.last_ns);
+    out.u64("duration_ns", f.last_ns.saturating_sub(f.first_ns));
+    out.u64("packets", f.packets());
+    out.u64("bytes", f.bytes());
+    direction(out, &DIRECTION_FIELDS[0], &f.directions[0]);
+    direction(out, &DIRECTION_FIELDS[1], &f.directions[1]);
+    out.opt_u64("handshake_rtt_ns", f.tcp.handshake_rtt_ns());
+    out.opt_u64("client_rtt_ns", f.tcp.client_rtt_ns());
+    out.opt_u64("server_rtt_ns", f.tcp.server_rtt_ns());
+    let n = f.first_count as usize;
+    let mut sizes = [0u64; FIRST_PACKETS];
+    let mut dirs = [0u64; FIRST_PACKETS];
+    for i in 0..n {
+        sizes[i] = f.first_sizes[i] as u64;
+        dirs[i] = ((f.first_directions >> i) & 1) as u64;
+    }
+    out.list("first_sizes", &sizes[..n]);
+    out.list("first_directions", &dirs[..n]);
+    out.list("first_iat_ns", &f.first_inter_arrivals[..n]);
+    out.str("end_reason", r.end.name());
+    let class = &f.ext;
+    let mut label = [0u8; 96];
+    out.str("app", label_text(class, &mut label));
+    out.str("master", class.label.master);
+    out.str("classifier", class.classifier.name());
+    out.f64("confidence", class.confidence as f64);
+}
+
+fn label_text<'b>(class: &FlowClass, buf: &'b mut [u8; 96]) -> &'b str {
+    let label = &class.label;
+    let Some(app) = label.app else {
+        return label.master;
+    };
+    let (m, a) = (label.master.as_bytes(), app.as_bytes());
+    let n = m.len() + 1 + a.len();
+    if n > buf.len() {
+        return label.master;
+    }
+    buf[..m.len()].copy_from_slice(m);
+    buf[m.len()] = b'.';
+    buf[m.len() + 1..n].copy_from_slice(a);
+    std::str::from_utf8(&buf[..n]).unwrap_or(label.master)
+}
+
+/// Flow ids are printed as 16 hex digits: JSON numbers above 2^53 do not
+/// survive JavaScript and many other readers.
+fn format_id(id: u64, buf: &mut [u8; 16]) -> &str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = HEX[((id >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    std::str::from_utf8(buf).expect("hex digits")
+}
+
+struct DirectionFields {
+    packets: &'static str,
+    bytes: &'static str,
+    payload_bytes: &'static str,
+    size_min: &'static str,
+    size_max: &'static str,
+    size_mean: &'static str,
+    size_std: &'static str,
+    iat_min: &'static str,
+    iat_max: &'static str,
+    iat_mean: &'static str,
+    iat_std: &'static str,
+    flags: [&'static str; 8],
+    retransmissions: &'static str,
+    out_of_order: &'static str,
+    zero_windows: &'static str,
+    ttl_min: &'static str,
+    ttl_max: &'static str,
+    mss: &'static str,
+    window_scale: &'static str,
+}
+
+macro_rules! direction_fields {
+    ($p:literal) => {
+        DirectionFields {
+            packets: concat!($p, "_packets"),
+            bytes: concat!($p, "_bytes"),
+            payload_bytes: concat!($p, "_payload_bytes"),
+            size_min: concat!($p, "_size_min"),
+            size_max: concat!($p, "_size_max"),
+            size_mean: concat!($p, "_size_mean"),
+            size_std: concat!($p, "_size_std"),
+            iat_min: concat!($p, "_iat_min_ns"),
+            iat_max: concat!($p, "_iat_max_ns"),
+            iat_mean: concat!($p, "_iat_mean_ns"),
+            iat_std: concat!($p, "_iat_std_ns"),
+            flags: [
+                concat!($p, "_fin"),
+                concat!($p, "_syn"),
+                concat!($p, "_rst"),
+                concat!($p, "_psh"),
+                concat!($p, "_ack"),
+                concat!($p, "_urg"),
+                concat!($p, "_ece"),
+                concat!($p, "_cwr"),
+            ],
+            retransmissions: concat!($p, "_retransmissions"),
+            out_of_order: concat!($p, "_out_of_order"),
+            zero_windows: concat!($p, "_zero_windows"),
+            ttl_min: concat!($p, "_ttl_min"),
+            ttl_max: concat!($p, "_ttl_max"),
+            mss: concat!($p, "_mss"),
+            window_scale: concat!($p, "_window_scale"),
+        }
+    };
+}
+
+const DIRECTION_FIELDS: [DirectionFields; 2] = [direction_fields!("c2s"), direction_fields!("s2c")];
+
+fn direction(out: &mut impl FieldSink, n: &DirectionFields, d: &DirectionStats) {
+    out.u64(n.packets, d.packets);
+    out.u64(n.bytes, d.bytes);
+    out.u64(n.payload_bytes, d.payload_bytes);
+    out.u64(n.size_min, d.sizes.min);
+    out.u64(n.size_max, d.sizes.max);
+    out.f64(n.size_mean, d.sizes.mean());
+    out.f64(n.size_std, d.sizes.stddev());
+    out.u64(n.iat_min, d.inter_arrival.min);
+    out.u64(n.iat_max, d.inter_arrival.max);
+    out.f64(n.iat_mean, d.inter_arrival.mean());
+    out.f64(n.iat_std, d.inter_arrival.stddev());
+    for (name, count) in n.flags.iter().zip(d.flag_counts) {
+        out.u64(name, count as u64);
+    }
+    out.u64(n.retransmissions, d.retransmissions as u64);
+    out.u64(n.out_of_order, d.out_of_order as u64);
+    out.u64(n.zero_windows, d.zero_windows as u64);
+    out.u64(n.ttl_min, d.ttl_min as u64);
+    out.u64(n.ttl_max, d.ttl_max as u64);
+    out.opt_u64(n.mss, (d.mss != 0).then_some(d.mss as u64));
+    out.opt_u64(n.window_scale, d.window_scale.map(u64::from));
+}
+
+/// The names of all fields, in order.
+pub fn field_names() -> Vec<&'static str> {
+    struct Names(Vec<&'static str>);
+    impl FieldSink for Names {
+        fn u64(&mut self, name: &'static str, _: u64) {
+            self.0.push(name);
+        }
+        fn opt_u64(&mut self, name: &'static str, _: Option<u64>) {
+            self.0.push(name);
+        }
+        fn f64(&mut self, name: &'static str, _: f64) {
+            self.0.push(name);
+        }
+        fn str(&mut self, name: &'static str, _: &str) {
+            self.0.push(name);
+        }
+        fn ip(&mut self, name: &'static str, _: IpAddr) {
+            self.0.push(name);
+        }
+        fn list(&mut self, name: &'static str, _: &[u64]) {
+            self.0.push(name);
+        }
+    }
+    let flow = sample_flow();
+    let mut names = Names(Vec::new());
+    write_record(
+        &Record {
+            flow: &flow,
+            end: EndReason::EndOfInput,
+        },
+        &mut names,
+    );
+    names.0
+}
+
+fn sample_flow() -> Flow<FlowClass> {
+    use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
+    let decoded = sluice_wire::Decoded::default();
+    let mut table = FlowTable::new(FlowConfig {
+        capacity: 1,
+        ..FlowConfig::default()
+    });
+    let (slot, _) = table.process(
+        &PacketInfo {
+            ts_ns: 0,
+            wire_len: 0,
+            decoded: &decoded,
+        },
+        0,
+        FlowClass::default,
+        &mut |_, _| {},
+    );
+    table.flow_mut(slot).clone()
+}

@@ -1,0 +1,396 @@
+//! Deterministic synthetic traffic for tests and benchmarks.
+//!
+//! The same profile, packet count and seed always give byte-identical
+//! captures, so tests can make their own inputs and benchmarks can be
+//! reproduced anywhere.
+
+use std::io;
+
+use etherparse::{PacketBuilder, TcpHeader, TcpOptionElement};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+/// What kind of traffic to make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// HPTRAC's worst case: 64-byte frames, 5 TCP packets per flow,
+    /// incrementing addresses and ports, many flows open at once.
+    WorstCase,
+    /// A realistic mix: heavy-tailed flow sizes, mean packet size ~700 B,
+    /// TCP with handshakes and teardowns, UDP, ICMP, IPv4 and IPv6, some
+    /// VLAN tags.
+    Mix,
+}
+
+/// Where generated frames go.
+pub trait FrameSink {
+    fn frame(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()>;
+}
+
+/// What was generated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenSummary {
+    pub packets: u64,
+    pub bytes: u64,
+    pub flows: u64,
+}
+
+/// 2024-01-01T00:00:00Z: generated traffic starts here.
+pub const START_NS: u64 = 1_704_067_200_000_000_000;
+
+pub fn generate(profile: Profile, packets: u64, seed: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary> {
+    match profile {
+        Profile::WorstCase => worst_case(packets, sink),
+        Profile::Mix => Mix::new(seed).run(packets, sink),
+    }
+}
+
+const MAC_A: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0b];
+
+/// Flows open at once in the worst case: about what a 10 GbE link carries.
+const WORST_CASE_CONCURRENT: u64 = 100_000;
+const WORST_CASE_PACKETS_PER_FLOW: u64 = 5;
+
+fn worst_case(packets: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary> {
+    let mut summary = GenSummary::default();
+    let mut frame = Vec::with_capacity(64);
+    // 64-byte frames at 10 GbE line rate: 14.88 Mpps, one every 67.2 ns.
+    let concurrent = WORST_CASE_CONCURRENT.min(packets / WORST_CASE_PACKETS_PER_FLOW).max(1);
+    let block = concurrent * WORST_CASE_PACKETS_PER_FLOW;
+    for p in 0..packets {
+        // Packets go out in blocks of `concurrent` flows: the
+        // first packet of each, then the second of each, and so on, so that
+        // every flow of a block is open at the same time.
+        let block_start = p - p % block;
+        let in_block = p - block_start;
+        let step = in_block / concurrent;
+        let flow = block_start / WORST_CASE_PACKETS_PER_FLOW + in_block % concurrent;
+        if step == 0 {
+            summary.flows += 1;
+        }
+        let client = [10, (flow >> 16) as u8, (flow >> 8) as u8, flow as u8];
+        let server = [172, 16 + ((flow >> 16) & 0x0f) as u8, (flow >> 8) as u8, flow as u8];
+        let client_port = 1024 + (flow % 64_000) as u16;
+        let server_port = 80 + (flow % 16) as u16;
+        let (isn_c, isn_s) = (flow as u32 * 7919, flow as u32 * 104_729);
+        frame.clear();
+        let builder = |from_client: bool| {
+            if from_client {
+                PacketBuilder::ethernet2(MAC_A, MAC_B)
+                    .ipv4(client, server, 64)
+                    .tcp(client_port, server_port, isn_c, 65_535)
+            } else {
+                PacketBuilder::ethernet2(MAC_B, MAC_A)
+                    .ipv4(server, client, 64)
+                    .tcp(server_port, client_port, isn_s, 65_535)
+            }
+        };
+        let result = match step {
+            0 => builder(true).syn().write(&mut frame, &[0; 10]),
+            1 => builder(false).syn().ack(isn_c.wrapping_add(1)).write(&mut frame, &[0; 10]),
+            2 => {
+                let b = builder(true).ack(isn_s.wrapping_add(1));
+                b.write(&mut frame, &[0; 10])
+            }
+            3 => builder(false).ack(isn_c.wrapping_add(1)).psh().write(&mut frame, &[0x55; 10]),
+            _ => builder(true).ack(isn_s.wrapping_add(11)).fin().write(&mut frame, &[0; 10]),
+        };
+        result.map_err(io::Error::other)?;
+        frame.resize(64, 0);
+        let ts = START_NS + p * 672 / 10;
+        sink.frame(ts, &frame)?;
+        summary.packets += 1;
+        summary.bytes += frame.len() as u64;
+    }
+    Ok(summary)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Tcp,
+    Udp,
+    Icmp,
+}
+
+/// One flow of the mix, generated packet by packet.
+struct MixFlow {
+    kind: Kind,
+    v6: bool,
+    vlan: Option<u16>,
+    client: [u8; 16],
+    server: [u8; 16],
+    client_port: u16,
+    server_port: u16,
+    /// Data packets still to send after the handshake.
+    remaining: u32,
+    /// Next step of the TCP state machine (handshake, data, teardown).
+    step: u32,
+    seq: [u32; 2],
+    abort_with_rst: bool,
+}
+
+struct Mix {
+    rng: Pcg64Mcg,
+    active: Vec<MixFlow>,
+    next_flow: u64,
+    ts: u64,
+    frame: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+const MIX_CONCURRENT: usize = 2_000;
+
+impl Mix {
+    fn new(seed: u64) -> Self {
+        Mix {
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            active: Vec::new(),
+            next_flow: 0,
+            ts: START_NS,
+            frame: Vec::with_capacity(1600),
+            payload: vec![0; 1600],
+        }
+    }
+
+    fn new_flow(&mut self) -> MixFlow {
+        let n = self.next_flow;
+        self.next_flow += 1;
+        let r: f64 = self.rng.random();
+        let kind = if r < 0.75 {
+            Kind::Tcp
+        } else if r < 0.95 {
+            Kind::Udp
+        } else {
+            Kind::Icmp
+        };
+        let v6 = self.rng.random_bool(0.2);
+        let vlan = self.rng.random_bool(0.1).then(|| self.rng.random_range(1..4095));
+        let mut client = [0u8; 16];
+        let mut server = [0u8; 16];
+        if v6 {
+            client[..2].copy_from_slice(&[0x20, 0x01]);
+            server[..2].copy_from_slice(&[0x26, 0x06]);
+            client[8..16].copy_from_slice(&n.to_be_bytes());
+            server[12..16].copy_from_slice(&self.rng.random_range(0..5000u32).to_be_bytes());
+        } else {
+            client[..4].copy_from_slice(&[10, (n >> 16) as u8, (n >> 8) as u8, n as u8]);
+            let s = self.rng.random_range(0..5000u32);
+            server[..4].copy_from_slice(&[93, 184, (s >> 8) as u8, s as u8]);
+        }
+        let server_port = match kind {
+            Kind::Tcp => [80, 443, 443, 443, 22, 25, 8080, 993][self.rng.random_range(0..8)],
+            Kind::Udp => [53, 53, 123, 443, 5353, 3478][self.rng.random_range(0..6)],
+            Kind::Icmp => 0,
+        };
+        // Pareto(α = 1.2, min 4) packets: most flows are mice, a few elephants.
+        let u: f64 = self.rng.random_range(1e-9..1.0);
+        let size = (4.0 / u.powf(1.0 / 1.2)).min(20_000.0) as u32;
+        MixFlow {
+            kind,
+            v6,
+            vlan,
+            client,
+            server,
+            client_port: if kind == Kind::Icmp {
+                (n & 0xffff) as u16
+            } else {
+                self.rng.random_range(1025..65_535)
+            },
+            server_port,
+            remaining: size,
+            step: 0,
+            seq: [self.rng.random(), self.rng.random()],
+            abort_with_rst: self.rng.random_bool(0.05),
+        }
+    }
+
+    /// Mean ~700 B: many small packets, many full-size ones, some between.
+    fn payload_len(&mut self, from_client: bool, header: usize) -> usize {
+        let r: f64 = self.rng.random();
+        let frame: usize = if from_client {
+            self.rng.random_range(60..800)
+        } else if r < 0.1 {
+            self.rng.random_range(60..120)
+        } else if r < 0.85 {
+            1514
+        } else {
+            self.rng.random_range(120..1514)
+        };
+        frame.saturating_sub(header).min(1448)
+    }
+
+    fn run(mut self, packets: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary> {
+        let mut summary = GenSummary::default();
+        while summary.packets < packets {
+            while self.active.len() < MIX_CONCURRENT {
+                let flow = self.new_flow();
+                self.active.push(flow);
+                summary.flows += 1;
+            }
+            let i = self.rng.random_range(0..self.active.len());
+            let mut flow = self.active.swap_remove(i);
+            let done = self.emit(&mut flow)?;
+            sink.frame(self.ts, &self.frame)?;
+            summary.packets += 1;
+            summary.bytes += self.frame.len() as u64;
+            // Exponential gaps, mean 10 µs.
+            let u: f64 = self.rng.random_range(1e-12..1.0);
+            self.ts += (-u.ln() * 10_000.0) as u64;
+            if !done {
+                self.active.push(flow);
+            }
+        }
+        Ok(summary)
+    }
+
+    /// Builds the flow's next packet into `self.frame`; returns whether the
+    /// flow is finished.
+    fn emit(&mut self, f: &mut MixFlow) -> io::Result<bool> {
+        self.frame.clear();
+        let (from_client, done, tcp_flags, payload) = match f.kind {
+            Kind::Tcp => {
+                let total_data = f.remaining;
+                let (from_client, flags, payload, done) = match f.step {
+                    0 => (true, SYN, 0, false),
+                    1 => (false, SYN | ACK, 0, false),
+                    2 => (true, ACK, 0, false),
+                    s if s < 3 + total_data => {
+                        let from_client = self.rng.random_bool(0.25);
+                        let len = self.payload_len(from_client, 66);
+                        (from_client, ACK | if len > 0 { PSH } else { 0 }, len, false)
+                    }
+                    s if f.abort_with_rst => (s % 2 == 0, RST, 0, true),
+                    s if s == 3 + total_data => (true, FIN | ACK, 0, false),
+                    s if s == 4 + total_data => (false, FIN | ACK, 0, false),
+                    _ => (true, ACK, 0, true),
+                };
+                f.step += 1;
+                (from_client, done, flags, payload)
+            }
+            Kind::Udp | Kind::Icmp => {
+                let from_client = f.step % 2 == 0;
+                f.step += 1;
+                let len = self.payload_len(from_client, 42);
+                (from_client, f.step >= f.remaining, 0, len)
+            }
+        };
+        let (src, dst, sport, dport) = if from_client {
+            (f.client, f.server, f.client_port, f.server_port)
+        } else {
+            (f.server, f.client, f.server_port, f.client_port)
+        };
+        let (src_mac, dst_mac) = if from_client { (MAC_A, MAC_B) } else { (MAC_B, MAC_A) };
+        for (i, b) in self.payload[..payload].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(31);
+        }
+        let payload_bytes = &self.payload[..payload];
+        let eth = PacketBuilder::ethernet2(src_mac, dst_mac);
+        macro_rules! finish {
+            ($ip:expr) => {{
+                let ip = $ip;
+                match f.kind {
+                    Kind::Tcp => {
+                        let dir = !from_client as usize;
+                        let mut header = TcpHeader::new(sport, dport, f.seq[dir], 64_240);
+                        header.syn = tcp_flags & SYN != 0;
+                        header.fin = tcp_flags & FIN != 0;
+                        header.rst = tcp_flags & RST != 0;
+                        header.psh = tcp_flags & PSH != 0;
+                        if tcp_flags & ACK != 0 {
+                            header.ack = true;
+                            header.acknowledgment_number = f.seq[1 - dir];
+                        }
+                        if header.syn {
+                            let _ = header.set_options(&[
+                                TcpOptionElement::MaximumSegmentSize(1460),
+                                TcpOptionElement::Noop,
+                                TcpOptionElement::WindowScale(7),
+                            ]);
+                        }
+                        let consumed = payload as u32 + header.syn as u32 + header.fin as u32;
+                        f.seq[dir] = f.seq[dir].wrapping_add(consumed);
+                        ip.tcp_header(header).write(&mut self.frame, payload_bytes)
+                    }
+                    Kind::Udp => ip.udp(sport, dport).write(&mut self.frame, payload_bytes),
+                    Kind::Icmp => {
+                        let seq = (f.step / 2) as u16;
+                        match (f.v6, from_client) {
+                            (false, true) => ip.icmpv4_echo_request(f.client_port, seq).write(&mut self.frame, payload_bytes),
+                            (false, false) => ip.icmpv4_echo_reply(f.client_port, seq).write(&mut self.frame, payload_bytes),
+                            (true, true) => ip.icmpv6_echo_request(f.client_port, seq).write(&mut self.frame, payload_bytes),
+                            (true, false) => ip.icmpv6_echo_reply(f.client_port, seq).write(&mut self.frame, payload_bytes),
+                        }
+                    }
+                }
+            }};
+        }
+        macro_rules! with_ip {
+            ($l2:expr) => {{
+                let l2 = $l2;
+                if f.v6 {
+                    finish!(l2.ipv6(src, dst, 64))
+                } else {
+                    let s4 = [src[0], src[1], src[2], src[3]];
+                    let d4 = [dst[0], dst[1], dst[2], dst[3]];
+                    finish!(l2.ipv4(s4, d4, if from_client { 64 } else { 52 }))
+                }
+            }};
+        }
+        let result = match f.vlan {
+            Some(id) => with_ip!(eth.single_vlan(etherparse::VlanId::try_new(id).expect("id < 4095"))),
+            None => with_ip!(eth),
+        };
+        result.map_err(io::Error::other)?;
+        Ok(done)
+    }
+}
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const PSH: u8 = 0x08;
+const ACK: u8 = 0x10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Collect(Vec<(u64, Vec<u8>)>);
+
+    impl FrameSink for Collect {
+        fn frame(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()> {
+            self.0.push((ts_ns, frame.to_vec()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn same_seed_same_bytes() {
+        let (mut a, mut b) = (Collect::default(), Collect::default());
+        generate(Profile::Mix, 2000, 7, &mut a).unwrap();
+        generate(Profile::Mix, 2000, 7, &mut b).unwrap();
+        assert_eq!(a.0, b.0);
+        let mut c = Collect::default();
+        generate(Profile::Mix, 2000, 8, &mut c).unwrap();
+        assert_ne!(a.0, c.0);
+    }
+
+    #[test]
+    fn worst_case_is_64_byte_frames_five_per_flow() {
+        let mut out = Collect::default();
+        let summary = generate(Profile::WorstCase, 1000, 0, &mut out).unwrap();
+        assert_eq!(summary.flows, 200);
+        assert!(out.0.iter().all(|(_, f)| f.len() == 64));
+        assert!(out.0.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn mix_has_a_realistic_mean_packet_size() {
+        let mut out = Collect::default();
+        let summary = generate(Profile::Mix, 50_000, 1, &mut out).unwrap();
+        let mean = summary.bytes as f64 / summary.packets as f64;
+        assert!((600.0..=800.0).contains(&mean), "mean {mean}");
+    }
+}

@@ -57,16 +57,19 @@ record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$RESULTS"; }
 
 # run_tool NAME VERSION PREPARE CMD
 # CMD is a shell command line; its stdout+stderr land in $WORK/NAME.out
-# (for the count extractors below) unless CMD redirects them itself.
+# (for the count extractors below) unless CMD redirects them itself, which is
+# why the capture is set up by exec before CMD rather than appended to it.
 run_tool() {
     local name=$1 version=$2 prepare=$3 cmd=$4
     local timefile=$WORK/$name.time json=$WORK/$name.json out=$WORK/$name.out
+    local median rss_kb pkts flows
     local wrapped="/usr/bin/time -v -a -o $(q "$timefile") $cmd"
     log "running $name ($RUNS runs): $cmd"
     rm -f "$timefile"
     if command -v hyperfine >/dev/null; then
         if ! hyperfine --runs "$RUNS" --style basic --export-json "$json" \
-                --prepare "${prepare:-true}" "$wrapped > $(q "$out") 2>&1" > "$WORK/$name.hyperfine" 2>&1; then
+                --prepare "${prepare:-true}" "exec > $(q "$out") 2>&1; $wrapped" \
+                > "$WORK/$name.hyperfine" 2>&1; then
             log "$name failed; last lines of its output:"
             tail -n 5 "$out" "$WORK/$name.hyperfine" >&2 || true
             record "$name" failed "" "" "" "" "$version" "$cmd"
@@ -97,7 +100,13 @@ run_tool() {
 
 # Count extractors: print "PACKETS FLOWS" as seen by the tool ("-" if it does
 # not say). They exist to check that every tool really read the whole trace.
-count_sluice() { echo "- -"; }
+count_sluice() {
+    python3 - "$WORK/sluice-out/summary.json" <<'PY' 2>/dev/null || echo "- -"
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s.get("packets", "-"), s.get("flows", "-"))
+PY
+}
 count_tcpdump() { echo "- -"; }
 count_ndpiReader() {
     # The timed run is quiet (-q prints nothing), so counts come from one
@@ -226,7 +235,7 @@ for r in rows:
     t = r["median"]
     rate_ratio = f"{t / ref['median']:.2f}" if ref else "n/a"
     rss_ratio = f"{ref['rss'] / r['rss']:.2f}" if ref and r["rss"] else "n/a"
-    print(f"| {r['name']} | {r['version']} | {t:.2f} | {pkts / t / 1e6:.3f} | {nbytes * 8 / t / 1e9:.3f} "
+    print(f"| {r['name']} | {r['version'] or '-'} | {t:.3f} | {pkts / t / 1e6:.3f} | {nbytes * 8 / t / 1e9:.3f} "
           f"| {r['rss']:.0f} | {rate_ratio} | {rss_ratio} | {r['seen']} | {r['flows']} |")
 
 print("\nRates use the trace's own packet and byte counts (capinfos), whatever each tool decodes. "

@@ -4,9 +4,10 @@
 Every packet of every readable capture in the source folder is converted to an
 Ethernet frame, and the whole set is replicated K times into one
 nanosecond-resolution pcap. Copy i has its IP addresses perturbed by i so that
-flows of different copies never merge, and is shifted in time past the end of
-copy i-1, so the result behaves like K times more distinct traffic rather than
-K retransmissions of the same flows.
+flows of different copies never merge (bar the few non-IP, QinQ or PPPoE
+frames, copied unchanged), and is shifted in time past the end of copy i-1, so
+the result behaves like K times more distinct traffic rather than K
+retransmissions of the same flows.
 
 Usage: python3 bench/make_mix.py --copies 20 -o /tmp/mix.pcap [--src DIR]
 
@@ -21,9 +22,10 @@ from collections import Counter
 
 # Default source: the capture folder checked out beside the repository.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_SRC = os.path.join(
+DEFAULT_SRC = os.path.normpath(os.path.join(
     os.environ.get("NDPI_DEV_DIR", os.path.join(REPO_ROOT, "..", "shared", "data", "ndpi-dev")),
     "pcap",
+)
 )
 
 OUT_SNAPLEN = 262144  # libpcap refuses records larger than this for Ethernet
@@ -260,8 +262,8 @@ def to_ethernet(linktype, frame):
 # original capture (offloading, fuzzing) wrong in every copy, so all copies
 # are treated alike by tools that validate checksums. The L4 checksum is left
 # untouched where it cannot be reached: non-first fragments, IPv6 routing
-# headers, packets truncated before the checksum field,
-# and anything inside tunnels (only the outermost IP header is rewritten).
+# headers, packets truncated before the checksum field, and anything inside
+# tunnels (only the outermost IP header is rewritten).
 # --------------------------------------------------------------------------
 
 IPPROTO_TCP, IPPROTO_UDP, IPPROTO_ICMPV6 = 6, 17, 58

@@ -8,6 +8,18 @@ use sluice_wire::LinkType;
 
 use crate::{pcap, pcapng};
 
+/// A cheap, shareable handle on a mapped file's bytes.
+#[derive(Clone)]
+pub struct FileBytes(Arc<Mmap>);
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// A capture file mapped into memory.
 pub struct CaptureFile {
     path: PathBuf,
@@ -125,8 +137,8 @@ impl CaptureFile {
 
     /// The mapped bytes, shared with whoever needs to read packets later
     /// (workers borrow packet data from here by offset).
-    pub fn bytes(&self) -> &Arc<Mmap> {
-        &self.map
+    pub fn bytes(&self) -> FileBytes {
+        FileBytes(self.map.clone())
     }
 
     pub fn reader(&self) -> Result<PacketReader<'_>, OpenError> {

@@ -6,4 +6,4 @@ mod file;
 mod pcap;
 mod pcapng;
 
-pub use file::{CaptureFile, FileFormat, OpenError, PacketReader, RawPacket, ReadWarning};
+pub use file::{CaptureFile, FileBytes, FileFormat, OpenError, PacketReader, RawPacket, ReadWarning};

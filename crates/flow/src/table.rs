@@ -32,7 +32,7 @@ impl Default for FlowConfig {
             tcp_idle_timeout_ns: 300 * S,
             idle_timeout_ns: 120 * S,
             active_timeout_ns: 1800 * S,
-            closed_linger_ns: 5 * S,
+            closed_linger_ns: 60 * S,
             sweep_period_ns: 10 * S,
             sweep_steps: 1000,
         }

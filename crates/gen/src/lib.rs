@@ -226,10 +226,12 @@ impl Mix {
             while self.active.len() < MIX_CONCURRENT {
                 let flow = self.new_flow();
                 self.active.push(flow);
-                summary.flows += 1;
             }
             let i = self.rng.random_range(0..self.active.len());
             let mut flow = self.active.swap_remove(i);
+            if flow.step == 0 {
+                summary.flows += 1;
+            }
             let done = self.emit(&mut flow)?;
             sink.frame(self.ts, &self.frame)?;
             summary.packets += 1;

@@ -1,0 +1,395 @@
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use indicatif::{ProgressBar, ProgressStyle};
+use sluice_capture::CaptureFile;
+use sluice_export::{Encoder, Format, SCHEMA_VERSION};
+use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
+use sluice_wire::{DecodeError, decode};
+
+use crate::summary::{Counts, Drops, FileReport, FlowEnds, Summary, Talker, WarningReport};
+use crate::talkers::Talkers;
+use crate::worker::{self, Batch, PacketDesc, WorkerOutput, l4_label};
+
+/// Everything `analyze` needs to know.
+#[derive(Clone, Debug)]
+pub struct AnalyzeConfig {
+    pub inputs: Vec<PathBuf>,
+    /// Where `flows.jsonl`/`flows.csv` and `summary.json` go.
+    pub out_dir: PathBuf,
+    pub format: Format,
+    pub workers: usize,
+    /// Per worker; the total is `workers` times this.
+    pub flow: FlowConfig,
+    /// Draw a progress bar on a terminal for runs longer than a second.
+    pub progress: bool,
+}
+
+impl AnalyzeConfig {
+    pub fn new(inputs: Vec<PathBuf>, out_dir: PathBuf) -> Self {
+        AnalyzeConfig {
+            inputs,
+            out_dir,
+            format: Format::Jsonl,
+            workers: thread::available_parallelism().map_or(1, |n| n.get()),
+            flow: FlowConfig::default(),
+            progress: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    #[error("cannot create output directory {path}: {source}")]
+    OutputDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("none of the inputs could be read")]
+    NothingRead(Box<Summary>),
+}
+
+/// Packets per batch: large enough that queue operations cost a few ns per
+/// packet, small enough that a batch (~60 KiB) stays in cache.
+const BATCH: usize = 512;
+/// Batches in flight per worker: the buffer that absorbs a slow moment.
+const QUEUE_DEPTH: usize = 64;
+
+/// Runs the whole pipeline over the inputs and returns what it counted.
+pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
+    let started = Instant::now();
+    let workers = config.workers.max(1);
+    std::fs::create_dir_all(&config.out_dir).map_err(|source| AnalyzeError::OutputDir {
+        path: config.out_dir.clone(),
+        source,
+    })?;
+    let records_path = config.format.file_name().map(|name| config.out_dir.join(name));
+    let (records_tx, records_rx) = bounded::<Vec<u8>>(workers * 4);
+    let writer = match &records_path {
+        Some(path) => {
+            let file = File::create(path).map_err(|source| AnalyzeError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            let preamble = Encoder::new(config.format).map(|e| e.preamble()).unwrap_or_default();
+            let path = path.clone();
+            Some(thread::spawn(move || write_records(file, &path, preamble, records_rx)))
+        }
+        None => None,
+    };
+
+    let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
+    let mut queues = Vec::with_capacity(workers);
+    let mut handles = Vec::with_capacity(workers);
+    for i in 0..workers {
+        let (tx, rx) = bounded::<Batch>(QUEUE_DEPTH);
+        queues.push(tx);
+        let recycle = recycle_tx.clone();
+        let records = records_path.as_ref().map(|_| records_tx.clone());
+        let format = config.format;
+        let flow = config.flow;
+        handles.push(
+            thread::Builder::new()
+                .name(format!("sluice-worker-{i}"))
+                .spawn(move || worker::run(rx, recycle, records, format, flow))
+                .expect("spawning a worker thread"),
+        );
+    }
+    drop(records_tx);
+    drop(recycle_tx);
+
+    let mut reader = Reader {
+        queues,
+        recycle: recycle_rx,
+        pending: (0..workers).map(|_| new_batch()).collect(),
+        fragments: FragmentResolver::new(1 << 16),
+        drops: Drops::default(),
+        progress: Progress::new(config.progress, total_size(&config.inputs)),
+    };
+    let mut files = Vec::with_capacity(config.inputs.len());
+    for path in &config.inputs {
+        files.push(reader.read_file(path));
+    }
+    reader.progress.finish();
+    let Reader {
+        queues,
+        fragments,
+        mut drops,
+        ..
+    } = reader;
+    drop(queues);
+
+    let outputs: Vec<WorkerOutput> = handles
+        .into_iter()
+        .map(|h| h.join().expect("a worker thread panicked"))
+        .collect();
+    if let Some(writer) = writer {
+        writer.join().expect("the record writer panicked")?;
+    }
+
+    drops.unresolved_fragments = fragments.unresolved;
+    let mut summary = merge(outputs, files, drops, workers);
+    summary.wall_seconds = started.elapsed().as_secs_f64();
+    summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
+    summary.bits_per_second = summary.bytes as f64 * 8.0 / summary.wall_seconds.max(1e-9);
+    summary.records_path = records_path;
+    let summary_path = config.out_dir.join("summary.json");
+    let json = serde_json::to_vec_pretty(&summary).expect("the summary serializes");
+    std::fs::write(&summary_path, json).map_err(|source| AnalyzeError::Write {
+        path: summary_path,
+        source,
+    })?;
+    if summary.files.iter().all(|f| f.error.is_some()) {
+        return Err(AnalyzeError::NothingRead(Box::new(summary)));
+    }
+    Ok(summary)
+}
+
+fn new_batch() -> Batch {
+    Batch {
+        bytes: None,
+        packets: Vec::with_capacity(BATCH),
+    }
+}
+
+fn total_size(inputs: &[PathBuf]) -> u64 {
+    inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+}
+
+/// The single producer: reads files, decodes every frame once, and deals
+/// packets to workers by flow hash.
+struct Reader {
+    queues: Vec<Sender<Batch>>,
+    recycle: Receiver<Batch>,
+    pending: Vec<Batch>,
+    fragments: FragmentResolver,
+    drops: Drops,
+    progress: Progress,
+}
+
+impl Reader {
+    fn read_file(&mut self, path: &Path) -> FileReport {
+        let mut report = FileReport {
+            path: path.to_path_buf(),
+            format: None,
+            packets: 0,
+            bytes: 0,
+            error: None,
+            warnings: Vec::new(),
+            warning_count: 0,
+            skipped_blocks: 0,
+        };
+        let file = match CaptureFile::open(path) {
+            Ok(file) => file,
+            Err(e) => {
+                report.error = Some(e.to_string());
+                self.drops.unreadable_files += 1;
+                return report;
+            }
+        };
+        report.format = Some(file.format().to_string());
+        let bytes = file.bytes();
+        let base = bytes.as_ptr() as usize;
+        let workers = self.queues.len() as u64;
+        let mut packets = file.reader().expect("headers were checked when the file was opened");
+        for batch in &mut self.pending {
+            batch.bytes = Some(bytes.clone());
+        }
+        let mut since_progress = 0u32;
+        while let Some(raw) = packets.next() {
+            report.packets += 1;
+            report.bytes += raw.wire_len as u64;
+            let mut decoded = match decode(raw.link, raw.data) {
+                Ok(decoded) => decoded,
+                Err(e) => {
+                    self.count_undecodable(e);
+                    continue;
+                }
+            };
+            self.fragments.resolve(&mut decoded);
+            let hash = decoded.key.symmetric_hash();
+            // Multiply-shift maps the hash onto the workers without a division.
+            let w = (((hash >> 32) * workers) >> 32) as usize;
+            let batch = &mut self.pending[w];
+            batch.packets.push(PacketDesc {
+                ts_ns: raw.ts_ns,
+                offset: raw.data.as_ptr() as usize - base,
+                captured: raw.data.len() as u32,
+                wire_len: raw.wire_len,
+                hash,
+                decoded,
+            });
+            if batch.packets.len() == BATCH {
+                self.send(w, Some(&bytes));
+            }
+            since_progress += 1;
+            if since_progress == 1 << 16 {
+                since_progress = 0;
+                self.progress.advance_to(packets.position());
+            }
+        }
+        for w in 0..self.pending.len() {
+            if !self.pending[w].packets.is_empty() {
+                self.send(w, None);
+            }
+            self.pending[w].bytes = None;
+        }
+        self.progress.file_done(file.len());
+        report.warnings = packets
+            .warnings()
+            .iter()
+            .map(|w| WarningReport {
+                offset: w.offset,
+                message: w.message.clone(),
+                fatal: w.fatal,
+            })
+            .collect();
+        report.warning_count = packets.warning_count();
+        report.skipped_blocks = packets.skipped_blocks();
+        self.drops.read_warnings += report.warning_count;
+        report
+    }
+
+    /// Hands the worker its full batch and takes an empty one back in its
+    /// place (a recycled one when available), bound to `bytes`.
+    fn send(&mut self, w: usize, bytes: Option<&sluice_capture::FileBytes>) {
+        let mut fresh = self.recycle.try_recv().unwrap_or_else(|_| new_batch());
+        fresh.bytes = bytes.cloned();
+        let full = std::mem::replace(&mut self.pending[w], fresh);
+        // A worker only hangs up by panicking, which `analyze` reports.
+        let _ = self.queues[w].send(full);
+    }
+
+    fn count_undecodable(&mut self, e: DecodeError) {
+        let d = &mut self.drops;
+        match e {
+            DecodeError::NotIp { .. } => d.non_ip_frames += 1,
+            DecodeError::Truncated { .. } => d.truncated_frames += 1,
+            DecodeError::Malformed { .. } => d.malformed_frames += 1,
+            DecodeError::TooDeep => d.too_deeply_tunnelled += 1,
+        }
+    }
+}
+
+fn write_records(mut file: File, path: &Path, preamble: Vec<u8>, chunks: Receiver<Vec<u8>>) -> Result<(), AnalyzeError> {
+    let error = |source| AnalyzeError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    file.write_all(&preamble).map_err(error)?;
+    for chunk in chunks {
+        file.write_all(&chunk).map_err(error)?;
+    }
+    file.flush().map_err(error)
+}
+
+fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, workers: usize) -> Summary {
+    let mut counters = TableCounters::default();
+    let mut l4: HashMap<u8, Counts> = HashMap::new();
+    let mut apps: HashMap<String, Counts> = HashMap::new();
+    let mut talkers = Talkers::new(1_000_000);
+    let mut records = 0;
+    let (mut first, mut last) = (u64::MAX, 0);
+    for out in outputs {
+        counters.merge(&out.counters);
+        for (proto, c) in out.l4 {
+            l4.entry(proto).or_default().add(&c);
+        }
+        for (label, c) in out.apps {
+            apps.entry(label.to_string()).or_default().add(&c);
+        }
+        talkers.merge(out.talkers);
+        records += out.records;
+        first = first.min(out.first_ts_ns);
+        last = last.max(out.last_ts_ns);
+    }
+    drops.evicted_flows = counters.evicted;
+    let mut applications: Vec<(String, Counts)> = apps.into_iter().collect();
+    applications.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(&b.0)));
+    Summary {
+        schema_version: SCHEMA_VERSION,
+        packets: files.iter().map(|f| f.packets).sum(),
+        bytes: files.iter().map(|f| f.bytes).sum(),
+        files,
+        flows: records,
+        first_ts_ns: if records == 0 { 0 } else { first },
+        last_ts_ns: last,
+        workers,
+        l4: l4.into_iter().map(|(p, c)| (l4_label(p), c)).collect(),
+        applications,
+        top_talkers: talkers
+            .top(20)
+            .into_iter()
+            .map(|(host, bytes)| Talker {
+                host: host.to_string(),
+                bytes,
+            })
+            .collect(),
+        talkers_error_bound: talkers.error_bound,
+        flow_ends: FlowEnds {
+            idle: counters.idle,
+            active_timeout: counters.active_timeout,
+            fin: counters.fin,
+            rst: counters.rst,
+            evicted: counters.evicted,
+            end_of_input: counters.end_of_input,
+        },
+        peak_flows: counters.peak_flows,
+        drops,
+        ..Summary::default()
+    }
+}
+
+/// A progress bar over the bytes of all inputs, drawn only on a terminal
+/// and only once a run has taken more than a second.
+struct Progress {
+    enabled: bool,
+    total: u64,
+    done_before: u64,
+    started: Instant,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(enabled: bool, total: u64) -> Self {
+        Progress {
+            enabled: enabled && std::io::stderr().is_terminal(),
+            total,
+            done_before: 0,
+            started: Instant::now(),
+            bar: None,
+        }
+    }
+
+    fn advance_to(&mut self, position_in_file: u64) {
+        if !self.enabled {
+            return;
+        }
+        if self.bar.is_none() && self.started.elapsed() > Duration::from_secs(1) {
+            let bar = ProgressBar::new(self.total);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})")
+                    .expect("a valid template"),
+            );
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(self.done_before + position_in_file);
+        }
+    }
+
+    fn file_done(&mut self, len: u64) {
+        self.done_before += len;
+        self.advance_to(0);
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! The analysis pipeline: one reader decodes each packet once and hands it,
+//! by the symmetric flow hash, to one of N share-nothing workers through
+//! batched single-producer/single-consumer queues; each worker owns a flow
+//! table and a classifier chain and encodes the records of the flows that
+//! end; one writer thread puts the records in a file.
+
+mod analyze;
+mod summary;
+mod talkers;
+mod worker;
+
+pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
+pub use summary::{Counts, FileReport, Summary};

@@ -1,0 +1,232 @@
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Flows, packets and bytes of some slice of the traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub flows: u64,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Counts {
+    pub(crate) fn add(&mut self, other: &Counts) {
+        self.flows += other.flows;
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WarningReport {
+    pub offset: u64,
+    pub message: String,
+    pub fatal: bool,
+}
+
+/// What happened to one input file.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub format: Option<String>,
+    pub packets: u64,
+    pub bytes: u64,
+    /// The file could not be read at all.
+    pub error: Option<String>,
+    /// The first warnings (all fatal ones included).
+    pub warnings: Vec<WarningReport>,
+    pub warning_count: u64,
+    /// pcapng blocks of types that carry no packets for us.
+    pub skipped_blocks: u64,
+}
+
+/// Everything a run counted: what was read, what became flows, and every
+/// place where something was dropped, cut or skipped.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Drops {
+    /// Frames that carry no IP (ARP, LLDP, STP, ...): not flows by design.
+    pub non_ip_frames: u64,
+    /// Frames cut inside a header before the flow key was known.
+    pub truncated_frames: u64,
+    /// Frames with impossible header values.
+    pub malformed_frames: u64,
+    /// Frames nested in more tunnels than the decoder follows.
+    pub too_deeply_tunnelled: u64,
+    /// Later IP fragments whose first fragment was never seen: counted in a
+    /// flow without ports.
+    pub unresolved_fragments: u64,
+    /// Flows pushed out of a full table before their time.
+    pub evicted_flows: u64,
+    /// Files that could not be read at all.
+    pub unreadable_files: u64,
+    /// Warnings inside files (bad records, truncation, unknown interfaces).
+    pub read_warnings: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FlowEnds {
+    pub idle: u64,
+    pub active_timeout: u64,
+    pub fin: u64,
+    pub rst: u64,
+    pub evicted: u64,
+    pub end_of_input: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Talker {
+    pub host: String,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub schema_version: &'static str,
+    pub files: Vec<FileReport>,
+    pub packets: u64,
+    pub bytes: u64,
+    /// Flow records produced.
+    pub flows: u64,
+    pub first_ts_ns: u64,
+    pub last_ts_ns: u64,
+    pub workers: usize,
+    pub wall_seconds: f64,
+    pub packets_per_second: f64,
+    pub bits_per_second: f64,
+    pub l4: BTreeMap<String, Counts>,
+    /// Applications, most flows first.
+    pub applications: Vec<(String, Counts)>,
+    /// Hosts by bytes sent and received, most first.
+    pub top_talkers: Vec<Talker>,
+    /// Each talker's figure may be under the truth by at most this much
+    /// (non-zero only when there were too many hosts to count exactly).
+    pub talkers_error_bound: u64,
+    pub flow_ends: FlowEnds,
+    /// Most flows held at once, summed over workers.
+    pub peak_flows: u64,
+    pub drops: Drops,
+    pub records_path: Option<PathBuf>,
+}
+
+impl Summary {
+    /// Input was skipped or cut somewhere: the result is partial.
+    pub fn is_partial(&self) -> bool {
+        self.files.iter().any(|f| f.error.is_some() || f.warning_count > 0)
+    }
+
+    /// The human-readable report printed at the end of a run.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        let mb = self.bytes as f64 / 1e6;
+        let _ = writeln!(
+            s,
+            "{} packets, {:.1} MB, {} flows from {} file(s) in {:.2} s ({:.2} Mpkt/s, {:.2} Gbit/s, {} workers)",
+            group(self.packets),
+            mb,
+            group(self.flows),
+            self.files.len(),
+            self.wall_seconds,
+            self.packets_per_second / 1e6,
+            self.bits_per_second / 1e9,
+            self.workers
+        );
+        if self.last_ts_ns >= self.first_ts_ns && self.packets > 0 {
+            let span = (self.last_ts_ns - self.first_ts_ns) as f64 / 1e9;
+            let _ = writeln!(s, "capture time span {span:.3} s, starting at {} (Unix ns)", self.first_ts_ns);
+        }
+        let _ = writeln!(s, "\n{:<24} {:>10} {:>12} {:>14}", "L4", "flows", "packets", "bytes");
+        let mut l4: Vec<_> = self.l4.iter().collect();
+        l4.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(b.0)));
+        for (name, c) in l4 {
+            let _ = writeln!(s, "{:<24} {:>10} {:>12} {:>14}", name, group(c.flows), group(c.packets), group(c.bytes));
+        }
+        let _ = writeln!(s, "\n{:<24} {:>10} {:>12} {:>14}", "application (top 15)", "flows", "packets", "bytes");
+        for (name, c) in self.applications.iter().take(15) {
+            let _ = writeln!(s, "{:<24} {:>10} {:>12} {:>14}", name, group(c.flows), group(c.packets), group(c.bytes));
+        }
+        if self.applications.len() > 15 {
+            let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
+        }
+        let _ = writeln!(s, "\n{:<40} {:>14}", "top talkers", "bytes");
+        for t in self.top_talkers.iter().take(10) {
+            let _ = writeln!(s, "{:<40} {:>14}", t.host, group(t.bytes));
+        }
+        if self.talkers_error_bound > 0 {
+            let _ = writeln!(s, "(too many hosts to count exactly: figures may be low by up to {} bytes)", group(self.talkers_error_bound));
+        }
+        let e = &self.flow_ends;
+        let _ = writeln!(
+            s,
+            "\nflow ends: idle {}, active timeout {}, fin {}, rst {}, evicted {}, end of input {}; peak {} flows held",
+            group(e.idle),
+            group(e.active_timeout),
+            group(e.fin),
+            group(e.rst),
+            group(e.evicted),
+            group(e.end_of_input),
+            group(self.peak_flows)
+        );
+        let d = &self.drops;
+        let _ = writeln!(
+            s,
+            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings",
+            group(d.non_ip_frames),
+            group(d.truncated_frames),
+            group(d.malformed_frames),
+            group(d.too_deeply_tunnelled),
+            group(d.unresolved_fragments),
+            group(d.evicted_flows),
+            d.unreadable_files,
+            group(d.read_warnings)
+        );
+        for f in &self.files {
+            if let Some(error) = &f.error {
+                let _ = writeln!(s, "error: {error}");
+            }
+            for w in &f.warnings {
+                let _ = writeln!(
+                    s,
+                    "warning: {}: byte offset {}: {}{}",
+                    f.path.display(),
+                    w.offset,
+                    w.message,
+                    if w.fatal { " (rest of file skipped)" } else { "" }
+                );
+            }
+            let hidden = f.warning_count.saturating_sub(f.warnings.len() as u64);
+            if hidden > 0 {
+                let _ = writeln!(s, "warning: {}: {hidden} more warnings not shown", f.path.display());
+            }
+        }
+        if let Some(path) = &self.records_path {
+            let _ = writeln!(s, "\nflow records: {}", path.display());
+        }
+        s
+    }
+}
+
+/// 1234567 -> "1,234,567": long counts are read at a glance.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(super::group(0), "0");
+        assert_eq!(super::group(999), "999");
+        assert_eq!(super::group(1_234_567), "1,234,567");
+    }
+}

@@ -1,0 +1,144 @@
+use std::collections::HashMap;
+
+use crossbeam_channel::{Receiver, Sender};
+use sluice_capture::FileBytes;
+use sluice_classify::{Chain, FlowClass, Label};
+use sluice_export::schema::Record;
+use sluice_export::{Encoder, Format};
+use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
+use sluice_wire::{Decoded, l4_name};
+
+use crate::summary::Counts;
+use crate::talkers::Talkers;
+
+/// A decoded packet on its way to a worker: the decoder's summary and where
+/// the frame's bytes are in the mapped file. About 120 bytes, no pointers.
+#[derive(Clone, Copy)]
+pub(crate) struct PacketDesc {
+    pub ts_ns: u64,
+    pub offset: usize,
+    pub captured: u32,
+    pub wire_len: u32,
+    pub hash: u64,
+    pub decoded: Decoded,
+}
+
+/// Packets of one file for one worker. Batches travel back to the reader
+/// empty, so their buffers are allocated once per run, not per batch.
+pub(crate) struct Batch {
+    pub bytes: Option<FileBytes>,
+    pub packets: Vec<PacketDesc>,
+}
+
+/// Hosts tracked exactly per worker before lossy counting starts.
+const TALKERS_TRACKED: usize = 100_000;
+/// Encoded records are handed to the writer in chunks of about this size.
+const RECORD_CHUNK: usize = 1 << 20;
+
+/// What one worker saw, merged into the run summary at the end.
+pub(crate) struct WorkerOutput {
+    pub counters: TableCounters,
+    pub l4: HashMap<u8, Counts>,
+    pub apps: HashMap<Label, Counts>,
+    pub talkers: Talkers,
+    pub records: u64,
+    pub first_ts_ns: u64,
+    pub last_ts_ns: u64,
+}
+
+struct Sink {
+    encoder: Option<Encoder>,
+    chunk: Vec<u8>,
+    records_tx: Option<Sender<Vec<u8>>>,
+    out: WorkerOutput,
+}
+
+impl Sink {
+    fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
+        let counts = Counts {
+            flows: 1,
+            packets: flow.packets(),
+            bytes: flow.bytes(),
+        };
+        self.out.l4.entry(flow.key.proto).or_default().add(&counts);
+        self.out.apps.entry(flow.ext.label).or_default().add(&counts);
+        self.out.talkers.add(flow.key.src_ip(), counts.bytes);
+        self.out.talkers.add(flow.key.dst_ip(), counts.bytes);
+        self.out.records += 1;
+        self.out.first_ts_ns = self.out.first_ts_ns.min(flow.first_ns);
+        self.out.last_ts_ns = self.out.last_ts_ns.max(flow.last_ns);
+        if let Some(encoder) = &mut self.encoder {
+            encoder.encode(&Record { flow, end }, &mut self.chunk);
+            if self.chunk.len() >= RECORD_CHUNK {
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(tx) = &self.records_tx {
+            if !self.chunk.is_empty() {
+                let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(RECORD_CHUNK + 4096));
+                // The writer only goes away after a failed write, which the
+                // run reports as an error of its own.
+                let _ = tx.send(chunk);
+            }
+        }
+    }
+}
+
+pub(crate) fn run(
+    batches: Receiver<Batch>,
+    recycle: Sender<Batch>,
+    records_tx: Option<Sender<Vec<u8>>>,
+    format: Format,
+    flow_config: FlowConfig,
+) -> WorkerOutput {
+    let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
+    let chain = Chain::new();
+    let mut sink = Sink {
+        encoder: Encoder::new(format),
+        chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
+        records_tx,
+        out: WorkerOutput {
+            counters: TableCounters::default(),
+            l4: HashMap::new(),
+            apps: HashMap::new(),
+            talkers: Talkers::new(TALKERS_TRACKED),
+            records: 0,
+            first_ts_ns: u64::MAX,
+            last_ts_ns: 0,
+        },
+    };
+    let mut on_end = |flow: &mut Flow<FlowClass>, end| sink.end(flow, end);
+    for mut batch in batches {
+        let Some(bytes) = batch.bytes.take() else {
+            continue;
+        };
+        for p in &batch.packets {
+            let frame = &bytes[p.offset..p.offset + p.captured as usize];
+            let info = PacketInfo {
+                ts_ns: p.ts_ns,
+                wire_len: p.wire_len,
+                decoded: &p.decoded,
+            };
+            let (slot, dir) = table.process(&info, p.hash, FlowClass::default, &mut on_end);
+            let d = &p.decoded;
+            let start = (d.payload_offset as usize).min(frame.len());
+            let end = (start + d.payload_captured as usize).min(frame.len());
+            chain.on_packet(table.flow_mut(slot), dir, &frame[start..end]);
+        }
+        batch.packets.clear();
+        // The reader may have finished already; then the batch is dropped.
+        let _ = recycle.send(batch);
+    }
+    table.flush(&mut on_end);
+    sink.flush();
+    sink.out.counters = table.counters();
+    sink.out
+}
+
+/// The name a summary uses for an IP protocol number.
+pub(crate) fn l4_label(proto: u8) -> String {
+    l4_name(proto).map_or_else(|| proto.to_string(), str::to_string)
+}

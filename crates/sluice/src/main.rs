@@ -1,0 +1,241 @@
+//! The `sluice` command line. Subcommands are thin: each parses its
+//! arguments into a library call and reports the result.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use sluice_engine::{AnalyzeConfig, AnalyzeError, analyze};
+use sluice_export::Format;
+use sluice_flow::FlowConfig;
+use sluice_gen::{FrameSink, Profile, generate};
+use sluice_store::PcapWriter;
+
+const EXIT_CODES: &str = "\
+Exit status:
+  0  every input was read completely
+  1  error: nothing could be analysed, or the output could not be written
+  2  the command line was wrong
+  3  partial result: some input was malformed, truncated or unreadable
+     (each problem is listed with its file and byte offset)";
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Turn captures into flow records and a summary.
+    ///
+    /// Reads pcap and pcapng files (format told by the magic number, not
+    /// the name) of link types Ethernet, Linux SLL/SLL2, raw IPv4/IPv6,
+    /// BSD null/loopback, PPP, Cisco HDLC, 802.11 (plain, radiotap, PPI).
+    /// Several files are read in order as one capture. Writes one record
+    /// per flow to OUTDIR/flows.jsonl (or flows.csv) and the run's counters
+    /// to OUTDIR/summary.json, and prints a summary.
+    #[command(after_help = EXIT_CODES)]
+    Analyze(AnalyzeArgs),
+    /// Write a deterministic synthetic capture.
+    Gen(GenArgs),
+    /// Generate a realistic traffic mix and analyse it: a first look at
+    /// Sluice with no input of your own.
+    Demo {
+        /// Where the demo capture and its results go.
+        #[arg(long, default_value = "sluice-demo")]
+        dir: PathBuf,
+        /// Packets to generate.
+        #[arg(long, default_value_t = 500_000)]
+        packets: u64,
+    },
+}
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// Capture files (pcap or pcapng).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Output directory [default: NAME.sluice beside the first input, or in
+    /// the current directory if that is not writable].
+    #[arg(short, long)]
+    out: Option<PathBuf>,
+    /// Flow record format.
+    #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
+    format: FormatArg,
+    /// Worker threads, each with its own flow table [default: all cores].
+    #[arg(short, long)]
+    workers: Option<usize>,
+    /// Most flows held at once, per worker; when full, the least recently
+    /// active of a few candidates is ended early and counted as evicted.
+    #[arg(long, default_value_t = FlowConfig::default().capacity)]
+    max_flows: usize,
+    /// Seconds without packets after which a TCP flow ends.
+    #[arg(long, default_value_t = 300)]
+    tcp_idle_timeout: u64,
+    /// Seconds without packets after which a UDP or other flow ends.
+    #[arg(long, default_value_t = 120)]
+    idle_timeout: u64,
+    /// Seconds after which a long flow is cut and continues as a new record.
+    #[arg(long, default_value_t = 1800)]
+    active_timeout: u64,
+    /// Do not print the summary (summary.json is still written).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FormatArg {
+    Jsonl,
+    Csv,
+    /// No flow records; summary only.
+    None,
+}
+
+#[derive(clap::Args)]
+struct GenArgs {
+    #[arg(long, value_enum)]
+    profile: ProfileArg,
+    /// Packets to write.
+    #[arg(long, default_value_t = 1_000_000)]
+    packets: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output pcap file (nanosecond timestamps, Ethernet).
+    #[arg(short = 'w', long)]
+    write: PathBuf,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    /// HPTRAC's worst case: 64-byte frames, 5 TCP packets per flow.
+    WorstCase,
+    /// Heavy-tailed flows, ~700-byte packets, TCP/UDP/ICMP, IPv4/IPv6, VLANs.
+    Mix,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => run_analyze(args),
+        Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
+        Command::Demo { dir, packets } => run_demo(&dir, packets),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("sluice: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    const S: u64 = 1_000_000_000;
+    let out = match args.out {
+        Some(out) => out,
+        None => default_out_dir(&args.inputs[0]),
+    };
+    let mut config = AnalyzeConfig::new(args.inputs, out);
+    config.format = match args.format {
+        FormatArg::Jsonl => Format::Jsonl,
+        FormatArg::Csv => Format::Csv,
+        FormatArg::None => Format::None,
+    };
+    if let Some(workers) = args.workers {
+        anyhow::ensure!(workers > 0, "--workers must be at least 1");
+        config.workers = workers;
+    }
+    anyhow::ensure!(args.max_flows > 0, "--max-flows must be at least 1");
+    config.flow = FlowConfig {
+        capacity: args.max_flows,
+        tcp_idle_timeout_ns: args.tcp_idle_timeout.saturating_mul(S),
+        idle_timeout_ns: args.idle_timeout.saturating_mul(S),
+        active_timeout_ns: args.active_timeout.saturating_mul(S),
+        ..FlowConfig::default()
+    };
+    config.progress = !args.quiet;
+    run_and_report(&config, args.quiet)
+}
+
+fn run_and_report(config: &AnalyzeConfig, quiet: bool) -> anyhow::Result<ExitCode> {
+    match analyze(config) {
+        Ok(summary) => {
+            if !quiet {
+                print!("{}", summary.render());
+            }
+            Ok(if summary.is_partial() {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Err(AnalyzeError::NothingRead(summary)) => {
+            eprint!("{}", summary.render());
+            Err(anyhow::anyhow!("none of the inputs could be read"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `trace.pcap` -> `trace.sluice` beside it, or in the current directory
+/// when the capture's directory is read-only.
+fn default_out_dir(first_input: &Path) -> PathBuf {
+    let stem = first_input.file_stem().map_or_else(|| "capture".into(), |s| s.to_string_lossy().into_owned());
+    let name = format!("{stem}.sluice");
+    let beside = first_input.parent().map(|p| p.join(&name)).unwrap_or_else(|| PathBuf::from(&name));
+    let parent = beside.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let writable = std::fs::metadata(parent).map(|m| !m.permissions().readonly()).unwrap_or(false)
+        && tempfile_probe(parent);
+    if writable { beside } else { PathBuf::from(name) }
+}
+
+fn tempfile_probe(dir: &Path) -> bool {
+    let probe = dir.join(format!(".sluice-probe-{}", std::process::id()));
+    let ok = std::fs::write(&probe, b"").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
+struct PcapSink(PcapWriter<std::io::BufWriter<std::fs::File>>);
+
+impl FrameSink for PcapSink {
+    fn frame(&mut self, ts_ns: u64, frame: &[u8]) -> std::io::Result<()> {
+        self.0.write(ts_ns, frame.len() as u32, frame)
+    }
+}
+
+fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
+    let profile = match args.profile {
+        ProfileArg::WorstCase => Profile::WorstCase,
+        ProfileArg::Mix => Profile::Mix,
+    };
+    let writer = PcapWriter::create(&args.write, 1, 262_144).with_context(|| format!("creating {}", args.write.display()))?;
+    let mut sink = PcapSink(writer);
+    let summary = generate(profile, args.packets, args.seed, &mut sink).with_context(|| format!("writing {}", args.write.display()))?;
+    sink.0.finish().with_context(|| format!("writing {}", args.write.display()))?;
+    eprintln!(
+        "wrote {} packets ({} bytes, {} flows) to {}",
+        summary.packets,
+        summary.bytes,
+        summary.flows,
+        args.write.display()
+    );
+    Ok(())
+}
+
+fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let trace = dir.join("mix.pcap");
+    run_gen(&GenArgs {
+        profile: ProfileArg::Mix,
+        packets,
+        seed: 1,
+        write: trace.clone(),
+    })?;
+    let mut config = AnalyzeConfig::new(vec![trace], dir.join("out"));
+    config.progress = true;
+    run_and_report(&config, false)
+}

@@ -12,6 +12,29 @@ use crate::{pcap, pcapng};
 #[derive(Clone)]
 pub struct FileBytes(Arc<Mmap>);
 
+impl FileBytes {
+    /// Drops `range` of the file from this process's resident memory; the
+    /// kernel's page cache keeps it. Reading it again later is correct,
+    /// only slower, so a caller that releases too early loses time, never
+    /// data. Long files would otherwise count in full towards the RSS.
+    #[allow(unsafe_code)]
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        let end = range.end.min(self.0.len());
+        if range.start >= end {
+            return;
+        }
+        #[cfg(unix)]
+        // SAFETY: the map is a read-only file mapping that is never written
+        // through, so MADV_DONTNEED cannot discard data: later accesses
+        // fault the same file pages back in.
+        unsafe {
+            let _ = self
+                .0
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, end - range.start);
+        }
+    }
+}
+
 impl std::ops::Deref for FileBytes {
     type Target = [u8];
 
@@ -102,12 +125,15 @@ impl CaptureFile {
         let map = map_file(&file).map_err(io)?;
         let format = detect(&map).ok_or_else(|| OpenError::NotACapture {
             path: path.clone(),
-            magic: map
-                .iter()
-                .take(4)
-                .map(|b| format!("{b:02x}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+            magic: if map.is_empty() {
+                "none: the file is empty".into()
+            } else {
+                map.iter()
+                    .take(4)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            },
         })?;
         let capture = CaptureFile {
             path,

@@ -105,6 +105,10 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let mut reader = Reader {
         queues,
         recycle: recycle_rx,
+        spare: Vec::new(),
+        in_flight: vec![std::collections::VecDeque::new(); workers],
+        released: 0,
+        file_seq: 0,
         pending: (0..workers).map(|_| new_batch()).collect(),
         fragments: FragmentResolver::new(1 << 16),
         drops: Drops::default(),
@@ -153,8 +157,12 @@ fn new_batch() -> Batch {
     Batch {
         bytes: None,
         packets: Vec::with_capacity(BATCH),
+        worker: 0,
     }
 }
+
+/// Resident file pages are released in steps of this many bytes.
+const RELEASE_STEP: usize = 2 << 20;
 
 fn total_size(inputs: &[PathBuf]) -> u64 {
     inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
@@ -165,6 +173,15 @@ fn total_size(inputs: &[PathBuf]) -> u64 {
 struct Reader {
     queues: Vec<Sender<Batch>>,
     recycle: Receiver<Batch>,
+    /// Empty batches back from the workers, ready for reuse.
+    spare: Vec<Batch>,
+    /// Per worker, the file (by sequence number) and offset of the first
+    /// packet of each batch it has not finished yet, oldest first: a worker
+    /// finishes its batches in order.
+    in_flight: Vec<std::collections::VecDeque<(usize, usize)>>,
+    file_seq: usize,
+    /// File bytes before this offset have been released.
+    released: usize,
     pending: Vec<Batch>,
     fragments: FragmentResolver,
     drops: Drops,
@@ -196,9 +213,12 @@ impl Reader {
         let base = bytes.as_ptr() as usize;
         let workers = self.queues.len() as u64;
         let mut packets = file.reader().expect("headers were checked when the file was opened");
-        for batch in &mut self.pending {
+        for (w, batch) in self.pending.iter_mut().enumerate() {
             batch.bytes = Some(bytes.clone());
+            batch.worker = w;
         }
+        self.released = 0;
+        self.file_seq += 1;
         let mut since_progress = 0u32;
         while let Some(raw) = packets.next() {
             report.packets += 1;
@@ -230,6 +250,7 @@ impl Reader {
             if since_progress == 1 << 16 {
                 since_progress = 0;
                 self.progress.advance_to(packets.position());
+                self.release_finished(&bytes, raw.data.as_ptr() as usize - base);
             }
         }
         for w in 0..self.pending.len() {
@@ -238,6 +259,7 @@ impl Reader {
             }
             self.pending[w].bytes = None;
         }
+
         self.progress.file_done(file.len());
         report.warnings = packets
             .warnings()
@@ -257,11 +279,42 @@ impl Reader {
     /// Hands the worker its full batch and takes an empty one back in its
     /// place (a recycled one when available), bound to `bytes`.
     fn send(&mut self, w: usize, bytes: Option<&sluice_capture::FileBytes>) {
-        let mut fresh = self.recycle.try_recv().unwrap_or_else(|_| new_batch());
+        self.collect_returned();
+        let mut fresh = self.spare.pop().unwrap_or_else(new_batch);
         fresh.bytes = bytes.cloned();
+        fresh.worker = w;
         let full = std::mem::replace(&mut self.pending[w], fresh);
+        if let Some(first) = full.packets.first() {
+            self.in_flight[w].push_back((self.file_seq, first.offset));
+        }
         // A worker only hangs up by panicking, which `analyze` reports.
         let _ = self.queues[w].send(full);
+    }
+
+    fn collect_returned(&mut self) {
+        while let Ok(batch) = self.recycle.try_recv() {
+            self.in_flight[batch.worker].pop_front();
+            self.spare.push(batch);
+        }
+    }
+
+    /// Releases the file's pages that no batch still needs: everything
+    /// before the oldest packet that is pending or in flight.
+    fn release_finished(&mut self, bytes: &sluice_capture::FileBytes, position: usize) {
+        self.collect_returned();
+        let seq = self.file_seq;
+        let oldest_in_flight = self
+            .in_flight
+            .iter()
+            .filter_map(|q| q.iter().find(|(s, _)| *s == seq).map(|(_, offset)| *offset))
+            .min();
+        let oldest_pending = self.pending.iter().filter_map(|b| b.packets.first().map(|p| p.offset)).min();
+        let needed = [Some(position), oldest_in_flight, oldest_pending].into_iter().flatten().min().unwrap_or(position);
+        let upto = needed - needed % RELEASE_STEP;
+        if upto > self.released {
+            bytes.release(self.released..upto);
+            self.released = upto;
+        }
     }
 
     fn count_undecodable(&mut self, e: DecodeError) {

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 /// Bytes per host, in bounded memory. When the map outgrows its limit the
@@ -15,7 +15,7 @@ pub(crate) struct Talkers {
 impl Talkers {
     pub(crate) fn new(limit: usize) -> Self {
         Talkers {
-            bytes: HashMap::new(),
+            bytes: HashMap::default(),
             limit,
             error_bound: 0,
         }

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crossbeam_channel::{Receiver, Sender};
 use sluice_capture::FileBytes;
@@ -28,10 +28,15 @@ pub(crate) struct PacketDesc {
 pub(crate) struct Batch {
     pub bytes: Option<FileBytes>,
     pub packets: Vec<PacketDesc>,
+    /// The worker it was dealt to.
+    pub worker: usize,
 }
 
+const PREFETCH_BUCKET_AHEAD: usize = 16;
+const PREFETCH_FLOW_AHEAD: usize = 8;
+
 /// Hosts tracked exactly per worker before lossy counting starts.
-const TALKERS_TRACKED: usize = 100_000;
+const TALKERS_TRACKED: usize = 16_384;
 /// Encoded records are handed to the writer in chunks of about this size.
 const RECORD_CHUNK: usize = 1 << 20;
 
@@ -102,8 +107,8 @@ pub(crate) fn run(
         records_tx,
         out: WorkerOutput {
             counters: TableCounters::default(),
-            l4: HashMap::new(),
-            apps: HashMap::new(),
+            l4: HashMap::default(),
+            apps: HashMap::default(),
             talkers: Talkers::new(TALKERS_TRACKED),
             records: 0,
             first_ts_ns: u64::MAX,
@@ -115,7 +120,17 @@ pub(crate) fn run(
         let Some(bytes) = batch.bytes.take() else {
             continue;
         };
-        for p in &batch.packets {
+        let packets = &batch.packets;
+        for (i, p) in packets.iter().enumerate() {
+            // Flow lookups are cache misses: ask for the index bucket of a
+            // packet 16 ahead and for the flow of a packet 8 ahead, so the
+            // memory system works on several packets at once.
+            if let Some(ahead) = packets.get(i + PREFETCH_BUCKET_AHEAD) {
+                table.prefetch_bucket(ahead.hash);
+            }
+            if let Some(ahead) = packets.get(i + PREFETCH_FLOW_AHEAD) {
+                table.prefetch_flow(ahead.hash);
+            }
             let frame = &bytes[p.offset..p.offset + p.captured as usize];
             let info = PacketInfo {
                 ts_ns: p.ts_ns,

@@ -4,6 +4,8 @@
 
 mod flow;
 mod fragments;
+mod index;
+mod memory;
 mod stats;
 mod table;
 

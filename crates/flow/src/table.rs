@@ -1,7 +1,8 @@
-use hashbrown::HashTable;
 use sluice_wire::tcp_flags;
 
 use crate::flow::{Direction, EndReason, Flow, PacketInfo};
+use crate::index::FlowIndex;
+use crate::memory::{advise_huge_pages, prefetch_all};
 
 /// Limits and timeouts of a flow table. All times are packet time.
 #[derive(Clone, Copy, Debug)]
@@ -82,15 +83,16 @@ impl TableCounters {
 ///
 /// Flows live in a slab (`slots`) whose capacity is reserved up front but
 /// only touched as flows arrive, so memory follows the number of flows
-/// actually held; a SwissTable of slot numbers, keyed by the packet's
-/// symmetric hash, finds them. When the table is full, the least recently
+/// actually held; an open-addressing index of slot numbers, keyed by the
+/// packet's symmetric hash, finds them. When the table is full, the least recently
 /// active of the next eight slots after the expiry cursor is evicted (and
-/// counted) to make room: an O(1) approximation of LRU.
+/// counted) to make room, and the cursor moves on: an O(1) CLOCK-style
+/// approximation of LRU.
 pub struct FlowTable<X> {
     config: FlowConfig,
     slots: Vec<Flow<X>>,
     free: Vec<u32>,
-    index: HashTable<u32>,
+    index: FlowIndex,
     live: usize,
     now_ns: u64,
     next_sweep_ns: u64,
@@ -103,11 +105,13 @@ const EVICTION_CANDIDATES: usize = 8;
 impl<X> FlowTable<X> {
     pub fn new(config: FlowConfig) -> Self {
         assert!(config.capacity > 0 && config.capacity <= u32::MAX as usize);
+        let slots = Vec::with_capacity(config.capacity);
+        advise_huge_pages(&slots);
         FlowTable {
             config,
-            slots: Vec::with_capacity(config.capacity),
+            slots,
             free: Vec::new(),
-            index: HashTable::with_capacity(config.capacity),
+            index: FlowIndex::new(config.capacity),
             live: 0,
             now_ns: 0,
             next_sweep_ns: 0,
@@ -126,6 +130,24 @@ impl<X> FlowTable<X> {
 
     pub fn is_empty(&self) -> bool {
         self.live == 0
+    }
+
+    /// First step of looking up a packet that will be processed soon: asks
+    /// for its index bucket. Call it some packets ahead of [`Self::prefetch_flow`].
+    #[inline]
+    pub fn prefetch_bucket(&self, hash: u64) {
+        self.index.prefetch(hash);
+    }
+
+    /// Second step: asks for the flows the packet's bucket points at, so
+    /// that by the time the packet is processed its flow is in cache.
+    #[inline]
+    pub fn prefetch_flow(&self, hash: u64) {
+        self.index.candidates(hash, |slot| {
+            if let Some(flow) = self.slots.get(slot as usize) {
+                prefetch_all(flow);
+            }
+        });
     }
 
     pub fn flow_mut(&mut self, slot: u32) -> &mut Flow<X> {
@@ -149,13 +171,10 @@ impl<X> FlowTable<X> {
         let key = packet.decoded.key;
         let reversed = key.reversed();
         let slots = &self.slots;
-        let found = self
-            .index
-            .find(hash, |&slot| {
-                let k = &slots[slot as usize].key;
-                *k == key || *k == reversed
-            })
-            .copied();
+        let found = self.index.find(hash, |slot| {
+            let k = &slots[slot as usize].key;
+            *k == key || *k == reversed
+        });
         if let Some(slot) = found {
             let ending = self.ending(&self.slots[slot as usize], packet);
             let flow = &mut self.slots[slot as usize];
@@ -189,9 +208,7 @@ impl<X> FlowTable<X> {
         } else {
             self.slots[slot as usize] = flow;
         }
-        let slots = &self.slots;
-        self.index
-            .insert_unique(hash, slot, |&s| slots[s as usize].hash);
+        self.index.insert(hash, slot);
         self.live += 1;
         self.counters.created += 1;
         self.counters.peak_flows = self.counters.peak_flows.max(self.live as u64);
@@ -242,12 +259,17 @@ impl<X> FlowTable<X> {
         if self.slots.len() < self.config.capacity {
             return self.slots.len() as u32;
         }
+        // Like a CLOCK hand, eviction moves the cursor past the candidates
+        // it looked at, so the flows created in freed slots are not the next
+        // candidates: a flow is only considered again after a full turn.
         let n = self.slots.len();
-        let victim = (0..EVICTION_CANDIDATES.min(n))
+        let candidates = EVICTION_CANDIDATES.min(n);
+        let victim = (0..candidates)
             .map(|i| (self.cursor + i) % n)
             .filter(|&s| self.slots[s].live)
             .min_by_key(|&s| self.slots[s].last_ns)
             .expect("a full table has live slots");
+        self.cursor = (self.cursor + candidates) % n;
         self.finish(victim as u32, EndReason::Evicted, on_end);
         self.free.pop().expect("finish frees the slot")
     }
@@ -259,9 +281,7 @@ impl<X> FlowTable<X> {
         let hash = flow.hash;
         on_end(flow, reason);
         self.counters.count(reason);
-        if let Ok(entry) = self.index.find_entry(hash, |&s| s == slot) {
-            entry.remove();
-        }
+        self.index.remove(hash, slot);
         self.free.push(slot);
         self.live -= 1;
     }
@@ -350,6 +370,12 @@ mod tests {
         };
         d.tcp.flags = flags;
         d
+    }
+
+    fn packet_for_port(port: u16) -> Decoded {
+        let mut p = packet(true, ACK, 1);
+        p.key.src_port = port;
+        p
     }
 
     struct Run {
@@ -506,5 +532,28 @@ mod tests {
         assert_eq!(run.table.counters().evicted, 2);
         let evicted: Vec<u16> = run.ended.iter().map(|e| e.0.src_port).collect();
         assert_eq!(evicted, vec![0, 1]);
+    }
+
+    #[test]
+    fn eviction_never_takes_the_flows_it_just_made_room_for() {
+        let config = FlowConfig {
+            capacity: 64,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        // 256 flows of two packets each, always 16 in progress at once: a
+        // flow evicted between its two packets would show up twice.
+        for round in 0..16u64 {
+            for packet in 0..2u64 {
+                for i in 0..16u16 {
+                    let mut p = packet_for_port(round as u16 * 16 + i);
+                    p.payload_len = packet as u16;
+                    run.feed(S + round * 100 + packet * 20 + i as u64, &p);
+                }
+            }
+        }
+        run.flush();
+        assert_eq!(run.ended.len(), 256);
+        assert!(run.ended.iter().all(|e| e.2 == 2), "a flow was split by eviction");
     }
 }

@@ -1,12 +1,12 @@
 //! One pass from link layer to transport payload.
 //!
-//! IP headers (with IPv4 options, IPv6 extension headers and truncated
-//! captures) are parsed with `etherparse`'s lax slices; link layers, MPLS,
+//! IPv6 headers with their extension chains, and TCP headers with their
+//! options, are parsed with `etherparse`; IPv4, link layers, MPLS,
 //! PPPoE and tunnels, which it does not cover, are walked here. The result is
 //! a small `Copy` summary with offsets into the frame, so later stages borrow
 //! the payload instead of copying it.
 
-use etherparse::{Ipv6ExtensionSlice, LaxIpSlice, TcpOptionElement, TcpSlice};
+use etherparse::{Ipv6ExtensionSlice, LaxIpv6Slice, TcpOptionElement, TcpSlice};
 
 use crate::key::{FlowKey, IpVersion};
 use crate::link::LinkType;
@@ -328,70 +328,18 @@ fn ip_and_transport(
     d: &mut Decoded,
 ) -> Result<Option<(TunnelKind, Next)>, DecodeError> {
     let bytes = frame.get(at..).ok_or(truncated("IP"))?;
-    let (ip, _ext_error) = LaxIpSlice::from_slice(bytes).map_err(|e| match e {
-        etherparse::err::ip::LaxHeaderSliceError::Len(_) => truncated("IP"),
-        etherparse::err::ip::LaxHeaderSliceError::Content(_) => {
-            DecodeError::Malformed { layer: "IP" }
-        }
-    })?;
     d.ip_offset = at as u16;
-    let declared_ip_payload: usize;
-    match &ip {
-        LaxIpSlice::Ipv4(v4) => {
-            let h = v4.header();
-            d.key.version = IpVersion::V4;
-            d.key.src = [0; 16];
-            d.key.dst = [0; 16];
-            d.key.src[..4].copy_from_slice(&h.source());
-            d.key.dst[..4].copy_from_slice(&h.destination());
-            d.ttl = h.ttl();
-            let offset = h.fragments_offset().value();
-            d.fragment = match (offset, h.more_fragments()) {
-                (0, false) => Fragment::None,
-                (0, true) => Fragment::First {
-                    id: h.identification() as u32,
-                },
-                _ => Fragment::Later {
-                    id: h.identification() as u32,
-                },
-            };
-            declared_ip_payload = (h.total_len() as usize).saturating_sub(h.slice().len());
-        }
-        LaxIpSlice::Ipv6(v6) => {
-            let h = v6.header();
-            d.key.version = IpVersion::V6;
-            d.key.src = h.source();
-            d.key.dst = h.destination();
-            d.ttl = h.hop_limit();
-            d.fragment = Fragment::None;
-            for ext in v6.extensions().clone().into_iter() {
-                if let Ipv6ExtensionSlice::Fragment(f) = ext {
-                    let offset = f.fragment_offset().value();
-                    d.fragment = match (offset, f.more_fragments()) {
-                        (0, false) => Fragment::None,
-                        (0, true) => Fragment::First {
-                            id: f.identification(),
-                        },
-                        _ => Fragment::Later {
-                            id: f.identification(),
-                        },
-                    };
-                }
-            }
-            declared_ip_payload = (h.payload_length() as usize)
-                .saturating_sub(v6.extensions().slice().len());
-        }
-    }
-    let payload = ip.payload();
-    let proto = payload.ip_number.0;
-    d.key.proto = proto;
-    let l4 = payload.payload;
-    let l4_offset = offset_in(frame, l4);
-    let l4_declared = if payload.incomplete {
-        declared_ip_payload.max(l4.len())
-    } else {
-        l4.len()
+    let ip = match bytes.first().map(|b| b >> 4) {
+        Some(4) => ipv4(bytes, d)?,
+        Some(6) => ipv6(bytes, d)?,
+        Some(_) => return Err(DecodeError::Malformed { layer: "IP" }),
+        None => return Err(truncated("IP")),
     };
+    let proto = ip.proto;
+    d.key.proto = proto;
+    let l4 = ip.l4;
+    let l4_offset = offset_in(frame, l4);
+    let l4_declared = ip.declared.max(l4.len());
     d.key.src_port = 0;
     d.key.dst_port = 0;
     d.tcp = TcpMeta::default();
@@ -447,6 +395,87 @@ fn ip_and_transport(
         l4_declared.saturating_sub(header_len),
     );
     Ok(None)
+}
+
+/// The transport layer as an IP header delimits it.
+struct IpPayload<'a> {
+    proto: u8,
+    /// Captured transport bytes (cut at the IP length: Ethernet padding is
+    /// not payload).
+    l4: &'a [u8],
+    /// Transport length on the wire, from the IP length fields.
+    declared: usize,
+}
+
+/// IPv4 is read by hand: it is a fixed layout whose few checks fit in a
+/// dozen lines, and it is the hottest header of all. Authentication headers
+/// are left in place, so AH flows are flows of protocol 51 (as nDPI has them).
+fn ipv4<'a>(bytes: &'a [u8], d: &mut Decoded) -> Result<IpPayload<'a>, DecodeError> {
+    if bytes.len() < 20 {
+        return Err(truncated("IPv4"));
+    }
+    let header_len = (bytes[0] & 0x0f) as usize * 4;
+    if header_len < 20 {
+        return Err(DecodeError::Malformed { layer: "IPv4" });
+    }
+    if bytes.len() < header_len {
+        return Err(truncated("IPv4"));
+    }
+    let total = u16::from_be_bytes([bytes[2], bytes[3]]) as usize;
+    // A zero total length comes from captures of TCP segmentation offload:
+    // the captured length is the best witness then.
+    let total = if total == 0 { bytes.len() } else { total };
+    if total < header_len {
+        return Err(DecodeError::Malformed { layer: "IPv4" });
+    }
+    d.key.version = IpVersion::V4;
+    d.key.src = [0; 16];
+    d.key.dst = [0; 16];
+    d.key.src[..4].copy_from_slice(&bytes[12..16]);
+    d.key.dst[..4].copy_from_slice(&bytes[16..20]);
+    d.ttl = bytes[8];
+    let id = u16::from_be_bytes([bytes[4], bytes[5]]) as u32;
+    let flags_offset = u16::from_be_bytes([bytes[6], bytes[7]]);
+    d.fragment = match (flags_offset & 0x1fff, flags_offset & 0x2000 != 0) {
+        (0, false) => Fragment::None,
+        (0, true) => Fragment::First { id },
+        _ => Fragment::Later { id },
+    };
+    Ok(IpPayload {
+        proto: bytes[9],
+        l4: &bytes[header_len..total.min(bytes.len())],
+        declared: total - header_len,
+    })
+}
+
+/// IPv6 and its extension header chain, through etherparse.
+fn ipv6<'a>(bytes: &'a [u8], d: &mut Decoded) -> Result<IpPayload<'a>, DecodeError> {
+    let (v6, _ext_error) = LaxIpv6Slice::from_slice(bytes).map_err(|e| match e {
+        etherparse::err::ipv6::HeaderSliceError::Len(_) => truncated("IPv6"),
+        etherparse::err::ipv6::HeaderSliceError::Content(_) => DecodeError::Malformed { layer: "IPv6" },
+    })?;
+    let h = v6.header();
+    d.key.version = IpVersion::V6;
+    d.key.src = h.source();
+    d.key.dst = h.destination();
+    d.ttl = h.hop_limit();
+    d.fragment = Fragment::None;
+    for ext in v6.extensions().clone().into_iter() {
+        if let Ipv6ExtensionSlice::Fragment(f) = ext {
+            let id = f.identification();
+            d.fragment = match (f.fragment_offset().value(), f.more_fragments()) {
+                (0, false) => Fragment::None,
+                (0, true) => Fragment::First { id },
+                _ => Fragment::Later { id },
+            };
+        }
+    }
+    let payload = v6.payload();
+    Ok(IpPayload {
+        proto: payload.ip_number.0,
+        l4: payload.payload,
+        declared: (h.payload_length() as usize).saturating_sub(v6.extensions().slice().len()),
+    })
 }
 
 fn set_payload(d: &mut Decoded, offset: usize, captured: usize, declared: usize) {

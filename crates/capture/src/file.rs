@@ -70,20 +70,13 @@ impl fmt::Display for FileFormat {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error(
         "{path}: not a pcap or pcapng file (first bytes {magic}); Sluice detects the format from the magic number, so check that this is a capture and not, say, a compressed one"
     )]
     NotACapture { path: PathBuf, magic: String },
     #[error("{path}: {reason} at byte offset {offset}")]
-    BadHeader {
-        path: PathBuf,
-        offset: u64,
-        reason: String,
-    },
+    BadHeader { path: PathBuf, offset: u64, reason: String },
     #[error(
         "{path}: link type {linktype} is not supported (see `sluice analyze --help` for the list); convert the capture with `editcap -T ether` if it wraps Ethernet"
     )]
@@ -255,11 +248,7 @@ impl Warnings {
     pub(crate) fn push(&mut self, offset: u64, message: String, fatal: bool) {
         self.total += 1;
         if self.kept.len() < Self::KEPT || fatal {
-            self.kept.push(ReadWarning {
-                offset,
-                message,
-                fatal,
-            });
+            self.kept.push(ReadWarning { offset, message, fatal });
         }
     }
 }

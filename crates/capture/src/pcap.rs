@@ -81,7 +81,9 @@ impl<'a> Reader<'a> {
             if original < captured && original as usize <= remaining - 16 {
                 warnings.push(
                     at as u64,
-                    format!("record claims {captured} captured bytes of a {original}-byte frame; read {original} bytes"),
+                    format!(
+                        "record claims {captured} captured bytes of a {original}-byte frame; read {original} bytes"
+                    ),
                     false,
                 );
                 captured = original;
@@ -100,9 +102,11 @@ impl<'a> Reader<'a> {
         }
         let data = &self.bytes[at + 16..at + 16 + captured as usize];
         self.pos = at + 16 + captured as usize;
-        let ts_ns = seconds
-            .saturating_mul(1_000_000_000)
-            .saturating_add(if self.nanos { fraction } else { fraction.saturating_mul(1000) });
+        let ts_ns = seconds.saturating_mul(1_000_000_000).saturating_add(if self.nanos {
+            fraction
+        } else {
+            fraction.saturating_mul(1000)
+        });
         Some(RawPacket {
             ts_ns,
             // A wire length below the captured length is a writer bug; the

@@ -98,10 +98,24 @@ fn ip_protocol(proto: u8) -> Option<&'static str> {
 /// flows picked up mid-stream, either port) otherwise.
 pub fn port_label(key: &FlowKey) -> Option<(Label, Classifier, f32)> {
     if let Some(name) = ip_protocol(key.proto) {
-        return Some((Label { master: name, app: None }, Classifier::Protocol, 1.0));
+        return Some((
+            Label {
+                master: name,
+                app: None,
+            },
+            Classifier::Protocol,
+            1.0,
+        ));
     }
     let name = service(key.proto, key.dst_port).or_else(|| service(key.proto, key.src_port))?;
-    Some((Label { master: name, app: None }, Classifier::Port, 0.3))
+    Some((
+        Label {
+            master: name,
+            app: None,
+        },
+        Classifier::Port,
+        0.3,
+    ))
 }
 
 #[cfg(test)]
@@ -133,6 +147,9 @@ mod tests {
     #[test]
     fn protocol_level_applications_are_exact() {
         let (label, classifier, confidence) = port_label(&key(58, 0, 0)).unwrap();
-        assert_eq!((label.master, classifier, confidence), ("ICMPV6", Classifier::Protocol, 1.0));
+        assert_eq!(
+            (label.master, classifier, confidence),
+            ("ICMPV6", Classifier::Protocol, 1.0)
+        );
     }
 }

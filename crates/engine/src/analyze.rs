@@ -165,7 +165,11 @@ fn new_batch() -> Batch {
 const RELEASE_STEP: usize = 2 << 20;
 
 fn total_size(inputs: &[PathBuf]) -> u64 {
-    inputs.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum()
+    inputs
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// The single producer: reads files, decodes every frame once, and deals
@@ -308,8 +312,16 @@ impl Reader {
             .iter()
             .filter_map(|q| q.iter().find(|(s, _)| *s == seq).map(|(_, offset)| *offset))
             .min();
-        let oldest_pending = self.pending.iter().filter_map(|b| b.packets.first().map(|p| p.offset)).min();
-        let needed = [Some(position), oldest_in_flight, oldest_pending].into_iter().flatten().min().unwrap_or(position);
+        let oldest_pending = self
+            .pending
+            .iter()
+            .filter_map(|b| b.packets.first().map(|p| p.offset))
+            .min();
+        let needed = [Some(position), oldest_in_flight, oldest_pending]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(position);
         let upto = needed - needed % RELEASE_STEP;
         if upto > self.released {
             bytes.release(self.released..upto);
@@ -328,7 +340,12 @@ impl Reader {
     }
 }
 
-fn write_records(mut file: File, path: &Path, preamble: Vec<u8>, chunks: Receiver<Vec<u8>>) -> Result<(), AnalyzeError> {
+fn write_records(
+    mut file: File,
+    path: &Path,
+    preamble: Vec<u8>,
+    chunks: Receiver<Vec<u8>>,
+) -> Result<(), AnalyzeError> {
     let error = |source| AnalyzeError::Write {
         path: path.to_path_buf(),
         source,
@@ -425,8 +442,10 @@ impl Progress {
         if self.bar.is_none() && self.started.elapsed() > Duration::from_secs(1) {
             let bar = ProgressBar::new(self.total);
             bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})")
-                    .expect("a valid template"),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",
+                )
+                .expect("a valid template"),
             );
             self.bar = Some(bar);
         }

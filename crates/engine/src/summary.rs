@@ -135,17 +135,39 @@ impl Summary {
         );
         if self.last_ts_ns >= self.first_ts_ns && self.packets > 0 {
             let span = (self.last_ts_ns - self.first_ts_ns) as f64 / 1e9;
-            let _ = writeln!(s, "capture time span {span:.3} s, starting at {} (Unix ns)", self.first_ts_ns);
+            let _ = writeln!(
+                s,
+                "capture time span {span:.3} s, starting at {} (Unix ns)",
+                self.first_ts_ns
+            );
         }
         let _ = writeln!(s, "\n{:<24} {:>10} {:>12} {:>14}", "L4", "flows", "packets", "bytes");
         let mut l4: Vec<_> = self.l4.iter().collect();
         l4.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(b.0)));
         for (name, c) in l4 {
-            let _ = writeln!(s, "{:<24} {:>10} {:>12} {:>14}", name, group(c.flows), group(c.packets), group(c.bytes));
+            let _ = writeln!(
+                s,
+                "{:<24} {:>10} {:>12} {:>14}",
+                name,
+                group(c.flows),
+                group(c.packets),
+                group(c.bytes)
+            );
         }
-        let _ = writeln!(s, "\n{:<24} {:>10} {:>12} {:>14}", "application (top 15)", "flows", "packets", "bytes");
+        let _ = writeln!(
+            s,
+            "\n{:<24} {:>10} {:>12} {:>14}",
+            "application (top 15)", "flows", "packets", "bytes"
+        );
         for (name, c) in self.applications.iter().take(15) {
-            let _ = writeln!(s, "{:<24} {:>10} {:>12} {:>14}", name, group(c.flows), group(c.packets), group(c.bytes));
+            let _ = writeln!(
+                s,
+                "{:<24} {:>10} {:>12} {:>14}",
+                name,
+                group(c.flows),
+                group(c.packets),
+                group(c.bytes)
+            );
         }
         if self.applications.len() > 15 {
             let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
@@ -155,7 +177,11 @@ impl Summary {
             let _ = writeln!(s, "{:<40} {:>14}", t.host, group(t.bytes));
         }
         if self.talkers_error_bound > 0 {
-            let _ = writeln!(s, "(too many hosts to count exactly: figures may be low by up to {} bytes)", group(self.talkers_error_bound));
+            let _ = writeln!(
+                s,
+                "(too many hosts to count exactly: figures may be low by up to {} bytes)",
+                group(self.talkers_error_bound)
+            );
         }
         let e = &self.flow_ends;
         let _ = writeln!(
@@ -213,7 +239,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

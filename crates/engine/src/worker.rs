@@ -81,13 +81,13 @@ impl Sink {
     }
 
     fn flush(&mut self) {
-        if let Some(tx) = &self.records_tx {
-            if !self.chunk.is_empty() {
-                let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(RECORD_CHUNK + 4096));
-                // The writer only goes away after a failed write, which the
-                // run reports as an error of its own.
-                let _ = tx.send(chunk);
-            }
+        if let Some(tx) = &self.records_tx
+            && !self.chunk.is_empty()
+        {
+            let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(RECORD_CHUNK + 4096));
+            // The writer only goes away after a failed write, which the run
+            // reports as an error of its own.
+            let _ = tx.send(chunk);
         }
     }
 }

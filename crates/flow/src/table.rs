@@ -195,7 +195,8 @@ impl<X> FlowTable<X> {
         let slot = self.allocate(on_end);
         // A SYN-ACK's sender is the server, whatever was seen first.
         let flags = packet.decoded.tcp.flags;
-        let from_server = key.proto == 6 && flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
+        let from_server =
+            key.proto == 6 && flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
         let (oriented, dir) = if from_server {
             (reversed, Direction::ServerToClient)
         } else {
@@ -421,7 +422,10 @@ mod tests {
         let mut run = Run::new(FlowConfig::default());
         let (slot, dir) = run.feed(S, &packet(true, SYN, 0));
         assert_eq!(dir, Direction::ClientToServer);
-        assert_eq!(run.feed(S + 1000, &packet(false, SYN_ACK, 0)), (slot, Direction::ServerToClient));
+        assert_eq!(
+            run.feed(S + 1000, &packet(false, SYN_ACK, 0)),
+            (slot, Direction::ServerToClient)
+        );
         run.feed(S + 3000, &packet(true, ACK, 0));
         run.feed(S + 4000, &packet(true, ACK, 100));
         let flow = run.table.flow_mut(slot);

@@ -77,24 +77,39 @@ fn worst_case(packets: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary>
         frame.clear();
         let builder = |from_client: bool| {
             if from_client {
-                PacketBuilder::ethernet2(MAC_A, MAC_B)
-                    .ipv4(client, server, 64)
-                    .tcp(client_port, server_port, isn_c, 65_535)
+                PacketBuilder::ethernet2(MAC_A, MAC_B).ipv4(client, server, 64).tcp(
+                    client_port,
+                    server_port,
+                    isn_c,
+                    65_535,
+                )
             } else {
-                PacketBuilder::ethernet2(MAC_B, MAC_A)
-                    .ipv4(server, client, 64)
-                    .tcp(server_port, client_port, isn_s, 65_535)
+                PacketBuilder::ethernet2(MAC_B, MAC_A).ipv4(server, client, 64).tcp(
+                    server_port,
+                    client_port,
+                    isn_s,
+                    65_535,
+                )
             }
         };
         let result = match step {
             0 => builder(true).syn().write(&mut frame, &[0; 10]),
-            1 => builder(false).syn().ack(isn_c.wrapping_add(1)).write(&mut frame, &[0; 10]),
+            1 => builder(false)
+                .syn()
+                .ack(isn_c.wrapping_add(1))
+                .write(&mut frame, &[0; 10]),
             2 => {
                 let b = builder(true).ack(isn_s.wrapping_add(1));
                 b.write(&mut frame, &[0; 10])
             }
-            3 => builder(false).ack(isn_c.wrapping_add(1)).psh().write(&mut frame, &[0x55; 10]),
-            _ => builder(true).ack(isn_s.wrapping_add(11)).fin().write(&mut frame, &[0; 10]),
+            3 => builder(false)
+                .ack(isn_c.wrapping_add(1))
+                .psh()
+                .write(&mut frame, &[0x55; 10]),
+            _ => builder(true)
+                .ack(isn_s.wrapping_add(11))
+                .fin()
+                .write(&mut frame, &[0; 10]),
         };
         result.map_err(io::Error::other)?;
         frame.resize(64, 0);
@@ -262,7 +277,7 @@ impl Mix {
                         let len = self.payload_len(from_client, 66);
                         (from_client, ACK | if len > 0 { PSH } else { 0 }, len, false)
                     }
-                    s if f.abort_with_rst => (s % 2 == 0, RST, 0, true),
+                    s if f.abort_with_rst => (s.is_multiple_of(2), RST, 0, true),
                     s if s == 3 + total_data => (true, FIN | ACK, 0, false),
                     s if s == 4 + total_data => (false, FIN | ACK, 0, false),
                     _ => (true, ACK, 0, true),
@@ -271,7 +286,7 @@ impl Mix {
                 (from_client, done, flags, payload)
             }
             Kind::Udp | Kind::Icmp => {
-                let from_client = f.step % 2 == 0;
+                let from_client = f.step.is_multiple_of(2);
                 f.step += 1;
                 let len = self.payload_len(from_client, 42);
                 (from_client, f.step >= f.remaining, 0, len)
@@ -318,10 +333,18 @@ impl Mix {
                     Kind::Icmp => {
                         let seq = (f.step / 2) as u16;
                         match (f.v6, from_client) {
-                            (false, true) => ip.icmpv4_echo_request(f.client_port, seq).write(&mut self.frame, payload_bytes),
-                            (false, false) => ip.icmpv4_echo_reply(f.client_port, seq).write(&mut self.frame, payload_bytes),
-                            (true, true) => ip.icmpv6_echo_request(f.client_port, seq).write(&mut self.frame, payload_bytes),
-                            (true, false) => ip.icmpv6_echo_reply(f.client_port, seq).write(&mut self.frame, payload_bytes),
+                            (false, true) => ip
+                                .icmpv4_echo_request(f.client_port, seq)
+                                .write(&mut self.frame, payload_bytes),
+                            (false, false) => ip
+                                .icmpv4_echo_reply(f.client_port, seq)
+                                .write(&mut self.frame, payload_bytes),
+                            (true, true) => ip
+                                .icmpv6_echo_request(f.client_port, seq)
+                                .write(&mut self.frame, payload_bytes),
+                            (true, false) => ip
+                                .icmpv6_echo_reply(f.client_port, seq)
+                                .write(&mut self.frame, payload_bytes),
                         }
                     }
                 }

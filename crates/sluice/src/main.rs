@@ -183,11 +183,21 @@ fn run_and_report(config: &AnalyzeConfig, quiet: bool) -> anyhow::Result<ExitCod
 /// `trace.pcap` -> `trace.sluice` beside it, or in the current directory
 /// when the capture's directory is read-only.
 fn default_out_dir(first_input: &Path) -> PathBuf {
-    let stem = first_input.file_stem().map_or_else(|| "capture".into(), |s| s.to_string_lossy().into_owned());
+    let stem = first_input
+        .file_stem()
+        .map_or_else(|| "capture".into(), |s| s.to_string_lossy().into_owned());
     let name = format!("{stem}.sluice");
-    let beside = first_input.parent().map(|p| p.join(&name)).unwrap_or_else(|| PathBuf::from(&name));
-    let parent = beside.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let writable = std::fs::metadata(parent).map(|m| !m.permissions().readonly()).unwrap_or(false)
+    let beside = first_input
+        .parent()
+        .map(|p| p.join(&name))
+        .unwrap_or_else(|| PathBuf::from(&name));
+    let parent = beside
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let writable = std::fs::metadata(parent)
+        .map(|m| !m.permissions().readonly())
+        .unwrap_or(false)
         && tempfile_probe(parent);
     if writable { beside } else { PathBuf::from(name) }
 }
@@ -212,10 +222,14 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         ProfileArg::WorstCase => Profile::WorstCase,
         ProfileArg::Mix => Profile::Mix,
     };
-    let writer = PcapWriter::create(&args.write, 1, 262_144).with_context(|| format!("creating {}", args.write.display()))?;
+    let writer =
+        PcapWriter::create(&args.write, 1, 262_144).with_context(|| format!("creating {}", args.write.display()))?;
     let mut sink = PcapSink(writer);
-    let summary = generate(profile, args.packets, args.seed, &mut sink).with_context(|| format!("writing {}", args.write.display()))?;
-    sink.0.finish().with_context(|| format!("writing {}", args.write.display()))?;
+    let summary = generate(profile, args.packets, args.seed, &mut sink)
+        .with_context(|| format!("writing {}", args.write.display()))?;
+    sink.0
+        .finish()
+        .with_context(|| format!("writing {}", args.write.display()))?;
     eprintln!(
         "wrote {} packets ({} bytes, {} flows) to {}",
         summary.packets,

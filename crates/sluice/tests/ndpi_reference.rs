@@ -19,7 +19,10 @@ fn dataset() -> Option<PathBuf> {
     if dir.join("flows.csv").is_file() && dir.join("pcap").is_dir() {
         Some(dir)
     } else {
-        eprintln!("skipping: nDPI reference captures not found at {} (set NDPI_DEV_DIR)", dir.display());
+        eprintln!(
+            "skipping: nDPI reference captures not found at {} (set NDPI_DEV_DIR)",
+            dir.display()
+        );
         None
     }
 }
@@ -58,7 +61,12 @@ fn reference(dir: &Path) -> HashMap<FlowId, Vec<(u64, u64)>> {
     let mut flows: HashMap<FlowId, Vec<(u64, u64)>> = HashMap::new();
     let mut reader = csv::Reader::from_path(dir.join("flows.csv")).expect("flows.csv reads");
     let headers = reader.headers().expect("flows.csv has a header").clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("column {name}"));
+    let col = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("column {name}"))
+    };
     let (pcap, l4, src_ip, src_port, dst_ip, dst_port, packets, bytes, available) = (
         col("pcap"),
         col("l4_proto"),
@@ -81,7 +89,10 @@ fn reference(dir: &Path) -> HashMap<FlowId, Vec<(u64, u64)>> {
             endpoint(&row[src_ip], row[src_port].parse().unwrap_or(0)),
             endpoint(&row[dst_ip], row[dst_port].parse().unwrap_or(0)),
         );
-        flows.entry(id).or_default().push((row[packets].parse().unwrap(), row[bytes].parse().unwrap()));
+        flows
+            .entry(id)
+            .or_default()
+            .push((row[packets].parse().unwrap(), row[bytes].parse().unwrap()));
     }
     flows
 }
@@ -94,13 +105,19 @@ fn analyze_all(dir: &Path, out: &Path, timeouts: &[&str]) -> HashMap<FlowId, Vec
         .map(|e| e.expect("a directory entry").path())
         .collect();
     captures.sort();
-    let chunks: Vec<Vec<PathBuf>> = captures.chunks(captures.len().div_ceil(2)).map(<[PathBuf]>::to_vec).collect();
+    let chunks: Vec<Vec<PathBuf>> = captures
+        .chunks(captures.len().div_ceil(2))
+        .map(<[PathBuf]>::to_vec)
+        .collect();
     let results: Vec<Vec<(String, Vec<serde_json::Value>)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .iter()
             .map(|chunk| scope.spawn(move || chunk.iter().map(|capture| run_one(capture, out, timeouts)).collect()))
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a runner thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a runner thread"))
+            .collect()
     });
     let mut flows: HashMap<FlowId, Vec<(u64, u64)>> = HashMap::new();
     for (capture, records) in results.into_iter().flatten() {
@@ -137,7 +154,10 @@ fn run_one(capture: &Path, out: &Path, timeouts: &[&str]) -> (String, Vec<serde_
     // 0: read completely; 3: partial, with warnings (the fuzzed captures).
     assert!(matches!(status.code(), Some(0 | 3)), "{name}: {status}");
     let text = std::fs::read_to_string(out.join("flows.jsonl")).unwrap_or_default();
-    let records = text.lines().map(|l| serde_json::from_str(l).expect("a JSON record")).collect();
+    let records = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record"))
+        .collect();
     (name, records)
 }
 
@@ -161,11 +181,13 @@ fn compare(reference: &HashMap<FlowId, Vec<(u64, u64)>>, ours: &HashMap<FlowId, 
         let Some(mine) = ours.get(id) else { continue };
         let matched = theirs.len().min(mine.len()) as u64;
         a.matched += matched;
-        let sum = |v: &[(u64, u64)]| v.iter().fold(Totals::default(), |t, (p, b)| Totals {
-            flows: t.flows + 1,
-            packets: t.packets + p,
-            bytes: t.bytes + b,
-        });
+        let sum = |v: &[(u64, u64)]| {
+            v.iter().fold(Totals::default(), |t, (p, b)| Totals {
+                flows: t.flows + 1,
+                packets: t.packets + p,
+                bytes: t.bytes + b,
+            })
+        };
         let (t, m) = (sum(theirs), sum(mine));
         if t.packets == m.packets {
             a.packets_equal += matched;
@@ -196,7 +218,14 @@ fn flows_match_ndpi_on_its_regression_captures() {
     let out = tempfile::tempdir().unwrap();
     let reference = reference(&dir);
 
-    let whole_capture = ["--idle-timeout", "100000000", "--tcp-idle-timeout", "100000000", "--active-timeout", "100000000"];
+    let whole_capture = [
+        "--idle-timeout",
+        "100000000",
+        "--tcp-idle-timeout",
+        "100000000",
+        "--active-timeout",
+        "100000000",
+    ];
     let ours = analyze_all(&dir, &out.path().join("whole"), &whole_capture);
     let (recall, precision, packets, bytes) = report("timeouts off (as nDPI)", &compare(&reference, &ours));
 

@@ -5,7 +5,10 @@ use std::path::Path;
 use std::process::Command;
 
 fn sluice(args: &[&str]) {
-    let status = Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).status().expect("sluice runs");
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .status()
+        .expect("sluice runs");
     assert!(status.success(), "sluice {args:?}: {status}");
 }
 
@@ -22,11 +25,29 @@ fn one_two_and_three_workers_write_identical_records() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("mix.pcap");
     let trace = trace.to_str().unwrap();
-    sluice(&["gen", "--profile", "mix", "--packets", "150000", "--seed", "42", "-w", trace]);
+    sluice(&[
+        "gen",
+        "--profile",
+        "mix",
+        "--packets",
+        "150000",
+        "--seed",
+        "42",
+        "-w",
+        trace,
+    ]);
     let mut sets = Vec::new();
     for workers in ["1", "2", "3"] {
         let out = tmp.path().join(format!("out{workers}"));
-        sluice(&["analyze", trace, "-o", out.to_str().unwrap(), "-q", "--workers", workers]);
+        sluice(&[
+            "analyze",
+            trace,
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+            "--workers",
+            workers,
+        ]);
         sets.push(records(&out));
     }
     assert!(sets[0].len() > 5_000, "only {} flows", sets[0].len());

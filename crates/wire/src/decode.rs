@@ -322,11 +322,7 @@ fn ieee80211(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
 
 /// Decodes the IP header at `at` and what follows. Returns the tunnel to
 /// descend into when the payload is itself an encapsulated packet.
-fn ip_and_transport(
-    frame: &[u8],
-    at: usize,
-    d: &mut Decoded,
-) -> Result<Option<(TunnelKind, Next)>, DecodeError> {
+fn ip_and_transport(frame: &[u8], at: usize, d: &mut Decoded) -> Result<Option<(TunnelKind, Next)>, DecodeError> {
     let bytes = frame.get(at..).ok_or(truncated("IP"))?;
     d.ip_offset = at as u16;
     let ip = match bytes.first().map(|b| b >> 4) {
@@ -353,12 +349,10 @@ fn ip_and_transport(
     let header_len = match proto {
         6 => tcp(l4, d)?,
         17 => {
-            let ports = transport_ports(l4, d, 8);
-            if ports {
-                if let Some(found) = tunnel::udp(l4, d.key.src_port, d.key.dst_port, &mut d.key)? {
-                    let inner = l4_offset + 8 + found.1;
-                    return Ok(Some((found.0, found.2(inner))));
-                }
+            if transport_ports(l4, d, 8)
+                && let Some((kind, skip, next)) = tunnel::udp(l4, d.key.src_port, d.key.dst_port, &mut d.key)?
+            {
+                return Ok(Some((kind, next(l4_offset + 8 + skip))));
             }
             8
         }
@@ -553,7 +547,6 @@ mod tests {
             flags: tcp_flags::SYN,
             options: &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
             payload: b"",
-            ..TcpSpec::default()
         });
         let d = decode(LinkType::Ethernet, &frame).unwrap();
         assert_eq!(d.key.src_ip().to_string(), "10.0.0.1");

@@ -148,14 +148,8 @@ mod tests {
     fn hash_separates_ports_vlans_and_tunnels() {
         let k = key(1, 1234, 2, 80);
         assert_ne!(k.symmetric_hash(), key(1, 1235, 2, 80).symmetric_hash());
-        assert_ne!(
-            k.symmetric_hash(),
-            FlowKey { vlan: 7, ..k }.symmetric_hash()
-        );
-        assert_ne!(
-            k.symmetric_hash(),
-            FlowKey { tunnel_id: 9, ..k }.symmetric_hash()
-        );
+        assert_ne!(k.symmetric_hash(), FlowKey { vlan: 7, ..k }.symmetric_hash());
+        assert_ne!(k.symmetric_hash(), FlowKey { tunnel_id: 9, ..k }.symmetric_hash());
         // Swapping only the ports (not the addresses) is a different flow.
         assert_ne!(k.symmetric_hash(), key(1, 80, 2, 1234).symmetric_hash());
     }

@@ -34,12 +34,7 @@ const GTPU_PORT: u16 = 2152;
 
 /// Recognises a UDP payload that carries a tunnelled packet. Returns the
 /// tunnel, how many payload bytes its header takes, and what follows.
-pub(crate) fn udp(
-    l4: &[u8],
-    src_port: u16,
-    dst_port: u16,
-    key: &mut FlowKey,
-) -> Result<Option<Descend>, DecodeError> {
+pub(crate) fn udp(l4: &[u8], src_port: u16, dst_port: u16, key: &mut FlowKey) -> Result<Option<Descend>, DecodeError> {
     let payload = &l4[8.min(l4.len())..];
     if dst_port == VXLAN_PORT {
         // Flags byte with the I bit set, three reserved, VNI, one reserved.

@@ -26,7 +26,7 @@ struct Interface {
 }
 
 impl Interface {
-    fn to_ns(&self, units: u64) -> u64 {
+    fn to_ns(self, units: u64) -> u64 {
         let ns = if self.decimal {
             match self.resolution {
                 9 => units,
@@ -34,7 +34,7 @@ impl Interface {
                 n => units / 10u64.saturating_pow((n - 9) as u32),
             }
         } else {
-            let shift = self.resolution.min(63);
+            let shift = self.resolution.min(127);
             ((units as u128 * 1_000_000_000u128) >> shift).min(u64::MAX as u128) as u64
         };
         ns.saturating_add_signed(self.offset_seconds.saturating_mul(1_000_000_000))
@@ -80,10 +80,8 @@ impl<'a> Reader<'a> {
         };
         // A file whose only interfaces use link types we cannot decode is
         // refused up front, like a pcap file would be.
-        if let Some(linktype) = reader.first_interface_linktype() {
-            if LinkType::from_linktype(linktype as u32).is_none() {
-                return Err(HeaderError::LinkType(linktype as u32));
-            }
+        if let Some(linktype) = reader.undecodable_linktype() {
+            return Err(HeaderError::LinkType(linktype as u32));
         }
         Ok(reader)
     }
@@ -96,14 +94,30 @@ impl<'a> Reader<'a> {
         self.skipped
     }
 
-    fn first_interface_linktype(&self) -> Option<u16> {
-        let shb_len = self.u32(4) as usize;
-        let at = shb_len;
-        if self.bytes.len() >= at + 12 && self.u32(at) == INTERFACE_DESCRIPTION {
-            Some(self.u16(at + 8))
-        } else {
-            None
+    /// The link type of the first interface, when no interface described
+    /// before the first section's first packet has one Sluice decodes.
+    fn undecodable_linktype(&self) -> Option<u16> {
+        let mut first = None;
+        let mut at = self.u32(4) as usize;
+        while self.bytes.len() >= at + 12 {
+            let length = self.u32(at + 4) as usize;
+            match self.u32(at) {
+                INTERFACE_DESCRIPTION => {
+                    let linktype = self.u16(at + 8);
+                    if LinkType::from_linktype(linktype as u32).is_some() {
+                        return None;
+                    }
+                    first.get_or_insert(linktype);
+                }
+                ENHANCED_PACKET | OBSOLETE_PACKET | SIMPLE_PACKET | SECTION_HEADER => break,
+                _ => {}
+            }
+            if length < 12 {
+                break;
+            }
+            at += length.next_multiple_of(4);
         }
+        first
     }
 
     fn u16(&self, at: usize) -> u16 {
@@ -156,7 +170,11 @@ impl<'a> Reader<'a> {
                     at as u64,
                     format!(
                         "block of type 0x{block_type:x} claims {length} bytes but {remaining} remain: the file is {}",
-                        if length > remaining { "truncated" } else { "corrupt from here on" }
+                        if length > remaining {
+                            "truncated"
+                        } else {
+                            "corrupt from here on"
+                        }
                     ),
                     true,
                 );
@@ -229,7 +247,11 @@ impl<'a> Reader<'a> {
                     let hi = self.u32(value) as u64;
                     let lo = self.u32(value + 4) as u64;
                     // Stored as a 64-bit value in the section's byte order.
-                    let v = if self.big_endian { (hi << 32) | lo } else { (lo << 32) | hi };
+                    let v = if self.big_endian {
+                        (hi << 32) | lo
+                    } else {
+                        (lo << 32) | hi
+                    };
                     interface.offset_seconds = v as i64;
                 }
                 _ => {}
@@ -289,7 +311,11 @@ impl<'a> Reader<'a> {
 
     fn simple_packet(&mut self, at: usize, body: &'a [u8], warnings: &mut Warnings) -> Option<RawPacket<'a>> {
         let Some(interface) = self.interfaces.first().copied() else {
-            warnings.push(at as u64, "simple packet block before any interface description; skipped".into(), false);
+            warnings.push(
+                at as u64,
+                "simple packet block before any interface description; skipped".into(),
+                false,
+            );
             return None;
         };
         if body.len() < 4 {
@@ -301,7 +327,10 @@ impl<'a> Reader<'a> {
         if interface.snaplen != 0 {
             captured = captured.min(interface.snaplen as usize);
         }
-        let link = interface.link?;
+        let Some(link) = interface.link else {
+            self.skipped += 1;
+            return None;
+        };
         // Simple packets carry no timestamp: the last one seen stands in.
         Some(RawPacket {
             ts_ns: self.last_ts,

@@ -208,6 +208,17 @@ impl Summary {
             d.unreadable_files,
             group(d.read_warnings)
         );
+        s.push_str(&self.render_problems());
+        if let Some(path) = &self.records_path {
+            let _ = writeln!(s, "\nflow records: {}", path.display());
+        }
+        s
+    }
+
+    /// Unreadable files and read warnings, one line each, with file and
+    /// byte offset.
+    pub fn render_problems(&self) -> String {
+        let mut s = String::new();
         for f in &self.files {
             if let Some(error) = &f.error {
                 let _ = writeln!(s, "error: {error}");
@@ -226,9 +237,6 @@ impl Summary {
             if hidden > 0 {
                 let _ = writeln!(s, "warning: {}: {hidden} more warnings not shown", f.path.display());
             }
-        }
-        if let Some(path) = &self.records_path {
-            let _ = writeln!(s, "\nflow records: {}", path.display());
         }
         s
     }

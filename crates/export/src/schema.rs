@@ -70,7 +70,9 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.str("app", label_text(class, &mut label));
     out.str("master", class.label.master);
     out.str("classifier", class.classifier.name());
-    out.f64("confidence", class.confidence as f64);
+    // Three decimals: the f32 is a score, and its binary tail (0.30000001…)
+    // would only look like precision.
+    out.f64("confidence", (class.confidence as f64 * 1000.0).round() / 1000.0);
 }
 
 fn label_text<'b>(class: &FlowClass, buf: &'b mut [u8; 96]) -> &'b str {

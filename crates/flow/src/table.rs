@@ -29,7 +29,7 @@ impl Default for FlowConfig {
     fn default() -> Self {
         const S: u64 = 1_000_000_000;
         FlowConfig {
-            capacity: 1 << 20,
+            capacity: 1 << 19,
             tcp_idle_timeout_ns: 300 * S,
             idle_timeout_ns: 120 * S,
             active_timeout_ns: 1800 * S,

@@ -66,12 +66,12 @@ struct AnalyzeArgs {
     #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
     format: FormatArg,
     /// Worker threads, each with its own flow table [default: all cores].
-    #[arg(short, long)]
-    workers: Option<usize>,
+    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    workers: Option<u32>,
     /// Most flows held at once, per worker; when full, the least recently
     /// active of a few candidates is ended early and counted as evicted.
-    #[arg(long, default_value_t = FlowConfig::default().capacity)]
-    max_flows: usize,
+    #[arg(long, default_value_t = FlowConfig::default().capacity as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_flows: u32,
     /// Seconds without packets after which a TCP flow ends.
     #[arg(long, default_value_t = 300)]
     tcp_idle_timeout: u64,
@@ -145,12 +145,10 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         FormatArg::None => Format::None,
     };
     if let Some(workers) = args.workers {
-        anyhow::ensure!(workers > 0, "--workers must be at least 1");
-        config.workers = workers;
+        config.workers = workers as usize;
     }
-    anyhow::ensure!(args.max_flows > 0, "--max-flows must be at least 1");
     config.flow = FlowConfig {
-        capacity: args.max_flows,
+        capacity: args.max_flows as usize,
         tcp_idle_timeout_ns: args.tcp_idle_timeout.saturating_mul(S),
         idle_timeout_ns: args.idle_timeout.saturating_mul(S),
         active_timeout_ns: args.active_timeout.saturating_mul(S),
@@ -163,7 +161,10 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
 fn run_and_report(config: &AnalyzeConfig, quiet: bool) -> anyhow::Result<ExitCode> {
     match analyze(config) {
         Ok(summary) => {
-            if !quiet {
+            if quiet {
+                // Quiet drops the report, never the news that input was lost.
+                eprint!("{}", summary.render_problems());
+            } else {
                 print!("{}", summary.render());
             }
             Ok(if summary.is_partial() {

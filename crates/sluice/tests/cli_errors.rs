@@ -1,0 +1,373 @@
+//! The `sluice` binary facing bad input and bad arguments: exit statuses,
+//! messages that name the file and the byte offset, and the partial results
+//! it still writes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(SLUICE).args(args).output().expect("running sluice")
+}
+
+fn status(out: &Output) -> Option<i32> {
+    out.status.code()
+}
+
+/// stdout and stderr together, for messages that may go to either.
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("temporary paths are UTF-8")
+}
+
+/// Writes a synthetic capture with `sluice gen`.
+fn gen_capture(path: &Path, packets: u64) {
+    let out = sluice(&[
+        "gen",
+        "--profile",
+        "mix",
+        "--packets",
+        &packets.to_string(),
+        "--seed",
+        "7",
+        "-w",
+        s(path),
+    ]);
+    assert_eq!(status(&out), Some(0), "sluice gen failed: {}", text(&out));
+}
+
+/// Offsets of the records of a pcap file as `sluice gen` writes it
+/// (little-endian, 24-byte header, 16-byte record headers).
+fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    assert_eq!(bytes[..4], [0x4d, 0x3c, 0xb2, 0xa1], "gen writes little-endian ns pcap");
+    let mut offsets = Vec::new();
+    let mut at = 24;
+    while at < bytes.len() {
+        offsets.push(at);
+        let captured = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        at += 16 + captured;
+    }
+    assert_eq!(at, bytes.len());
+    offsets
+}
+
+/// Runs `sluice analyze` with two workers into `out`, quietly or not.
+fn analyze(inputs: &[&Path], out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["analyze"];
+    args.extend(inputs.iter().map(|p| s(p)));
+    args.extend(["-o", s(out), "-w", "2"]);
+    args.extend(extra);
+    sluice(&args)
+}
+
+/// The lines of flows.jsonl, sorted (workers finish flows in any order).
+fn sorted_records(out_dir: &Path) -> Vec<String> {
+    let path = out_dir.join("flows.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    for line in &lines {
+        serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+    lines.sort();
+    lines
+}
+
+fn summary(out_dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out_dir.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
+
+fn packets_in_records(records: &[String]) -> u64 {
+    records
+        .iter()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["packets"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum()
+}
+
+struct Truncated {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    /// Cut inside a record.
+    cut: PathBuf,
+    /// The same records up to the cut one, ending cleanly.
+    prefix: PathBuf,
+    /// Where the cut record starts.
+    offset: usize,
+    /// Records before the cut.
+    complete: usize,
+}
+
+/// A 2000-packet capture cut in the middle of record 1000 (`in_header`:
+/// inside its 16-byte header; otherwise inside its data).
+fn truncated(in_header: bool) -> Truncated {
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.pcap");
+    gen_capture(&full, 2000);
+    let bytes = std::fs::read(&full).unwrap();
+    let offsets = record_offsets(&bytes);
+    assert_eq!(offsets.len(), 2000);
+    let complete = 1000;
+    let offset = offsets[complete];
+    let next = offsets[complete + 1];
+    let end = if in_header {
+        offset + 9
+    } else {
+        offset + 16 + (next - offset - 16) / 2
+    };
+    assert!(end > offset && end < next);
+    let cut = dir.path().join("cut.pcap");
+    std::fs::write(&cut, &bytes[..end]).unwrap();
+    let prefix = dir.path().join("prefix.pcap");
+    std::fs::write(&prefix, &bytes[..offset]).unwrap();
+    Truncated {
+        dir: dir.path().to_path_buf(),
+        _dir: dir,
+        cut,
+        prefix,
+        offset,
+        complete,
+    }
+}
+
+#[test]
+fn truncated_capture_is_a_partial_result_with_the_byte_offset() {
+    for in_header in [false, true] {
+        let t = truncated(in_header);
+        let out_dir = t.dir.join("out");
+        let out = analyze(&[&t.cut], &out_dir, &[]);
+        let all = text(&out);
+        assert_eq!(status(&out), Some(3), "{all}");
+        assert!(all.contains(s(&t.cut)), "the file is not named: {all}");
+        assert!(
+            all.contains(&format!("byte offset {}", t.offset)),
+            "no 'byte offset {}' in: {all}",
+            t.offset
+        );
+
+        // Everything before the cut was analysed, exactly as if the file
+        // had ended cleanly there.
+        let records = sorted_records(&out_dir);
+        assert!(!records.is_empty());
+        let summary = summary(&out_dir);
+        assert_eq!(summary["packets"], t.complete as u64, "{summary:#}");
+        assert!(packets_in_records(&records) <= t.complete as u64);
+
+        let clean_dir = t.dir.join("clean");
+        let clean = analyze(&[&t.prefix], &clean_dir, &[]);
+        assert_eq!(status(&clean), Some(0), "{}", text(&clean));
+        assert_eq!(records, sorted_records(&clean_dir));
+    }
+}
+
+#[test]
+fn quiet_run_on_a_truncated_capture_still_exits_3() {
+    let t = truncated(false);
+    let out_dir = t.dir.join("out");
+    let out = analyze(&[&t.cut], &out_dir, &["-q"]);
+    assert_eq!(status(&out), Some(3), "{}", text(&out));
+    // summary.json keeps the warning and its offset.
+    let summary = summary(&out_dir);
+    let warning = &summary["files"][0]["warnings"][0];
+    assert_eq!(warning["offset"], t.offset as u64, "{summary:#}");
+    assert_eq!(warning["fatal"], true);
+}
+
+#[test]
+fn garbage_after_the_last_record_is_reported_with_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("garbage.pcap");
+    gen_capture(&path, 300);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let end = bytes.len();
+    bytes.extend_from_slice(b"\xde\xad\xbe\xef trailing garbage that is not a record");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let out_dir = dir.path().join("out");
+    let out = analyze(&[&path], &out_dir, &[]);
+    let all = text(&out);
+    assert_eq!(status(&out), Some(3), "{all}");
+    assert!(all.contains(s(&path)), "{all}");
+    assert!(
+        all.contains(&format!("byte offset {end}")),
+        "no 'byte offset {end}' in: {all}"
+    );
+    assert_eq!(summary(&out_dir)["packets"], 300);
+}
+
+#[test]
+fn a_text_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("readme.txt");
+    std::fs::write(&path, "This is a text file, not a packet capture.\n").unwrap();
+    let out = analyze(&[&path], &dir.path().join("out"), &[]);
+    let err = stderr(&out);
+    assert_eq!(status(&out), Some(1), "{}", text(&out));
+    assert!(err.contains(s(&path)), "the file is not named: {err}");
+    assert!(err.contains("not a pcap or pcapng file"), "{err}");
+}
+
+#[test]
+fn one_good_input_and_one_bad_give_a_partial_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.pcap");
+    gen_capture(&good, 500);
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "not a capture at all\n").unwrap();
+
+    for inputs in [[&good, &bad], [&bad, &good]] {
+        let out_dir = dir.path().join("both");
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let out = analyze(&[inputs[0], inputs[1]], &out_dir, &[]);
+        let all = text(&out);
+        assert_eq!(status(&out), Some(3), "{all}");
+        assert!(
+            all.contains(s(&bad)) && all.contains("not a pcap or pcapng file"),
+            "{all}"
+        );
+
+        let alone_dir = dir.path().join("alone");
+        let alone = analyze(&[&good], &alone_dir, &[]);
+        assert_eq!(status(&alone), Some(0), "{}", text(&alone));
+        let records = sorted_records(&out_dir);
+        assert!(!records.is_empty());
+        assert_eq!(records, sorted_records(&alone_dir));
+    }
+}
+
+#[test]
+fn an_unwritable_output_directory_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.pcap");
+    gen_capture(&good, 50);
+    let out = analyze(&[&good], Path::new("/proc/nonexistent/x"), &[]);
+    let err = stderr(&out);
+    assert_eq!(status(&out), Some(1), "{}", text(&out));
+    assert!(err.contains("/proc/nonexistent/x"), "{err}");
+    assert!(err.contains("output directory"), "{err}");
+}
+
+#[test]
+fn zero_workers_or_zero_flows_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.pcap");
+    gen_capture(&good, 50);
+    let out_dir = dir.path().join("out");
+    for (args, flag) in [
+        (["--workers", "0"], "--workers"),
+        (["-w", "0"], "--workers"),
+        (["--max-flows", "0"], "--max-flows"),
+    ] {
+        let mut all = vec!["analyze", s(&good), "-o", s(&out_dir)];
+        all.extend(args);
+        let out = sluice(&all);
+        let err = stderr(&out);
+        // A wrong command line is exit status 2, as `--help` documents.
+        assert_eq!(status(&out), Some(2), "{args:?}: {}", text(&out));
+        assert!(err.contains(flag) && err.contains("0 is not in"), "{args:?}: {err}");
+        assert!(!out_dir.join("flows.jsonl").exists(), "{args:?} still ran the analysis");
+    }
+}
+
+#[test]
+fn analyze_help_lists_the_exit_statuses() {
+    let out = sluice(&["analyze", "--help"]);
+    assert_eq!(status(&out), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Exit status"), "{help}");
+    for line in [
+        "0  every input was read completely",
+        "1  error",
+        "2  the command line was wrong",
+        "3  partial result",
+    ] {
+        assert!(help.contains(line), "missing {line:?} in: {help}");
+    }
+}
+
+/// The keys of a flat JSON object in the order they appear in the text
+/// (`serde_json::Value` keeps them sorted). Checked against the parsed
+/// object, so a scanning mistake cannot go unnoticed.
+fn ordered_keys(line: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let (mut depth, mut in_string, mut escaped) = (0, false, false);
+    let mut current = String::new();
+    let mut strings = Vec::new();
+    for c in line.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    in_string = false;
+                    strings.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            }
+            current.push(c);
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            ':' if depth == 1 => keys.push(strings.pop().expect("a key before ':'")),
+            _ => {}
+        }
+    }
+    let parsed: serde_json::Map<String, serde_json::Value> = serde_json::from_str(line).expect("a JSON object");
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let mut expected: Vec<String> = parsed.keys().cloned().collect();
+    expected.sort();
+    assert_eq!(sorted, expected, "key scan disagrees with serde_json");
+    keys
+}
+
+#[test]
+fn csv_header_matches_the_json_record_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("mix.pcap");
+    gen_capture(&capture, 400);
+
+    let json_dir = dir.path().join("json");
+    let out = analyze(&[&capture], &json_dir, &["--format", "jsonl", "-q"]);
+    assert_eq!(status(&out), Some(0), "{}", text(&out));
+    let jsonl = std::fs::read_to_string(json_dir.join("flows.jsonl")).unwrap();
+    let first = jsonl.lines().next().expect("at least one record");
+    let json_keys = ordered_keys(first);
+
+    let csv_dir = dir.path().join("csv");
+    let out = analyze(&[&capture], &csv_dir, &["--format", "csv", "-q"]);
+    assert_eq!(status(&out), Some(0), "{}", text(&out));
+    assert!(!csv_dir.join("flows.jsonl").exists());
+    let mut reader = csv::Reader::from_path(csv_dir.join("flows.csv")).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
+
+    assert_eq!(header, json_keys);
+    assert_eq!(header, sluice_export::field_names());
+    // Same flows in both, and every row as wide as the header.
+    let mut rows = 0;
+    for row in reader.records() {
+        let row = row.unwrap();
+        assert_eq!(row.len(), header.len());
+        rows += 1;
+    }
+    assert_eq!(rows, jsonl.lines().count());
+}

@@ -366,10 +366,10 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
     let (mut first, mut last) = (u64::MAX, 0);
     for out in outputs {
         counters.merge(&out.counters);
-        for (proto, c) in out.l4 {
-            l4.entry(proto).or_default().add(&c);
+        for (proto, c) in out.l4.iter().enumerate().filter(|(_, c)| c.flows > 0) {
+            l4.entry(proto as u8).or_default().add(c);
         }
-        for (label, c) in out.apps {
+        for (label, c) in out.apps.into_values() {
             apps.entry(label.to_string()).or_default().add(&c);
         }
         talkers.merge(out.talkers);

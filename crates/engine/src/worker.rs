@@ -43,8 +43,12 @@ const RECORD_CHUNK: usize = 1 << 20;
 /// What one worker saw, merged into the run summary at the end.
 pub(crate) struct WorkerOutput {
     pub counters: TableCounters,
-    pub l4: HashMap<u8, Counts>,
-    pub apps: HashMap<Label, Counts>,
+    /// Indexed by IP protocol number.
+    pub l4: Box<[Counts; 256]>,
+    /// Keyed by the addresses of the label's static strings: hashing the
+    /// text would cost more than the rest of a flow's accounting. Equal
+    /// labels at different addresses meet again in the summary's merge.
+    pub apps: HashMap<(usize, usize), (Label, Counts)>,
     pub talkers: Talkers,
     pub records: u64,
     pub first_ts_ns: u64,
@@ -65,8 +69,18 @@ impl Sink {
             packets: flow.packets(),
             bytes: flow.bytes(),
         };
-        self.out.l4.entry(flow.key.proto).or_default().add(&counts);
-        self.out.apps.entry(flow.ext.label).or_default().add(&counts);
+        self.out.l4[flow.key.proto as usize].add(&counts);
+        let label = flow.ext.label;
+        let label_key = (
+            label.master.as_ptr() as usize,
+            label.app.map_or(0, |a| a.as_ptr() as usize),
+        );
+        self.out
+            .apps
+            .entry(label_key)
+            .or_insert((label, Counts::default()))
+            .1
+            .add(&counts);
         self.out.talkers.add(flow.key.src_ip(), counts.bytes);
         self.out.talkers.add(flow.key.dst_ip(), counts.bytes);
         self.out.records += 1;
@@ -107,7 +121,7 @@ pub(crate) fn run(
         records_tx,
         out: WorkerOutput {
             counters: TableCounters::default(),
-            l4: HashMap::default(),
+            l4: Box::new([Counts::default(); 256]),
             apps: HashMap::default(),
             talkers: Talkers::new(TALKERS_TRACKED),
             records: 0,

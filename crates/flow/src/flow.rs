@@ -168,29 +168,34 @@ impl TcpState {
 
 /// One bidirectional flow and everything measured about it. `X` is the
 /// state that higher layers (classification) keep per flow.
+///
+/// The layout is fixed (`repr(C)`) so that what eviction and expiry read
+/// (`live`, `last_ns`) and what a lookup compares (`key`) share the first
+/// cache lines.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Flow<X> {
-    /// Oriented key: `src` is the client (or the first sender).
-    pub key: FlowKey,
-    /// Stable id, derived from the key and the first timestamp, so it does
-    /// not depend on the number of workers or the order of processing.
-    pub id: u64,
-    pub(crate) hash: u64,
     pub(crate) live: bool,
-    pub first_ns: u64,
-    pub last_ns: u64,
-    pub directions: [DirectionStats; 2],
-    pub tcp: TcpState,
-    pub tunnel: TunnelKind,
-    pub first_count: u8,
-    pub first_sizes: [u16; FIRST_PACKETS],
-    /// Bit i set: packet i went server to client.
-    pub first_directions: u16,
-    /// Nanoseconds since the previous packet of the flow (0 for the first).
-    pub first_inter_arrivals: [u64; FIRST_PACKETS],
     /// Set once FIN from both sides or an RST was seen: the flow ends with
     /// this reason when it is next expired.
     pub closing: Option<EndReason>,
+    pub tunnel: TunnelKind,
+    pub first_count: u8,
+    /// Bit i set: packet i went server to client.
+    pub first_directions: u16,
+    pub last_ns: u64,
+    pub first_ns: u64,
+    pub(crate) hash: u64,
+    /// Stable id, derived from the key and the first timestamp, so it does
+    /// not depend on the number of workers or the order of processing.
+    pub id: u64,
+    /// Oriented key: `src` is the client (or the first sender).
+    pub key: FlowKey,
+    pub first_sizes: [u16; FIRST_PACKETS],
+    /// Nanoseconds since the previous packet of the flow (0 for the first).
+    pub first_inter_arrivals: [u64; FIRST_PACKETS],
+    pub tcp: TcpState,
+    pub directions: [DirectionStats; 2],
     pub ext: X,
 }
 

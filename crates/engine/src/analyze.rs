@@ -108,6 +108,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         spare: Vec::new(),
         in_flight: vec![std::collections::VecDeque::new(); workers],
         released: 0,
+        populated: 0,
         file_seq: 0,
         pending: (0..workers).map(|_| new_batch()).collect(),
         fragments: FragmentResolver::new(1 << 16),
@@ -163,6 +164,8 @@ fn new_batch() -> Batch {
 
 /// Resident file pages are released in steps of this many bytes.
 const RELEASE_STEP: usize = 2 << 20;
+/// Page tables are populated this far ahead of the reader.
+const POPULATE_AHEAD: usize = 16 << 20;
 
 fn total_size(inputs: &[PathBuf]) -> u64 {
     inputs
@@ -186,6 +189,8 @@ struct Reader {
     file_seq: usize,
     /// File bytes before this offset have been released.
     released: usize,
+    /// File bytes before this offset have been populated.
+    populated: usize,
     pending: Vec<Batch>,
     fragments: FragmentResolver,
     drops: Drops,
@@ -222,7 +227,9 @@ impl Reader {
             batch.worker = w;
         }
         self.released = 0;
+        self.populated = 0;
         self.file_seq += 1;
+        self.populate_ahead(&bytes, 0);
         let mut since_progress = 0u32;
         while let Some(raw) = packets.next() {
             report.packets += 1;
@@ -254,7 +261,9 @@ impl Reader {
             if since_progress == 1 << 16 {
                 since_progress = 0;
                 self.progress.advance_to(packets.position());
-                self.release_finished(&bytes, raw.data.as_ptr() as usize - base);
+                let position = raw.data.as_ptr() as usize - base;
+                self.release_finished(&bytes, position);
+                self.populate_ahead(&bytes, position);
             }
         }
         for w in 0..self.pending.len() {
@@ -326,6 +335,15 @@ impl Reader {
         if upto > self.released {
             bytes.release(self.released..upto);
             self.released = upto;
+        }
+    }
+
+    fn populate_ahead(&mut self, bytes: &sluice_capture::FileBytes, position: usize) {
+        if self.populated < position + POPULATE_AHEAD / 2 {
+            let start = self.populated.max(position);
+            let end = position + POPULATE_AHEAD;
+            bytes.populate(start..end);
+            self.populated = end;
         }
     }
 

@@ -6,7 +6,7 @@
 //! a small `Copy` summary with offsets into the frame, so later stages borrow
 //! the payload instead of copying it.
 
-use etherparse::{Ipv6ExtensionSlice, LaxIpv6Slice, TcpOptionElement, TcpSlice};
+use etherparse::{Ipv6ExtensionSlice, LaxIpv6Slice, TcpOptionElement, TcpOptionsIterator};
 
 use crate::key::{FlowKey, IpVersion};
 use crate::link::LinkType;
@@ -494,37 +494,40 @@ fn transport_ports(l4: &[u8], d: &mut Decoded, header_len: usize) -> bool {
     !d.l4_truncated
 }
 
+/// TCP's fixed 20 bytes are read by hand (they are on every packet);
+/// options, only wanted from SYNs, go through etherparse's iterator.
 fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
-    let tcp = match TcpSlice::from_slice(l4) {
-        Ok(tcp) => tcp,
-        Err(etherparse::err::tcp::HeaderSliceError::Len(_)) => {
-            // Cut by the snap length: keep whatever fields are present.
-            transport_ports(l4, d, 20);
-            d.tcp.seq = be32(l4, 4).unwrap_or(0);
-            d.tcp.ack = be32(l4, 8).unwrap_or(0);
-            d.tcp.flags = l4.get(13).copied().unwrap_or(0);
-            d.tcp.window = be16(l4, 14).unwrap_or(0);
-            d.l4_truncated = true;
-            let header = l4.get(12).map_or(20, |b| (b >> 4) as usize * 4);
-            return Ok(header.max(20));
-        }
-        Err(etherparse::err::tcp::HeaderSliceError::Content(_)) => {
-            return Err(DecodeError::Malformed { layer: "TCP" });
-        }
-    };
-    d.key.src_port = tcp.source_port();
-    d.key.dst_port = tcp.destination_port();
-    let header = tcp.header_slice();
+    if l4.len() < 20 {
+        // Cut by the snap length: keep whatever fields are present.
+        transport_ports(l4, d, 20);
+        d.tcp.seq = be32(l4, 4).unwrap_or(0);
+        d.tcp.ack = be32(l4, 8).unwrap_or(0);
+        d.tcp.flags = l4.get(13).copied().unwrap_or(0);
+        d.tcp.window = be16(l4, 14).unwrap_or(0);
+        d.l4_truncated = true;
+        let header = l4.get(12).map_or(20, |b| (b >> 4) as usize * 4);
+        return Ok(header.max(20));
+    }
+    let header_len = (l4[12] >> 4) as usize * 4;
+    if header_len < 20 {
+        return Err(DecodeError::Malformed { layer: "TCP" });
+    }
+    d.key.src_port = u16::from_be_bytes([l4[0], l4[1]]);
+    d.key.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
     d.tcp = TcpMeta {
-        flags: header[13],
-        seq: tcp.sequence_number(),
-        ack: tcp.acknowledgment_number(),
-        window: tcp.window_size(),
+        flags: l4[13],
+        seq: u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]),
+        ack: u32::from_be_bytes([l4[8], l4[9], l4[10], l4[11]]),
+        window: u16::from_be_bytes([l4[14], l4[15]]),
         mss: 0,
         window_scale: None,
     };
-    if tcp.syn() {
-        for option in tcp.options_iterator() {
+    let Some(options) = l4.get(20..header_len) else {
+        d.l4_truncated = true;
+        return Ok(header_len);
+    };
+    if d.tcp.flags & tcp_flags::SYN != 0 {
+        for option in TcpOptionsIterator::from_slice(options) {
             match option {
                 Ok(TcpOptionElement::MaximumSegmentSize(mss)) => d.tcp.mss = mss,
                 Ok(TcpOptionElement::WindowScale(scale)) => d.tcp.window_scale = Some(scale),
@@ -533,7 +536,7 @@ fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
             }
         }
     }
-    Ok(header.len())
+    Ok(header_len)
 }
 
 #[cfg(test)]

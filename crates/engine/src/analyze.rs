@@ -69,6 +69,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     })?;
     let records_path = config.format.file_name().map(|name| config.out_dir.join(name));
     let (records_tx, records_rx) = bounded::<Vec<u8>>(workers * 4);
+    let (empty_tx, empty_rx) = bounded::<Vec<u8>>(workers * 4);
     let writer = match &records_path {
         Some(path) => {
             let file = File::create(path).map_err(|source| AnalyzeError::Write {
@@ -77,7 +78,9 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
             })?;
             let preamble = Encoder::new(config.format).map(|e| e.preamble()).unwrap_or_default();
             let path = path.clone();
-            Some(thread::spawn(move || write_records(file, &path, preamble, records_rx)))
+            Some(thread::spawn(move || {
+                write_records(file, &path, preamble, records_rx, empty_tx)
+            }))
         }
         None => None,
     };
@@ -89,7 +92,10 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         let (tx, rx) = bounded::<Batch>(QUEUE_DEPTH);
         queues.push(tx);
         let recycle = recycle_tx.clone();
-        let records = records_path.as_ref().map(|_| records_tx.clone());
+        let records = records_path.as_ref().map(|_| worker::RecordQueue {
+            full: records_tx.clone(),
+            empty: empty_rx.clone(),
+        });
         let format = config.format;
         let flow = config.flow;
         handles.push(
@@ -363,14 +369,18 @@ fn write_records(
     path: &Path,
     preamble: Vec<u8>,
     chunks: Receiver<Vec<u8>>,
+    empty: Sender<Vec<u8>>,
 ) -> Result<(), AnalyzeError> {
     let error = |source| AnalyzeError::Write {
         path: path.to_path_buf(),
         source,
     };
     file.write_all(&preamble).map_err(error)?;
-    for chunk in chunks {
+    for mut chunk in chunks {
         file.write_all(&chunk).map_err(error)?;
+        chunk.clear();
+        // Back to the workers for reuse; dropped when they have enough.
+        let _ = empty.try_send(chunk);
     }
     file.flush().map_err(error)
 }

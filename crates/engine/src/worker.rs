@@ -58,8 +58,16 @@ pub(crate) struct WorkerOutput {
 struct Sink {
     encoder: Option<Encoder>,
     chunk: Vec<u8>,
-    records_tx: Option<Sender<Vec<u8>>>,
+    records: Option<RecordQueue>,
     out: WorkerOutput,
+}
+
+/// Where a worker sends full chunks of encoded records, and where the
+/// writer returns them emptied: a chunk is a fresh mapping of 1 MiB, and
+/// allocating one per flush cost more system time than writing the file.
+pub(crate) struct RecordQueue {
+    pub full: Sender<Vec<u8>>,
+    pub empty: Receiver<Vec<u8>>,
 }
 
 impl Sink {
@@ -95,13 +103,17 @@ impl Sink {
     }
 
     fn flush(&mut self) {
-        if let Some(tx) = &self.records_tx
+        if let Some(queue) = &self.records
             && !self.chunk.is_empty()
         {
-            let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(RECORD_CHUNK + 4096));
+            let fresh = queue
+                .empty
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(RECORD_CHUNK + 4096));
+            let chunk = std::mem::replace(&mut self.chunk, fresh);
             // The writer only goes away after a failed write, which the run
             // reports as an error of its own.
-            let _ = tx.send(chunk);
+            let _ = queue.full.send(chunk);
         }
     }
 }
@@ -109,7 +121,7 @@ impl Sink {
 pub(crate) fn run(
     batches: Receiver<Batch>,
     recycle: Sender<Batch>,
-    records_tx: Option<Sender<Vec<u8>>>,
+    records: Option<RecordQueue>,
     format: Format,
     flow_config: FlowConfig,
 ) -> WorkerOutput {
@@ -118,7 +130,7 @@ pub(crate) fn run(
     let mut sink = Sink {
         encoder: Encoder::new(format),
         chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
-        records_tx,
+        records,
         out: WorkerOutput {
             counters: TableCounters::default(),
             l4: Box::new([Counts::default(); 256]),

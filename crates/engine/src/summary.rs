@@ -141,34 +141,11 @@ impl Summary {
                 self.first_ts_ns
             );
         }
-        let _ = writeln!(s, "\n{:<24} {:>10} {:>12} {:>14}", "L4", "flows", "packets", "bytes");
-        let mut l4: Vec<_> = self.l4.iter().collect();
+        let mut l4: Vec<(&String, &Counts)> = self.l4.iter().collect();
         l4.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(b.0)));
-        for (name, c) in l4 {
-            let _ = writeln!(
-                s,
-                "{:<24} {:>10} {:>12} {:>14}",
-                name,
-                group(c.flows),
-                group(c.packets),
-                group(c.bytes)
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\n{:<24} {:>10} {:>12} {:>14}",
-            "application (top 15)", "flows", "packets", "bytes"
-        );
-        for (name, c) in self.applications.iter().take(15) {
-            let _ = writeln!(
-                s,
-                "{:<24} {:>10} {:>12} {:>14}",
-                name,
-                group(c.flows),
-                group(c.packets),
-                group(c.bytes)
-            );
-        }
+        counts_table(&mut s, "L4", l4);
+        let apps = self.applications.iter().take(15).map(|(name, c)| (name, c));
+        counts_table(&mut s, "application (top 15)", apps);
         if self.applications.len() > 15 {
             let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
         }
@@ -239,6 +216,15 @@ impl Summary {
             }
         }
         s
+    }
+}
+
+/// A titled table of flows, packets and bytes per name.
+fn counts_table<'a>(s: &mut String, title: &str, rows: impl IntoIterator<Item = (&'a String, &'a Counts)>) {
+    let _ = writeln!(s, "\n{title:<24} {:>10} {:>12} {:>14}", "flows", "packets", "bytes");
+    for (name, c) in rows {
+        let (flows, packets, bytes) = (group(c.flows), group(c.packets), group(c.bytes));
+        let _ = writeln!(s, "{name:<24} {flows:>10} {packets:>12} {bytes:>14}");
     }
 }
 

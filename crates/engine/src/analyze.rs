@@ -468,7 +468,12 @@ impl Progress {
             return;
         }
         if self.bar.is_none() && self.started.elapsed() > Duration::from_secs(1) {
-            let bar = ProgressBar::new(self.total);
+            // Created late, so it starts from where the run already is;
+            // the rate estimate then only sees progress from here on.
+            let bar = ProgressBar::new(self.total)
+                .with_elapsed(self.started.elapsed())
+                .with_position(self.done_before + position_in_file);
+            bar.reset_eta();
             bar.set_style(
                 ProgressStyle::with_template(
                     "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta})",

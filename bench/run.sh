@@ -114,7 +114,7 @@ rss_kb = 0
 for line in open(sys.argv[2]):
     if "Maximum resident set size" in line:
         rss_kb = int(line.rsplit(":", 1)[1])
-peak = summary["peak_flows"]
+peak = summary["flow_ends"]["peak_flows"]
 ends = summary["flow_ends"]
 print("## Sluice memory per flow on `worst-case.pcap`\n")
 print("One run of `sluice analyze worst-case.pcap -o OUT --format none -q` under `/usr/bin/time -v`.\n")

@@ -12,7 +12,7 @@ use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode};
 
-use crate::summary::{Counts, Drops, FileReport, FlowEnds, Summary, Talker, WarningReport};
+use crate::summary::{Counts, Drops, FileReport, Summary, Talker, WarningReport};
 use crate::talkers::Talkers;
 use crate::worker::{self, Batch, PacketDesc, WorkerOutput, l4_label};
 
@@ -428,15 +428,7 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
             })
             .collect(),
         talkers_error_bound: talkers.error_bound,
-        flow_ends: FlowEnds {
-            idle: counters.idle,
-            active_timeout: counters.active_timeout,
-            fin: counters.fin,
-            rst: counters.rst,
-            evicted: counters.evicted,
-            end_of_input: counters.end_of_input,
-        },
-        peak_flows: counters.peak_flows,
+        flow_ends: counters,
         drops,
         ..Summary::default()
     }

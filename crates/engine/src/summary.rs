@@ -3,6 +3,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde::Serialize;
+use sluice_flow::TableCounters;
 
 /// Flows, packets and bytes of some slice of the traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -66,16 +67,6 @@ pub struct Drops {
     pub read_warnings: u64,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct FlowEnds {
-    pub idle: u64,
-    pub active_timeout: u64,
-    pub fin: u64,
-    pub rst: u64,
-    pub evicted: u64,
-    pub end_of_input: u64,
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct Talker {
     pub host: String,
@@ -104,9 +95,9 @@ pub struct Summary {
     /// Each talker's figure may be under the truth by at most this much
     /// (non-zero only when there were too many hosts to count exactly).
     pub talkers_error_bound: u64,
-    pub flow_ends: FlowEnds,
-    /// Most flows held at once, summed over workers.
-    pub peak_flows: u64,
+    /// How flows ended, flows created, and the most flows held at once
+    /// (summed over workers).
+    pub flow_ends: TableCounters,
     pub drops: Drops,
     pub records_path: Option<PathBuf>,
 }
@@ -170,7 +161,7 @@ impl Summary {
             group(e.rst),
             group(e.evicted),
             group(e.end_of_input),
-            group(self.peak_flows)
+            group(e.peak_flows)
         );
         let d = &self.drops;
         let _ = writeln!(

@@ -41,7 +41,7 @@ impl Default for FlowConfig {
 }
 
 /// How flows left the table, plus the table's high-water mark.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TableCounters {
     pub created: u64,
     pub idle: u64,

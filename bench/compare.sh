@@ -8,7 +8,9 @@
 #   SLUICE          Sluice binary (default: target/release/sluice in the repo)
 #   SLUICE_FORMATS  Sluice output formats to measure, one row each, named
 #                   "sluice (FORMAT)" (default: "jsonl csv none"); ratios are
-#                   against "sluice (jsonl)", the default output, when measured
+#                   against "sluice (jsonl)", the default output, when measured.
+#                   FORMAT-unclassified runs with `--classify off`, to show
+#                   what the classifier chain costs
 #   RUNS            timed runs per tool, the median is reported (default: 3)
 #   SLOW_RUNS       timed runs for the slow peers ndpiReader, suricata, tshark
 #                   and nfstream (default: RUNS)
@@ -56,8 +58,8 @@ done
 seen_formats=" "
 for fmt in $SLUICE_FORMATS; do
     case $fmt in
-    jsonl | csv | none) ;;
-    *) echo "compare.sh: unknown format '$fmt' in SLUICE_FORMATS (jsonl, csv or none)" >&2; exit 2 ;;
+    jsonl | csv | none | jsonl-unclassified | csv-unclassified | none-unclassified) ;;
+    *) echo "compare.sh: unknown format '$fmt' in SLUICE_FORMATS (jsonl, csv or none, each optionally -unclassified)" >&2; exit 2 ;;
     esac
     [[ $seen_formats == *" $fmt "* ]] && { echo "compare.sh: format '$fmt' given twice in SLUICE_FORMATS" >&2; exit 2; }
     seen_formats+="$fmt "
@@ -345,9 +347,13 @@ for tool in $TOOLS; do
         version=$("$SLUICE" --version 2>/dev/null | head -n 1)
         for fmt in $SLUICE_FORMATS; do
             out=$WORK/sluice-$fmt-out
+            case $fmt in
+            *-unclassified) options="--format ${fmt%-unclassified} --classify off" ;;
+            *) options="--format $fmt" ;;
+            esac
             run_tool "sluice-$fmt" "$version" \
                 "rm -rf $(q "$out") && mkdir -p $(q "$out")" \
-                "$(q "$SLUICE") analyze $(q "$TRACE") -o $(q "$out") --format $fmt"
+                "$(q "$SLUICE") analyze $(q "$TRACE") -o $(q "$out") $options"
         done
         ;;
     ndpiReader)

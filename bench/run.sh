@@ -31,7 +31,7 @@ export TIMEOUT=${TIMEOUT:-3600}
 WORST_PACKETS=20000000     # 64-byte frames, 5 packets per flow: 4 M flows
 WORST_SEED=1
 MIX_COPIES=20
-FORMATS="jsonl csv none"
+FORMATS="jsonl csv none jsonl-unclassified none-unclassified"
 ALL_TOOLS="sluice ndpiReader suricata tshark nfstream tcpdump"
 
 log() { echo "run.sh: $*" >&2; }

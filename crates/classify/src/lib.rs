@@ -1,15 +1,25 @@
 //! Application labels for flows.
 //!
-//! Each flow carries a [`FlowClass`]: the label decided so far and which
-//! stage decided it. Stages run in order of trust; today the chain has the
-//! port table, the guess of last resort. Labels use nDPI's protocol names
-//! so that results compare flow by flow with nDPI's.
+//! Each flow carries a [`FlowClass`]: the label decided so far, the stage
+//! that decided it, and the protocol metadata found on the way. The
+//! [`Chain`] looks at the first packets of each direction only, in order of
+//! trust: payload rules (`rules`), protocol dissectors (`dissectors`),
+//! ports announced by control flows (`expect`), then the port table. Labels
+//! use nDPI's protocol names in its `Master.App` form so that results
+//! compare flow by flow with nDPI's.
 
+mod chain;
+pub mod dissectors;
+mod expect;
 mod ports;
+pub mod rules;
+pub mod services;
 
-use sluice_flow::{Direction, Flow};
-
+pub use chain::{Chain, ChainConfig, Mode, finish_flow};
+pub use dissectors::{Metadata, Transport};
+pub use expect::Expectations;
 pub use ports::port_label;
+pub use rules::{RuleError, RuleSet};
 
 /// Which stage of the chain decided a flow's label.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -21,14 +31,44 @@ pub enum Classifier {
     Port,
     /// The IP protocol alone (ICMP, IGMP, ESP, ...), which is exact.
     Protocol,
+    /// A payload rule of the rule file.
+    Rule,
+    /// A protocol dissector.
+    Dissector,
+    /// A port announced by another flow (FTP PASV, SIP/SDP, ...).
+    DynamicPort,
 }
 
 impl Classifier {
+    pub const ALL: [Classifier; 6] = [
+        Classifier::None,
+        Classifier::Port,
+        Classifier::Protocol,
+        Classifier::Rule,
+        Classifier::Dissector,
+        Classifier::DynamicPort,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Classifier::None => "none",
             Classifier::Port => "port",
             Classifier::Protocol => "protocol",
+            Classifier::Rule => "rule",
+            Classifier::Dissector => "dissector",
+            Classifier::DynamicPort => "dynamic-port",
+        }
+    }
+
+    /// How far a verdict of this stage can be trusted, 0..=1.
+    pub fn confidence(self) -> f32 {
+        match self {
+            Classifier::None => 0.0,
+            Classifier::Port => 0.3,
+            Classifier::Protocol => 1.0,
+            Classifier::Rule => 0.9,
+            Classifier::Dissector => 0.95,
+            Classifier::DynamicPort => 0.8,
         }
     }
 }
@@ -63,46 +103,35 @@ impl std::fmt::Display for Label {
 }
 
 /// Per-flow classification state, stored in the flow table.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct FlowClass {
     pub label: Label,
     pub classifier: Classifier,
     /// 0..=1: how far the deciding stage's verdict can be trusted.
     pub confidence: f32,
-    examined: bool,
+    /// What the deciding dissector found; `None` when nothing.
+    pub meta: Option<Box<Metadata>>,
+    pub(crate) stage: chain::Stage,
+    /// Only while the flow is being inspected: freed once it is decided.
+    pub(crate) inspection: Option<Box<chain::Inspection>>,
 }
 
-impl Default for FlowClass {
+impl Default for Label {
     fn default() -> Self {
-        FlowClass {
-            label: Label::UNKNOWN,
-            classifier: Classifier::None,
-            confidence: 0.0,
-            examined: false,
-        }
+        Label::UNKNOWN
     }
 }
 
-/// The classifier chain. It is consulted for every packet of a flow that
-/// is still undecided, and for no packet after that.
-#[derive(Clone, Debug, Default)]
-pub struct Chain {}
-
-impl Chain {
-    pub fn new() -> Self {
-        Chain {}
+impl FlowClass {
+    pub(crate) fn decide(&mut self, label: Label, classifier: Classifier) {
+        self.label = label;
+        self.classifier = classifier;
+        self.confidence = classifier.confidence();
     }
 
-    #[inline]
-    pub fn on_packet(&self, flow: &mut Flow<FlowClass>, _dir: Direction, _payload: &[u8]) {
-        if flow.ext.examined {
-            return;
-        }
-        flow.ext.examined = true;
-        if let Some((label, classifier, confidence)) = port_label(&flow.key) {
-            flow.ext.label = label;
-            flow.ext.classifier = classifier;
-            flow.ext.confidence = confidence;
-        }
+    /// Gives back the memory of a finished flow's metadata and inspection.
+    pub fn release(&mut self) {
+        self.meta = None;
+        self.inspection = None;
     }
 }

@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -14,6 +14,8 @@ use sluice_wire::{DecodeError, decode};
 
 use crate::summary::{Counts, Drops, FileReport, Summary, Talker, WarningReport};
 use crate::talkers::Talkers;
+use sluice_classify::{ChainConfig, Classifier};
+
 use crate::worker::{self, Batch, PacketDesc, WorkerOutput, l4_label};
 
 /// Everything `analyze` needs to know.
@@ -28,6 +30,8 @@ pub struct AnalyzeConfig {
     pub flow: FlowConfig,
     /// Draw a progress bar on a terminal for runs longer than a second.
     pub progress: bool,
+    /// Shared by all workers; each builds its own chain from it.
+    pub classify: ChainConfig,
 }
 
 impl AnalyzeConfig {
@@ -39,6 +43,7 @@ impl AnalyzeConfig {
             workers: thread::available_parallelism().map_or(1, |n| n.get()),
             flow: FlowConfig::default(),
             progress: false,
+            classify: ChainConfig::default(),
         }
     }
 }
@@ -98,10 +103,11 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         });
         let format = config.format;
         let flow = config.flow;
+        let classify = config.classify.clone();
         handles.push(
             thread::Builder::new()
                 .name(format!("sluice-worker-{i}"))
-                .spawn(move || worker::run(rx, recycle, records, format, flow))
+                .spawn(move || worker::run(rx, recycle, records, format, flow, classify))
                 .expect("spawning a worker thread"),
         );
     }
@@ -143,6 +149,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     }
 
     drops.unresolved_fragments = fragments.unresolved;
+    drops.dropped_port_announcements = config.classify.expectations.dropped();
     let mut summary = merge(outputs, files, drops, workers);
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
@@ -391,6 +398,7 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
     let mut apps: HashMap<String, Counts> = HashMap::new();
     let mut talkers = Talkers::new(1_000_000);
     let mut records = 0;
+    let mut classifiers: BTreeMap<String, Counts> = BTreeMap::new();
     let (mut first, mut last) = (u64::MAX, 0);
     for out in outputs {
         counters.merge(&out.counters);
@@ -401,6 +409,13 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
             apps.entry(label.to_string()).or_default().add(&c);
         }
         talkers.merge(out.talkers);
+        for (classifier, c) in Classifier::ALL
+            .iter()
+            .zip(&out.classifiers)
+            .filter(|(_, c)| c.flows > 0)
+        {
+            classifiers.entry(classifier.name().to_string()).or_default().add(c);
+        }
         records += out.records;
         first = first.min(out.first_ts_ns);
         last = last.max(out.last_ts_ns);
@@ -419,6 +434,7 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
         workers,
         l4: l4.into_iter().map(|(p, c)| (l4_label(p), c)).collect(),
         applications,
+        classifiers,
         top_talkers: talkers
             .top(20)
             .into_iter()

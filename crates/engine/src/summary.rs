@@ -65,6 +65,9 @@ pub struct Drops {
     pub unreadable_files: u64,
     /// Warnings inside files (bad records, truncation, unknown interfaces).
     pub read_warnings: u64,
+    /// Ports announced by control flows (FTP, SIP) that did not fit in the
+    /// table of expected flows.
+    pub dropped_port_announcements: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -90,6 +93,8 @@ pub struct Summary {
     pub l4: BTreeMap<String, Counts>,
     /// Applications, most flows first.
     pub applications: Vec<(String, Counts)>,
+    /// Flows by the classifier stage that decided their label.
+    pub classifiers: BTreeMap<String, Counts>,
     /// Hosts by bytes sent and received, most first.
     pub top_talkers: Vec<Talker>,
     /// Each talker's figure may be under the truth by at most this much
@@ -140,6 +145,7 @@ impl Summary {
         if self.applications.len() > 15 {
             let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
         }
+        counts_table(&mut s, "decided by", &self.classifiers);
         let _ = writeln!(s, "\n{:<40} {:>14}", "top talkers", "bytes");
         for t in self.top_talkers.iter().take(10) {
             let _ = writeln!(s, "{:<40} {:>14}", t.host, group(t.bytes));
@@ -166,7 +172,7 @@ impl Summary {
         let d = &self.drops;
         let _ = writeln!(
             s,
-            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings",
+            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements",
             group(d.non_ip_frames),
             group(d.truncated_frames),
             group(d.malformed_frames),
@@ -174,7 +180,8 @@ impl Summary {
             group(d.unresolved_fragments),
             group(d.evicted_flows),
             d.unreadable_files,
-            group(d.read_warnings)
+            group(d.read_warnings),
+            group(d.dropped_port_announcements)
         );
         s.push_str(&self.render_problems());
         if let Some(path) = &self.records_path {

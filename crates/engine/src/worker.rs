@@ -2,7 +2,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crossbeam_channel::{Receiver, Sender};
 use sluice_capture::FileBytes;
-use sluice_classify::{Chain, FlowClass, Label};
+use std::sync::Arc;
+
+use sluice_classify::{Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, finish_flow};
 use sluice_export::schema::Record;
 use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
@@ -49,6 +51,8 @@ pub(crate) struct WorkerOutput {
     /// text would cost more than the rest of a flow's accounting. Equal
     /// labels at different addresses meet again in the summary's merge.
     pub apps: HashMap<(usize, usize), (Label, Counts)>,
+    /// Indexed like `Classifier::ALL`.
+    pub classifiers: [Counts; Classifier::ALL.len()],
     pub talkers: Talkers,
     pub records: u64,
     pub first_ts_ns: u64,
@@ -59,6 +63,7 @@ struct Sink {
     encoder: Option<Encoder>,
     chunk: Vec<u8>,
     records: Option<RecordQueue>,
+    expectations: Arc<Expectations>,
     out: WorkerOutput,
 }
 
@@ -72,6 +77,7 @@ pub(crate) struct RecordQueue {
 
 impl Sink {
     fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
+        finish_flow(flow, &self.expectations);
         let counts = Counts {
             flows: 1,
             packets: flow.packets(),
@@ -89,6 +95,11 @@ impl Sink {
             .or_insert((label, Counts::default()))
             .1
             .add(&counts);
+        let classifier = Classifier::ALL
+            .iter()
+            .position(|&c| c == flow.ext.classifier)
+            .unwrap_or(0);
+        self.out.classifiers[classifier].add(&counts);
         self.out.talkers.add(flow.key.src_ip(), counts.bytes);
         self.out.talkers.add(flow.key.dst_ip(), counts.bytes);
         self.out.records += 1;
@@ -100,6 +111,7 @@ impl Sink {
                 self.flush();
             }
         }
+        flow.ext.release();
     }
 
     fn flush(&mut self) {
@@ -124,17 +136,21 @@ pub(crate) fn run(
     records: Option<RecordQueue>,
     format: Format,
     flow_config: FlowConfig,
+    classify: ChainConfig,
 ) -> WorkerOutput {
     let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
-    let chain = Chain::new();
+    let expectations = classify.expectations.clone();
+    let mut chain = Chain::new(classify);
     let mut sink = Sink {
         encoder: Encoder::new(format),
         chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
         records,
+        expectations,
         out: WorkerOutput {
             counters: TableCounters::default(),
             l4: Box::new([Counts::default(); 256]),
             apps: HashMap::default(),
+            classifiers: Default::default(),
             talkers: Talkers::new(TALKERS_TRACKED),
             records: 0,
             first_ts_ns: u64::MAX,
@@ -167,7 +183,7 @@ pub(crate) fn run(
             let d = &p.decoded;
             let start = (d.payload_offset as usize).min(frame.len());
             let end = (start + d.payload_captured as usize).min(frame.len());
-            chain.on_packet(table.flow_mut(slot), dir, &frame[start..end]);
+            chain.on_packet(table.flow_mut(slot), dir, d, &frame[start..end]);
         }
         batch.packets.clear();
         // The reader may have finished already; then the batch is dropped.

@@ -71,6 +71,18 @@ impl FieldSink for CsvEncoder {
         }
     }
 
+    fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
+        self.str(name, value.unwrap_or_default());
+    }
+
+    fn str_list(&mut self, name: &'static str, values: &[String]) {
+        // Entries are printable ASCII from the dissectors; a `;` inside
+        // one would be ambiguous, so it is written as `,`, which quoting
+        // keeps intact.
+        let joined: String = values.iter().map(|v| v.replace(';', ",")).collect::<Vec<_>>().join(";");
+        self.str(name, &joined);
+    }
+
     fn ip(&mut self, _: &'static str, value: IpAddr) {
         self.sep();
         let _ = write!(self.out, "{value}");

@@ -64,6 +64,30 @@ impl FieldSink for JsonlEncoder {
         let _ = write!(self.out, "\"{value}\"");
     }
 
+    fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
+        match value {
+            Some(v) => self.str(name, v),
+            None => {
+                self.key(name);
+                self.out.extend_from_slice(b"null");
+            }
+        }
+    }
+
+    fn str_list(&mut self, name: &'static str, values: &[String]) {
+        self.key(name);
+        self.out.push(b'[');
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            self.out.push(b'"');
+            escape_json(&mut self.out, v);
+            self.out.push(b'"');
+        }
+        self.out.push(b']');
+    }
+
     fn list(&mut self, name: &'static str, values: &[u64]) {
         self.key(name);
         self.out.push(b'[');

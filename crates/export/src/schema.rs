@@ -5,11 +5,11 @@
 
 use std::net::IpAddr;
 
-use sluice_classify::FlowClass;
+use sluice_classify::{FlowClass, Metadata};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Flow};
 use sluice_wire::l4_name;
 
-pub const SCHEMA_VERSION: &str = "1.0";
+pub const SCHEMA_VERSION: &str = "1.1";
 
 /// A finished flow and why it finished.
 pub struct Record<'a> {
@@ -25,6 +25,8 @@ pub trait FieldSink {
     fn str(&mut self, name: &'static str, value: &str);
     fn ip(&mut self, name: &'static str, value: IpAddr);
     fn list(&mut self, name: &'static str, values: &[u64]);
+    fn opt_str(&mut self, name: &'static str, value: Option<&str>);
+    fn str_list(&mut self, name: &'static str, values: &[String]);
 }
 
 /// Walks every field of the record, in the documented order.
@@ -73,6 +75,47 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     // Three decimals: the f32 is a score, and its binary tail (0.30000001…)
     // would only look like precision.
     out.f64("confidence", (class.confidence as f64 * 1000.0).round() / 1000.0);
+    metadata(out, class.meta.as_deref().unwrap_or(&NO_METADATA));
+}
+
+static NO_METADATA: Metadata = Metadata {
+    host: None,
+    http_method: None,
+    http_uri: None,
+    http_user_agent: None,
+    http_status: None,
+    http_content_type: None,
+    tls_version: None,
+    tls_alpn: None,
+    ja3: None,
+    ja4: None,
+    quic_version: None,
+    dns_qtype: None,
+    dns_rcode: None,
+    dns_answers: Vec::new(),
+    client_banner: None,
+    server_banner: None,
+    commands: Vec::new(),
+};
+
+fn metadata(out: &mut impl FieldSink, m: &Metadata) {
+    out.opt_str("host", m.host.as_deref());
+    out.opt_str("http_method", m.http_method.as_deref());
+    out.opt_str("http_uri", m.http_uri.as_deref());
+    out.opt_str("http_user_agent", m.http_user_agent.as_deref());
+    out.opt_u64("http_status", m.http_status.map(u64::from));
+    out.opt_str("http_content_type", m.http_content_type.as_deref());
+    out.opt_str("tls_version", m.tls_version.as_deref());
+    out.opt_str("tls_alpn", m.tls_alpn.as_deref());
+    out.opt_str("ja3", m.ja3.as_deref());
+    out.opt_str("ja4", m.ja4.as_deref());
+    out.opt_str("quic_version", m.quic_version.as_deref());
+    out.opt_u64("dns_qtype", m.dns_qtype.map(u64::from));
+    out.opt_u64("dns_rcode", m.dns_rcode.map(u64::from));
+    out.str_list("dns_answers", &m.dns_answers);
+    out.opt_str("client_banner", m.client_banner.as_deref());
+    out.opt_str("server_banner", m.server_banner.as_deref());
+    out.str_list("commands", &m.commands);
 }
 
 fn label_text<'b>(class: &FlowClass, buf: &'b mut [u8; 96]) -> &'b str {
@@ -204,6 +247,12 @@ pub fn field_names() -> Vec<&'static str> {
             self.0.push(name);
         }
         fn list(&mut self, name: &'static str, _: &[u64]) {
+            self.0.push(name);
+        }
+        fn opt_str(&mut self, name: &'static str, _: Option<&str>) {
+            self.0.push(name);
+        }
+        fn str_list(&mut self, name: &'static str, _: &[String]) {
             self.0.push(name);
         }
     }

@@ -6,6 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use std::sync::Arc;
+
+use sluice_classify::rules::{DEFAULT_RULES, parse_rules, read_rules};
+use sluice_classify::{ChainConfig, Mode, RuleSet};
 use sluice_engine::{AnalyzeConfig, AnalyzeError, analyze};
 use sluice_export::Format;
 use sluice_flow::FlowConfig;
@@ -84,6 +88,26 @@ struct AnalyzeArgs {
     /// Do not print the summary (summary.json is still written).
     #[arg(short, long)]
     quiet: bool,
+    /// How flows are labelled: every stage (payload rules, protocol
+    /// dissectors, announced ports, port table), the port table only, or not
+    /// at all.
+    #[arg(long, value_enum, default_value_t = ClassifyArg::Full)]
+    classify: ClassifyArg,
+    /// More payload rules (SF-TAP's YAML format, see docs/classification.md),
+    /// added to the built-in ones. May be given several times.
+    #[arg(long, value_name = "FILE")]
+    rules: Vec<PathBuf>,
+    /// Payload-carrying packets inspected per direction before a flow's
+    /// label is settled.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    depth: u32,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ClassifyArg {
+    Full,
+    Ports,
+    Off,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -155,6 +179,20 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         ..FlowConfig::default()
     };
     config.progress = !args.quiet;
+    let mut rules = parse_rules(DEFAULT_RULES, "built-in rules").expect("built-in rules parse");
+    for path in &args.rules {
+        rules.extend(read_rules(path)?);
+    }
+    config.classify = ChainConfig {
+        mode: match args.classify {
+            ClassifyArg::Full => Mode::Full,
+            ClassifyArg::Ports => Mode::Ports,
+            ClassifyArg::Off => Mode::Off,
+        },
+        depth_packets: args.depth,
+        rules: Arc::new(RuleSet::compile(rules)?),
+        ..ChainConfig::default()
+    };
     run_and_report(&config, args.quiet)
 }
 

@@ -1,0 +1,461 @@
+//! The classifier chain: which stage looks at which packet, and the little
+//! per-flow state it needs while a flow is undecided.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use sluice_flow::{Direction, Flow};
+use sluice_wire::Decoded;
+
+use crate::dissectors::{self, Context, Dissector, Expectation, Found, Metadata, Packet, Side, Transport, Verdict};
+use crate::expect::Expectations;
+use crate::rules::{RuleCursor, RuleSet};
+use crate::services::service_for_host;
+use crate::{Classifier, FlowClass, Label, port_label};
+
+/// How much of the chain runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// No labels at all.
+    Off,
+    /// The IP protocol and port tables only.
+    Ports,
+    /// Every stage.
+    #[default]
+    Full,
+}
+
+#[derive(Clone, Debug)]
+pub struct ChainConfig {
+    pub mode: Mode,
+    /// Payload-carrying packets inspected per direction at most.
+    pub depth_packets: u32,
+    /// Bytes of each TCP direction's stream kept for inspection at most.
+    pub head_bytes: usize,
+    pub rules: Arc<RuleSet>,
+    /// Shared by all workers' chains.
+    pub expectations: Arc<Expectations>,
+}
+
+/// Dynamic-port announcements kept at once, for all workers together.
+pub const EXPECTATIONS_CAPACITY: usize = 1 << 16;
+
+impl Default for ChainConfig {
+    fn default() -> Self {
+        ChainConfig {
+            mode: Mode::Full,
+            depth_packets: 16,
+            head_bytes: 4096,
+            rules: Arc::new(RuleSet::default_rules()),
+            expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// No packet seen yet.
+    #[default]
+    Fresh,
+    Inspecting,
+    /// Decided, or given up on: the chain never looks at the flow again.
+    Done,
+}
+
+const MAX_DISSECTORS: usize = 256;
+type Candidates = [u64; MAX_DISSECTORS / 64];
+
+/// What an undecided flow needs until it is decided: allocated at its
+/// first payload, freed when the flow is decided or the depth is spent.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Inspection {
+    candidates: Candidates,
+    /// The dissector that said `Yes` and asked for more packets.
+    refining: Option<u16>,
+    /// `None` when no rule can match any more.
+    rules: Option<RuleCursor>,
+    sides: [SideState; 2],
+}
+
+#[derive(Clone, Debug, Default)]
+struct SideState {
+    packets: u32,
+    next_seq: u32,
+    started: bool,
+    /// TCP only: the in-order head of the stream.
+    head: Vec<u8>,
+}
+
+enum Next {
+    Continue,
+    Finish,
+}
+
+/// One worker's chain. Rules and announced ports are shared; everything
+/// else is the worker's own.
+pub struct Chain {
+    config: ChainConfig,
+    dissectors: &'static [Dissector],
+    tcp: Candidates,
+    udp: Candidates,
+    /// Scratch for the announcements of one dissector call.
+    expect: Vec<Expectation>,
+    /// Scratch for what an undecided flow's dissectors note: it becomes the
+    /// flow's metadata when one of them decides.
+    scratch: Metadata,
+}
+
+fn transport_of(proto: u8) -> Option<Transport> {
+    match proto {
+        6 => Some(Transport::Tcp),
+        17 => Some(Transport::Udp),
+        _ => None,
+    }
+}
+
+impl Chain {
+    pub fn new(config: ChainConfig) -> Chain {
+        let dissectors = dissectors::registry();
+        assert!(
+            dissectors.len() <= MAX_DISSECTORS,
+            "more dissectors than the candidate set holds"
+        );
+        let mut tcp = Candidates::default();
+        let mut udp = Candidates::default();
+        for (i, d) in dissectors.iter().enumerate() {
+            if d.wants.accepts(Transport::Tcp) {
+                tcp[i / 64] |= 1 << (i % 64);
+            }
+            if d.wants.accepts(Transport::Udp) {
+                udp[i / 64] |= 1 << (i % 64);
+            }
+        }
+        Chain {
+            config,
+            dissectors,
+            tcp,
+            udp,
+            expect: Vec::new(),
+            scratch: Metadata::default(),
+        }
+    }
+
+    pub fn config(&self) -> &ChainConfig {
+        &self.config
+    }
+
+    /// Called for every packet of a flow, after the flow table counted it;
+    /// `payload` is the transport payload as captured.
+    #[inline]
+    pub fn on_packet(&mut self, flow: &mut Flow<FlowClass>, dir: Direction, decoded: &Decoded, payload: &[u8]) {
+        match flow.ext.stage {
+            Stage::Done => return,
+            Stage::Fresh => {
+                self.start(flow);
+                if flow.ext.stage == Stage::Done {
+                    return;
+                }
+            }
+            Stage::Inspecting => {}
+        }
+        if payload.is_empty() {
+            return;
+        }
+        if let Next::Finish = self.inspect(flow, dir, decoded, payload) {
+            finish(&mut flow.ext);
+        }
+    }
+
+    fn start(&mut self, flow: &mut Flow<FlowClass>) {
+        let (client, server) = endpoints(flow);
+        let class = &mut flow.ext;
+        class.stage = Stage::Done;
+        if self.config.mode == Mode::Off {
+            return;
+        }
+        if let Some((label, classifier, _)) = port_label(&flow.key) {
+            class.decide(label, classifier);
+            if classifier == Classifier::Protocol {
+                return;
+            }
+        }
+        let Some(transport) = transport_of(flow.key.proto) else {
+            return;
+        };
+        if let Some(rule) = self.config.rules.by_port(transport, client.1, server.1) {
+            class.decide(rule.label, Classifier::Port);
+        }
+        if let Some(label) = self.config.expectations.lookup(server, client, transport, flow.last_ns) {
+            class.decide(label, Classifier::DynamicPort);
+            return;
+        }
+        if self.config.mode == Mode::Full {
+            class.stage = Stage::Inspecting;
+        }
+    }
+
+    fn inspect(&mut self, flow: &mut Flow<FlowClass>, dir: Direction, decoded: &Decoded, payload: &[u8]) -> Next {
+        let Some(transport) = transport_of(flow.key.proto) else {
+            return Next::Finish;
+        };
+        let (client, server) = endpoints(flow);
+        let now_ns = flow.last_ns;
+        let class = &mut flow.ext;
+        // Most flows are decided, or shown to be nothing the chain knows,
+        // on their first payload packet: their inspection lives on the
+        // stack and is boxed only when the flow needs another look.
+        let mut boxed = class.inspection.take();
+        let mut local = None;
+        let inspection: &mut Inspection = match &mut boxed {
+            Some(b) => b,
+            None => local.insert(Inspection {
+                candidates: if transport == Transport::Tcp {
+                    self.tcp
+                } else {
+                    self.udp
+                },
+                rules: self
+                    .config
+                    .rules
+                    .has_patterns(transport)
+                    .then(|| self.config.rules.cursor(transport)),
+                ..Inspection::default()
+            }),
+        };
+        let Inspection {
+            candidates,
+            refining,
+            rules,
+            sides,
+        } = inspection;
+        let (side, i) = match dir {
+            Direction::ClientToServer => (Side::Up, 0),
+            Direction::ServerToClient => (Side::Down, 1),
+        };
+        let other_index = sides[1 - i].packets;
+        let depth = self.config.depth_packets;
+        let state = &mut sides[i];
+        if state.packets >= depth {
+            class.inspection = boxed.or_else(|| local.map(Box::new));
+            return Next::Continue;
+        }
+        let index = state.packets;
+        state.packets += 1;
+        let exhausted = index + 1 >= depth && other_index >= depth;
+
+        // What the dissectors see: the datagram, or the stream's head. The
+        // first segment is read in place and copied only if the flow needs
+        // another look.
+        let new = match transport {
+            Transport::Udp => payload,
+            Transport::Tcp => in_order_part(state, decoded.tcp.seq, payload),
+        };
+        let unstored = transport == Transport::Tcp && state.head.is_empty();
+        let head_bytes = self.config.head_bytes;
+        let new = &new[..new.len().min(head_bytes.saturating_sub(state.head.len()))];
+        let data: &[u8] = if transport == Transport::Udp || unstored {
+            new
+        } else {
+            state.head.extend_from_slice(new);
+            &state.head
+        };
+
+        let mut next = if exhausted { Next::Finish } else { Next::Continue };
+        if !new.is_empty() {
+            next = self.look(
+                class,
+                candidates,
+                refining,
+                rules,
+                transport,
+                side,
+                client,
+                server,
+                data,
+                new,
+                index,
+                other_index,
+                now_ns,
+            );
+            if exhausted {
+                next = Next::Finish;
+            }
+        }
+        if let Next::Continue = next {
+            if unstored {
+                sides[i].head.extend_from_slice(new);
+            }
+            class.inspection = boxed.or_else(|| local.map(Box::new));
+        }
+        next
+    }
+
+    /// Runs the rules and the dissectors over one packet's view of a flow.
+    #[allow(clippy::too_many_arguments)]
+    fn look(
+        &mut self,
+        class: &mut FlowClass,
+        candidates: &mut Candidates,
+        refining: &mut Option<u16>,
+        rules: &mut Option<RuleCursor>,
+        transport: Transport,
+        side: Side,
+        client: (IpAddr, u16),
+        server: (IpAddr, u16),
+        data: &[u8],
+        new: &[u8],
+        index: u32,
+        other_index: u32,
+        now_ns: u64,
+    ) -> Next {
+        if let Some(cursor) = rules {
+            let set = &self.config.rules;
+            if set.feed(transport, cursor, side, new, transport == Transport::Udp)
+                && let Some(rule) = set.decided(transport, cursor, client.1, server.1)
+            {
+                class.decide(rule.label, Classifier::Rule);
+                return Next::Finish;
+            }
+            if cursor.exhausted() && transport == Transport::Tcp {
+                *rules = None;
+            }
+        }
+
+        let packet = Packet {
+            transport,
+            side,
+            client: client.0,
+            client_port: client.1,
+            server: server.0,
+            server_port: server.1,
+            data,
+            index,
+            other_index,
+        };
+        let mut next = Next::Continue;
+        if let Some(d) = *refining {
+            let meta = class.meta.get_or_insert_with(Default::default);
+            let mut ctx = Context {
+                meta,
+                expect: &mut self.expect,
+            };
+            match (self.dissectors[d as usize].inspect)(&packet, &mut ctx) {
+                Verdict::Yes(found) => {
+                    let label = found_label(found, ctx.meta);
+                    class.decide(label, Classifier::Dissector);
+                    if !found.more {
+                        next = Next::Finish;
+                    }
+                }
+                Verdict::No | Verdict::Maybe => next = Next::Finish,
+            }
+        } else {
+            'words: for (w, live) in candidates.iter_mut().enumerate() {
+                let mut word = *live;
+                while word != 0 {
+                    let bit = word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    let d = w * 64 + bit;
+                    let mut ctx = Context {
+                        meta: &mut self.scratch,
+                        expect: &mut self.expect,
+                    };
+                    let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
+                    if let Verdict::Yes(found) = verdict {
+                        let label = found_label(found, &self.scratch);
+                        class.decide(label, Classifier::Dissector);
+                        class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
+                        if found.more {
+                            *refining = Some(d as u16);
+                        } else {
+                            next = Next::Finish;
+                        }
+                        break 'words;
+                    }
+                    // What an undecided dissector noted belongs to no flow.
+                    if self.scratch != Metadata::default() {
+                        self.scratch = Metadata::default();
+                    }
+                    self.expect.clear();
+                    if verdict == Verdict::No {
+                        *live &= !(1 << bit);
+                    }
+                }
+            }
+            if refining.is_none() && candidates.iter().all(|&w| w == 0) && rules.is_none() {
+                next = Next::Finish;
+            }
+        }
+        for e in self.expect.drain(..) {
+            self.config.expectations.announce(&e, now_ns);
+        }
+        next
+    }
+}
+
+/// The label a dissector's finding gives: its app, else the service of the
+/// host it saw.
+fn found_label(found: Found, meta: &Metadata) -> Label {
+    let app = found
+        .app
+        .or_else(|| meta.host.as_deref().and_then(service_for_host))
+        .filter(|&app| app != found.master);
+    Label {
+        master: found.master,
+        app,
+    }
+}
+
+/// The part of a TCP segment that is new to the direction's stream.
+/// Repeated bytes are skipped; after a gap (a segment lost before the
+/// capture) the stream goes on from the new segment, as a dissector can
+/// still read what follows.
+fn in_order_part<'p>(state: &mut SideState, seq: u32, payload: &'p [u8]) -> &'p [u8] {
+    if !state.started {
+        state.started = true;
+        state.next_seq = seq;
+    }
+    let behind = state.next_seq.wrapping_sub(seq) as i32;
+    let new = if behind > 0 {
+        payload.get(behind as usize..).unwrap_or_default()
+    } else {
+        payload
+    };
+    let end = seq.wrapping_add(payload.len() as u32);
+    if (end.wrapping_sub(state.next_seq) as i32) > 0 {
+        state.next_seq = end;
+    }
+    new
+}
+
+fn endpoints<X>(flow: &Flow<X>) -> ((IpAddr, u16), (IpAddr, u16)) {
+    let k = &flow.key;
+    ((k.src_ip(), k.src_port), (k.dst_ip(), k.dst_port))
+}
+
+fn finish(class: &mut FlowClass) {
+    class.stage = Stage::Done;
+    class.inspection = None;
+    if class.meta.as_deref() == Some(&Metadata::default()) {
+        class.meta = None;
+    }
+}
+
+/// Settles a flow whose record is about to be written: keeps what its
+/// inspection found, and gives a flow that no payload stage decided a last
+/// chance at a port announced since it started.
+pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations) {
+    let undecided = matches!(flow.ext.classifier, Classifier::None | Classifier::Port);
+    if flow.ext.stage != Stage::Done {
+        finish(&mut flow.ext);
+    }
+    if undecided
+        && flow.ext.stage == Stage::Done
+        && let Some(transport) = transport_of(flow.key.proto)
+    {
+        let (client, server) = endpoints(flow);
+        if let Some(label) = expectations.lookup(server, client, transport, flow.first_ns) {
+            flow.ext.decide(label, Classifier::DynamicPort);
+        }
+    }
+}

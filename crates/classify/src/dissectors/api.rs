@@ -1,0 +1,286 @@
+//! The contract between the classifier chain and its protocol dissectors.
+//!
+//! A dissector is a plain function over the first bytes of a flow. It keeps
+//! no state of its own: for TCP the chain hands it the in-order head of the
+//! direction's byte stream, grown by each new segment, so a message split
+//! over several segments is simply seen again, longer. This file depends on
+//! nothing else in the crate so that a dissector and its tests can be built
+//! on their own.
+
+use std::net::IpAddr;
+
+/// The transport a packet came on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// Which way a packet goes. The client is the side that opened the flow
+/// (the SYN's sender for TCP, the first packet's sender otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+/// What a dissector is shown of one packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<'a> {
+    pub transport: Transport,
+    pub side: Side,
+    pub client: IpAddr,
+    pub client_port: u16,
+    pub server: IpAddr,
+    pub server_port: u16,
+    /// UDP: this datagram's payload. TCP: this direction's stream from its
+    /// first byte, including this segment, capped at the chain's head size
+    /// (4 KiB by default). Never empty.
+    pub data: &'a [u8],
+    /// Payload-carrying packets this direction had before this one.
+    pub index: u32,
+    /// Payload-carrying packets the other direction has had so far.
+    pub other_index: u32,
+}
+
+impl Packet<'_> {
+    /// The port of the sender of this packet.
+    pub fn src_port(&self) -> u16 {
+        match self.side {
+            Side::Up => self.client_port,
+            Side::Down => self.server_port,
+        }
+    }
+
+    pub fn dst_port(&self) -> u16 {
+        match self.side {
+            Side::Up => self.server_port,
+            Side::Down => self.client_port,
+        }
+    }
+
+    /// Either port equals `port`.
+    pub fn has_port(&self, port: u16) -> bool {
+        self.client_port == port || self.server_port == port
+    }
+}
+
+/// A dissector's finding: nDPI's protocol name and, when the protocol
+/// itself names it, the application on top (`Master.App`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub master: &'static str,
+    pub app: Option<&'static str>,
+    /// Show me this flow's later packets too (within the chain's depth),
+    /// to fill metadata from the other direction or refine the label.
+    pub more: bool,
+}
+
+impl Found {
+    pub const fn new(master: &'static str) -> Found {
+        Found {
+            master,
+            app: None,
+            more: false,
+        }
+    }
+
+    pub const fn more(mut self) -> Found {
+        self.more = true;
+        self
+    }
+
+    pub const fn app(mut self, app: &'static str) -> Found {
+        self.app = Some(app);
+        self
+    }
+}
+
+/// A dissector's answer for one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not this protocol: the chain will not ask again for this flow.
+    No,
+    /// Could be: show me the next packet.
+    Maybe,
+    /// It is. After a `Yes` with `more`, the chain keeps calling only this
+    /// dissector; a later `Yes` replaces the label, `No` or `Maybe` stop it.
+    Yes(Found),
+}
+
+/// Longest text kept in any metadata field; longer values are cut.
+pub const MAX_TEXT: usize = 256;
+/// Most list entries kept in any metadata field (answers, commands).
+pub const MAX_LIST: usize = 8;
+
+/// Protocol metadata of a flow, filled by the dissector that decided it.
+/// Every field is optional; texts are printable ASCII, cut to `MAX_TEXT`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Metadata {
+    /// The server name the client asked for: HTTP Host, TLS/QUIC SNI, DNS
+    /// query name, DHCP host name, SIP request URI host, ...
+    pub host: Option<String>,
+    pub http_method: Option<String>,
+    pub http_uri: Option<String>,
+    pub http_user_agent: Option<String>,
+    pub http_status: Option<u16>,
+    pub http_content_type: Option<String>,
+    /// `TLSv1.2`, `TLSv1.3`, `DTLSv1.2`, ...: the version the server chose
+    /// when its hello was seen, else the client's.
+    pub tls_version: Option<String>,
+    /// ALPN protocols the client offered, comma-separated.
+    pub tls_alpn: Option<String>,
+    /// JA3 client fingerprint, lowercase hex MD5.
+    pub ja3: Option<String>,
+    /// JA4 client fingerprint (`t13d1516h2_8daaf6152771_b186095e22b6`).
+    pub ja4: Option<String>,
+    /// `v1`, `v2`, `draft-29`, or the version in hex.
+    pub quic_version: Option<String>,
+    /// DNS (and mDNS/LLMNR) query type of the first question.
+    pub dns_qtype: Option<u16>,
+    pub dns_rcode: Option<u8>,
+    /// Answer data: addresses and names, in order.
+    pub dns_answers: Vec<String>,
+    /// First line the client sent that identifies its software (SSH
+    /// banner, ...).
+    pub client_banner: Option<String>,
+    /// First line the server sent (SSH banner, SMTP/FTP/POP3/IMAP greeting,
+    /// MySQL version, ...).
+    pub server_banner: Option<String>,
+    /// Commands or methods the client sent (SMTP `EHLO`, FTP `USER`, SIP
+    /// `INVITE`, ...), the verb and its argument.
+    pub commands: Vec<String>,
+}
+
+impl Metadata {
+    /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.
+    pub fn text(bytes: &[u8]) -> String {
+        bytes
+            .iter()
+            .take(MAX_TEXT)
+            .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' })
+            .collect()
+    }
+
+    /// Sets `field` from `bytes` unless it is already set.
+    pub fn set_once(field: &mut Option<String>, bytes: &[u8]) {
+        if field.is_none() {
+            *field = Some(Metadata::text(bytes));
+        }
+    }
+
+    /// Appends to a list field unless it already holds `MAX_LIST` entries.
+    pub fn push(list: &mut Vec<String>, bytes: &[u8]) {
+        if list.len() < MAX_LIST {
+            list.push(Metadata::text(bytes));
+        }
+    }
+}
+
+/// A flow that a control flow announced (FTP PASV, SIP/SDP media, RTSP
+/// transport): the next flow to or from this address and port gets the
+/// label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expectation {
+    pub addr: IpAddr,
+    pub port: u16,
+    pub transport: Transport,
+    pub master: &'static str,
+    pub app: Option<&'static str>,
+}
+
+/// Where a dissector writes what it learns besides its verdict.
+#[derive(Debug)]
+pub struct Context<'a> {
+    pub meta: &'a mut Metadata,
+    pub expect: &'a mut Vec<Expectation>,
+}
+
+/// Which transports a dissector wants to see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wants {
+    Tcp,
+    Udp,
+    Both,
+}
+
+impl Wants {
+    pub fn accepts(self, transport: Transport) -> bool {
+        matches!(
+            (self, transport),
+            (Wants::Both, _) | (Wants::Tcp, Transport::Tcp) | (Wants::Udp, Transport::Udp)
+        )
+    }
+}
+
+/// One protocol dissector. `inspect` must never panic, loop without bound
+/// or allocate more than the metadata it stores, whatever the bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Dissector {
+    /// nDPI's name for the protocol it recognises (the main one, when it
+    /// recognises several).
+    pub name: &'static str,
+    pub wants: Wants,
+    pub inspect: fn(&Packet, &mut Context) -> Verdict,
+}
+
+/// Reads a big-endian u16 at `at`, if the bytes are there.
+pub fn be16(data: &[u8], at: usize) -> Option<u16> {
+    let b = data.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
+/// Reads a big-endian u32 at `at`, if the bytes are there.
+pub fn be32(data: &[u8], at: usize) -> Option<u32> {
+    let b = data.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A scratch context for dissector tests.
+#[cfg(test)]
+pub(crate) struct TestContext {
+    pub meta: Metadata,
+    pub expect: Vec<Expectation>,
+}
+
+#[cfg(test)]
+impl TestContext {
+    pub fn new() -> Self {
+        TestContext {
+            meta: Metadata::default(),
+            expect: Vec::new(),
+        }
+    }
+
+    pub fn ctx(&mut self) -> Context<'_> {
+        Context {
+            meta: &mut self.meta,
+            expect: &mut self.expect,
+        }
+    }
+}
+
+/// A packet for dissector tests: client 10.0.0.1:`client_port`, server
+/// 10.0.0.2:`server_port`.
+#[cfg(test)]
+pub(crate) fn test_packet(
+    transport: Transport,
+    side: Side,
+    client_port: u16,
+    server_port: u16,
+    data: &[u8],
+) -> Packet<'_> {
+    Packet {
+        transport,
+        side,
+        client: IpAddr::from([10, 0, 0, 1]),
+        client_port,
+        server: IpAddr::from([10, 0, 0, 2]),
+        server_port,
+        data,
+        index: 0,
+        other_index: 0,
+    }
+}

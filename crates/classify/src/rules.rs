@@ -1,0 +1,538 @@
+//! Payload rules in the format of SF-TAP's flow abstractor: a YAML map of
+//! named rules with `up` and `down` regular expressions on the first bytes
+//! of each direction, `proto`, `port` and `nice` (lower wins).
+//!
+//! All rules of a transport compile into one anchored multi-pattern DFA per
+//! direction. A flow keeps one DFA state per direction and feeds it each new
+//! in-order byte once, so a rule set of any size costs one table lookup per
+//! inspected byte, and nothing is ever scanned twice. A dense DFA rather
+//! than a lazy one because a lazy DFA's states are invalidated when its
+//! cache is cleared, and ours live in thousands of flows at once.
+
+use std::fmt;
+use std::path::Path;
+
+use regex_automata::dfa::{Automaton, StartKind, dense};
+use regex_automata::nfa::thompson;
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::{start, syntax};
+use regex_automata::{Anchored, MatchKind};
+use serde::Deserialize;
+
+use crate::Label;
+use crate::dissectors::{Side, Transport};
+
+/// The rules shipped with Sluice; `--rules FILE` adds to them.
+pub const DEFAULT_RULES: &str = include_str!("../rules/default.yaml");
+
+/// Compiled automata larger than this are refused with an error: a rule set
+/// that explodes under determinisation should be simplified, not allowed to
+/// eat the machine.
+const DFA_SIZE_LIMIT: usize = 512 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("{origin}: cannot read the rule file: {source}")]
+    Read { origin: String, source: std::io::Error },
+    #[error("{origin}: not a valid rule file: {message}")]
+    Yaml { origin: String, message: String },
+    #[error("{origin}: rule `{rule}`, field `{field}`: {message}")]
+    Field {
+        origin: String,
+        rule: String,
+        field: &'static str,
+        message: String,
+    },
+    #[error("the {transport} {direction} rules compile to an automaton over {limit} MiB: {message}; simplify or split the rules", limit = DFA_SIZE_LIMIT >> 20)]
+    TooLarge {
+        transport: &'static str,
+        direction: &'static str,
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    up: Option<String>,
+    down: Option<String>,
+    proto: Option<String>,
+    port: Option<u16>,
+    nice: Option<i64>,
+    /// SF-TAP's abstraction interface: where the flow's streams go.
+    #[serde(rename = "if")]
+    interface: Option<String>,
+    balance: Option<u32>,
+    /// Sluice's addition: the label in nDPI's `Master.App` form; the rule's
+    /// name when absent.
+    label: Option<String>,
+}
+
+/// One rule, checked and ready to compile.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub name: String,
+    pub up: Option<String>,
+    pub down: Option<String>,
+    /// `None`: both TCP and UDP.
+    pub transport: Option<Transport>,
+    pub port: Option<u16>,
+    pub nice: i64,
+    pub interface: String,
+    pub balance: u32,
+    pub label: Label,
+}
+
+impl Rule {
+    fn applies(&self, transport: Transport) -> bool {
+        self.transport.is_none_or(|t| t == transport)
+    }
+
+    fn port_ok(&self, client_port: u16, server_port: u16) -> bool {
+        self.port.is_none_or(|p| p == client_port || p == server_port)
+    }
+
+    /// Rules without a pattern decide on the port alone.
+    pub fn is_port_only(&self) -> bool {
+        self.up.is_none() && self.down.is_none()
+    }
+}
+
+/// Labels are `&'static str` everywhere else in the chain, so that a flow
+/// carries two pointers, not two strings. Rule files are read once per run,
+/// so their few label strings are leaked rather than reference-counted.
+fn leak_label(text: &str) -> Label {
+    let (master, app) = match text.split_once('.') {
+        Some((m, a)) => (m, Some(a)),
+        None => (text, None),
+    };
+    Label {
+        master: Box::leak(master.to_owned().into_boxed_str()),
+        app: app.map(|a| &*Box::leak(a.to_owned().into_boxed_str())),
+    }
+}
+
+/// Parses a rule file's text. `origin` names it in errors.
+pub fn parse_rules(text: &str, origin: &str) -> Result<Vec<Rule>, RuleError> {
+    let yaml_error = |e: serde_yaml_ng::Error| RuleError::Yaml {
+        origin: origin.to_owned(),
+        message: e.to_string(),
+    };
+    let map: serde_yaml_ng::Mapping = serde_yaml_ng::from_str(text).map_err(yaml_error)?;
+    let mut rules = Vec::with_capacity(map.len());
+    for (name, value) in map {
+        let name = match name {
+            serde_yaml_ng::Value::String(s) => s,
+            other => format!("{other:?}"),
+        };
+        let field_error = |field: &'static str, message: String| RuleError::Field {
+            origin: origin.to_owned(),
+            rule: name.clone(),
+            field,
+            message,
+        };
+        let raw: RawRule = serde_yaml_ng::from_value(value).map_err(|e| field_error("(rule)", e.to_string()))?;
+        let transport = match raw.proto.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            None => None,
+            Some("TCP") => Some(Transport::Tcp),
+            Some("UDP") => Some(Transport::Udp),
+            Some(other) => return Err(field_error("proto", format!("`{other}` is not TCP or UDP"))),
+        };
+        for (field, pattern) in [("up", &raw.up), ("down", &raw.down)] {
+            if let Some(p) = pattern {
+                compile(&[p.as_str()]).map_err(|e| field_error(field, e))?;
+            }
+        }
+        if raw.up.is_none() && raw.down.is_none() && raw.port.is_none() {
+            return Err(field_error("up", "a rule needs `up`, `down` or `port`".into()));
+        }
+        let label_text = raw.label.as_deref().unwrap_or(&name);
+        if label_text.is_empty() || label_text.len() > 64 {
+            return Err(field_error("label", "must be 1 to 64 characters".into()));
+        }
+        rules.push(Rule {
+            interface: raw.interface.unwrap_or_else(|| name.clone()),
+            label: leak_label(label_text),
+            up: raw.up,
+            down: raw.down,
+            transport,
+            port: raw.port,
+            nice: raw.nice.unwrap_or(100),
+            balance: raw.balance.unwrap_or(1).max(1),
+            name,
+        });
+    }
+    Ok(rules)
+}
+
+pub fn read_rules(path: &Path) -> Result<Vec<Rule>, RuleError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| RuleError::Read {
+        origin: origin.clone(),
+        source,
+    })?;
+    parse_rules(&text, &origin)
+}
+
+fn compile(patterns: &[&str]) -> Result<dense::DFA<Vec<u32>>, String> {
+    dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .match_kind(MatchKind::All)
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(DFA_SIZE_LIMIT))
+                .determinize_size_limit(Some(DFA_SIZE_LIMIT)),
+        )
+        // Payloads are bytes, not text: `.` is any byte but `\n`, and
+        // classes are ASCII.
+        .syntax(syntax::Config::new().unicode(false).utf8(false))
+        .thompson(thompson::Config::new().utf8(false))
+        .build_many(patterns)
+        .map_err(|e| e.to_string())
+}
+
+/// One direction's automaton and which rule each of its patterns is.
+struct DirectionMatcher {
+    dfa: dense::DFA<Vec<u32>>,
+    start: StateID,
+    rule_of_pattern: Vec<u32>,
+}
+
+struct TransportRules {
+    /// Indexed by `Side`.
+    matchers: [Option<DirectionMatcher>; 2],
+}
+
+/// A compiled rule set, shared by all workers.
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    tcp: TransportRules,
+    udp: TransportRules,
+}
+
+impl fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuleSet")
+            .field("rules", &self.rules.len())
+            .field("memory", &self.memory_usage())
+            .finish()
+    }
+}
+
+/// A flow's progress through the rule automata.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RuleCursor {
+    /// Per side; `None` once the side's automaton can match nothing more.
+    state: [Option<StateID>; 2],
+    /// Rules whose pattern for the side has matched, in match order.
+    matched: [Vec<u32>; 2],
+}
+
+impl RuleCursor {
+    pub(crate) fn exhausted(&self) -> bool {
+        self.state.iter().all(Option::is_none)
+    }
+}
+
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Up => 0,
+        Side::Down => 1,
+    }
+}
+
+impl RuleSet {
+    pub fn empty() -> RuleSet {
+        RuleSet::compile(Vec::new()).expect("no rules compile")
+    }
+
+    /// The shipped rules.
+    pub fn default_rules() -> RuleSet {
+        RuleSet::compile(parse_rules(DEFAULT_RULES, "default rules").expect("default rules parse"))
+            .expect("default rules compile")
+    }
+
+    pub fn compile(rules: Vec<Rule>) -> Result<RuleSet, RuleError> {
+        let build = |transport: Transport| -> Result<TransportRules, RuleError> {
+            let mut matchers = [None, None];
+            for (i, side) in [Side::Up, Side::Down].into_iter().enumerate() {
+                let mut patterns = Vec::new();
+                let mut rule_of_pattern = Vec::new();
+                for (r, rule) in rules.iter().enumerate() {
+                    let pattern = if side == Side::Up { &rule.up } else { &rule.down };
+                    if let Some(p) = pattern
+                        && rule.applies(transport)
+                    {
+                        patterns.push(p.as_str());
+                        rule_of_pattern.push(r as u32);
+                    }
+                }
+                if patterns.is_empty() {
+                    continue;
+                }
+                let dfa = compile(&patterns).map_err(|message| RuleError::TooLarge {
+                    transport: if transport == Transport::Tcp { "TCP" } else { "UDP" },
+                    direction: if side == Side::Up { "up" } else { "down" },
+                    message,
+                })?;
+                let start = dfa
+                    .start_state(&start::Config::new().anchored(Anchored::Yes))
+                    .expect("anchored start states are built");
+                matchers[i] = Some(DirectionMatcher {
+                    dfa,
+                    start,
+                    rule_of_pattern,
+                });
+            }
+            Ok(TransportRules { matchers })
+        };
+        Ok(RuleSet {
+            tcp: build(Transport::Tcp)?,
+            udp: build(Transport::Udp)?,
+            rules,
+        })
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Bytes held by the compiled automata.
+    pub fn memory_usage(&self) -> usize {
+        [&self.tcp, &self.udp]
+            .iter()
+            .flat_map(|t| t.matchers.iter().flatten())
+            .map(|m| m.dfa.memory_usage() + m.rule_of_pattern.len() * 4)
+            .sum()
+    }
+
+    fn transport(&self, t: Transport) -> &TransportRules {
+        match t {
+            Transport::Tcp => &self.tcp,
+            Transport::Udp => &self.udp,
+        }
+    }
+
+    /// Whether any rule with a pattern applies to the transport at all.
+    pub(crate) fn has_patterns(&self, t: Transport) -> bool {
+        self.transport(t).matchers.iter().any(Option::is_some)
+    }
+
+    pub(crate) fn cursor(&self, t: Transport) -> RuleCursor {
+        let rules = self.transport(t);
+        RuleCursor {
+            state: [0, 1].map(|i| rules.matchers[i].as_ref().map(|m| m.start)),
+            matched: Default::default(),
+        }
+    }
+
+    /// Feeds the next bytes of one side. `restart` begins a new message
+    /// (a UDP datagram) at the automaton's start. Returns whether a rule
+    /// pattern matched for the first time.
+    pub(crate) fn feed(&self, t: Transport, cursor: &mut RuleCursor, side: Side, bytes: &[u8], restart: bool) -> bool {
+        let i = side_index(side);
+        let Some(matcher) = &self.transport(t).matchers[i] else {
+            return false;
+        };
+        let mut state = match (restart, cursor.state[i]) {
+            (true, _) => matcher.start,
+            (false, Some(s)) => s,
+            (false, None) => return false,
+        };
+        let dfa = &matcher.dfa;
+        let mut found = false;
+        let mut note = |state: StateID, matched: &mut Vec<u32>| {
+            for m in 0..dfa.match_len(state) {
+                let rule = matcher.rule_of_pattern[dfa.match_pattern(state, m).as_usize()];
+                if !matched.contains(&rule) {
+                    matched.push(rule);
+                    found = true;
+                }
+            }
+        };
+        for &b in bytes {
+            state = dfa.next_state(state, b);
+            if dfa.is_special_state(state) {
+                if dfa.is_match_state(state) {
+                    note(state, &mut cursor.matched[i]);
+                } else if dfa.is_dead_state(state) {
+                    break;
+                }
+            }
+        }
+        // DFA matches are reported one byte late: see whether a pattern
+        // ends exactly at the end of what has arrived so far.
+        let at_end = dfa.next_eoi_state(state);
+        if dfa.is_match_state(at_end) {
+            note(at_end, &mut cursor.matched[i]);
+        }
+        cursor.state[i] = (!dfa.is_dead_state(state)).then_some(state);
+        found
+    }
+
+    /// The best rule (lowest `nice`, then first in the file) whose patterns
+    /// have all matched and whose constraints hold.
+    pub(crate) fn decided(
+        &self,
+        t: Transport,
+        cursor: &RuleCursor,
+        client_port: u16,
+        server_port: u16,
+    ) -> Option<&Rule> {
+        let complete = |&&r: &&u32| {
+            let rule = &self.rules[r as usize];
+            (rule.up.is_none() || cursor.matched[0].contains(&r))
+                && (rule.down.is_none() || cursor.matched[1].contains(&r))
+                && rule.applies(t)
+                && rule.port_ok(client_port, server_port)
+        };
+        cursor.matched[0]
+            .iter()
+            .chain(&cursor.matched[1])
+            .filter(complete)
+            .min_by_key(|&&r| (self.rules[r as usize].nice, r))
+            .map(|&r| &self.rules[r as usize])
+    }
+
+    /// The rule that decides a flow whose directions began with `up` and
+    /// `down` (one datagram each for UDP), if any: what the chain does
+    /// incrementally, in one call.
+    pub fn decide(&self, t: Transport, up: &[u8], down: &[u8], client_port: u16, server_port: u16) -> Option<&Rule> {
+        let mut cursor = self.cursor(t);
+        self.feed(t, &mut cursor, Side::Up, up, false);
+        self.feed(t, &mut cursor, Side::Down, down, false);
+        self.decided(t, &cursor, client_port, server_port)
+    }
+
+    /// The best port-only rule for a flow, the chain's guess before the
+    /// built-in port table.
+    pub(crate) fn by_port(&self, t: Transport, client_port: u16, server_port: u16) -> Option<&Rule> {
+        self.rules
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_port_only() && r.applies(t) && r.port_ok(client_port, server_port))
+            .min_by_key(|(i, r)| (r.nice, *i))
+            .map(|(_, r)| r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SF_TAP_FIGURE_3: &str = r#"
+http:
+  up: '^[-a-zA-Z]+ .+ HTTP/1\.(0\r?\n|1\r?\n([-a-zA-Z]+:.+\r?\n)+)'
+  down: '^HTTP/1\.[01] [1-9][0-9]{2} .+\r?\n'
+  proto: TCP
+  if: http
+  nice: 100
+  balance: 4
+torrent_tracker:
+  up: '^GET .*(announce|scrape).*\?.*info_hash=.+&.+ HTTP/1\.(0\r?\n|1\r?\n([-a-zA-Z]+:.+\r?\n)+)'
+  down: '^HTTP/1\.[01] [1-9][0-9]{2} .+\r?\n'
+  proto: TCP
+  if: torrent_tracker
+  label: BitTorrent
+  nice: 90
+dns_udp:
+  proto: UDP
+  if: dns
+  port: 53
+  nice: 200
+"#;
+
+    fn figure_3() -> RuleSet {
+        RuleSet::compile(parse_rules(SF_TAP_FIGURE_3, "figure 3").unwrap()).unwrap()
+    }
+
+    fn run(set: &RuleSet, up: &[&[u8]], down: &[&[u8]]) -> Option<String> {
+        let mut cursor = set.cursor(Transport::Tcp);
+        for chunk in up {
+            set.feed(Transport::Tcp, &mut cursor, Side::Up, chunk, false);
+        }
+        for chunk in down {
+            set.feed(Transport::Tcp, &mut cursor, Side::Down, chunk, false);
+        }
+        set.decided(Transport::Tcp, &cursor, 40000, 80)
+            .map(|r| r.label.to_string())
+    }
+
+    #[test]
+    fn sf_tap_rules_parse_with_their_fields() {
+        let set = figure_3();
+        let http = &set.rules()[0];
+        assert_eq!(
+            (http.name.as_str(), http.interface.as_str(), http.balance, http.nice),
+            ("http", "http", 4, 100)
+        );
+        assert_eq!(http.transport, Some(Transport::Tcp));
+        let dns = &set.rules()[2];
+        assert!(dns.is_port_only());
+        assert_eq!(dns.port, Some(53));
+    }
+
+    #[test]
+    fn both_directions_must_match_and_lower_nice_wins() {
+        let set = figure_3();
+        let request = b"GET /index.html HTTP/1.1\r\nHost: example.com\r\n\r\n";
+        let response = b"HTTP/1.1 200 OK\r\n";
+        assert_eq!(run(&set, &[request], &[]), None);
+        assert_eq!(run(&set, &[request], &[response]).as_deref(), Some("http"));
+        let announce = b"GET /announce?info_hash=abc&peer_id=x HTTP/1.1\r\nHost: t\r\n\r\n";
+        assert_eq!(run(&set, &[announce], &[response]).as_deref(), Some("BitTorrent"));
+        assert_eq!(run(&set, &[b"SSH-2.0-OpenSSH\r\n"], &[response]), None);
+    }
+
+    #[test]
+    fn a_message_split_over_segments_matches_without_rescanning() {
+        let set = figure_3();
+        let parts: [&[u8]; 4] = [b"GE", b"T / HTTP/1.1\r", b"\nHost: a\r\n", b"\r\n"];
+        assert_eq!(
+            run(&set, &parts, &[b"HTTP/1.0 404 ", b"Not Found\r\n"]).as_deref(),
+            Some("http")
+        );
+    }
+
+    #[test]
+    fn a_dead_automaton_stops_consuming() {
+        let set = figure_3();
+        let mut cursor = set.cursor(Transport::Tcp);
+        set.feed(Transport::Tcp, &mut cursor, Side::Up, b"\x16\x03\x01", false);
+        set.feed(Transport::Tcp, &mut cursor, Side::Down, b"\x16\x03\x03", false);
+        assert!(cursor.exhausted());
+    }
+
+    #[test]
+    fn port_only_rules_are_a_guess_for_their_transport() {
+        let set = figure_3();
+        assert_eq!(set.by_port(Transport::Udp, 5353, 53).unwrap().name, "dns_udp");
+        assert!(set.by_port(Transport::Tcp, 5353, 53).is_none());
+        assert!(!set.has_patterns(Transport::Udp));
+    }
+
+    #[test]
+    fn bad_rules_name_the_file_rule_and_field() {
+        let err = parse_rules("x:\n  up: '(unclosed'\n", "my.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("my.yaml: rule `x`, field `up`"), "{err}");
+        let err = parse_rules("x:\n  proto: SCTP\n  port: 9\n", "my.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `proto`") && err.contains("SCTP"), "{err}");
+        let err = parse_rules("x:\n  nice: 3\n", "my.yaml").unwrap_err().to_string();
+        assert!(err.contains("needs `up`, `down` or `port`"), "{err}");
+        let err = parse_rules("x:\n  upp: 'a'\n", "my.yaml").unwrap_err().to_string();
+        assert!(err.contains("unknown field `upp`"), "{err}");
+        let err = parse_rules("- a\n- b\n", "my.yaml").unwrap_err().to_string();
+        assert!(err.starts_with("my.yaml: not a valid rule file"), "{err}");
+    }
+
+    #[test]
+    fn the_default_rules_compile() {
+        let set = RuleSet::default_rules();
+        assert!(!set.rules().is_empty());
+        assert!(set.memory_usage() > 0);
+    }
+}

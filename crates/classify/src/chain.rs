@@ -32,6 +32,9 @@ pub struct ChainConfig {
     pub depth_packets: u32,
     /// Bytes of each TCP direction's stream kept for inspection at most.
     pub head_bytes: usize,
+    /// Packets per direction a control session that announces other flows'
+    /// ports (FTP, SIP) is followed at most; its TCP head then slides.
+    pub follow_packets: u32,
     pub rules: Arc<RuleSet>,
     /// Shared by all workers' chains.
     pub expectations: Arc<Expectations>,
@@ -46,6 +49,7 @@ impl Default for ChainConfig {
             mode: Mode::Full,
             depth_packets: 16,
             head_bytes: 4096,
+            follow_packets: 1024,
             rules: Arc::new(RuleSet::default_rules()),
             expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY)),
         }
@@ -72,6 +76,8 @@ pub(crate) struct Inspection {
     candidates: Candidates,
     /// The dissector that said `Yes` and asked for more packets.
     refining: Option<u16>,
+    /// The refining dissector follows a control session past the depth.
+    following: bool,
     /// `None` when no rule can match any more.
     rules: Option<RuleCursor>,
     sides: [SideState; 2],
@@ -225,6 +231,7 @@ impl Chain {
         let Inspection {
             candidates,
             refining,
+            following,
             rules,
             sides,
         } = inspection;
@@ -233,7 +240,11 @@ impl Chain {
             Direction::ServerToClient => (Side::Down, 1),
         };
         let other_index = sides[1 - i].packets;
-        let depth = self.config.depth_packets;
+        let depth = if *following {
+            self.config.follow_packets
+        } else {
+            self.config.depth_packets
+        };
         let state = &mut sides[i];
         if state.packets >= depth {
             class.inspection = boxed.or_else(|| local.map(Box::new));
@@ -250,8 +261,11 @@ impl Chain {
             Transport::Udp => payload,
             Transport::Tcp => in_order_part(state, decoded.tcp.seq, payload),
         };
-        let unstored = transport == Transport::Tcp && state.head.is_empty();
         let head_bytes = self.config.head_bytes;
+        if *following && state.head.len() + new.len() > head_bytes {
+            state.head.clear();
+        }
+        let unstored = transport == Transport::Tcp && state.head.is_empty();
         let new = &new[..new.len().min(head_bytes.saturating_sub(state.head.len()))];
         let data: &[u8] = if transport == Transport::Udp || unstored {
             new
@@ -266,6 +280,7 @@ impl Chain {
                 class,
                 candidates,
                 refining,
+                following,
                 rules,
                 transport,
                 side,
@@ -297,6 +312,7 @@ impl Chain {
         class: &mut FlowClass,
         candidates: &mut Candidates,
         refining: &mut Option<u16>,
+        following: &mut bool,
         rules: &mut Option<RuleCursor>,
         transport: Transport,
         side: Side,
@@ -343,11 +359,15 @@ impl Chain {
                 Verdict::Yes(found) => {
                     let label = found_label(found, ctx.meta);
                     class.decide(label, Classifier::Dissector);
+                    *following = found.follow;
                     if !found.more {
                         next = Next::Finish;
                     }
                 }
-                Verdict::No | Verdict::Maybe => next = Next::Finish,
+                // Nothing new in this packet: the label stands, and so does
+                // the dissector's interest in the next one.
+                Verdict::Maybe => {}
+                Verdict::No => next = Next::Finish,
             }
         } else {
             'words: for (w, live) in candidates.iter_mut().enumerate() {
@@ -367,6 +387,7 @@ impl Chain {
                         class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
                         if found.more {
                             *refining = Some(d as u16);
+                            *following = found.follow;
                         } else {
                             next = Next::Finish;
                         }
@@ -442,14 +463,17 @@ fn finish(class: &mut FlowClass) {
 }
 
 /// Settles a flow whose record is about to be written: keeps what its
-/// inspection found, and gives a flow that no payload stage decided a last
-/// chance at a port announced since it started.
+/// inspection found, unless a control session announced the flow's port
+/// before it began; announcements win at the flow's start too.
 pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations) {
-    let undecided = matches!(flow.ext.classifier, Classifier::None | Classifier::Port);
     if flow.ext.stage != Stage::Done {
         finish(&mut flow.ext);
     }
-    if undecided
+    // The control session that announced this flow may sit on another
+    // worker that read its announcement after this flow's first packet:
+    // asking again now, in the flow's own time, gives every run the same
+    // answer as if the announcement had been seen first.
+    if flow.ext.classifier != Classifier::DynamicPort
         && flow.ext.stage == Stage::Done
         && let Some(transport) = transport_of(flow.key.proto)
     {

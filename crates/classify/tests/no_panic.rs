@@ -82,7 +82,10 @@ proptest! {
         tcp in any::<bool>(),
         up in any::<bool>(),
         index in 0u32..20,
-        ports in (any::<u16>(), prop::sample::select(vec![53u16, 80, 443, 5060, 3478, 1900, 5353, 137, 21, 25, 1194, 51820, 12345])),
+        ports in (any::<u16>(), prop::sample::select(vec![
+            53u16, 80, 443, 5060, 3478, 1900, 5353, 137, 21, 25, 1194, 51820, 12345, 88, 123, 161, 445, 500, 502, 554,
+            1433, 1812, 1883, 3306, 3389, 5432, 6379, 6881, 8080, 9092, 11211, 27017, 47808,
+        ])),
     ) {
         let packet = Packet {
             transport: if tcp { Transport::Tcp } else { Transport::Udp },

@@ -76,6 +76,10 @@ pub struct Found {
     /// Show me this flow's later packets too (within the chain's depth),
     /// to fill metadata from the other direction or refine the label.
     pub more: bool,
+    /// Keep showing me this flow past the chain's depth, up to its follow
+    /// limit: control sessions announce other flows' ports all along (an
+    /// FTP PASV per transfer, a SIP re-INVITE per call).
+    pub follow: bool,
 }
 
 impl Found {
@@ -84,11 +88,18 @@ impl Found {
             master,
             app: None,
             more: false,
+            follow: false,
         }
     }
 
     pub const fn more(mut self) -> Found {
         self.more = true;
+        self
+    }
+
+    pub const fn follow(mut self) -> Found {
+        self.more = true;
+        self.follow = true;
         self
     }
 

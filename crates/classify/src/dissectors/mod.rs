@@ -4,15 +4,117 @@
 //! The registry order matters where two protocols can read the same bytes:
 //! the stricter or more specific dissector comes first.
 
+mod afp;
 mod api;
+mod atg;
+mod avast;
+mod bacnet;
+mod beckhoff_ads;
+mod bittorrent;
+mod cassandra;
+mod checkmk;
+mod cip;
+mod cisco_skinny;
+mod coap;
 mod dhcp;
+mod diameter;
+mod discord;
+mod dlep;
 mod dns;
 mod dnscrypt;
+mod drda;
+mod dropbox;
+mod edonkey;
+mod elasticsearch;
+mod ether_s_bus;
+mod ethernet_global_data;
+mod fix;
+mod ftp;
+mod gearman;
+mod genshin_impact;
+mod git;
+mod gnutella;
+mod hsrp;
+mod http;
+mod i3d;
+mod iec60870;
+mod iec62056;
+mod ieee_c37118;
+mod ipsec;
+mod irc;
+mod jabber;
+mod json_rpc;
+mod kafka;
+mod kcp;
+mod kerberos;
+mod kismet;
+mod knxnet_ip;
+mod ldap;
+mod ldp;
+mod mail;
+mod megaco;
+mod memcached;
+mod meraki_cloud;
+mod mgcp;
+mod mining;
+mod modbus;
+mod mongodb;
+mod mqtt;
+mod mysql;
+mod nano;
+mod nats;
+mod nest_log_sink;
 mod netbios;
+mod netflow;
+mod nfs;
+mod nintendo;
+mod nomachine;
 mod ntp;
+mod oicq;
+mod openvpn;
+mod postgres;
+mod quic;
+mod radius;
+mod raknet;
+mod rdp;
+mod redis;
+mod riot_games;
+mod rmcp;
+mod roughtime;
+mod rsync;
+mod rtp;
+mod rtsp;
+mod rx;
+mod s7comm_plus;
+mod sd_rtn;
+mod sip;
+mod smb;
 mod snmp;
+mod socks;
+mod someip;
+mod source_engine;
+mod spotify;
 mod ssdp;
+mod ssh;
+mod steam;
+mod stomp;
+mod stun;
 mod syslog;
+mod tailscale;
+mod tds;
+mod teamviewer;
+mod teredo;
+mod tes_online;
+mod tftp;
+mod tls;
+mod toca_boca;
+mod tplink_shp;
+mod tuya_lp;
+mod ubntac2;
+mod usenet;
+mod whatsapp;
+mod wireguard;
+mod xiaomi;
 
 pub use api::*;
 
@@ -20,16 +122,131 @@ pub use api::*;
 pub fn registry() -> &'static [Dissector] {
     static ALL: std::sync::LazyLock<Vec<Dissector>> = std::sync::LazyLock::new(|| {
         let modules: &[&[Dissector]] = &[
-            // DNSCrypt's encrypted queries can look like other UDP
-            // protocols; it decides on the resolver's reply.
+            // DNSCrypt's encrypted queries can look like other UDP protocols; it decides on the resolver's reply.
             dnscrypt::DISSECTORS,
+            // Name services and LAN discovery.
             dns::DISSECTORS,
+            // SMB rides on NetBIOS session framing: the more specific label wins.
+            smb::DISSECTORS,
             netbios::DISSECTORS,
             ssdp::DISSECTORS,
             dhcp::DISSECTORS,
             ntp::DISSECTORS,
             snmp::DISSECTORS,
             syslog::DISSECTORS,
+            // Tunnels and VPNs with fixed headers.
+            wireguard::DISSECTORS,
+            openvpn::DISSECTORS,
+            ipsec::DISSECTORS,
+            tailscale::DISSECTORS,
+            teredo::DISSECTORS,
+            // Authentication.
+            kerberos::DISSECTORS,
+            radius::DISSECTORS,
+            diameter::DISSECTORS,
+            ldap::DISSECTORS,
+            // Gnutella's handshake is text over TLS-looking ports; BitTorrent and Elasticsearch trackers speak HTTP, so both come before HTTP.
+            gnutella::DISSECTORS,
+            bittorrent::DISSECTORS,
+            elasticsearch::DISSECTORS,
+            mining::DISSECTORS,
+            json_rpc::DISSECTORS,
+            // Encrypted transports.
+            tls::DISSECTORS,
+            quic::DISSECTORS,
+            // Redis's inline commands (QUIT, ...) would read as POP3.
+            redis::DISSECTORS,
+            // Text protocols.
+            http::DISSECTORS,
+            ssh::DISSECTORS,
+            mail::DISSECTORS,
+            ftp::DISSECTORS,
+            irc::DISSECTORS,
+            usenet::DISSECTORS,
+            jabber::DISSECTORS,
+            rtsp::DISSECTORS,
+            sip::DISSECTORS,
+            mgcp::DISSECTORS,
+            megaco::DISSECTORS,
+            stomp::DISSECTORS,
+            nats::DISSECTORS,
+            git::DISSECTORS,
+            rsync::DISSECTORS,
+            gearman::DISSECTORS,
+            memcached::DISSECTORS,
+            checkmk::DISSECTORS,
+            kismet::DISSECTORS,
+            socks::DISSECTORS,
+            // Databases and message brokers.
+            mysql::DISSECTORS,
+            postgres::DISSECTORS,
+            tds::DISSECTORS,
+            mongodb::DISSECTORS,
+            mqtt::DISSECTORS,
+            kafka::DISSECTORS,
+            cassandra::DISSECTORS,
+            drda::DISSECTORS,
+            // Desktop and remote access.
+            rdp::DISSECTORS,
+            teamviewer::DISSECTORS,
+            nomachine::DISSECTORS,
+            afp::DISSECTORS,
+            nfs::DISSECTORS,
+            rx::DISSECTORS,
+            tftp::DISSECTORS,
+            // Dropbox LAN sync before CoAP, i3D before Discord: each pair shares ports and shapes.
+            dropbox::DISSECTORS,
+            coap::DISSECTORS,
+            i3d::DISSECTORS,
+            discord::DISSECTORS,
+            // Games, messaging and consumer apps.
+            oicq::DISSECTORS,
+            sd_rtn::DISSECTORS,
+            source_engine::DISSECTORS,
+            toca_boca::DISSECTORS,
+            raknet::DISSECTORS,
+            kcp::DISSECTORS,
+            nintendo::DISSECTORS,
+            riot_games::DISSECTORS,
+            genshin_impact::DISSECTORS,
+            steam::DISSECTORS,
+            whatsapp::DISSECTORS,
+            spotify::DISSECTORS,
+            xiaomi::DISSECTORS,
+            avast::DISSECTORS,
+            tes_online::DISSECTORS,
+            edonkey::DISSECTORS,
+            nano::DISSECTORS,
+            cisco_skinny::DISSECTORS,
+            fix::DISSECTORS,
+            nest_log_sink::DISSECTORS,
+            // IoT, industrial and network control.
+            meraki_cloud::DISSECTORS,
+            tuya_lp::DISSECTORS,
+            tplink_shp::DISSECTORS,
+            ubntac2::DISSECTORS,
+            bacnet::DISSECTORS,
+            hsrp::DISSECTORS,
+            rmcp::DISSECTORS,
+            roughtime::DISSECTORS,
+            dlep::DISSECTORS,
+            ldp::DISSECTORS,
+            netflow::DISSECTORS,
+            iec60870::DISSECTORS,
+            iec62056::DISSECTORS,
+            ieee_c37118::DISSECTORS,
+            modbus::DISSECTORS,
+            knxnet_ip::DISSECTORS,
+            someip::DISSECTORS,
+            s7comm_plus::DISSECTORS,
+            cip::DISSECTORS,
+            ethernet_global_data::DISSECTORS,
+            ether_s_bus::DISSECTORS,
+            beckhoff_ads::DISSECTORS,
+            atg::DISSECTORS,
+            // STUN before RTP: both start with small version bits; RTP/RTCP are heuristics and go last.
+            stun::DISSECTORS,
+            rtp::DISSECTORS,
         ];
         modules.iter().flat_map(|m| m.iter().copied()).collect()
     });

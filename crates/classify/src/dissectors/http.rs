@@ -1,0 +1,635 @@
+//! HTTP/1.x (RFC 9112), from a request line `<method> <target> HTTP/1.x` whose method
+//! is a standard one (RFC 9110, PATCH, WebDAV and its extensions), or from a status
+//! line `HTTP/1.x <code> ...` when the capture starts with a reply. The header block
+//! gives `host` (Host without its port), `http_user_agent`, and from the reply
+//! `http_status` and `http_content_type`. CONNECT is `HTTP_Connect`; WebDAV methods,
+//! OCSP and DASH content types name the application.
+
+use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants};
+
+pub const DISSECTORS: &[Dissector] = &[Dissector {
+    name: "HTTP",
+    wants: Wants::Tcp,
+    inspect,
+}];
+
+/// RFC 9110 and 5789 methods, and Microsoft's RPC over HTTP.
+const METHODS: &[&[u8]] = &[
+    b"GET",
+    b"POST",
+    b"HEAD",
+    b"PUT",
+    b"DELETE",
+    b"OPTIONS",
+    b"PATCH",
+    b"TRACE",
+    b"CONNECT",
+    b"RPC_IN_DATA",
+    b"RPC_OUT_DATA",
+];
+/// WebDAV (RFC 4918) and its extensions (RFC 3253 DeltaV, 3648, 3744, 4791, 5323, 5842).
+const WEBDAV: &[&[u8]] = &[
+    b"PROPFIND",
+    b"PROPPATCH",
+    b"MKCOL",
+    b"COPY",
+    b"MOVE",
+    b"LOCK",
+    b"UNLOCK",
+    b"REPORT",
+    b"VERSION-CONTROL",
+    b"CHECKOUT",
+    b"CHECKIN",
+    b"UNCHECKOUT",
+    b"MKWORKSPACE",
+    b"UPDATE",
+    b"LABEL",
+    b"MERGE",
+    b"BASELINE-CONTROL",
+    b"MKACTIVITY",
+    b"ORDERPATCH",
+    b"ACL",
+    b"MKCALENDAR",
+    b"SEARCH",
+    b"BIND",
+    b"UNBIND",
+    b"REBIND",
+];
+const LONGEST_METHOD: usize = 16;
+/// What ends a request line, `#` standing for a digit.
+const VERSION_SUFFIX: &[u8] = b" HTTP/1.#";
+
+/// A request line this long without its end is taken as HTTP with the target cut
+/// (the stream head the chain keeps is 4 KiB).
+const LONG_LINE: usize = 2048;
+/// Header lines looked at per message at most.
+const MAX_HEADERS: usize = 128;
+/// Interim (1xx) replies skipped before the final one at most.
+const MAX_INTERIM: usize = 4;
+
+fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
+    let decided = ctx.meta.http_method.is_some() || ctx.meta.http_status.is_some();
+    let more = match message(pkt.data) {
+        Message::Bad if decided => return Verdict::Yes(label(ctx.meta)),
+        Message::Bad => return Verdict::No,
+        Message::Short if decided => true,
+        Message::Short => return Verdict::Maybe,
+        Message::Request(req) => {
+            record_request(&req, ctx.meta);
+            // The reply is what is still missing, unless it came first.
+            (!req.headers.complete && ctx.meta.host.is_none())
+                || ctx.meta.http_status.is_none()
+                || ctx.meta.http_content_type.is_none()
+        }
+        // Only 1xx replies so far: the final one is still to come.
+        Message::Response(Response { status: None, .. }) => true,
+        Message::Response(resp) => {
+            if ctx.meta.http_status.is_none() {
+                ctx.meta.http_status = resp.status;
+            }
+            if let Some(ctype) = resp.headers.content_type {
+                Metadata::set_once(&mut ctx.meta.http_content_type, ctype);
+            }
+            let reply_done = resp.headers.complete || ctx.meta.http_content_type.is_some();
+            // A capture that started with a reply may still show the next request.
+            !reply_done || ctx.meta.http_method.is_none()
+        }
+    };
+    let found = label(ctx.meta);
+    Verdict::Yes(if more { found.more() } else { found })
+}
+
+fn label(meta: &Metadata) -> Found {
+    let method = meta.http_method.as_deref().unwrap_or_default().as_bytes();
+    if method == b"CONNECT" {
+        return Found::new("HTTP_Connect");
+    }
+    let http = Found::new("HTTP");
+    if WEBDAV.contains(&method) {
+        return http.app("WebDAV");
+    }
+    let ctype = meta.http_content_type.as_deref().unwrap_or_default().as_bytes();
+    if starts_with_ignore_case(ctype, b"application/ocsp-") {
+        http.app("OCSP")
+    } else if starts_with_ignore_case(ctype, b"application/dash+xml") {
+        http.app("MpegDash")
+    } else {
+        http
+    }
+}
+
+fn record_request(req: &Request, meta: &mut Metadata) {
+    Metadata::set_once(&mut meta.http_method, req.method);
+    Metadata::set_once(&mut meta.http_uri, req.target);
+    if let Some(ua) = req.headers.user_agent {
+        Metadata::set_once(&mut meta.http_user_agent, ua);
+    }
+    let authority = match req.headers.host {
+        Some(host) => Some(host),
+        // A proxy request names its server in the target; CONNECT's target is one.
+        None if req.method == b"CONNECT" => Some(req.target),
+        None => absolute_authority(req.target),
+    };
+    if let Some(host) = authority.map(strip_port).filter(|h| !h.is_empty()) {
+        Metadata::set_once(&mut meta.host, host);
+    }
+}
+
+enum Message<'a> {
+    Bad,
+    /// Consistent so far but cut short.
+    Short,
+    Request(Request<'a>),
+    Response(Response<'a>),
+}
+
+struct Request<'a> {
+    method: &'a [u8],
+    target: &'a [u8],
+    headers: Headers<'a>,
+}
+
+struct Response<'a> {
+    /// `None` while only interim (1xx) replies are seen.
+    status: Option<u16>,
+    headers: Headers<'a>,
+}
+
+#[derive(Default)]
+struct Headers<'a> {
+    host: Option<&'a [u8]>,
+    user_agent: Option<&'a [u8]>,
+    content_type: Option<&'a [u8]>,
+    /// The empty line ending the block was seen.
+    complete: bool,
+    /// Where the message body starts, when complete.
+    end: usize,
+}
+
+fn message(data: &[u8]) -> Message<'_> {
+    const VERSION: &[u8] = b"HTTP/";
+    if data.starts_with(VERSION) {
+        return response(data);
+    }
+    if VERSION.starts_with(data) {
+        // Too short to tell a reply from a request (`HEAD`).
+        return Message::Short;
+    }
+    request(data)
+}
+
+fn request(data: &[u8]) -> Message<'_> {
+    let Some(sp) = data.iter().take(LONGEST_METHOD + 1).position(|&b| b == b' ') else {
+        let prefix_of_method = data.len() <= LONGEST_METHOD && all_methods().any(|m| m.starts_with(data));
+        return if prefix_of_method { Message::Short } else { Message::Bad };
+    };
+    let method = &data[..sp];
+    if !all_methods().any(|m| m == method) {
+        return Message::Bad;
+    }
+    let rest = &data[sp + 1..];
+    let Some(len) = rest.iter().take(LONG_LINE).position(|&b| b == b'\n') else {
+        let body = rest.strip_suffix(b"\r").unwrap_or(rest);
+        if !body.iter().all(|&b| is_line_byte(b)) {
+            return Message::Bad;
+        }
+        let target = body.trim_ascii();
+        // The line is longer than anything kept of it: take the target as cut.
+        return if data.len() >= LONG_LINE && !target.is_empty() {
+            Message::Request(Request {
+                method,
+                target,
+                headers: Headers::default(),
+            })
+        } else {
+            Message::Short
+        };
+    };
+    let line = &rest[..len];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    // Some clients and most attacks leave spaces in the target: the version is
+    // what ends the line.
+    let Some(target) = line
+        .len()
+        .checked_sub(VERSION_SUFFIX.len())
+        .map(|at| line.split_at(at))
+        .and_then(|(target, version)| {
+            let matches = version
+                .iter()
+                .zip(VERSION_SUFFIX)
+                .all(|(&b, &p)| if p == b'#' { b.is_ascii_digit() } else { b == p });
+            matches.then(|| target.trim_ascii())
+        })
+    else {
+        return Message::Bad;
+    };
+    if target.is_empty() || !target.iter().all(|&b| is_line_byte(b)) {
+        return Message::Bad;
+    }
+    Message::Request(Request {
+        method,
+        target,
+        headers: headers(data, sp + 1 + len + 1),
+    })
+}
+
+fn response(data: &[u8]) -> Message<'_> {
+    let mut at = 0;
+    for _ in 0..=MAX_INTERIM {
+        let Some(rest) = data.get(at..) else {
+            return Message::Short;
+        };
+        let (status, line_len) = match status_line(rest) {
+            StatusLine::Bad => return Message::Bad,
+            StatusLine::Short => return Message::Short,
+            StatusLine::Good(status, len) => (status, len),
+        };
+        let headers = headers(data, at + line_len);
+        // 1xx replies come before the real one, except 101 which ends HTTP.
+        let interim = (100..200).contains(&status) && status != 101;
+        if !interim {
+            return Message::Response(Response {
+                status: Some(status),
+                headers,
+            });
+        }
+        if !headers.complete || headers.end >= data.len() {
+            return Message::Response(Response { status: None, headers });
+        }
+        at = headers.end;
+    }
+    Message::Bad
+}
+
+enum StatusLine {
+    Bad,
+    Short,
+    /// The status code and the line's length with its end.
+    Good(u16, usize),
+}
+
+/// `HTTP/1.x ddd[ reason]` and its line end.
+fn status_line(data: &[u8]) -> StatusLine {
+    const HEAD: usize = b"HTTP/1.1 200".len();
+    let Some(head) = data.get(..HEAD) else {
+        return if pattern_prefix(data) {
+            StatusLine::Short
+        } else {
+            StatusLine::Bad
+        };
+    };
+    if !pattern_prefix(head) {
+        return StatusLine::Bad;
+    }
+    let status = head[9..12].iter().fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
+    if !(100..=599).contains(&status) {
+        return StatusLine::Bad;
+    }
+    match data.get(HEAD) {
+        None => StatusLine::Short,
+        Some(b' ' | b'\r' | b'\n') => match line_end(&data[HEAD..], LONG_LINE) {
+            Some(Some(len)) => StatusLine::Good(status, HEAD + len),
+            Some(None) => StatusLine::Short,
+            None => StatusLine::Bad,
+        },
+        Some(_) => StatusLine::Bad,
+    }
+}
+
+/// Whether `data` matches the start of `HTTP/1.x ddd`.
+fn pattern_prefix(data: &[u8]) -> bool {
+    const PATTERN: &[u8] = b"HTTP/1.# ###";
+    data.iter().zip(PATTERN).all(|(&b, &p)| match p {
+        b'#' => b.is_ascii_digit(),
+        _ => b == p,
+    }) && data.len() <= PATTERN.len()
+}
+
+/// The length of the line at the start of `data` with its end (`Some(None)` while it
+/// has not ended), or `None` if it holds control bytes or runs past `max`.
+fn line_end(data: &[u8], max: usize) -> Option<Option<usize>> {
+    for (i, &b) in data.iter().enumerate().take(max) {
+        match b {
+            b'\n' => return Some(Some(i + 1)),
+            b'\r' if data.get(i + 1).is_none_or(|&n| n == b'\n') => {}
+            b'\t' => {}
+            0..0x20 | 0x7f => return None,
+            _ => {}
+        }
+    }
+    if data.len() >= max { None } else { Some(None) }
+}
+
+/// Reads the header block starting at `at`: only complete lines count.
+fn headers(data: &[u8], mut at: usize) -> Headers<'_> {
+    let mut found = Headers::default();
+    for _ in 0..MAX_HEADERS {
+        let Some(rest) = data.get(at..) else {
+            break;
+        };
+        let Some(len) = rest.iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let line = &rest[..len];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        at += len + 1;
+        if line.is_empty() {
+            found.complete = true;
+            found.end = at;
+            break;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = &line[..colon];
+        let value = line[colon + 1..].trim_ascii();
+        if value.is_empty() {
+            continue;
+        }
+        let slot = if name.eq_ignore_ascii_case(b"Host") {
+            &mut found.host
+        } else if name.eq_ignore_ascii_case(b"User-Agent") {
+            &mut found.user_agent
+        } else if name.eq_ignore_ascii_case(b"Content-Type") {
+            &mut found.content_type
+        } else {
+            continue;
+        };
+        slot.get_or_insert(value);
+    }
+    found
+}
+
+fn all_methods() -> impl Iterator<Item = &'static [u8]> {
+    METHODS.iter().chain(WEBDAV).copied()
+}
+
+/// Request line bytes: visible ASCII, spaces, and the raw UTF-8 some clients send.
+fn is_line_byte(b: u8) -> bool {
+    (0x20..0x7f).contains(&b) || b >= 0x80 || b == b'\t'
+}
+
+/// `host[:port]` of an absolute `http://` or `https://` target.
+fn absolute_authority(target: &[u8]) -> Option<&[u8]> {
+    let rest = [&b"http://"[..], b"https://"].iter().find_map(|scheme| {
+        (target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme))
+            .then(|| &target[scheme.len()..])
+    })?;
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let authority = &rest[..end];
+    // Drop any user information.
+    Some(match authority.iter().rposition(|&b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    })
+}
+
+/// `host:port` without the port, `[v6]:port` without brackets and port.
+fn strip_port(authority: &[u8]) -> &[u8] {
+    if let Some(v6) = authority.strip_prefix(b"[") {
+        return match v6.iter().position(|&b| b == b']') {
+            Some(end) => &v6[..end],
+            None => v6,
+        };
+    }
+    match authority.iter().position(|&b| b == b':') {
+        // A bare IPv6 address has several colons and no port to strip.
+        Some(colon) if authority[colon + 1..].iter().all(u8::is_ascii_digit) => &authority[..colon],
+        _ => authority,
+    }
+}
+
+fn starts_with_ignore_case(text: &[u8], prefix: &[u8]) -> bool {
+    text.get(..prefix.len()).is_some_and(|t| t.eq_ignore_ascii_case(prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::*;
+
+    /// From webdav.pcap (trimmed).
+    const PROPFIND: &[u8] = b"PROPFIND /webdav/ HTTP/1.1\r\nHost: www.dlp-test.com\r\nUser-Agent: gvfs/1.48.2\r\nDepth: 1\r\nContent-Type: application/xml\r\nContent-Length: 235\r\n\r\n";
+    /// From http-lines-split.pcap: the request came in two segments.
+    const SPLIT_1: &[u8] = b"GET / HTTP/1.1\r\nHost: toni.lan:31337\r\n";
+    const SPLIT_2: &[u8] = b"User-Agent: uclient-fetch\r\n\r\n";
+    /// The reply of the same flow, also in two segments.
+    const REPLY_1: &[u8] = b"HTTP/1.0 200 OK\r\n";
+    const REPLY_2: &[u8] = b"Server: SimpleHTTP/0.6 Python/2.7.16\r\nDate: Thu, 02 Jul 2020 18:09:00 GMT\r\nContent-type: text/html; charset=UTF-8\r\nContent-Length: 1476\r\n\r\n<!DOCTYPE html";
+    /// http_starting_with_reply.pcapng: the capture starts with this reply.
+    const FIRST_REPLY: &[u8] = b"HTTP/1.1 200 OK\r\nDate: Sat, 11 Sep 2021 16:36:50 GMT\r\nServer: Apache/2.4.41 (Ubuntu)\r\nContent-Encoding: gzip\r\nContent-Length: 3138\r\nContent-Type: text/html\r\n\r\n\x1f\x8b\x08\x00";
+    const CONNECT: &[u8] =
+        b"CONNECT apache.org:443 HTTP/1.1\r\nUser-Agent: Mozilla/5.0\r\nHost: apache.org:443\r\n\r\n";
+
+    fn run(tc: &mut TestContext, side: Side, data: &[u8]) -> Verdict {
+        inspect(&test_packet(Transport::Tcp, side, 39236, 80, data), &mut tc.ctx())
+    }
+
+    #[test]
+    fn request_split_then_reply() {
+        let mut tc = TestContext::new();
+        let http = Found::new("HTTP");
+        assert_eq!(run(&mut tc, Side::Up, SPLIT_1), Verdict::Yes(http.more()));
+        assert_eq!(tc.meta.host.as_deref(), Some("toni.lan"));
+        assert_eq!(tc.meta.http_method.as_deref(), Some("GET"));
+        assert_eq!(tc.meta.http_uri.as_deref(), Some("/"));
+        let whole = [SPLIT_1, SPLIT_2].concat();
+        assert_eq!(run(&mut tc, Side::Up, &whole), Verdict::Yes(http.more()));
+        assert_eq!(tc.meta.http_user_agent.as_deref(), Some("uclient-fetch"));
+        assert_eq!(run(&mut tc, Side::Down, REPLY_1), Verdict::Yes(http.more()));
+        assert_eq!(tc.meta.http_status, Some(200));
+        let reply = [REPLY_1, REPLY_2].concat();
+        assert_eq!(run(&mut tc, Side::Down, &reply), Verdict::Yes(http));
+        assert_eq!(tc.meta.http_content_type.as_deref(), Some("text/html; charset=UTF-8"));
+    }
+
+    #[test]
+    fn request_line_cut_anywhere_waits() {
+        for cut in 1..SPLIT_1.find_crlf() {
+            let mut tc = TestContext::new();
+            assert_eq!(run(&mut tc, Side::Up, &SPLIT_1[..cut]), Verdict::Maybe, "cut at {cut}");
+            assert_eq!(tc.meta, Metadata::default());
+        }
+    }
+
+    #[test]
+    fn webdav_method() {
+        let mut tc = TestContext::new();
+        assert_eq!(
+            run(&mut tc, Side::Up, PROPFIND),
+            Verdict::Yes(Found::new("HTTP").app("WebDAV").more())
+        );
+        assert_eq!(tc.meta.host.as_deref(), Some("www.dlp-test.com"));
+        assert_eq!(tc.meta.http_user_agent.as_deref(), Some("gvfs/1.48.2"));
+        // The request's own Content-Type is not the reply's.
+        assert_eq!(tc.meta.http_content_type, None);
+    }
+
+    #[test]
+    fn connect_method() {
+        let mut tc = TestContext::new();
+        assert_eq!(
+            run(&mut tc, Side::Up, CONNECT),
+            Verdict::Yes(Found::new("HTTP_Connect").more())
+        );
+        assert_eq!(tc.meta.host.as_deref(), Some("apache.org"));
+        let reply = b"HTTP/1.1 200 Connection established\r\n\r\n\x16\x03\x03\x00\x5d\x02";
+        assert_eq!(
+            run(&mut tc, Side::Down, reply),
+            Verdict::Yes(Found::new("HTTP_Connect"))
+        );
+        assert_eq!(tc.meta.http_status, Some(200));
+    }
+
+    #[test]
+    fn reply_seen_first() {
+        let mut tc = TestContext::new();
+        assert_eq!(
+            run(&mut tc, Side::Up, FIRST_REPLY),
+            Verdict::Yes(Found::new("HTTP").more())
+        );
+        assert_eq!(tc.meta.http_status, Some(200));
+        assert_eq!(tc.meta.http_content_type.as_deref(), Some("text/html"));
+        let next = b"GET /favicon.ico HTTP/1.1\r\nHost: proxy.wiresharkfest.acropolis.local\r\n\r\n";
+        assert_eq!(run(&mut tc, Side::Down, next), Verdict::Yes(Found::new("HTTP")));
+        assert_eq!(tc.meta.host.as_deref(), Some("proxy.wiresharkfest.acropolis.local"));
+    }
+
+    #[test]
+    fn reply_seen_first_then_body() {
+        let mut tc = TestContext::new();
+        assert!(matches!(run(&mut tc, Side::Up, FIRST_REPLY), Verdict::Yes(_)));
+        // The other side started in the middle of a body: keep the label, stop.
+        assert_eq!(
+            run(&mut tc, Side::Down, b"\x89PNG\r\n\x1a\n"),
+            Verdict::Yes(Found::new("HTTP"))
+        );
+    }
+
+    #[test]
+    fn interim_reply_skipped() {
+        let mut tc = TestContext::new();
+        assert!(matches!(
+            run(&mut tc, Side::Up, b"POST /x HTTP/1.1\r\nHost: a\r\n\r\n"),
+            Verdict::Yes(_)
+        ));
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        assert_eq!(
+            run(&mut tc, Side::Down, interim),
+            Verdict::Yes(Found::new("HTTP").more())
+        );
+        assert_eq!(tc.meta.http_status, None);
+        let reply =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Type: application/ocsp-response\r\n\r\n";
+        assert_eq!(
+            run(&mut tc, Side::Down, reply),
+            Verdict::Yes(Found::new("HTTP").app("OCSP"))
+        );
+        assert_eq!(tc.meta.http_status, Some(404));
+    }
+
+    #[test]
+    fn proxy_request_and_ipv6_host() {
+        let mut tc = TestContext::new();
+        assert!(matches!(
+            run(
+                &mut tc,
+                Side::Up,
+                b"GET http://user@example.org:8080/a HTTP/1.0\r\n\r\n"
+            ),
+            Verdict::Yes(_)
+        ));
+        assert_eq!(tc.meta.host.as_deref(), Some("example.org"));
+        let mut tc = TestContext::new();
+        assert!(matches!(
+            run(&mut tc, Side::Up, b"GET / HTTP/1.1\r\nHost: [2001:db8::1]:80\r\n\r\n"),
+            Verdict::Yes(_)
+        ));
+        assert_eq!(tc.meta.host.as_deref(), Some("2001:db8::1"));
+    }
+
+    #[test]
+    fn very_long_target() {
+        let long = [&b"GET /"[..], &[b'a'; LONG_LINE]].concat();
+        let mut tc = TestContext::new();
+        assert!(matches!(run(&mut tc, Side::Up, &long), Verdict::Yes(_)));
+        assert_eq!(tc.meta.http_uri.as_ref().map(String::len), Some(super::super::MAX_TEXT));
+    }
+
+    #[test]
+    fn longest_method() {
+        assert_eq!(all_methods().map(<[u8]>::len).max(), Some(LONGEST_METHOD));
+    }
+
+    #[test]
+    fn other_protocols() {
+        for data in [
+            &b"OPTIONS rtsp://10.0.0.2:554/stream RTSP/1.0\r\nCSeq: 1\r\n\r\n"[..],
+            b"OPTIONS sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/TCP x\r\n\r\n",
+            b"RTSP/1.0 200 OK\r\nCSeq: 1\r\n\r\n",
+            b"SSH-2.0-OpenSSH_8.9p1\r\n",
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"get / HTTP/1.1\r\n\r\n",
+            b"GETS / HTTP/1.1\r\n",
+            b"GET  HTTP/1.1\r\n",
+            b"GET / HTTP/2.0\r\n",
+            b"GET / HTTP/1.1 extra\r\n",
+            b"GET /a\x01b HTTP/1.1\r\n",
+            b"HTTP/1.1 999 Odd\r\n\r\n",
+            b"HTTP/1.1 2000 OK\r\n",
+            b"HTTP/1.x 200 OK\r\n",
+            b"220 ftp.example.com FTP ready\r\n",
+        ] {
+            let mut tc = TestContext::new();
+            assert_eq!(
+                run(&mut tc, Side::Up, data),
+                Verdict::No,
+                "{:?}",
+                String::from_utf8_lossy(data)
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_inputs() {
+        // A reply line that never ends, a header block of endless empty-name lines,
+        // a chain of interim replies, a Host of only a port.
+        let endless = [&b"HTTP/1.1 200 "[..], &[b'x'; 3000]].concat();
+        let mut tc = TestContext::new();
+        assert_eq!(run(&mut tc, Side::Down, &endless), Verdict::No);
+        let colons = [&b"GET / HTTP/1.1\r\n"[..], &b":\r\n".repeat(1000)].concat();
+        let mut tc = TestContext::new();
+        assert!(matches!(run(&mut tc, Side::Up, &colons), Verdict::Yes(_)));
+        let interims = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(10);
+        let mut tc = TestContext::new();
+        assert_eq!(run(&mut tc, Side::Down, &interims), Verdict::No);
+        let mut tc = TestContext::new();
+        assert!(matches!(
+            run(&mut tc, Side::Up, b"GET / HTTP/1.1\r\nHost: :80\r\n\r\n"),
+            Verdict::Yes(_)
+        ));
+        assert_eq!(tc.meta.host, None);
+        for cut in 1..12 {
+            let mut tc = TestContext::new();
+            assert_eq!(
+                run(&mut tc, Side::Down, &FIRST_REPLY[..cut]),
+                Verdict::Maybe,
+                "cut at {cut}"
+            );
+        }
+    }
+
+    trait FindCrlf {
+        fn find_crlf(&self) -> usize;
+    }
+
+    impl FindCrlf for [u8] {
+        fn find_crlf(&self) -> usize {
+            self.windows(2).position(|w| w == b"\r\n").unwrap_or(self.len())
+        }
+    }
+}

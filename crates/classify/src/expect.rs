@@ -25,6 +25,9 @@ type Key = (IpAddr, u16, Transport);
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     label: Label,
+    /// When the port was first announced: a flow that began earlier is not
+    /// the one announced, whichever worker saw which first.
+    announced_ns: u64,
     expires_ns: u64,
 }
 
@@ -61,11 +64,12 @@ impl Expectations {
 
     pub fn announce(&self, e: &Expectation, now_ns: u64) {
         let key = (e.addr, e.port, e.transport);
-        let entry = Entry {
+        let mut entry = Entry {
             label: Label {
                 master: e.master,
                 app: e.app,
             },
+            announced_ns: now_ns,
             expires_ns: now_ns.saturating_add(EXPECTATION_TTL_NS),
         };
         let mut shard = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
@@ -78,14 +82,23 @@ impl Expectations {
                 return;
             }
         }
+        // Control sessions repeat their offers (each SIP retransmission
+        // carries the SDP again): a repeat extends the entry's life but
+        // keeps the time it was first made.
+        if let Some(old) = shard
+            .get(&key)
+            .filter(|old| old.expires_ns > now_ns && old.label == entry.label)
+        {
+            entry.announced_ns = entry.announced_ns.min(old.announced_ns);
+        }
         if shard.insert(key, entry).is_none() {
             self.live.fetch_add(1, Ordering::Relaxed);
         }
         self.announced.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The label announced for a flow with these endpoints, if any: the
-    /// server side is looked up first.
+    /// The label announced for a flow with these endpoints that starts at
+    /// `now_ns`, if any: the server side is looked up first.
     pub fn lookup(&self, server: (IpAddr, u16), client: (IpAddr, u16), t: Transport, now_ns: u64) -> Option<Label> {
         if self.live.load(Ordering::Relaxed) == 0 {
             return None;
@@ -93,9 +106,12 @@ impl Expectations {
         [server, client].into_iter().find_map(|(addr, port)| {
             let key = (addr, port, t);
             let shard = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
-            // Packet time runs unevenly across workers: an entry is usable
-            // until its deadline, measured in the looking flow's time.
-            shard.get(&key).filter(|e| e.expires_ns > now_ns).map(|e| e.label)
+            // Packet time runs unevenly across workers: an entry is judged
+            // in the looking flow's time, from its announcement to its deadline.
+            shard
+                .get(&key)
+                .filter(|e| e.announced_ns <= now_ns && e.expires_ns > now_ns)
+                .map(|e| e.label)
         })
     }
 
@@ -136,6 +152,23 @@ mod tests {
         assert_eq!(
             table.lookup(server, client, Transport::Tcp, 1_000 + EXPECTATION_TTL_NS),
             None
+        );
+    }
+
+    #[test]
+    fn a_flow_older_than_the_announcement_is_not_the_one_announced() {
+        let table = Expectations::new(64);
+        let client = (IpAddr::from([10, 0, 0, 1]), 40000);
+        let server = (IpAddr::from([10, 0, 0, 2]), 50123);
+        table.announce(&ftp_data(50123), 5_000);
+        assert_eq!(table.lookup(server, client, Transport::Tcp, 4_999), None);
+        // A repeated offer keeps the first announcement's time and extends the deadline.
+        table.announce(&ftp_data(50123), 9_000);
+        assert!(table.lookup(server, client, Transport::Tcp, 6_000).is_some());
+        assert!(
+            table
+                .lookup(server, client, Transport::Tcp, 5_000 + EXPECTATION_TTL_NS)
+                .is_some()
         );
     }
 

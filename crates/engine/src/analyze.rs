@@ -2,6 +2,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
     let mut queues = Vec::with_capacity(workers);
     let mut handles = Vec::with_capacity(workers);
+    let input_done = Arc::new(Barrier::new(workers));
     for i in 0..workers {
         let (tx, rx) = bounded::<Batch>(QUEUE_DEPTH);
         queues.push(tx);
@@ -104,10 +106,11 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         let format = config.format;
         let flow = config.flow;
         let classify = config.classify.clone();
+        let input_done = input_done.clone();
         handles.push(
             thread::Builder::new()
                 .name(format!("sluice-worker-{i}"))
-                .spawn(move || worker::run(rx, recycle, records, format, flow, classify))
+                .spawn(move || worker::run(rx, recycle, records, format, flow, classify, &input_done))
                 .expect("spawning a worker thread"),
         );
     }

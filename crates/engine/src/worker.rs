@@ -2,7 +2,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crossbeam_channel::{Receiver, Sender};
 use sluice_capture::FileBytes;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 
 use sluice_classify::{Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, finish_flow};
 use sluice_export::schema::Record;
@@ -137,6 +137,7 @@ pub(crate) fn run(
     format: Format,
     flow_config: FlowConfig,
     classify: ChainConfig,
+    input_done: &Barrier,
 ) -> WorkerOutput {
     let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
     let expectations = classify.expectations.clone();
@@ -189,6 +190,10 @@ pub(crate) fn run(
         // The reader may have finished already; then the batch is dropped.
         let _ = recycle.send(batch);
     }
+    // A flow still open at the end may use a port that a control session
+    // on another worker announced: every worker reads all its packets, and
+    // so makes all its announcements, before any flow is closed.
+    input_done.wait();
     table.flush(&mut on_end);
     sink.flush();
     sink.out.counters = table.counters();

@@ -5,6 +5,10 @@
 //! nDPI reports each 5-tuple once per capture, however long it was idle,
 //! so the comparison runs Sluice with timeouts longer than any capture;
 //! it also prints the figures for the default timeouts.
+//!
+//! The same run checks labels: on the flows nDPI labelled from their
+//! payload, the master protocol must agree (`bench/classify-eval` prints
+//! the full breakdown).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -50,6 +54,17 @@ fn flow_id(capture: &str, l4: &str, a: (String, u16), b: (String, u16)) -> FlowI
     (capture.to_string(), l4.to_string(), a, b)
 }
 
+/// One flow record's figures, from either side.
+#[derive(Clone, Debug)]
+struct Seen {
+    packets: u64,
+    bytes: u64,
+    /// The protocol part of the label.
+    master: String,
+    /// nDPI only: labelled from the payload (confidence `DPI...`).
+    by_payload: bool,
+}
+
 #[derive(Default, Clone, Copy)]
 struct Totals {
     flows: u64,
@@ -57,8 +72,8 @@ struct Totals {
     bytes: u64,
 }
 
-fn reference(dir: &Path) -> HashMap<FlowId, Vec<(u64, u64)>> {
-    let mut flows: HashMap<FlowId, Vec<(u64, u64)>> = HashMap::new();
+fn reference(dir: &Path) -> HashMap<FlowId, Vec<Seen>> {
+    let mut flows: HashMap<FlowId, Vec<Seen>> = HashMap::new();
     let mut reader = csv::Reader::from_path(dir.join("flows.csv")).expect("flows.csv reads");
     let headers = reader.headers().expect("flows.csv has a header").clone();
     let col = |name: &str| {
@@ -67,6 +82,7 @@ fn reference(dir: &Path) -> HashMap<FlowId, Vec<(u64, u64)>> {
             .position(|h| h == name)
             .unwrap_or_else(|| panic!("column {name}"))
     };
+    let (label, confidence) = (col("ndpi_label"), col("confidence"));
     let (pcap, l4, src_ip, src_port, dst_ip, dst_port, packets, bytes, available) = (
         col("pcap"),
         col("l4_proto"),
@@ -89,17 +105,19 @@ fn reference(dir: &Path) -> HashMap<FlowId, Vec<(u64, u64)>> {
             endpoint(&row[src_ip], row[src_port].parse().unwrap_or(0)),
             endpoint(&row[dst_ip], row[dst_port].parse().unwrap_or(0)),
         );
-        flows
-            .entry(id)
-            .or_default()
-            .push((row[packets].parse().unwrap(), row[bytes].parse().unwrap()));
+        flows.entry(id).or_default().push(Seen {
+            packets: row[packets].parse().unwrap(),
+            bytes: row[bytes].parse().unwrap(),
+            master: row[label].split('.').next().unwrap_or_default().to_string(),
+            by_payload: row[confidence].starts_with("DPI"),
+        });
     }
     flows
 }
 
 /// Runs `sluice analyze` on every capture, two at a time; returns each
 /// capture's records and checks that no run crashed or took 10 s.
-fn analyze_all(dir: &Path, out: &Path, timeouts: &[&str]) -> HashMap<FlowId, Vec<(u64, u64)>> {
+fn analyze_all(dir: &Path, out: &Path, timeouts: &[&str]) -> HashMap<FlowId, Vec<Seen>> {
     let mut captures: Vec<PathBuf> = std::fs::read_dir(dir.join("pcap"))
         .expect("the pcap folder lists")
         .map(|e| e.expect("a directory entry").path())
@@ -119,7 +137,7 @@ fn analyze_all(dir: &Path, out: &Path, timeouts: &[&str]) -> HashMap<FlowId, Vec
             .map(|h| h.join().expect("a runner thread"))
             .collect()
     });
-    let mut flows: HashMap<FlowId, Vec<(u64, u64)>> = HashMap::new();
+    let mut flows: HashMap<FlowId, Vec<Seen>> = HashMap::new();
     for (capture, records) in results.into_iter().flatten() {
         for r in records {
             let text = |k: &str| r[k].as_str().expect("a string field").to_string();
@@ -130,7 +148,12 @@ fn analyze_all(dir: &Path, out: &Path, timeouts: &[&str]) -> HashMap<FlowId, Vec
                 endpoint(&text("src_ip"), number("src_port") as u16),
                 endpoint(&text("dst_ip"), number("dst_port") as u16),
             );
-            flows.entry(id).or_default().push((number("packets"), number("bytes")));
+            flows.entry(id).or_default().push(Seen {
+                packets: number("packets"),
+                bytes: number("bytes"),
+                master: text("master"),
+                by_payload: false,
+            });
         }
     }
     flows
@@ -167,25 +190,39 @@ struct Agreement {
     matched: u64,
     packets_equal: u64,
     bytes_equal: u64,
+    /// Flows nDPI labelled from their payload, and how many of those we
+    /// gave the same master protocol.
+    by_payload: u64,
+    master_equal: u64,
 }
 
-fn compare(reference: &HashMap<FlowId, Vec<(u64, u64)>>, ours: &HashMap<FlowId, Vec<(u64, u64)>>) -> Agreement {
+fn compare(reference: &HashMap<FlowId, Vec<Seen>>, ours: &HashMap<FlowId, Vec<Seen>>) -> Agreement {
     let mut a = Agreement {
         reference: reference.values().map(|v| v.len() as u64).sum(),
         ours: ours.values().map(|v| v.len() as u64).sum(),
         matched: 0,
         packets_equal: 0,
         bytes_equal: 0,
+        by_payload: 0,
+        master_equal: 0,
     };
     for (id, theirs) in reference {
+        let labelled = theirs.iter().filter(|t| t.by_payload).count() as u64;
+        a.by_payload += labelled;
         let Some(mine) = ours.get(id) else { continue };
+        if mine
+            .iter()
+            .any(|m| theirs.iter().any(|t| t.by_payload && t.master == m.master))
+        {
+            a.master_equal += labelled;
+        }
         let matched = theirs.len().min(mine.len()) as u64;
         a.matched += matched;
-        let sum = |v: &[(u64, u64)]| {
-            v.iter().fold(Totals::default(), |t, (p, b)| Totals {
+        let sum = |v: &[Seen]| {
+            v.iter().fold(Totals::default(), |t, s| Totals {
                 flows: t.flows + 1,
-                packets: t.packets + p,
-                bytes: t.bytes + b,
+                packets: t.packets + s.packets,
+                bytes: t.bytes + s.bytes,
             })
         };
         let (t, m) = (sum(theirs), sum(mine));
@@ -199,17 +236,19 @@ fn compare(reference: &HashMap<FlowId, Vec<(u64, u64)>>, ours: &HashMap<FlowId, 
     a
 }
 
-fn report(label: &str, a: &Agreement) -> (f64, f64, f64, f64) {
+fn report(label: &str, a: &Agreement) -> (f64, f64, f64, f64, f64) {
     let recall = a.matched as f64 / a.reference as f64;
     let precision = a.matched as f64 / a.ours as f64;
     let packets = a.packets_equal as f64 / a.matched as f64;
     let bytes = a.bytes_equal as f64 / a.matched as f64;
+    let masters = a.master_equal as f64 / a.by_payload as f64;
     println!(
         "{label}: nDPI {} flows, Sluice {}, matched {}: recall {recall:.4}, precision {precision:.4}, \
-         packets equal {packets:.4}, bytes equal {bytes:.4}",
-        a.reference, a.ours, a.matched
+         packets equal {packets:.4}, bytes equal {bytes:.4}; master protocol agrees on {masters:.4} of {} \
+         flows nDPI labelled from their payload",
+        a.reference, a.ours, a.matched, a.by_payload
     );
-    (recall, precision, packets, bytes)
+    (recall, precision, packets, bytes, masters)
 }
 
 #[test]
@@ -227,7 +266,7 @@ fn flows_match_ndpi_on_its_regression_captures() {
         "100000000",
     ];
     let ours = analyze_all(&dir, &out.path().join("whole"), &whole_capture);
-    let (recall, precision, packets, bytes) = report("timeouts off (as nDPI)", &compare(&reference, &ours));
+    let (recall, precision, packets, bytes, masters) = report("timeouts off (as nDPI)", &compare(&reference, &ours));
 
     let ours = analyze_all(&dir, &out.path().join("default"), &[]);
     report("default timeouts", &compare(&reference, &ours));
@@ -236,4 +275,8 @@ fn flows_match_ndpi_on_its_regression_captures() {
     assert!(precision >= 0.98, "flow precision {precision:.4}");
     assert!(packets >= 0.97, "packets equal on {packets:.4} of matched flows");
     assert!(bytes >= 0.97, "bytes equal on {bytes:.4} of matched flows");
+    assert!(
+        masters >= 0.90,
+        "master protocol agrees on {masters:.4} of nDPI's payload-labelled flows"
+    );
 }

@@ -1,0 +1,286 @@
+//! The classifier chain end to end: real captures from nDPI's regression
+//! suite through `sluice analyze`, checking the stage that decided each
+//! flow and the metadata it found. Skipped, with a message, when the
+//! captures are absent.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn capture(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("NDPI_DEV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ndpi-dev"));
+    let path = dir.join("pcap").join(name);
+    if path.is_file() {
+        Some(path)
+    } else {
+        eprintln!("skipping: {} not found (set NDPI_DEV_DIR)", path.display());
+        None
+    }
+}
+
+fn sluice(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("sluice runs")
+}
+
+/// The records of one capture, analysed with `extra` arguments.
+fn records(path: &Path, extra: &[&str]) -> Vec<Value> {
+    let out = tempfile::tempdir().unwrap();
+    let mut args: Vec<&std::ffi::OsStr> = vec!["analyze".as_ref(), path.as_os_str(), "-q".as_ref()];
+    args.extend(["-o".as_ref(), out.path().as_os_str()]);
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    let output = sluice(&args);
+    assert!(
+        matches!(output.status.code(), Some(0 | 3)),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::read_to_string(out.path().join("flows.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn by_port(records: &[Value], port: u64) -> Vec<&Value> {
+    records
+        .iter()
+        .filter(|r| r["dst_port"] == port || r["src_port"] == port)
+        .collect()
+}
+
+#[test]
+fn http_requests_and_responses_fill_the_http_fields() {
+    let Some(path) = capture("http.pcapng") else { return };
+    let records = records(&path, &[]);
+    let google = records
+        .iter()
+        .find(|r| r["host"] == "google.com")
+        .expect("the request to google.com");
+    assert_eq!(google["app"], "HTTP.Google");
+    assert_eq!(google["classifier"], "dissector");
+    assert_eq!(google["http_method"], "GET");
+    assert!(google["http_uri"].as_str().unwrap().starts_with('/'));
+    assert!(google["http_user_agent"].is_string());
+    assert!(google["http_status"].as_u64().is_some_and(|s| (100..600).contains(&s)));
+}
+
+#[test]
+fn tls_and_quic_client_hellos_give_names_and_fingerprints() {
+    if let Some(path) = capture("dns_doh.pcap") {
+        let records = records(&path, &[]);
+        let doh = records
+            .iter()
+            .find(|r| r["host"] == "mozilla.cloudflare-dns.com")
+            .expect("the DoH flow");
+        assert_eq!(doh["master"], "TLS");
+        assert_eq!(doh["ja3"].as_str().map(str::len), Some(32));
+        assert!(doh["ja4"].as_str().is_some_and(|j| j.starts_with('t')));
+        assert!(doh["tls_version"].as_str().is_some_and(|v| v.starts_with("TLSv1.")));
+    }
+    if let Some(path) = capture("quic.pcap") {
+        let records = records(&path, &[]);
+        let youtube = records
+            .iter()
+            .find(|r| r["host"] == "www.youtube.com")
+            .expect("the QUIC flow to www.youtube.com");
+        assert_eq!(youtube["app"], "QUIC.YouTube");
+        // Google's own QUIC carries no TLS ClientHello to fingerprint.
+        assert!(youtube["quic_version"].as_str().is_some_and(|v| v.starts_with('Q')));
+    }
+    if let Some(path) = capture("quic-28.pcap") {
+        let records = records(&path, &[]);
+        let ietf = records
+            .iter()
+            .find(|r| r["host"] == "www.wireshark.org")
+            .expect("the IETF QUIC flow to www.wireshark.org");
+        assert_eq!(ietf["master"], "QUIC");
+        assert_eq!(ietf["quic_version"], "draft-28");
+        assert!(ietf["ja4"].as_str().is_some_and(|j| j.starts_with("q13d")));
+        assert!(
+            ietf["tls_alpn"]
+                .as_str()
+                .is_some_and(|a| a.split(',').any(|p| p == "h3-28"))
+        );
+    }
+}
+
+#[test]
+fn ssh_banners_and_sip_media_ports() {
+    if let Some(path) = capture("ssh.pcap") {
+        let records = records(&path, &[]);
+        // The second session runs on port 8000: the payload decides it, not the port.
+        let odd_port = by_port(&records, 8000);
+        assert_eq!(odd_port[0]["master"], "SSH");
+        assert!(
+            odd_port[0]["server_banner"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("SSH-"))
+        );
+    }
+    if let Some(path) = capture("sip.pcap") {
+        let records = records(&path, &[]);
+        let rtp = by_port(&records, 30000);
+        assert_eq!(rtp[0]["master"], "RTP", "{}", rtp[0]);
+        assert_eq!(rtp[0]["classifier"], "dynamic-port", "the SDP of the call announced it");
+    }
+}
+
+#[test]
+fn user_rules_decide_before_the_dissectors() {
+    let Some(path) = capture("ssh.pcap") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    std::fs::write(
+        &rules,
+        "openssh:\n  up: '^SSH-2\\.0-'\n  down: '^SSH-2\\.0-OpenSSH_'\n  proto: TCP\n  label: SSH.OpenSSH\n  nice: 10\n",
+    )
+    .unwrap();
+    let records = records(&path, &["--rules", rules.to_str().unwrap()]);
+    let ssh = by_port(&records, 22);
+    assert_eq!(ssh[0]["app"], "SSH.OpenSSH");
+    assert_eq!(ssh[0]["classifier"], "rule");
+
+    std::fs::write(&rules, "broken:\n  up: '^(SSH'\n").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let output = sluice(&[
+        "analyze".as_ref(),
+        path.as_os_str(),
+        "-o".as_ref(),
+        out.path().as_os_str(),
+        "--rules".as_ref(),
+        rules.as_os_str(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{}: rule `broken`, field `up`", rules.display())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn classification_can_be_narrowed_or_switched_off() {
+    let Some(path) = capture("ssh.pcap") else { return };
+    let ports = records(&path, &["--classify", "ports"]);
+    assert_eq!(by_port(&ports, 22)[0]["classifier"], "port");
+    assert_eq!(by_port(&ports, 8000)[0]["master"], "HTTP", "port 8000 guesses HTTP");
+    let off = records(&path, &["--classify", "off"]);
+    assert!(off.iter().all(|r| r["app"] == "Unknown" && r["classifier"] == "none"));
+}
+
+/// One side of a TCP conversation for a handmade capture.
+struct TcpSide {
+    ip: [u8; 4],
+    port: u16,
+    seq: u32,
+}
+
+fn segment(from: &mut TcpSide, to: &TcpSide, flags: &str, payload: &[u8]) -> Vec<u8> {
+    let mut builder = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4(from.ip, to.ip, 64)
+        .tcp(from.port, to.port, from.seq, 65535);
+    if flags.contains('S') {
+        builder = builder.syn();
+    }
+    if flags.contains('A') {
+        builder = builder.ack(to.seq);
+    }
+    if flags.contains('P') {
+        builder = builder.psh();
+    }
+    let mut frame = Vec::new();
+    builder.write(&mut frame, payload).unwrap();
+    from.seq = from
+        .seq
+        .wrapping_add(payload.len() as u32 + u32::from(flags.contains('S')));
+    frame
+}
+
+/// A passive FTP session: the 227 reply announces the data connection's
+/// port, which is nowhere near 20 or 21, and the data flow that follows
+/// must be labelled from the announcement.
+#[test]
+fn an_ftp_passive_reply_labels_the_data_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ftp-passive.pcap");
+    let mut client = TcpSide {
+        ip: [10, 1, 0, 1],
+        port: 40000,
+        seq: 1000,
+    };
+    let mut server = TcpSide {
+        ip: [10, 1, 0, 2],
+        port: 21,
+        seq: 5000,
+    };
+    let mut frames = vec![
+        segment(&mut client, &server, "S", b""),
+        segment(&mut server, &client, "SA", b""),
+        segment(&mut client, &server, "A", b""),
+    ];
+    for (from_server, line) in [
+        (true, &b"220 ProFTPD Server ready.\r\n"[..]),
+        (false, b"USER anonymous\r\n"),
+        (true, b"331 Anonymous login ok, send your email as password.\r\n"),
+        (false, b"PASS guest@example.com\r\n"),
+        (true, b"230 Anonymous access granted.\r\n"),
+        (false, b"PASV\r\n"),
+        (true, b"227 Entering Passive Mode (10,1,0,2,195,80).\r\n"),
+        (false, b"RETR file.bin\r\n"),
+    ] {
+        let frame = if from_server {
+            segment(&mut server, &client, "AP", line)
+        } else {
+            segment(&mut client, &server, "AP", line)
+        };
+        frames.push(frame);
+    }
+    let mut data_client = TcpSide {
+        ip: [10, 1, 0, 1],
+        port: 40001,
+        seq: 77,
+    };
+    let mut data_server = TcpSide {
+        ip: [10, 1, 0, 2],
+        port: 195 * 256 + 80,
+        seq: 99,
+    };
+    frames.push(segment(&mut data_client, &data_server, "S", b""));
+    frames.push(segment(&mut data_server, &data_client, "SA", b""));
+    frames.push(segment(&mut data_client, &data_server, "A", b""));
+    frames.push(segment(&mut data_server, &data_client, "AP", &[0x5a; 700]));
+    let mut writer = sluice_store::PcapWriter::create(&path, 1, 65535).unwrap();
+    for (i, frame) in frames.iter().enumerate() {
+        writer
+            .write(
+                1_700_000_000_000_000_000 + i as u64 * 1_000_000,
+                frame.len() as u32,
+                frame,
+            )
+            .unwrap();
+    }
+    writer.finish().unwrap();
+
+    for workers in ["1", "2"] {
+        let records = records(&path, &["--workers", workers]);
+        let control = by_port(&records, 21);
+        assert_eq!(control[0]["master"], "FTP_CONTROL");
+        assert_eq!(control[0]["classifier"], "dissector");
+        let commands = control[0]["commands"].as_array().unwrap();
+        assert!(commands.iter().any(|c| c == "USER anonymous"), "{commands:?}");
+        assert!(
+            commands.iter().all(|c| !c.as_str().unwrap().contains("guest@")),
+            "passwords never reach the record: {commands:?}"
+        );
+        let data = by_port(&records, 50000);
+        assert_eq!(data[0]["master"], "FTP_DATA", "{}", data[0]);
+        assert_eq!(data[0]["classifier"], "dynamic-port");
+    }
+}

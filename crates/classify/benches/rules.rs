@@ -21,12 +21,9 @@ fn samples() -> Vec<(&'static [u8], &'static [u8])> {
             b"\x16\x03\x03\x00\x7a\x02\x00\x00\x76\x03\x03",
         ),
         (b"SSH-2.0-OpenSSH_9.6\r\n", b"SSH-2.0-OpenSSH_8.9p1 Ubuntu\r\n"),
-        (
-            b"NICK guest\r\nUSER guest 0 * :Guest\r\n",
-            b":irc.example.net NOTICE * :hello\r\n",
-        ),
-        (b"\x05\x01\x00", b"\x05\x00"),
-        (b"RTSP/1.0 200 OK\r\n", b"RTSP/1.0 200 OK\r\n"),
+        (b"RFB 003.008\n", b"RFB 003.008\n"),
+        (b"AMQP\x00\x00\x09\x01", b"\x01\x00\x00\x00\x00\x01\x00\x00\x0a"),
+        (b"ZBXD\x01\x10\x00\x00\x00\x00\x00\x00\x00", b"ZBXD\x01\x02\x00"),
         (&[0x5a; 64], &[0xa5; 64]),
     ]
 }

@@ -394,7 +394,7 @@ impl Chain {
                         break 'words;
                     }
                     // What an undecided dissector noted belongs to no flow.
-                    if self.scratch != Metadata::default() {
+                    if !self.scratch.is_empty() {
                         self.scratch = Metadata::default();
                     }
                     self.expect.clear();
@@ -457,7 +457,7 @@ fn endpoints<X>(flow: &Flow<X>) -> ((IpAddr, u16), (IpAddr, u16)) {
 fn finish(class: &mut FlowClass) {
     class.stage = Stage::Done;
     class.inspection = None;
-    if class.meta.as_deref() == Some(&Metadata::default()) {
+    if class.meta.as_deref().is_some_and(Metadata::is_empty) {
         class.meta = None;
     }
 }

@@ -535,4 +535,26 @@ dns_udp:
         assert!(!set.rules().is_empty());
         assert!(set.memory_usage() > 0);
     }
+
+    #[test]
+    fn each_default_rule_knows_its_protocol_opening() {
+        let set = RuleSet::default_rules();
+        let label = |up: &[u8], down: &[u8], port: u16| {
+            set.decide(Transport::Tcp, up, down, 40000, port)
+                .map(|r| r.label.master)
+        };
+        assert_eq!(label(b"", b"\xff\xfd\x18\xff\xfd\x20", 23), Some("Telnet"));
+        assert_eq!(label(b"RFB 003.008\n", b"RFB 003.008\n", 5900), Some("VNC"));
+        assert_eq!(label(b"AMQP\x00\x00\x09\x01", b"", 5672), Some("AMQP"));
+        assert_eq!(label(b"ZBXD\x01\x10\x00", b"", 10051), Some("Zabbix"));
+        assert_eq!(label(b"\xf9\xbe\xb4\xd9version\x00\x00", b"", 8333), Some("Bitcoin"));
+        assert_eq!(label(b"example.com\r\n", b"", 43), Some("Whois-DAS"));
+        assert_eq!(label(b"example.com\r\n", b"", 4300), None, "Whois needs its port");
+        let zmtp = b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03\x00NULL";
+        assert_eq!(label(zmtp, b"", 5555), Some("ZeroMQ"));
+        assert_eq!(label(b"\x0bMSH|^~\\&|", b"", 2575), Some("HL7"));
+        assert_eq!(label(b"", b"# munin node at db1\n", 4949), Some("Munin"));
+        assert_eq!(label(b"", b"PJLINK 0\r", 4352), Some("PJLink"));
+        assert_eq!(label(b"", b"PJLINK 2\r", 4352), None);
+    }
 }

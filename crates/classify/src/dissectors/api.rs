@@ -166,6 +166,51 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// True when no field is set; cheaper than comparing with a default,
+    /// which builds (and drops) one.
+    pub fn is_empty(&self) -> bool {
+        let Metadata {
+            host,
+            http_method,
+            http_uri,
+            http_user_agent,
+            http_status,
+            http_content_type,
+            tls_version,
+            tls_alpn,
+            ja3,
+            ja4,
+            quic_version,
+            dns_qtype,
+            dns_rcode,
+            dns_answers,
+            client_banner,
+            server_banner,
+            commands,
+        } = self;
+        [
+            host,
+            http_method,
+            http_uri,
+            http_user_agent,
+            http_content_type,
+            tls_version,
+            tls_alpn,
+            ja3,
+            ja4,
+            quic_version,
+            client_banner,
+            server_banner,
+        ]
+        .iter()
+        .all(|t| t.is_none())
+            && http_status.is_none()
+            && dns_qtype.is_none()
+            && dns_rcode.is_none()
+            && dns_answers.is_empty()
+            && commands.is_empty()
+    }
+
     /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.
     pub fn text(bytes: &[u8]) -> String {
         bytes

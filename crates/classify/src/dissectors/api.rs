@@ -213,11 +213,14 @@ impl Metadata {
 
     /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.
     pub fn text(bytes: &[u8]) -> String {
-        bytes
+        let printable: Vec<u8> = bytes
             .iter()
             .take(MAX_TEXT)
-            .map(|&b| if (0x20..0x7f).contains(&b) { b as char } else { '.' })
-            .collect()
+            .map(|&b| if (0x20..0x7f).contains(&b) { b } else { b'.' })
+            .collect();
+        // Printable ASCII is UTF-8; going through bytes spares the
+        // per-character encoding a `char` collect does.
+        String::from_utf8(printable).unwrap_or_default()
     }
 
     /// Sets `field` from `bytes` unless it is already set.

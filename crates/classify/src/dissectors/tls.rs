@@ -668,25 +668,43 @@ fn version_name(v: u16) -> String {
     name.to_string()
 }
 
-/// Feeds formatted text into a hash without building the string.
-struct HashWriter<'a, D: Digest>(&'a mut D);
-
-impl<D: Digest> std::fmt::Write for HashWriter<'_, D> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.update(s.as_bytes());
-        Ok(())
+/// The text a fingerprint hashes is built in one buffer and hashed once:
+/// feeding a digest a few bytes at a time through `fmt` cost more than the
+/// rest of the ClientHello's parsing.
+fn push_decimal(text: &mut Vec<u8>, v: u16) {
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut v = v;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
     }
+    text.extend_from_slice(&digits[at..]);
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn push_hex4(text: &mut Vec<u8>, v: u16) {
+    text.extend_from_slice(&[
+        HEX[usize::from(v >> 12)],
+        HEX[usize::from(v >> 8 & 0xf)],
+        HEX[usize::from(v >> 4 & 0xf)],
+        HEX[usize::from(v & 0xf)],
+    ]);
 }
 
 /// Writes `values` in decimal, dash-separated.
-fn dashed(w: &mut impl std::fmt::Write, values: impl Iterator<Item = u16>) -> std::fmt::Result {
+fn dashed(text: &mut Vec<u8>, values: impl Iterator<Item = u16>) {
     for (i, v) in values.enumerate() {
         if i > 0 {
-            w.write_char('-')?;
+            text.push(b'-');
         }
-        write!(w, "{v}")?;
+        push_decimal(text, v);
     }
-    Ok(())
 }
 
 fn extension_types(block: &[u8]) -> impl Iterator<Item = u16> + '_ {
@@ -700,28 +718,29 @@ fn extension_types(block: &[u8]) -> impl Iterator<Item = u16> + '_ {
 
 /// MD5 of `version,ciphers,extensions,groups,point formats`, GREASE left out.
 fn ja3(hello: &ClientHello) -> String {
-    let mut md5 = Md5::new();
-    // Writing into a hash cannot fail.
-    let _ = ja3_text(&mut HashWriter(&mut md5), hello);
     let mut out = String::with_capacity(32);
-    push_hex(&mut out, &md5.finalize());
+    push_hex(&mut out, &Md5::digest(ja3_text(hello)));
     out
 }
 
-fn ja3_text(w: &mut impl std::fmt::Write, hello: &ClientHello) -> std::fmt::Result {
-    write!(w, "{},", hello.legacy)?;
-    dashed(w, u16s(hello.ciphers).filter(|&v| !is_grease(v)))?;
-    w.write_char(',')?;
-    dashed(w, extension_types(hello.extensions).filter(|&v| !is_grease(v)))?;
-    w.write_char(',')?;
-    dashed(w, u16s(hello.ext.groups).filter(|&v| !is_grease(v)))?;
-    w.write_char(',')?;
-    dashed(w, hello.ext.point_formats.iter().map(|&p| u16::from(p)))
+fn ja3_text(hello: &ClientHello) -> Vec<u8> {
+    let mut text = Vec::with_capacity(512);
+    push_decimal(&mut text, hello.legacy);
+    text.push(b',');
+    dashed(&mut text, u16s(hello.ciphers).filter(|&v| !is_grease(v)));
+    text.push(b',');
+    dashed(&mut text, extension_types(hello.extensions).filter(|&v| !is_grease(v)));
+    text.push(b',');
+    dashed(&mut text, u16s(hello.ext.groups).filter(|&v| !is_grease(v)));
+    text.push(b',');
+    dashed(&mut text, hello.ext.point_formats.iter().map(|&p| u16::from(p)));
+    text
 }
 
 fn push_hex(out: &mut String, bytes: &[u8]) {
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
+    for &b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
     }
 }
 
@@ -759,15 +778,18 @@ fn ja4_hash(out: &mut String, values: &[u16], tail: &[u16]) {
         out.push_str("000000000000");
         return;
     }
-    let mut sha = Sha256::new();
-    let mut w = HashWriter(&mut sha);
-    for (i, v) in values.iter().enumerate() {
-        let _ = write!(w, "{}{v:04x}", if i > 0 { "," } else { "" });
+    let mut text = Vec::with_capacity(5 * (values.len() + tail.len()));
+    for (i, &v) in values.iter().enumerate() {
+        if i > 0 {
+            text.push(b',');
+        }
+        push_hex4(&mut text, v);
     }
-    for (i, v) in tail.iter().enumerate() {
-        let _ = write!(w, "{}{v:04x}", if i > 0 { "," } else { "_" });
+    for (i, &v) in tail.iter().enumerate() {
+        text.push(if i > 0 { b',' } else { b'_' });
+        push_hex4(&mut text, v);
     }
-    push_hex(out, sha.finalize().get(..6).unwrap_or_default());
+    push_hex(out, Sha256::digest(&text).get(..6).unwrap_or_default());
 }
 
 fn ja4(transport: u8, hello: &ClientHello) -> Option<String> {

@@ -7,6 +7,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use super::lines::{Greeting, Kind, Lines, MAX_LINE, greeting, is_text};
 use super::{
     Context, Dissector, Expectation, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Transport, Verdict, Wants,
 };
@@ -34,8 +35,6 @@ const SECRETS: &[&[u8]] = &[b"PASS", b"ACCT"];
 
 const FTP_PORT: u16 = 21;
 const SMTP_PORTS: &[u16] = &[25, 465, 587, 2525];
-const MAX_LINE: usize = 2048;
-const MAX_LINES: usize = 64;
 
 fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     if ctx.meta.server_banner.is_some() || !ctx.meta.commands.is_empty() {
@@ -302,128 +301,9 @@ fn decimal(digits: &[u8]) -> Option<u32> {
         .try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    Smtp,
-    Ftp,
-    Unknown,
-}
-
-enum Greeting {
-    Bad,
-    /// Not ended yet; what its complete lines say.
-    Short(Kind),
-    Done(Kind),
-}
-
-/// A `220` greeting, one line or several (`220-...`), and what its words say it is.
-fn greeting(data: &[u8]) -> Greeting {
-    // Most flows are told apart by their first bytes, before any line is looked for.
-    if !b"220".starts_with(&data[..data.len().min(3)]) {
-        return Greeting::Bad;
-    }
-    let mut kind = Kind::Unknown;
-    let mut lines = Lines::new(data);
-    for line in lines.by_ref() {
-        if !is_text(line) || !line.starts_with(b"220") {
-            return Greeting::Bad;
-        }
-        let last = match line.get(3) {
-            None | Some(b' ') => true,
-            Some(b'-') => false,
-            Some(_) => return Greeting::Bad,
-        };
-        kind = match (kind, words_kind(&line[3..])) {
-            (Kind::Unknown, k) | (k, Kind::Unknown) => k,
-            (a, b) if a == b => a,
-            // Both kinds of words: let the client tell.
-            _ => {
-                return if last {
-                    Greeting::Done(Kind::Unknown)
-                } else {
-                    Greeting::Short(Kind::Unknown)
-                };
-            }
-        };
-        if last {
-            return Greeting::Done(kind);
-        }
-    }
-    let rest = lines.rest();
-    let n = rest.len().min(4);
-    let prefix_ok = b"220 "[..n] == rest[..n] || b"220-"[..n] == rest[..n];
-    if prefix_ok && rest.len() < MAX_LINE && is_text(rest) {
-        Greeting::Short(kind)
-    } else {
-        Greeting::Bad
-    }
-}
-
-/// What the words of a greeting name: SMTP software or FTP software.
-fn words_kind(text: &[u8]) -> Kind {
-    let mut smtp = false;
-    let mut ftp = false;
-    // Host names (anything with a dot) say nothing: `ftp.example.com` may run SMTP.
-    let words = text.split(u8::is_ascii_whitespace).filter(|w| !w.contains(&b'.'));
-    for word in words
-        .flat_map(|w| w.split(|b| !b.is_ascii_alphanumeric()))
-        .filter(|w| !w.is_empty())
-    {
-        smtp |= [&b"ESMTP"[..], b"SMTP", b"Postfix", b"Exim", b"Sendmail", b"qmail"]
-            .iter()
-            .any(|w| word.eq_ignore_ascii_case(w));
-        ftp |= word.windows(3).any(|w| w.eq_ignore_ascii_case(b"FTP")) || word.eq_ignore_ascii_case(b"FileZilla");
-    }
-    match (smtp, ftp) {
-        (true, false) => Kind::Smtp,
-        (false, true) => Kind::Ftp,
-        _ => Kind::Unknown,
-    }
-}
-
-/// Printable ASCII, tabs and UTF-8: what these lines may hold.
-fn is_text(line: &[u8]) -> bool {
-    line.iter()
-        .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t' || b == b'\r')
-}
-
-/// The complete lines at the start of a stream, without their CR LF.
-struct Lines<'a> {
-    data: &'a [u8],
-    at: usize,
-    left: usize,
-}
-
-impl<'a> Lines<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        Lines {
-            data,
-            at: 0,
-            left: MAX_LINES,
-        }
-    }
-
-    /// What follows the lines returned so far.
-    fn rest(&self) -> &'a [u8] {
-        self.data.get(self.at..).unwrap_or_default()
-    }
-}
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = &'a [u8];
-
-    fn next(&mut self) -> Option<&'a [u8]> {
-        self.left = self.left.checked_sub(1)?;
-        let rest = self.rest();
-        let len = rest.iter().take(MAX_LINE).position(|&b| b == b'\n')?;
-        self.at += len + 1;
-        let line = &rest[..len];
-        Some(line.strip_suffix(b"\r").unwrap_or(line))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::lines::MAX_LINES;
     use super::super::{Side, TestContext, test_packet};
     use super::*;
 

@@ -5,6 +5,7 @@
 //! goes into `server_banner`, the client's commands (credentials as `***`) into
 //! `commands`; STARTTLS/STLS followed by a TLS record relabels SMTPS, POPS or IMAPS.
 
+use super::lines::{Greeting, Kind, Lines, MAX_LINE, greeting, is_text};
 use super::{Context, Dissector, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[
@@ -25,10 +26,6 @@ pub const DISSECTORS: &[Dissector] = &[
     },
 ];
 
-/// Longest command or reply line believed (RFC 5321 allows 512, IMAP lines run longer).
-const MAX_LINE: usize = 2048;
-/// Lines looked at per stream head at most.
-const MAX_LINES: usize = 64;
 const MAX_TAG: usize = 32;
 const SMTP_PORTS: &[u16] = &[25, 465, 587, 2525];
 const FTP_PORT: u16 = 21;
@@ -486,133 +483,14 @@ fn reply(data: &[u8], good: fn(&[u8]) -> bool) -> Check {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Kind {
-    Smtp,
-    Ftp,
-    Unknown,
-}
-
-enum Greeting {
-    Bad,
-    /// Not ended yet; what its complete lines say.
-    Short(Kind),
-    Done(Kind),
-}
-
-/// A `220` greeting, one line or several (`220-...`), and what its words say it is.
-fn greeting(data: &[u8]) -> Greeting {
-    // Most flows are told apart by their first bytes, before any line is looked for.
-    if !b"220".starts_with(&data[..data.len().min(3)]) {
-        return Greeting::Bad;
-    }
-    let mut kind = Kind::Unknown;
-    let mut lines = Lines::new(data);
-    for line in lines.by_ref() {
-        if !is_text(line) || !line.starts_with(b"220") {
-            return Greeting::Bad;
-        }
-        let last = match line.get(3) {
-            None | Some(b' ') => true,
-            Some(b'-') => false,
-            Some(_) => return Greeting::Bad,
-        };
-        kind = match (kind, words_kind(&line[3..])) {
-            (Kind::Unknown, k) | (k, Kind::Unknown) => k,
-            (a, b) if a == b => a,
-            // Both kinds of words: let the client tell.
-            _ => {
-                return if last {
-                    Greeting::Done(Kind::Unknown)
-                } else {
-                    Greeting::Short(Kind::Unknown)
-                };
-            }
-        };
-        if last {
-            return Greeting::Done(kind);
-        }
-    }
-    let rest = lines.rest();
-    let n = rest.len().min(4);
-    let prefix_ok = b"220 "[..n] == rest[..n] || b"220-"[..n] == rest[..n];
-    if prefix_ok && rest.len() < MAX_LINE && is_text(rest) {
-        Greeting::Short(kind)
-    } else {
-        Greeting::Bad
-    }
-}
-
-/// What the words of a greeting name: SMTP software or FTP software.
-fn words_kind(text: &[u8]) -> Kind {
-    let mut smtp = false;
-    let mut ftp = false;
-    // Host names (anything with a dot) say nothing: `ftp.example.com` may run SMTP.
-    let words = text.split(u8::is_ascii_whitespace).filter(|w| !w.contains(&b'.'));
-    for word in words
-        .flat_map(|w| w.split(|b| !b.is_ascii_alphanumeric()))
-        .filter(|w| !w.is_empty())
-    {
-        smtp |= [&b"ESMTP"[..], b"SMTP", b"Postfix", b"Exim", b"Sendmail", b"qmail"]
-            .iter()
-            .any(|w| word.eq_ignore_ascii_case(w));
-        ftp |= word.windows(3).any(|w| w.eq_ignore_ascii_case(b"FTP")) || word.eq_ignore_ascii_case(b"FileZilla");
-    }
-    match (smtp, ftp) {
-        (true, false) => Kind::Smtp,
-        (false, true) => Kind::Ftp,
-        _ => Kind::Unknown,
-    }
-}
-
 /// An IMAP tag: letters, digits and dots.
 fn is_tag(tag: &[u8]) -> bool {
     !tag.is_empty() && tag.len() <= MAX_TAG && tag.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.')
 }
 
-/// Text a line of these protocols may hold: printable ASCII, tabs, and UTF-8.
-fn is_text(line: &[u8]) -> bool {
-    line.iter()
-        .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t' || b == b'\r')
-}
-
-/// The complete lines at the start of a stream, without their CR LF.
-struct Lines<'a> {
-    data: &'a [u8],
-    at: usize,
-    left: usize,
-}
-
-impl<'a> Lines<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        Lines {
-            data,
-            at: 0,
-            left: MAX_LINES,
-        }
-    }
-
-    /// What follows the lines returned so far.
-    fn rest(&self) -> &'a [u8] {
-        self.data.get(self.at..).unwrap_or_default()
-    }
-}
-
-impl<'a> Iterator for Lines<'a> {
-    type Item = &'a [u8];
-
-    fn next(&mut self) -> Option<&'a [u8]> {
-        self.left = self.left.checked_sub(1)?;
-        let rest = self.rest();
-        let len = rest.iter().take(MAX_LINE).position(|&b| b == b'\n')?;
-        self.at += len + 1;
-        let line = &rest[..len];
-        Some(line.strip_suffix(b"\r").unwrap_or(line))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::lines::MAX_LINES;
     use super::super::{Side, TestContext, Transport, test_packet};
     use super::*;
 

@@ -51,6 +51,7 @@ mod kismet;
 mod knxnet_ip;
 mod ldap;
 mod ldp;
+mod lines;
 mod mail;
 mod megaco;
 mod memcached;

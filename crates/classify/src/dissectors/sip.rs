@@ -108,6 +108,11 @@ fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// One message at the start of `data`: notes its metadata and media, and returns where the next
 /// one starts (TCP), `Err(true)` if it is cut short, `Err(false)` if it is not SIP.
 fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> {
+    // Every method and `SIP/2.0` starts with a capital: binary datagrams are
+    // turned away before a search for the end of a line that is not there.
+    if !data.first().is_some_and(u8::is_ascii_uppercase) {
+        return Err(false);
+    }
     let Some(eol) = data.iter().position(|&b| b == b'\n') else {
         return Err(pkt.transport == Transport::Tcp && could_start(data));
     };

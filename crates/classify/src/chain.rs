@@ -384,7 +384,9 @@ impl Chain {
                     if let Verdict::Yes(found) = verdict {
                         let label = found_label(found, &self.scratch);
                         class.decide(label, Classifier::Dissector);
-                        class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
+                        if !self.scratch.is_empty() {
+                            class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
+                        }
                         if found.more {
                             *refining = Some(d as u16);
                             *following = found.follow;

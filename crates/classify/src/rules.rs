@@ -206,6 +206,10 @@ struct TransportRules {
 /// A compiled rule set, shared by all workers.
 pub struct RuleSet {
     rules: Vec<Rule>,
+    /// Indices of the port-only rules, best (lowest `nice`, then first) first:
+    /// every new flow asks for one, and must not walk a large rule set to learn
+    /// there is none.
+    port_only: Vec<usize>,
     tcp: TransportRules,
     udp: TransportRules,
 }
@@ -286,10 +290,13 @@ impl RuleSet {
             }
             Ok(TransportRules { matchers })
         };
+        let mut port_only: Vec<usize> = (0..rules.len()).filter(|&i| rules[i].is_port_only()).collect();
+        port_only.sort_by_key(|&i| (rules[i].nice, i));
         Ok(RuleSet {
             tcp: build(Transport::Tcp)?,
             udp: build(Transport::Udp)?,
             rules,
+            port_only,
         })
     }
 
@@ -407,12 +414,10 @@ impl RuleSet {
     /// The best port-only rule for a flow, the chain's guess before the
     /// built-in port table.
     pub(crate) fn by_port(&self, t: Transport, client_port: u16, server_port: u16) -> Option<&Rule> {
-        self.rules
+        self.port_only
             .iter()
-            .enumerate()
-            .filter(|(_, r)| r.is_port_only() && r.applies(t) && r.port_ok(client_port, server_port))
-            .min_by_key(|(i, r)| (r.nice, *i))
-            .map(|(_, r)| r)
+            .map(|&i| &self.rules[i])
+            .find(|r| r.applies(t) && r.port_ok(client_port, server_port))
     }
 }
 

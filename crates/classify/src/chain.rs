@@ -9,6 +9,7 @@ use sluice_wire::Decoded;
 
 use crate::dissectors::{self, Context, Dissector, Expectation, Found, Metadata, Packet, Side, Transport, Verdict};
 use crate::expect::Expectations;
+use crate::names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 use crate::rules::{RuleCursor, RuleSet};
 use crate::services::service_for_host;
 use crate::{Classifier, FlowClass, Label, port_label};
@@ -33,11 +34,13 @@ pub struct ChainConfig {
     /// Bytes of each TCP direction's stream kept for inspection at most.
     pub head_bytes: usize,
     /// Packets per direction a control session that announces other flows'
-    /// ports (FTP, SIP) is followed at most; its TCP head then slides.
+    /// ports (FTP, SIP, RTSP) is followed at most; its TCP head then slides.
     pub follow_packets: u32,
     pub rules: Arc<RuleSet>,
     /// Shared by all workers' chains.
     pub expectations: Arc<Expectations>,
+    /// Shared by all workers' chains.
+    pub names: Arc<AddressNames>,
 }
 
 /// Dynamic-port announcements kept at once, for all workers together.
@@ -52,6 +55,7 @@ impl Default for ChainConfig {
             follow_packets: 1024,
             rules: Arc::new(RuleSet::default_rules()),
             expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY)),
+            names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY)),
         }
     }
 }
@@ -106,6 +110,8 @@ pub struct Chain {
     udp: Candidates,
     /// Scratch for the announcements of one dissector call.
     expect: Vec<Expectation>,
+    /// Scratch for the addresses a DNS answer gave in one dissector call.
+    resolved: Vec<IpAddr>,
     /// Scratch for what an undecided flow's dissectors note: it becomes the
     /// flow's metadata when one of them decides.
     scratch: Metadata,
@@ -142,6 +148,7 @@ impl Chain {
             tcp,
             udp,
             expect: Vec::new(),
+            resolved: Vec::new(),
             scratch: Metadata::default(),
         }
     }
@@ -354,6 +361,7 @@ impl Chain {
             let mut ctx = Context {
                 meta,
                 expect: &mut self.expect,
+                resolved: &mut self.resolved,
             };
             match (self.dissectors[d as usize].inspect)(&packet, &mut ctx) {
                 Verdict::Yes(found) => {
@@ -379,6 +387,7 @@ impl Chain {
                     let mut ctx = Context {
                         meta: &mut self.scratch,
                         expect: &mut self.expect,
+                        resolved: &mut self.resolved,
                     };
                     let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
                     if let Verdict::Yes(found) = verdict {
@@ -400,6 +409,7 @@ impl Chain {
                         self.scratch = Metadata::default();
                     }
                     self.expect.clear();
+                    self.resolved.clear();
                     if verdict == Verdict::No {
                         *live &= !(1 << bit);
                     }
@@ -411,6 +421,15 @@ impl Chain {
         }
         for e in self.expect.drain(..) {
             self.config.expectations.announce(&e, now_ns);
+        }
+        if !self.resolved.is_empty() {
+            let host = class.meta.as_deref().and_then(|m| m.host.as_deref());
+            if let Some(app) = host.and_then(service_for_host) {
+                for &addr in &self.resolved {
+                    self.config.names.learn(addr, app, now_ns);
+                }
+            }
+            self.resolved.clear();
         }
         next
     }
@@ -466,22 +485,46 @@ fn finish(class: &mut FlowClass) {
 
 /// Settles a flow whose record is about to be written: keeps what its
 /// inspection found, unless a control session announced the flow's port
-/// before it began; announcements win at the flow's start too.
-pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations) {
+/// before it began (announcements win at the flow's start too), and names
+/// the service of a flow that showed none from what DNS said of its server.
+pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations, names: &AddressNames) {
     if flow.ext.stage != Stage::Done {
         finish(&mut flow.ext);
     }
+    if flow.ext.stage != Stage::Done {
+        return;
+    }
+    let Some(transport) = transport_of(flow.key.proto) else {
+        return;
+    };
+    let (client, server) = endpoints(flow);
     // The control session that announced this flow may sit on another
     // worker that read its announcement after this flow's first packet:
     // asking again now, in the flow's own time, gives every run the same
     // answer as if the announcement had been seen first.
     if flow.ext.classifier != Classifier::DynamicPort
-        && flow.ext.stage == Stage::Done
-        && let Some(transport) = transport_of(flow.key.proto)
+        && let Some(label) = expectations.lookup(server, client, transport, flow.first_ns)
     {
-        let (client, server) = endpoints(flow);
-        if let Some(label) = expectations.lookup(server, client, transport, flow.first_ns) {
-            flow.ext.decide(label, Classifier::DynamicPort);
-        }
+        flow.ext.decide(label, Classifier::DynamicPort);
+    }
+    let class = &mut flow.ext;
+    if class.label.app.is_none()
+        && names_its_service(class)
+        && let Some(app) = names.lookup(server.0, flow.first_ns)
+        && app != class.label.master
+    {
+        class.label.app = Some(app);
+    }
+}
+
+/// Whether a flow's service is worth taking from DNS: the flow was labelled
+/// from its port alone, or its protocol hides the name it serves (an
+/// encrypted transport without SNI). A cleartext protocol that showed no
+/// host (NTP, SNMP, ...) keeps its bare label, as nDPI gives it.
+fn names_its_service(class: &FlowClass) -> bool {
+    match class.classifier {
+        Classifier::Port | Classifier::DynamicPort => true,
+        Classifier::Dissector | Classifier::Rule => matches!(class.label.master, "TLS" | "QUIC" | "DTLS"),
+        Classifier::None | Classifier::Protocol => false,
     }
 }

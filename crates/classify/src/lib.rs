@@ -11,6 +11,7 @@
 mod chain;
 pub mod dissectors;
 mod expect;
+mod names;
 mod ports;
 pub mod rules;
 pub mod services;
@@ -18,6 +19,7 @@ pub mod services;
 pub use chain::{Chain, ChainConfig, Mode, finish_flow};
 pub use dissectors::{Metadata, Transport};
 pub use expect::Expectations;
+pub use names::AddressNames;
 pub use ports::port_label;
 pub use rules::{RuleError, RuleSet};
 

@@ -153,6 +153,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
 
     drops.unresolved_fragments = fragments.unresolved;
     drops.dropped_port_announcements = config.classify.expectations.dropped();
+    drops.dropped_dns_names = config.classify.names.dropped();
     let mut summary = merge(outputs, files, drops, workers);
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);

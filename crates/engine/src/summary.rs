@@ -68,6 +68,9 @@ pub struct Drops {
     /// Ports announced by control flows (FTP, SIP) that did not fit in the
     /// table of expected flows.
     pub dropped_port_announcements: u64,
+    /// Addresses from DNS answers that did not fit in the table of
+    /// address names.
+    pub dropped_dns_names: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -172,7 +175,7 @@ impl Summary {
         let d = &self.drops;
         let _ = writeln!(
             s,
-            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements",
+            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements; {} dropped DNS names",
             group(d.non_ip_frames),
             group(d.truncated_frames),
             group(d.malformed_frames),
@@ -181,7 +184,8 @@ impl Summary {
             group(d.evicted_flows),
             d.unreadable_files,
             group(d.read_warnings),
-            group(d.dropped_port_announcements)
+            group(d.dropped_port_announcements),
+            group(d.dropped_dns_names)
         );
         s.push_str(&self.render_problems());
         if let Some(path) = &self.records_path {

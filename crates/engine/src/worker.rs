@@ -4,7 +4,7 @@ use crossbeam_channel::{Receiver, Sender};
 use sluice_capture::FileBytes;
 use std::sync::{Arc, Barrier};
 
-use sluice_classify::{Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, finish_flow};
+use sluice_classify::{AddressNames, Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, finish_flow};
 use sluice_export::schema::Record;
 use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
@@ -64,6 +64,7 @@ struct Sink {
     chunk: Vec<u8>,
     records: Option<RecordQueue>,
     expectations: Arc<Expectations>,
+    names: Arc<AddressNames>,
     out: WorkerOutput,
 }
 
@@ -77,7 +78,7 @@ pub(crate) struct RecordQueue {
 
 impl Sink {
     fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
-        finish_flow(flow, &self.expectations);
+        finish_flow(flow, &self.expectations, &self.names);
         let counts = Counts {
             flows: 1,
             packets: flow.packets(),
@@ -141,12 +142,14 @@ pub(crate) fn run(
 ) -> WorkerOutput {
     let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
     let expectations = classify.expectations.clone();
+    let names = classify.names.clone();
     let mut chain = Chain::new(classify);
     let mut sink = Sink {
         encoder: Encoder::new(format),
         chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
         records,
         expectations,
+        names,
         out: WorkerOutput {
             counters: TableCounters::default(),
             l4: Box::new([Counts::default(); 256]),

@@ -203,6 +203,21 @@ fn segment(from: &mut TcpSide, to: &TcpSide, flags: &str, payload: &[u8]) -> Vec
     frame
 }
 
+/// Writes Ethernet frames 1 ms apart.
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut writer = sluice_store::PcapWriter::create(path, 1, 65535).unwrap();
+    for (i, frame) in frames.iter().enumerate() {
+        writer
+            .write(
+                1_700_000_000_000_000_000 + i as u64 * 1_000_000,
+                frame.len() as u32,
+                frame,
+            )
+            .unwrap();
+    }
+    writer.finish().unwrap();
+}
+
 /// A passive FTP session: the 227 reply announces the data connection's
 /// port, which is nowhere near 20 or 21, and the data flow that follows
 /// must be labelled from the announcement.
@@ -256,17 +271,7 @@ fn an_ftp_passive_reply_labels_the_data_connection() {
     frames.push(segment(&mut data_server, &data_client, "SA", b""));
     frames.push(segment(&mut data_client, &data_server, "A", b""));
     frames.push(segment(&mut data_server, &data_client, "AP", &[0x5a; 700]));
-    let mut writer = sluice_store::PcapWriter::create(&path, 1, 65535).unwrap();
-    for (i, frame) in frames.iter().enumerate() {
-        writer
-            .write(
-                1_700_000_000_000_000_000 + i as u64 * 1_000_000,
-                frame.len() as u32,
-                frame,
-            )
-            .unwrap();
-    }
-    writer.finish().unwrap();
+    write_pcap(&path, &frames);
 
     for workers in ["1", "2"] {
         let records = records(&path, &["--workers", workers]);
@@ -282,5 +287,125 @@ fn an_ftp_passive_reply_labels_the_data_connection() {
         let data = by_port(&records, 50000);
         assert_eq!(data[0]["master"], "FTP_DATA", "{}", data[0]);
         assert_eq!(data[0]["classifier"], "dynamic-port");
+    }
+}
+
+fn udp(from: ([u8; 4], u16), to: ([u8; 4], u16), payload: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4(from.0, to.0, 64)
+        .udp(from.1, to.1)
+        .write(&mut frame, payload)
+        .unwrap();
+    frame
+}
+
+/// A DNS answer for www.youtube.com names the address of a later flow that
+/// shows no name itself (its payload was never seen): the flow's label
+/// gets the service.
+#[test]
+fn a_dns_answer_names_the_service_of_a_later_flow() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dns-then-tls.pcap");
+    let client = [10, 2, 0, 1];
+    let resolver = [10, 2, 0, 53];
+    let server = [10, 2, 0, 80];
+    let question = b"\x03www\x07youtube\x03com\x00\x00\x01\x00\x01";
+    let query = [&b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"[..], question].concat();
+    let answer = [
+        &b"\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00"[..],
+        question,
+        b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x01\x2c\x00\x04",
+        &server,
+    ]
+    .concat();
+    let mut tls_client = TcpSide {
+        ip: client,
+        port: 40100,
+        seq: 1,
+    };
+    let mut tls_server = TcpSide {
+        ip: server,
+        port: 443,
+        seq: 7,
+    };
+    let mut other_client = TcpSide {
+        ip: client,
+        port: 40101,
+        seq: 1,
+    };
+    let mut other_server = TcpSide {
+        ip: [10, 2, 0, 81],
+        port: 443,
+        seq: 7,
+    };
+    let frames = vec![
+        udp((client, 50000), (resolver, 53), &query),
+        udp((resolver, 53), (client, 50000), &answer),
+        segment(&mut tls_client, &tls_server, "S", b""),
+        segment(&mut tls_server, &tls_client, "SA", b""),
+        segment(&mut tls_client, &tls_server, "A", b""),
+        segment(&mut other_client, &other_server, "S", b""),
+        segment(&mut other_server, &other_client, "SA", b""),
+    ];
+    write_pcap(&path, &frames);
+    for workers in ["1", "2"] {
+        let records = records(&path, &["--workers", workers]);
+        let dns = by_port(&records, 53);
+        assert_eq!(dns[0]["app"], "DNS.YouTube");
+        assert_eq!(dns[0]["dns_answers"][0], "10.2.0.80");
+        let flows = by_port(&records, 443);
+        let named = flows.iter().find(|r| r["dst_ip"] == "10.2.0.80").unwrap();
+        assert_eq!(named["app"], "TLS.YouTube", "{named}");
+        assert_eq!(named["classifier"], "port");
+        let unnamed = flows.iter().find(|r| r["dst_ip"] == "10.2.0.81").unwrap();
+        assert_eq!(unnamed["app"], "TLS", "no answer named this address");
+    }
+}
+
+/// An RTSP SETUP and its reply announce the stream's RTP and RTCP ports:
+/// the UDP flows that follow are labelled from the announcement.
+#[test]
+fn an_rtsp_setup_labels_the_media_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rtsp-setup.pcap");
+    let mut client = TcpSide {
+        ip: [10, 3, 0, 1],
+        port: 40200,
+        seq: 1,
+    };
+    let mut server = TcpSide {
+        ip: [10, 3, 0, 2],
+        port: 554,
+        seq: 9,
+    };
+    let setup = b"SETUP rtsp://10.3.0.2/stream/track1 RTSP/1.0\r\nCSeq: 2\r\n\
+        Transport: RTP/AVP;unicast;client_port=5000-5001\r\n\r\n";
+    let reply = b"RTSP/1.0 200 OK\r\nCSeq: 2\r\nSession: 4711\r\n\
+        Transport: RTP/AVP;unicast;client_port=5000-5001;server_port=6970-6971\r\n\r\n";
+    let mut frames = vec![
+        segment(&mut client, &server, "S", b""),
+        segment(&mut server, &client, "SA", b""),
+        segment(&mut client, &server, "A", b""),
+        segment(&mut client, &server, "AP", b"OPTIONS rtsp://10.3.0.2/stream RTSP/1.0\r\nCSeq: 1\r\n\r\n"),
+        segment(&mut server, &client, "AP", b"RTSP/1.0 200 OK\r\nCSeq: 1\r\nPublic: SETUP, PLAY\r\n\r\n"),
+        segment(&mut client, &server, "AP", setup),
+        segment(&mut server, &client, "AP", reply),
+    ];
+    // Media that no dissector would know by its bytes.
+    for _ in 0..3 {
+        frames.push(udp(([10, 3, 0, 2], 6970), ([10, 3, 0, 1], 5000), &[0xa5; 172]));
+    }
+    frames.push(udp(([10, 3, 0, 1], 5001), ([10, 3, 0, 2], 6971), &[0x5a; 52]));
+    write_pcap(&path, &frames);
+    for workers in ["1", "2"] {
+        let records = records(&path, &["--workers", workers]);
+        let control = by_port(&records, 554);
+        assert_eq!(control[0]["master"], "RTSP");
+        let rtp = by_port(&records, 6970);
+        assert_eq!(rtp[0]["master"], "RTP", "{}", rtp[0]);
+        assert_eq!(rtp[0]["classifier"], "dynamic-port");
+        let rtcp = by_port(&records, 6971);
+        assert_eq!(rtcp[0]["master"], "RTCP", "{}", rtcp[0]);
     }
 }

@@ -255,6 +255,10 @@ pub struct Expectation {
 pub struct Context<'a> {
     pub meta: &'a mut Metadata,
     pub expect: &'a mut Vec<Expectation>,
+    /// Addresses a DNS answer gave for the name in `meta.host`: the chain
+    /// remembers them with that name's service, for flows to them that show
+    /// no name of their own.
+    pub resolved: &'a mut Vec<IpAddr>,
 }
 
 /// Which transports a dissector wants to see.
@@ -302,6 +306,7 @@ pub fn be32(data: &[u8], at: usize) -> Option<u32> {
 pub(crate) struct TestContext {
     pub meta: Metadata,
     pub expect: Vec<Expectation>,
+    pub resolved: Vec<IpAddr>,
 }
 
 #[cfg(test)]
@@ -310,6 +315,7 @@ impl TestContext {
         TestContext {
             meta: Metadata::default(),
             expect: Vec::new(),
+            resolved: Vec::new(),
         }
     }
 
@@ -317,6 +323,7 @@ impl TestContext {
         Context {
             meta: &mut self.meta,
             expect: &mut self.expect,
+            resolved: &mut self.resolved,
         }
     }
 }

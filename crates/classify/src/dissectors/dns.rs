@@ -6,7 +6,7 @@
 //! are followed a bounded number of times, so hostile names cannot loop.
 
 use std::io::Write;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{Context, Dissector, Found, MAX_LIST, Metadata, Packet, Transport, Verdict, Wants, be16};
 
@@ -118,7 +118,7 @@ fn inspect_as(pkt: &Packet, ctx: &mut Context, flavour: Flavour, label: &'static
     };
     match parse(msg, complete, flavour) {
         Ok(summary) => {
-            summary.record(msg, ctx.meta);
+            summary.record(msg, ctx.meta, ctx.resolved);
             let found = Found::new(label);
             // A query's answer comes next, and a TCP answer may still grow: show them to us.
             Verdict::Yes(if summary.response && complete {
@@ -145,7 +145,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn record(&self, msg: &[u8], meta: &mut Metadata) {
+    fn record(&self, msg: &[u8], meta: &mut Metadata, resolved: &mut Vec<IpAddr>) {
         if let Some((at, qtype)) = self.host {
             if meta.host.is_none()
                 && let Ok((name, _)) = read_name(msg, at)
@@ -161,6 +161,7 @@ impl Summary {
         // reading wins.
         meta.dns_rcode = Some(self.rcode);
         meta.dns_answers.clear();
+        resolved.clear();
         for &(rtype, at, len) in self.answers.iter().take(self.n_answers) {
             let mut buf = [0u8; 48];
             let rdata = msg.get(at..at + len).unwrap_or_default();
@@ -168,11 +169,13 @@ impl Summary {
                 (TYPE_A, 4) => {
                     let addr = Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]);
                     push_display(&mut meta.dns_answers, &mut buf, addr);
+                    resolved.push(addr.into());
                 }
                 (TYPE_AAAA, 16) => {
                     let mut octets = [0u8; 16];
                     octets.copy_from_slice(rdata);
                     push_display(&mut meta.dns_answers, &mut buf, Ipv6Addr::from(octets));
+                    resolved.push(Ipv6Addr::from(octets).into());
                 }
                 _ => {
                     if let Ok((name, _)) = read_name(msg, at) {
@@ -476,6 +479,11 @@ mod tests {
                 "17.253.53.201",
                 "17.253.53.208"
             ]
+        );
+        assert_eq!(
+            t.resolved,
+            [IpAddr::from([17, 253, 53, 201]), IpAddr::from([17, 253, 53, 208])],
+            "the addresses the name resolved to"
         );
     }
 

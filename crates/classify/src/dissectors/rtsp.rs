@@ -1,9 +1,11 @@
 //! RTSP (RFC 2326 / RFC 7826) over TCP: a request line `<METHOD> <URI>
 //! RTSP/<major>.<minor>` with one of RTSP's methods, or a status line
 //! `RTSP/<version> <3-digit status>`. The host of an `rtsp://` URI and the
-//! method with its URI are kept.
+//! method with its URI are kept. The session is followed: each SETUP and its
+//! reply carry a `Transport` header whose `client_port` and `server_port`
+//! ranges announce the RTP and RTCP flows of the stream.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants};
+use super::{Context, Dissector, Expectation, Found, Metadata, Packet, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RTSP",
@@ -26,6 +28,10 @@ const METHODS: &[&[u8]] = &[
     b"PLAY_NOTIFY",
 ];
 const MAX_LINE: usize = 2048;
+/// Header lines read per look at the session.
+const MAX_LINES: usize = 128;
+/// Media ports announced per look at most: a few streams of RTP and RTCP.
+const MAX_ANNOUNCED: usize = 16;
 
 fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     let data = pkt.data;
@@ -40,7 +46,8 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     if let Some(status) = line.strip_prefix(b"RTSP/") {
         let ok = matches!(status, [b'1' | b'2', b'.', b'0', b' ', a, b, c, ..] if [a, b, c].iter().all(|d| d.is_ascii_digit()));
         return if ok {
-            Verdict::Yes(Found::new("RTSP"))
+            announce_media(pkt, ctx);
+            Verdict::Yes(Found::new("RTSP").follow())
         } else {
             Verdict::No
         };
@@ -65,7 +72,59 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
             Metadata::set_once(&mut ctx.meta.host, host);
         }
     }
-    Verdict::Yes(Found::new("RTSP"))
+    announce_media(pkt, ctx);
+    Verdict::Yes(Found::new("RTSP").follow())
+}
+
+/// The media flows the `Transport` headers seen so far offer: RTP on the
+/// first port of each `client_port`/`server_port` range, RTCP on the second.
+fn announce_media(pkt: &Packet, ctx: &mut Context) {
+    let lines = pkt.data.split(|&b| b == b'\n').take(MAX_LINES);
+    let values = lines.filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        line[..colon]
+            .trim_ascii()
+            .eq_ignore_ascii_case(b"Transport")
+            .then(|| &line[colon + 1..])
+    });
+    for value in values {
+        for param in value.split(|&b| b == b';' || b == b',') {
+            let param = param.trim_ascii();
+            let Some(eq) = param.iter().position(|&b| b == b'=') else {
+                continue;
+            };
+            let addr = match &param[..eq] {
+                name if name.eq_ignore_ascii_case(b"client_port") => pkt.client,
+                name if name.eq_ignore_ascii_case(b"server_port") => pkt.server,
+                _ => continue,
+            };
+            let mut ports = param[eq + 1..].split(|&b| b == b'-').map(port);
+            let rtp = ports.next().flatten();
+            let rtcp = ports.next().flatten();
+            for (port, master) in [(rtp, "RTP"), (rtcp, "RTCP")] {
+                if let Some(port) = port
+                    && ctx.expect.len() < MAX_ANNOUNCED
+                {
+                    ctx.expect.push(Expectation {
+                        addr,
+                        port,
+                        transport: Transport::Udp,
+                        master,
+                        app: None,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn port(digits: &[u8]) -> Option<u16> {
+    if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().fold(0u32, |n, &d| n * 10 + u32::from(d - b'0'));
+    u16::try_from(n).ok().filter(|&p| p != 0)
 }
 
 /// Whether an unfinished first line could still become an RTSP line.
@@ -78,7 +137,9 @@ fn could_start(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use std::net::IpAddr;
+
+    use super::super::{Side, TestContext, test_packet};
     use super::*;
 
     const SETUP: &[u8] =
@@ -93,7 +154,7 @@ mod tests {
     #[test]
     fn setup_request() {
         let (v, tc) = run(SETUP);
-        assert_eq!(v, Verdict::Yes(Found::new("RTSP")));
+        assert_eq!(v, Verdict::Yes(Found::new("RTSP").follow()));
         assert_eq!(tc.meta.host.as_deref(), Some("172.28.4.26"));
         assert_eq!(
             tc.meta.commands,
@@ -105,7 +166,7 @@ mod tests {
     fn status_line_and_partial() {
         assert_eq!(
             run(b"RTSP/1.0 200 OK\r\nCSeq: 3\r\n").0,
-            Verdict::Yes(Found::new("RTSP"))
+            Verdict::Yes(Found::new("RTSP").follow())
         );
         assert_eq!(run(b"SET").0, Verdict::Maybe);
         assert_eq!(run(b"SETUP rtsp://a/").0, Verdict::Maybe);
@@ -120,5 +181,59 @@ mod tests {
         assert_eq!(run(b"RTSP/1.0 OK\r\n").0, Verdict::No);
         assert_eq!(run(b"PLAY rtsp://a/ RTSP/1.0 extra\r\n").0, Verdict::No);
         assert_eq!(run(&[b'A'; 3000]).0, Verdict::No);
+    }
+
+    fn media(addr: [u8; 4], port: u16, master: &'static str) -> Expectation {
+        Expectation {
+            addr: IpAddr::from(addr),
+            port,
+            transport: Transport::Udp,
+            master,
+            app: None,
+        }
+    }
+
+    #[test]
+    fn setup_and_its_reply_announce_rtp_and_rtcp() {
+        let setup = b"SETUP rtsp://10.0.0.2/media.mp4/track1 RTSP/1.0\r\nCSeq: 3\r\n\
+            Transport: RTP/AVP;unicast;client_port=4588-4589\r\n\r\n";
+        let (_, tc) = run(setup);
+        assert_eq!(
+            tc.expect,
+            [media([10, 0, 0, 1], 4588, "RTP"), media([10, 0, 0, 1], 4589, "RTCP")]
+        );
+
+        let reply = b"RTSP/1.0 200 OK\r\nCSeq: 3\r\nSession: 12345678\r\n\
+            transport: RTP/AVP;unicast;client_port=4588-4589;server_port=6256-6257;ssrc=1A2B\r\n\r\n";
+        let mut tc = TestContext::new();
+        let v = inspect(
+            &test_packet(Transport::Tcp, Side::Down, 63840, 554, reply),
+            &mut tc.ctx(),
+        );
+        assert_eq!(v, Verdict::Yes(Found::new("RTSP").follow()));
+        assert_eq!(
+            tc.expect,
+            [
+                media([10, 0, 0, 1], 4588, "RTP"),
+                media([10, 0, 0, 1], 4589, "RTCP"),
+                media([10, 0, 0, 2], 6256, "RTP"),
+                media([10, 0, 0, 2], 6257, "RTCP"),
+            ]
+        );
+    }
+
+    #[test]
+    fn interleaved_and_hostile_transports_announce_nothing_or_a_bounded_few() {
+        let (_, tc) = run(b"SETUP rtsp://a/t RTSP/1.0\r\nTransport: RTP/AVP/TCP;interleaved=0-1\r\n\r\n");
+        assert!(tc.expect.is_empty());
+        let (_, tc) = run(b"SETUP rtsp://a/t RTSP/1.0\r\nTransport: RTP/AVP;client_port=0-99999\r\n\r\n");
+        assert!(tc.expect.is_empty());
+        let many = [
+            &b"SETUP rtsp://a/t RTSP/1.0\r\n"[..],
+            &b"Transport: RTP/AVP;client_port=5000-5001\r\n".repeat(100),
+        ]
+        .concat();
+        let (_, tc) = run(&many);
+        assert_eq!(tc.expect.len(), MAX_ANNOUNCED);
     }
 }

@@ -387,8 +387,18 @@ fn an_rtsp_setup_labels_the_media_flows() {
         segment(&mut client, &server, "S", b""),
         segment(&mut server, &client, "SA", b""),
         segment(&mut client, &server, "A", b""),
-        segment(&mut client, &server, "AP", b"OPTIONS rtsp://10.3.0.2/stream RTSP/1.0\r\nCSeq: 1\r\n\r\n"),
-        segment(&mut server, &client, "AP", b"RTSP/1.0 200 OK\r\nCSeq: 1\r\nPublic: SETUP, PLAY\r\n\r\n"),
+        segment(
+            &mut client,
+            &server,
+            "AP",
+            b"OPTIONS rtsp://10.3.0.2/stream RTSP/1.0\r\nCSeq: 1\r\n\r\n",
+        ),
+        segment(
+            &mut server,
+            &client,
+            "AP",
+            b"RTSP/1.0 200 OK\r\nCSeq: 1\r\nPublic: SETUP, PLAY\r\n\r\n",
+        ),
         segment(&mut client, &server, "AP", setup),
         segment(&mut server, &client, "AP", reply),
     ];

@@ -34,8 +34,10 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
         }
     };
 
+    // Every flow's first bytes come here first: the magic's first byte
+    // turns nearly all of them away before a comparison of any length.
     let head = &msg[..msg.len().min(RESOLVER_MAGIC.len())];
-    if head == &RESOLVER_MAGIC[..head.len()] && !head.is_empty() {
+    if head.first() == Some(&RESOLVER_MAGIC[0]) && head == &RESOLVER_MAGIC[..head.len()] {
         return if msg.len() >= MIN_RESPONSE {
             Verdict::Yes(Found::new("DNScrypt"))
         } else if complete {
@@ -45,9 +47,17 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
         };
     }
 
-    let mut name = [0u8; MAX_NAME];
-    match cert_query(msg, &mut name) {
-        Some(len) => {
+    // The name buffer is only filled (and zeroed) for what looks like a
+    // certificate query.
+    let cert = match msg.get(12..12 + CERT_LABELS.len()) {
+        Some(labels) if labels.eq_ignore_ascii_case(CERT_LABELS) => {
+            let mut name = [0u8; MAX_NAME];
+            cert_query(msg, &mut name).map(|len| (len, name))
+        }
+        _ => None,
+    };
+    match cert {
+        Some((len, name)) => {
             Metadata::set_once(&mut ctx.meta.host, name.get(1..=len).unwrap_or_default());
             ctx.meta.dns_qtype.get_or_insert(TYPE_TXT);
             return Verdict::Yes(Found::new("DNScrypt"));

@@ -36,6 +36,22 @@ fn found() -> Verdict {
 
 fn tcp(pkt: &Packet, ctx: &mut Context) -> Verdict {
     let data = pkt.data;
+    // Every TCP flow's first bytes come here before HTTP's and TLS's: the
+    // end of the first line is only looked for once a magic matched.
+    let starts = |magic: &[u8]| data.starts_with(magic);
+    if !(starts(b"GNUTELLA") || starts(URI_RES) || starts(GIV)) {
+        return match data.first() {
+            _ if [CONNECT, RESPONSE, OK_04, URI_RES, GIV]
+                .iter()
+                .any(|m| m.starts_with(data)) =>
+            {
+                Verdict::Maybe
+            }
+            Some(0x16) if pkt.side == Side::Up => tls_hello(data),
+            Some(0x80) if pkt.side == Side::Up => sslv2_hello(data),
+            _ => Verdict::No,
+        };
+    }
     let line_end = data
         .iter()
         .position(|&b| b == b'\r' || b == b'\n')

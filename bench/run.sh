@@ -14,8 +14,8 @@
 #   TIMEOUT    seconds after which one run of one tool is killed (default:
 #              3600); MEM_LIMIT_MB is passed on to compare.sh as well.
 #
-# Results, in BENCH_DIR: machine.md, mix.md, worst-case.md, memory.md, and
-# all.md, which is the four together.
+# Results, in BENCH_DIR: machine.md, mix.md, chain-cost.md, worst-case.md,
+# memory.md, and all.md, which is them all together.
 set -euo pipefail
 
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -92,6 +92,10 @@ log "measuring the realistic mix"
 RUNS=3 SLOW_RUNS=3 SLUICE_FORMATS=$FORMATS TOOLS=$ALL_TOOLS SLUICE=$SLUICE \
     bash "$SCRIPT_DIR/compare.sh" "$MIX" "$WORK_DIR/mix.md" > /dev/null
 
+# What the classifier chain costs on the mix, in alternating runs.
+log "measuring the classifier chain's cost on the realistic mix"
+python3 "$SCRIPT_DIR/chain_cost.py" "$MIX" --sluice "$SLUICE" > "$WORK_DIR/chain-cost.md"
+
 # The worst case: 3 runs of Sluice and tcpdump, 1 of the peers that take
 # minutes on 20 M packets.
 log "measuring the worst case"
@@ -129,6 +133,8 @@ PY
 {
     cat "$WORK_DIR/machine.md"
     cat "$WORK_DIR/mix.md"
+    echo
+    cat "$WORK_DIR/chain-cost.md"
     echo
     cat "$WORK_DIR/worst-case.md"
     echo

@@ -28,7 +28,7 @@
 //! Lookup is allocation-free: the host is lowercased into a stack buffer, then the host and each
 //! parent domain in turn (longest first) is looked up in a map built once from the table.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::LazyLock;
 
 /// Longest DNS name, in bytes, without the trailing dot.

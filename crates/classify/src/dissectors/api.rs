@@ -301,6 +301,16 @@ pub fn be32(data: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
+/// Bytes from hex digits, whitespace ignored: captured messages in tests.
+#[cfg(test)]
+pub(crate) fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// A scratch context for dissector tests.
 #[cfg(test)]
 pub(crate) struct TestContext {

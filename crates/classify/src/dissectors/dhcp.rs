@@ -141,16 +141,9 @@ fn set_fqdn(ctx: &mut Context, value: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{Side, TestContext, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn run(d: usize, cport: u16, sport: u16, data: &[u8], t: &mut TestContext) -> Verdict {
         let pkt = test_packet(super::super::Transport::Udp, Side::Up, cport, sport, data);

@@ -107,16 +107,9 @@ fn cert_query(msg: &[u8], name: &mut [u8; MAX_NAME]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{TestContext, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn check(transport: Transport, side: Side, other_index: u32, data: &[u8], t: &mut TestContext) -> Verdict {
         let mut pkt = test_packet(transport, side, 38388, 443, data);

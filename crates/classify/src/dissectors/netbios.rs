@@ -213,16 +213,9 @@ fn encoded_name(data: &[u8], at: usize) -> Option<([u8; 16], usize)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{Side, TestContext, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn check(transport: Transport, data: &[u8], t: &mut TestContext) -> Verdict {
         let pkt = test_packet(transport, Side::Up, 1025, 139, data);

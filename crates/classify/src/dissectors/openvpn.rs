@@ -126,15 +126,9 @@ fn inspect_stream(data: &[u8], side: Side, flow_first: bool) -> Verdict {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{Side, TestContext, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-        s.chunks(2)
-            .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     fn run(transport: Transport, side: Side, index: u32, other_index: u32, data: &[u8]) -> Verdict {
         let mut pkt = test_packet(transport, side, 60201, 1194, data);

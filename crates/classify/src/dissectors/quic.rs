@@ -671,6 +671,7 @@ fn chlo(msg: &[u8], meta: &mut Metadata) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{TestContext, Transport, test_packet};
     use super::*;
 
@@ -747,13 +748,6 @@ mod tests {
         440c02000055414944240200005343494434020000544349443802000050444d443c02000053524246400200004943534c4402000050\
         5542536402000053434c53680200004b4558536c020000434f50546c02000043435254840200004347535488020000495254548c0200\
         00434554563003000043464357340300005346435738030000";
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
-        s.chunks(2)
-            .map(|c| u8::from_str_radix(std::str::from_utf8(c).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     fn run(side: Side, data: &[u8], t: &mut TestContext) -> Verdict {
         let pkt = test_packet(Transport::Udp, side, 50000, 443, data);

@@ -44,15 +44,9 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{Side, TestContext, Transport, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-        s.chunks(2)
-            .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     fn run(server_port: u16, data: &[u8]) -> Verdict {
         let pkt = test_packet(Transport::Udp, Side::Up, 40000, server_port, data);

@@ -75,16 +75,9 @@ fn tlv(data: &[u8], at: usize) -> Option<(u8, usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{Side, TestContext, Transport, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     fn check(data: &[u8]) -> Verdict {
         let pkt = test_packet(Transport::Udp, Side::Up, 43015, 161, data);

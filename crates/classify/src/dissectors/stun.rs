@@ -337,15 +337,9 @@ fn is_rtp(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{TestContext, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-        s.chunks(2)
-            .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     fn run(transport: Transport, side: Side, index: u32, data: &[u8], t: &mut TestContext) -> Verdict {
         let mut pkt = test_packet(transport, side, 45400, 3478, data);

@@ -907,6 +907,7 @@ fn read_server_hello(r: &mut Reader, dtls: bool) -> Result<u16, Hello> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{TestContext, Transport, test_packet};
     use super::*;
 
@@ -944,13 +945,6 @@ mod tests {
         d1e1450175be58a4dd65721328f1a5462d10d7203832002f8393c761e3b64aae0df27f5c9b5716b19e1f7e852712a5a45e6d493ec02c00\
         14fefd000000000000000200010116fefd00010000000000000030618aa4f2e94ab0ce109808fb65e5aa146820da2ba7840cb58a603f4f\
         42eccfddf52b338f1ccd0ac65f5826b9bc05c7ae";
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(u8::is_ascii_hexdigit).collect();
-        s.chunks(2)
-            .map(|c| u8::from_str_radix(std::str::from_utf8(c).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     /// Wraps a handshake message into one TLS record.
     fn record(version: u16, body: &[u8]) -> Vec<u8> {

@@ -55,15 +55,9 @@ fn small_counter(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hex;
     use super::super::{Side, TestContext, Transport, test_packet};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: Vec<u8> = s.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
-        s.chunks(2)
-            .map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     fn run(index: u32, other_index: u32, data: &[u8]) -> Verdict {
         let mut pkt = test_packet(Transport::Udp, Side::Up, 43462, 51820, data);

@@ -53,9 +53,10 @@ const EXT_ALPN: u16 = 0x0010;
 const EXT_SUPPORTED_VERSIONS: u16 = 0x002b;
 
 /// Most cipher suites and extensions kept for JA4's sorted lists; a hello with more
-/// gets no JA4 (no real client comes close).
-const MAX_CIPHERS: usize = 2048;
-const MAX_EXTENSIONS: usize = 512;
+/// gets no JA4. Real clients offer under a hundred suites and a few dozen extensions;
+/// the arrays are zeroed for every ClientHello, so they are kept small.
+const MAX_CIPHERS: usize = 256;
+const MAX_EXTENSIONS: usize = 128;
 
 /// How far a hello parse got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

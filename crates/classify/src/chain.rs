@@ -491,9 +491,6 @@ pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations, name
     if flow.ext.stage != Stage::Done {
         finish(&mut flow.ext);
     }
-    if flow.ext.stage != Stage::Done {
-        return;
-    }
     let Some(transport) = transport_of(flow.key.proto) else {
         return;
     };

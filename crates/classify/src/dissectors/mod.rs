@@ -123,6 +123,16 @@ pub use api::*;
 pub fn registry() -> &'static [Dissector] {
     static ALL: std::sync::LazyLock<Vec<Dissector>> = std::sync::LazyLock::new(|| {
         let modules: &[&[Dissector]] = &[
+            // TLS and HTTP carry most flows, so they are asked first, after
+            // the few dissectors that must see those bytes before them:
+            // Gnutella's handshake (and its anonymous-DH TLS), BitTorrent's
+            // and Elasticsearch's HTTP would otherwise read as TLS or HTTP.
+            // Every other flow is then spared twenty-odd refusals.
+            gnutella::DISSECTORS,
+            bittorrent::DISSECTORS,
+            elasticsearch::DISSECTORS,
+            tls::DISSECTORS,
+            http::DISSECTORS,
             // DNSCrypt's encrypted queries can look like other UDP protocols; it decides on the resolver's reply.
             dnscrypt::DISSECTORS,
             // Name services and LAN discovery.
@@ -146,19 +156,14 @@ pub fn registry() -> &'static [Dissector] {
             radius::DISSECTORS,
             diameter::DISSECTORS,
             ldap::DISSECTORS,
-            // Gnutella's handshake is text over TLS-looking ports; BitTorrent and Elasticsearch trackers speak HTTP, so both come before HTTP.
-            gnutella::DISSECTORS,
-            bittorrent::DISSECTORS,
-            elasticsearch::DISSECTORS,
+            // Mining's Stratum and JSON-RPC are JSON over raw TCP.
             mining::DISSECTORS,
             json_rpc::DISSECTORS,
-            // Encrypted transports.
-            tls::DISSECTORS,
+            // QUIC's long header is told by its version field.
             quic::DISSECTORS,
             // Redis's inline commands (QUIT, ...) would read as POP3.
             redis::DISSECTORS,
             // Text protocols.
-            http::DISSECTORS,
             ssh::DISSECTORS,
             mail::DISSECTORS,
             ftp::DISSECTORS,

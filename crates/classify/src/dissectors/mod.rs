@@ -123,7 +123,7 @@ pub use api::*;
 pub fn registry() -> &'static [Dissector] {
     static ALL: std::sync::LazyLock<Vec<Dissector>> = std::sync::LazyLock::new(|| {
         let modules: &[&[Dissector]] = &[
-            // TLS and HTTP carry most flows, so they are asked first, after
+            // TLS, HTTP and QUIC carry most flows, so they are asked first, after
             // the few dissectors that must see those bytes before them:
             // Gnutella's handshake (and its anonymous-DH TLS), BitTorrent's
             // and Elasticsearch's HTTP would otherwise read as TLS or HTTP.
@@ -133,10 +133,14 @@ pub fn registry() -> &'static [Dissector] {
             elasticsearch::DISSECTORS,
             tls::DISSECTORS,
             http::DISSECTORS,
+            quic::DISSECTORS,
             // DNSCrypt's encrypted queries can look like other UDP protocols; it decides on the resolver's reply.
             dnscrypt::DISSECTORS,
             // Name services and LAN discovery.
             dns::DISSECTORS,
+            // STUN's magic cookie is strong evidence, and its flows are many;
+            // it comes well before RTP, which it resembles.
+            stun::DISSECTORS,
             // SMB rides on NetBIOS session framing: the more specific label wins.
             smb::DISSECTORS,
             netbios::DISSECTORS,
@@ -159,8 +163,6 @@ pub fn registry() -> &'static [Dissector] {
             // Mining's Stratum and JSON-RPC are JSON over raw TCP.
             mining::DISSECTORS,
             json_rpc::DISSECTORS,
-            // QUIC's long header is told by its version field.
-            quic::DISSECTORS,
             // Redis's inline commands (QUIT, ...) would read as POP3.
             redis::DISSECTORS,
             // Text protocols.
@@ -250,8 +252,7 @@ pub fn registry() -> &'static [Dissector] {
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,
             atg::DISSECTORS,
-            // STUN before RTP: both start with small version bits; RTP/RTCP are heuristics and go last.
-            stun::DISSECTORS,
+            // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];
         modules.iter().flat_map(|m| m.iter().copied()).collect()

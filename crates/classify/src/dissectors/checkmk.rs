@@ -13,12 +13,8 @@ const HEADER: &[u8] = b"<<<check_mk>>>";
 
 fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     if pkt.side == Side::Up {
-        // The poller sends nothing before the agent's output; wait for it.
-        return if pkt.other_index == 0 {
-            Verdict::Maybe
-        } else {
-            Verdict::No
-        };
+        // The server speaks first: a client that sends before it is some other protocol.
+        return Verdict::No;
     }
     let data = pkt.data;
     let head = &data[..data.len().min(HEADER.len())];
@@ -52,6 +48,7 @@ mod tests {
     fn not_checkmk() {
         assert_eq!(run(Side::Down, b"<<<df>>>\n"), Verdict::No);
         assert_eq!(run(Side::Down, b"SSH-2.0-OpenSSH\r\n"), Verdict::No);
+        assert_eq!(run(Side::Up, b"GET /"), Verdict::No, "the agent speaks first");
         let mut tc = TestContext::new();
         let mut pkt = test_packet(Transport::Tcp, Side::Up, 58998, 6556, b"GET /");
         pkt.other_index = 1;

@@ -14,11 +14,8 @@ const GREETING: &[u8] = b"*KISMET: ";
 
 fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     if pkt.side == Side::Up {
-        return if pkt.other_index == 0 {
-            Verdict::Maybe
-        } else {
-            Verdict::No
-        };
+        // The server speaks first: a client that sends before it is some other protocol.
+        return Verdict::No;
     }
     let data = pkt.data;
     let head = &data[..data.len().min(GREETING.len())];
@@ -56,7 +53,7 @@ mod tests {
             Some("*KISMET: 0.0.0 1144004381 .Kismet. 20050815211954")
         );
         assert_eq!(run(Side::Down, b"*KIS").0, Verdict::Maybe);
-        assert_eq!(run(Side::Up, b"!1 ENABLE").0, Verdict::Maybe);
+        assert_eq!(run(Side::Up, b"!1 ENABLE").0, Verdict::No, "the server greets first");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! captures, so tests can make their own inputs and benchmarks can be
 //! reproduced anywhere.
 
+mod openings;
+
 use std::io;
 
 use etherparse::{PacketBuilder, TcpHeader, TcpOptionElement};
@@ -143,6 +145,10 @@ struct MixFlow {
     step: u32,
     seq: [u32; 2],
     abort_with_rst: bool,
+    /// Which of `openings::HOSTS` the client asks for.
+    host: usize,
+    /// Whether each direction (client, server) has sent its opening message.
+    opened: [bool; 2],
 }
 
 struct Mix {
@@ -152,6 +158,7 @@ struct Mix {
     ts: u64,
     frame: Vec<u8>,
     payload: Vec<u8>,
+    opening: Vec<u8>,
 }
 
 const MIX_CONCURRENT: usize = 2_000;
@@ -165,6 +172,7 @@ impl Mix {
             ts: START_NS,
             frame: Vec::with_capacity(1600),
             payload: vec![0; 1600],
+            opening: Vec::with_capacity(512),
         }
     }
 
@@ -217,6 +225,8 @@ impl Mix {
             step: 0,
             seq: [self.rng.random(), self.rng.random()],
             abort_with_rst: self.rng.random_bool(0.05),
+            host: self.rng.random_range(0..openings::HOSTS.len()),
+            opened: [false; 2],
         }
     }
 
@@ -273,7 +283,13 @@ impl Mix {
                     1 => (false, SYN | ACK, 0, false),
                     2 => (true, ACK, 0, false),
                     s if s < 3 + total_data => {
-                        let from_client = self.rng.random_bool(0.25);
+                        // The first data comes from the side that speaks
+                        // first in the port's protocol.
+                        let from_client = if s == 3 {
+                            !openings::server_speaks_first(f.server_port)
+                        } else {
+                            self.rng.random_bool(0.25)
+                        };
                         let len = self.payload_len(from_client, 66);
                         (from_client, ACK | if len > 0 { PSH } else { 0 }, len, false)
                     }
@@ -298,10 +314,36 @@ impl Mix {
             (f.server, f.client, f.server_port, f.client_port)
         };
         let (src_mac, dst_mac) = if from_client { (MAC_A, MAC_B) } else { (MAC_B, MAC_A) };
-        for (i, b) in self.payload[..payload].iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(31);
-        }
-        let payload_bytes = &self.payload[..payload];
+        let transport = match f.kind {
+            Kind::Tcp => Some(openings::Transport::Tcp),
+            Kind::Udp => Some(openings::Transport::Udp),
+            Kind::Icmp => None,
+        };
+        let side = usize::from(!from_client);
+        let opening = match transport {
+            Some(t) if payload > 0 && !f.opened[side] => {
+                f.opened[side] = true;
+                let host = openings::HOSTS[f.host];
+                let written = openings::write(t, f.server_port, from_client, host, &mut self.opening);
+                // A server's answer goes on with its body (or encrypted
+                // records) to the size the packet was to have.
+                if written.is_some() && !from_client && t == openings::Transport::Tcp {
+                    openings::fill_to(f.server_port, payload, &mut self.opening);
+                }
+                written.map(|_| self.opening.len())
+            }
+            _ => None,
+        };
+        let payload_bytes = match opening {
+            Some(len) => &self.opening[..len],
+            None => {
+                for (i, b) in self.payload[..payload].iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_mul(31);
+                }
+                &self.payload[..payload]
+            }
+        };
+        let payload = payload_bytes.len();
         let eth = PacketBuilder::ethernet2(src_mac, dst_mac);
         macro_rules! finish {
             ($ip:expr) => {{

@@ -136,7 +136,9 @@ struct GenArgs {
 enum ProfileArg {
     /// HPTRAC's worst case: 64-byte frames, 5 TCP packets per flow.
     WorstCase,
-    /// Heavy-tailed flows, ~700-byte packets, TCP/UDP/ICMP, IPv4/IPv6, VLANs.
+    /// Heavy-tailed flows, ~700-byte packets, TCP/UDP/ICMP, IPv4/IPv6, VLANs;
+    /// each direction opens with its protocol's first message (HTTP, TLS with
+    /// SNI, SSH, SMTP, DNS, NTP, STUN).
     Mix,
 }
 

@@ -419,3 +419,38 @@ fn an_rtsp_setup_labels_the_media_flows() {
         assert_eq!(rtcp[0]["master"], "RTCP", "{}", rtcp[0]);
     }
 }
+
+/// The generated mix opens its flows with real first messages: the chain
+/// must read them (TLS SNI, HTTP hosts, DNS names, SSH banners), not fall
+/// back on ports.
+#[test]
+fn the_generated_mix_is_classified_from_its_payloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mix.pcap");
+    let args: Vec<&std::ffi::OsStr> = ["gen", "--profile", "mix", "--packets", "20000", "--seed", "3", "-w"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([path.as_os_str()])
+        .collect();
+    assert!(sluice(&args).status.success());
+    let records = records(&path, &[]);
+    let by_dissector = records.iter().filter(|r| r["classifier"] == "dissector").count();
+    assert!(
+        by_dissector * 2 > records.len(),
+        "{by_dissector} of {} flows",
+        records.len()
+    );
+    let has = |master: &str, field: &str| {
+        records
+            .iter()
+            .any(|r| r["master"] == master && r[field].is_string() && r["app"] != master)
+    };
+    assert!(has("TLS", "ja4"), "a TLS flow with its service and fingerprint");
+    assert!(has("HTTP", "http_user_agent"), "an HTTP flow with its service");
+    assert!(has("DNS", "host"), "a DNS flow with its service");
+    assert!(
+        records
+            .iter()
+            .any(|r| r["master"] == "SSH" && r["server_banner"].is_string())
+    );
+}

@@ -338,6 +338,40 @@ impl TestContext {
     }
 }
 
+/// A TCP flow for dissector tests: each message gets the next packet index
+/// of its side, as the chain would number it.
+#[cfg(test)]
+pub(crate) struct TestFlow {
+    pub tc: TestContext,
+    port: u16,
+    up: u32,
+    down: u32,
+}
+
+#[cfg(test)]
+impl TestFlow {
+    pub fn new(port: u16) -> Self {
+        TestFlow {
+            tc: TestContext::new(),
+            port,
+            up: 0,
+            down: 0,
+        }
+    }
+
+    pub fn send(&mut self, inspect: fn(&Packet, &mut Context) -> Verdict, side: Side, data: &[u8]) -> Verdict {
+        let mut pkt = test_packet(Transport::Tcp, side, 50000, self.port, data);
+        let (index, other) = match side {
+            Side::Up => (&mut self.up, self.down),
+            Side::Down => (&mut self.down, self.up),
+        };
+        pkt.index = *index;
+        pkt.other_index = other;
+        *index += 1;
+        inspect(&pkt, &mut self.tc.ctx())
+    }
+}
+
 /// A packet for dissector tests: client 10.0.0.1:`client_port`, server
 /// 10.0.0.2:`server_port`.
 #[cfg(test)]

@@ -303,44 +303,15 @@ fn decimal(digits: &[u8]) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Side;
+    use super::super::TestFlow;
     use super::super::lines::MAX_LINES;
-    use super::super::{Side, TestContext, test_packet};
     use super::*;
 
     /// ftp-start-tls.pcap: a greeting without FTP wording on port 21, AUTH TLS, then
     /// the client's TLS ClientHello.
     const GREETING: &[u8] = b"220 \"Authorized users only. All activity may be monitored and reported\"\r\n";
     const AUTH_TLS: &[u8] = b"AUTH TLS\r\n\x16\x03\x01\x00\xb3\x01\x00\x00\xaf\x03\x01";
-
-    struct Flow {
-        tc: TestContext,
-        port: u16,
-        up: u32,
-        down: u32,
-    }
-
-    impl Flow {
-        fn new(port: u16) -> Self {
-            Flow {
-                tc: TestContext::new(),
-                port,
-                up: 0,
-                down: 0,
-            }
-        }
-
-        fn send(&mut self, side: Side, data: &[u8]) -> Verdict {
-            let mut pkt = test_packet(Transport::Tcp, side, 50000, self.port, data);
-            let (index, other) = match side {
-                Side::Up => (&mut self.up, self.down),
-                Side::Down => (&mut self.down, self.up),
-            };
-            pkt.index = *index;
-            pkt.other_index = other;
-            *index += 1;
-            inspect(&pkt, &mut self.tc.ctx())
-        }
-    }
 
     fn data_flow(addr: [u8; 4], port: u16) -> Expectation {
         Expectation {
@@ -354,9 +325,9 @@ mod tests {
 
     #[test]
     fn auth_tls_session() {
-        let mut flow = Flow::new(21);
+        let mut flow = TestFlow::new(21);
         assert_eq!(
-            flow.send(Side::Down, GREETING),
+            flow.send(inspect, Side::Down, GREETING),
             Verdict::Yes(Found::new("FTP_CONTROL").follow())
         );
         assert_eq!(
@@ -364,49 +335,49 @@ mod tests {
             Some("220 \"Authorized users only. All activity may be monitored and reported\"")
         );
         assert_eq!(
-            flow.send(Side::Up, &AUTH_TLS[..10]),
+            flow.send(inspect, Side::Up, &AUTH_TLS[..10]),
             Verdict::Yes(Found::new("FTP_CONTROL").follow())
         );
-        assert_eq!(flow.send(Side::Up, AUTH_TLS), Verdict::Yes(Found::new("FTPS")));
+        assert_eq!(flow.send(inspect, Side::Up, AUTH_TLS), Verdict::Yes(Found::new("FTPS")));
         assert_eq!(flow.tc.meta.commands, ["AUTH TLS"]);
     }
 
     #[test]
     fn passive_and_active_announcements() {
-        let mut flow = Flow::new(2121);
+        let mut flow = TestFlow::new(2121);
         let greeting = b"220 (vsFTPd 3.0.3)\r\n";
         assert_eq!(
-            flow.send(Side::Down, greeting),
+            flow.send(inspect, Side::Down, greeting),
             Verdict::Yes(Found::new("FTP_CONTROL").follow())
         );
         let client = b"USER anonymous\r\nPASS me@example.com\r\nPASV\r\n";
-        assert!(matches!(flow.send(Side::Up, client), Verdict::Yes(_)));
+        assert!(matches!(flow.send(inspect, Side::Up, client), Verdict::Yes(_)));
         assert_eq!(flow.tc.meta.commands, ["USER anonymous", "PASS ***", "PASV"]);
         let replies = [
             &greeting[..],
             b"331 Please specify the password.\r\n230 Login successful.\r\n",
         ]
         .concat();
-        flow.send(Side::Down, &replies);
+        flow.send(inspect, Side::Down, &replies);
         assert!(flow.tc.expect.is_empty());
         let pasv = [&replies[..], b"227 Entering Passive Mode (192,168,1,20,195,80).\r\n"].concat();
-        flow.send(Side::Down, &pasv);
+        flow.send(inspect, Side::Down, &pasv);
         assert_eq!(flow.tc.expect, [data_flow([192, 168, 1, 20], 50000)]);
         // Seen again under a later reply, it is not announced twice.
         let later = [&pasv[..], b"150 Here comes the directory listing.\r\n"].concat();
-        flow.send(Side::Down, &later);
+        flow.send(inspect, Side::Down, &later);
         assert_eq!(flow.tc.expect.len(), 1);
         let epsv = [&later[..], b"229 Entering Extended Passive Mode (|||40001|)\r\n"].concat();
-        flow.send(Side::Down, &epsv);
+        flow.send(inspect, Side::Down, &epsv);
         assert_eq!(flow.tc.expect[1], data_flow([10, 0, 0, 2], 40001));
         let port = [&client[..], b"PORT 10,0,0,1,4,1\r\n"].concat();
-        flow.send(Side::Up, &port);
+        flow.send(inspect, Side::Up, &port);
         assert_eq!(flow.tc.expect[2], data_flow([10, 0, 0, 1], 1025));
         let eprt = [&port[..], b"EPRT |1|132.235.1.2|6275|\r\n"].concat();
-        flow.send(Side::Up, &eprt);
+        flow.send(inspect, Side::Up, &eprt);
         assert_eq!(flow.tc.expect[3], data_flow([132, 235, 1, 2], 6275));
         let eprt6 = [&eprt[..], b"EPRT |2|1080::8:800:200C:417A|5282|\r\n"].concat();
-        flow.send(Side::Up, &eprt6);
+        flow.send(inspect, Side::Up, &eprt6);
         assert_eq!(
             flow.tc.expect[4].addr,
             "1080::8:800:200C:417A".parse::<IpAddr>().unwrap()
@@ -428,34 +399,34 @@ mod tests {
 
     #[test]
     fn told_by_the_client() {
-        let mut flow = Flow::new(2600);
-        assert_eq!(flow.send(Side::Down, b"220 Welcome\r\n"), Verdict::Maybe);
+        let mut flow = TestFlow::new(2600);
+        assert_eq!(flow.send(inspect, Side::Down, b"220 Welcome\r\n"), Verdict::Maybe);
         assert_eq!(
-            flow.send(Side::Up, b"USER bob\r\n"),
+            flow.send(inspect, Side::Up, b"USER bob\r\n"),
             Verdict::Yes(Found::new("FTP_CONTROL").follow())
         );
-        let mut flow = Flow::new(2600);
-        assert_eq!(flow.send(Side::Down, b"220 Welcome\r\n"), Verdict::Maybe);
-        assert_eq!(flow.send(Side::Up, b"EHLO bob\r\n"), Verdict::No);
-        let mut flow = Flow::new(2600);
-        assert_eq!(flow.send(Side::Down, b"220 Welcome\r\n"), Verdict::Maybe);
-        assert_eq!(flow.send(Side::Up, b"AUTH LOGIN\r\n"), Verdict::No);
+        let mut flow = TestFlow::new(2600);
+        assert_eq!(flow.send(inspect, Side::Down, b"220 Welcome\r\n"), Verdict::Maybe);
+        assert_eq!(flow.send(inspect, Side::Up, b"EHLO bob\r\n"), Verdict::No);
+        let mut flow = TestFlow::new(2600);
+        assert_eq!(flow.send(inspect, Side::Down, b"220 Welcome\r\n"), Verdict::Maybe);
+        assert_eq!(flow.send(inspect, Side::Up, b"AUTH LOGIN\r\n"), Verdict::No);
     }
 
     #[test]
     fn client_first() {
-        let mut flow = Flow::new(21);
-        assert_eq!(flow.send(Side::Up, b"SYST\r\n"), Verdict::Maybe);
+        let mut flow = TestFlow::new(21);
+        assert_eq!(flow.send(inspect, Side::Up, b"SYST\r\n"), Verdict::Maybe);
         assert_eq!(
-            flow.send(Side::Down, b"215 UNIX Type: L8\r\n"),
+            flow.send(inspect, Side::Down, b"215 UNIX Type: L8\r\n"),
             Verdict::Yes(Found::new("FTP_CONTROL").follow())
         );
         // A POP3 server answers USER differently.
-        let mut flow = Flow::new(110);
-        assert_eq!(flow.send(Side::Up, b"USER bob\r\n"), Verdict::Maybe);
-        assert_eq!(flow.send(Side::Down, b"+OK\r\n"), Verdict::No);
+        let mut flow = TestFlow::new(110);
+        assert_eq!(flow.send(inspect, Side::Up, b"USER bob\r\n"), Verdict::Maybe);
+        assert_eq!(flow.send(inspect, Side::Down, b"+OK\r\n"), Verdict::No);
         // Verbs SMTP shares are not enough.
-        assert_eq!(Flow::new(21).send(Side::Up, b"QUIT\r\n"), Verdict::No);
+        assert_eq!(TestFlow::new(21).send(inspect, Side::Up, b"QUIT\r\n"), Verdict::No);
     }
 
     #[test]
@@ -469,16 +440,23 @@ mod tests {
             b"SSH-2.0-OpenSSH_8.9\r\n",
             b"HTTP/1.1 200 OK\r\n",
         ] {
-            assert_eq!(Flow::new(21).send(Side::Down, data), Verdict::No, "{data:?}");
+            assert_eq!(
+                TestFlow::new(21).send(inspect, Side::Down, data),
+                Verdict::No,
+                "{data:?}"
+            );
         }
-        assert_eq!(Flow::new(25).send(Side::Down, b"220 Welcome\r\n"), Verdict::No);
+        assert_eq!(
+            TestFlow::new(25).send(inspect, Side::Down, b"220 Welcome\r\n"),
+            Verdict::No
+        );
         for data in [
             &b"GET / HTTP/1.1\r\n"[..],
             b"NICK bob\r\n",
             b"\x16\x03\x01\x02\x00\x01",
             b"USERS\r\n",
         ] {
-            assert_eq!(Flow::new(21).send(Side::Up, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(21).send(inspect, Side::Up, data), Verdict::No, "{data:?}");
         }
     }
 
@@ -486,14 +464,14 @@ mod tests {
     fn cut_short_waits() {
         for cut in 1..GREETING.len() - 1 {
             assert_eq!(
-                Flow::new(21).send(Side::Down, &GREETING[..cut]),
+                TestFlow::new(21).send(inspect, Side::Down, &GREETING[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
         }
         for cut in 1..8 {
             assert_eq!(
-                Flow::new(21).send(Side::Up, &b"RETR file\r\n"[..cut]),
+                TestFlow::new(21).send(inspect, Side::Up, &b"RETR file\r\n"[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
@@ -505,7 +483,7 @@ mod tests {
         let endless = [&b"220 "[..], &[b'a'; MAX_LINE + 10]].concat();
         let many = b"220-x\r\n".repeat(MAX_LINES + 10);
         for data in [&endless[..], &many, b"220 \x00\x01\r\n"] {
-            assert_eq!(Flow::new(21).send(Side::Down, data), Verdict::No);
+            assert_eq!(TestFlow::new(21).send(inspect, Side::Down, data), Verdict::No);
         }
         let server = IpAddr::from([10, 0, 0, 2]);
         for line in [

@@ -490,8 +490,9 @@ fn is_tag(tag: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Side;
+    use super::super::TestFlow;
     use super::super::lines::MAX_LINES;
-    use super::super::{Side, TestContext, Transport, test_packet};
     use super::*;
 
     /// emotet.pcap, port 587: the greeting and the client's side up to DATA, with the
@@ -503,39 +504,9 @@ mod tests {
     const IMAP_GREETING: &[u8] =
         b"* OK [CAPABILITY IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE IDLE LITERAL+ STARTTLS AUTH=PLAIN] Dovecot (Ubuntu) ready.\r\n";
 
-    struct Flow {
-        tc: TestContext,
-        port: u16,
-        up: u32,
-        down: u32,
-    }
-
-    impl Flow {
-        fn new(port: u16) -> Self {
-            Flow {
-                tc: TestContext::new(),
-                port,
-                up: 0,
-                down: 0,
-            }
-        }
-
-        fn send(&mut self, inspect: fn(&Packet, &mut Context) -> Verdict, side: Side, data: &[u8]) -> Verdict {
-            let mut pkt = test_packet(Transport::Tcp, side, 50000, self.port, data);
-            let (index, other) = match side {
-                Side::Up => (&mut self.up, self.down),
-                Side::Down => (&mut self.down, self.up),
-            };
-            pkt.index = *index;
-            pkt.other_index = other;
-            *index += 1;
-            inspect(&pkt, &mut self.tc.ctx())
-        }
-    }
-
     #[test]
     fn smtp_session() {
-        let mut flow = Flow::new(587);
+        let mut flow = TestFlow::new(587);
         assert_eq!(
             flow.send(smtp, Side::Down, GREETING),
             Verdict::Yes(Found::new("SMTP").more())
@@ -567,7 +538,7 @@ mod tests {
     #[test]
     fn smtp_told_by_the_client() {
         // A greeting without telling words on an unusual port waits for EHLO.
-        let mut flow = Flow::new(2600);
+        let mut flow = TestFlow::new(2600);
         let greeting = b"220 mx1 ready\r\n";
         assert_eq!(flow.send(smtp, Side::Down, greeting), Verdict::Maybe);
         assert_eq!(
@@ -580,14 +551,14 @@ mod tests {
         assert!(matches!(flow.send(smtp, Side::Down, &reply), Verdict::Yes(_)));
         assert_eq!(flow.tc.meta.server_banner.as_deref(), Some("220 mx1 ready"));
         // FTP would have taken it.
-        let mut flow = Flow::new(2600);
+        let mut flow = TestFlow::new(2600);
         assert_eq!(flow.send(smtp, Side::Down, greeting), Verdict::Maybe);
         assert_eq!(flow.send(smtp, Side::Up, b"USER anonymous\r\n"), Verdict::No);
     }
 
     #[test]
     fn smtp_starttls() {
-        let mut flow = Flow::new(25);
+        let mut flow = TestFlow::new(25);
         assert!(matches!(
             flow.send(smtp, Side::Down, b"220 mx.example.com ESMTP Postfix\r\n"),
             Verdict::Yes(_)
@@ -603,7 +574,7 @@ mod tests {
 
     #[test]
     fn smtp_auth_plain_hidden() {
-        let mut flow = Flow::new(25);
+        let mut flow = TestFlow::new(25);
         assert!(matches!(
             flow.send(smtp, Side::Up, b"ehlo a\r\nAUTH PLAIN AGJvYgBzZWNyZXQ=\r\n"),
             Verdict::Yes(_)
@@ -613,7 +584,7 @@ mod tests {
 
     #[test]
     fn smtp_midflow() {
-        let mut flow = Flow::new(2525);
+        let mut flow = TestFlow::new(2525);
         assert_eq!(flow.send(smtp, Side::Up, b"RCPT TO:<a@b.c>\r\n"), Verdict::Maybe);
         assert_eq!(
             flow.send(smtp, Side::Down, b"250 2.1.5 Ok\r\n"),
@@ -633,23 +604,26 @@ mod tests {
             b"HTTP/1.1 200 OK\r\n",
             b"SSH-2.0-OpenSSH_8.9\r\n",
         ] {
-            assert_eq!(Flow::new(25).send(smtp, Side::Down, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(25).send(smtp, Side::Down, data), Verdict::No, "{data:?}");
         }
         // A wordless greeting on the FTP port is FTP's.
-        assert_eq!(Flow::new(21).send(smtp, Side::Down, b"220 Welcome\r\n"), Verdict::No);
+        assert_eq!(
+            TestFlow::new(21).send(smtp, Side::Down, b"220 Welcome\r\n"),
+            Verdict::No
+        );
         for data in [
             &b"GET / HTTP/1.1\r\n"[..],
             b"USER bob\r\n",
             b"QUIT\r\n",
             b"\x16\x03\x01\x00",
         ] {
-            assert_eq!(Flow::new(25).send(smtp, Side::Up, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(25).send(smtp, Side::Up, data), Verdict::No, "{data:?}");
         }
     }
 
     #[test]
     fn pop3_session() {
-        let mut flow = Flow::new(110);
+        let mut flow = TestFlow::new(110);
         assert_eq!(
             flow.send(pop3, Side::Down, POP_GREETING),
             Verdict::Yes(Found::new("POP3").more())
@@ -669,7 +643,7 @@ mod tests {
 
     #[test]
     fn pop3_client_first_and_stls() {
-        let mut flow = Flow::new(110);
+        let mut flow = TestFlow::new(110);
         assert_eq!(flow.send(pop3, Side::Up, b"STLS\r\n"), Verdict::Maybe);
         assert_eq!(
             flow.send(pop3, Side::Down, b"+OK Begin TLS\r\n"),
@@ -690,16 +664,16 @@ mod tests {
             b"+OKAY\r\n",
             b"+O\x00",
         ] {
-            assert_eq!(Flow::new(110).send(pop3, Side::Down, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(110).send(pop3, Side::Down, data), Verdict::No, "{data:?}");
         }
         for data in [&b"EHLO x\r\n"[..], b"a1 LOGIN x y\r\n", b"*1\r\n$4\r\nPING\r\n"] {
-            assert_eq!(Flow::new(110).send(pop3, Side::Up, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(110).send(pop3, Side::Up, data), Verdict::No, "{data:?}");
         }
     }
 
     #[test]
     fn imap_session() {
-        let mut flow = Flow::new(143);
+        let mut flow = TestFlow::new(143);
         assert_eq!(
             flow.send(imap, Side::Down, IMAP_GREETING),
             Verdict::Yes(Found::new("IMAP").more())
@@ -714,7 +688,7 @@ mod tests {
 
     #[test]
     fn imap_client_first_and_starttls() {
-        let mut flow = Flow::new(143);
+        let mut flow = TestFlow::new(143);
         assert_eq!(flow.send(imap, Side::Up, b"1 STARTTLS\r\n"), Verdict::Maybe);
         assert_eq!(
             flow.send(imap, Side::Down, b"1 OK Begin TLS negotiation now.\r\n"),
@@ -729,7 +703,7 @@ mod tests {
     #[test]
     fn imap_rejects_others() {
         for data in [&b"*1\r\n"[..], b"+OK x\r\n", b"* NOPE\r\n", b"220 x\r\n"] {
-            assert_eq!(Flow::new(143).send(imap, Side::Down, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(143).send(imap, Side::Down, data), Verdict::No, "{data:?}");
         }
         for data in [
             &b"GET / HTTP/1.1\r\n"[..],
@@ -737,7 +711,7 @@ mod tests {
             b"a+b LOGIN x y\r\n",
             b"LOGIN x y\r\n",
         ] {
-            assert_eq!(Flow::new(143).send(imap, Side::Up, data), Verdict::No, "{data:?}");
+            assert_eq!(TestFlow::new(143).send(imap, Side::Up, data), Verdict::No, "{data:?}");
         }
     }
 
@@ -745,35 +719,35 @@ mod tests {
     fn cut_short_waits() {
         for cut in 1..GREETING.len() - 1 {
             assert_eq!(
-                Flow::new(2600).send(smtp, Side::Down, &GREETING[..cut]),
+                TestFlow::new(2600).send(smtp, Side::Down, &GREETING[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
         }
         for cut in 1..POP_GREETING.len() - 1 {
             assert_eq!(
-                Flow::new(110).send(pop3, Side::Down, &POP_GREETING[..cut]),
+                TestFlow::new(110).send(pop3, Side::Down, &POP_GREETING[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
         }
         for cut in 1..IMAP_GREETING.len() - 1 {
             assert_eq!(
-                Flow::new(143).send(imap, Side::Down, &IMAP_GREETING[..cut]),
+                TestFlow::new(143).send(imap, Side::Down, &IMAP_GREETING[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
         }
         for cut in 1..19 {
             assert_eq!(
-                Flow::new(25).send(smtp, Side::Up, &CLIENT[..cut]),
+                TestFlow::new(25).send(smtp, Side::Up, &CLIENT[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
         }
         for (cut, data) in [(3, &b"a12 LOGIN"[..]), (5, b"a12 LOGIN"), (9, b"a12 LOGIN")] {
             assert_eq!(
-                Flow::new(143).send(imap, Side::Up, &data[..cut]),
+                TestFlow::new(143).send(imap, Side::Up, &data[..cut]),
                 Verdict::Maybe,
                 "cut at {cut}"
             );
@@ -786,14 +760,14 @@ mod tests {
         let many = b"220-x\r\n".repeat(MAX_LINES + 10);
         let binary = b"220 \x00\x01\x02\r\n";
         for data in [&endless[..], &many, binary] {
-            assert_eq!(Flow::new(25).send(smtp, Side::Down, data), Verdict::No);
+            assert_eq!(TestFlow::new(25).send(smtp, Side::Down, data), Verdict::No);
         }
         let endless = [&b"+OK "[..], &[b'a'; MAX_LINE + 10]].concat();
-        assert_eq!(Flow::new(110).send(pop3, Side::Down, &endless), Verdict::No);
+        assert_eq!(TestFlow::new(110).send(pop3, Side::Down, &endless), Verdict::No);
         let long_tag = [&[b'a'; MAX_TAG + 1][..], b" LOGIN x y\r\n"].concat();
-        assert_eq!(Flow::new(143).send(imap, Side::Up, &long_tag), Verdict::No);
+        assert_eq!(TestFlow::new(143).send(imap, Side::Up, &long_tag), Verdict::No);
         // Lines beyond what is looked at are simply not recorded.
-        let mut flow = Flow::new(25);
+        let mut flow = TestFlow::new(25);
         let noops = [&b"EHLO a\r\n"[..], &b"NOOP\r\n".repeat(200)].concat();
         assert!(matches!(flow.send(smtp, Side::Up, &noops), Verdict::Yes(_)));
         assert_eq!(flow.tc.meta.commands.len(), MAX_LIST);

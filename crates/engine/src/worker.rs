@@ -131,6 +131,29 @@ impl Sink {
     }
 }
 
+/// A worker's place at the end-of-input barrier. A worker that panics
+/// still takes it on the way out, so that the others are not left waiting
+/// for it forever and the run can report the panic.
+struct Arrival<'a> {
+    barrier: &'a Barrier,
+    arrived: bool,
+}
+
+impl Arrival<'_> {
+    fn wait(&mut self) {
+        if !self.arrived {
+            self.arrived = true;
+            self.barrier.wait();
+        }
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        self.wait();
+    }
+}
+
 pub(crate) fn run(
     batches: Receiver<Batch>,
     recycle: Sender<Batch>,
@@ -140,6 +163,10 @@ pub(crate) fn run(
     classify: ChainConfig,
     input_done: &Barrier,
 ) -> WorkerOutput {
+    let mut arrival = Arrival {
+        barrier: input_done,
+        arrived: false,
+    };
     let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
     let expectations = classify.expectations.clone();
     let names = classify.names.clone();
@@ -196,7 +223,7 @@ pub(crate) fn run(
     // A flow still open at the end may use a port that a control session
     // on another worker announced: every worker reads all its packets, and
     // so makes all its announcements, before any flow is closed.
-    input_done.wait();
+    arrival.wait();
     table.flush(&mut on_end);
     sink.flush();
     sink.out.counters = table.counters();

@@ -15,7 +15,7 @@
 #              3600); MEM_LIMIT_MB is passed on to compare.sh as well.
 #
 # Results, in BENCH_DIR: machine.md, mix.md, chain-cost.md, worst-case.md,
-# memory.md, and all.md, which is them all together.
+# memory.md, stats-cost.md, and all.md, which is them all together.
 set -euo pipefail
 
 usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -130,6 +130,25 @@ print("\nPeak RSS covers the whole process: flow tables, per-worker buffers, the
       "capture pages mapped at the time, the binary and its libraries.")
 PY
 
+# What a statistical model costs inside the pipeline, on the worst case:
+# each learner trained on the flows of nDPI's captures, then asked about
+# every one of the 4 M flows.
+log "measuring the statistical models' cost on the worst case"
+NDPI_DIR=${NDPI_DEV_DIR:-$REPO_ROOT/../shared/data/ndpi-dev}
+MODELS=$WORK_DIR/models
+mkdir -p "$MODELS"
+"$SLUICE" analyze -q -o "$MODELS/ndpi" "$NDPI_DIR"/pcap/* || [ $? -eq 3 ]
+for algo in nb c45; do
+    "$SLUICE" train --algo "$algo" "$MODELS/ndpi/flows.jsonl" -o "$MODELS/$algo.json" 2> /dev/null
+done
+for kernel in linear rbf; do
+    "$SLUICE" train --algo svm --kernel "$kernel" "$MODELS/ndpi/flows.jsonl" -o "$MODELS/svm-$kernel.json" 2> /dev/null
+done
+python3 "$SCRIPT_DIR/stats_cost.py" "$WORST" --sluice "$SLUICE" \
+    --model "naive Bayes=$MODELS/nb.json" --model "C4.5=$MODELS/c45.json" \
+    --model "SVM, linear=$MODELS/svm-linear.json" --model "SVM, RBF=$MODELS/svm-rbf.json" \
+    > "$WORK_DIR/stats-cost.md"
+
 {
     cat "$WORK_DIR/machine.md"
     cat "$WORK_DIR/mix.md"
@@ -139,6 +158,8 @@ PY
     cat "$WORK_DIR/worst-case.md"
     echo
     cat "$WORK_DIR/memory.md"
+    echo
+    cat "$WORK_DIR/stats-cost.md"
 } > "$WORK_DIR/all.md"
 cat "$WORK_DIR/all.md"
 log "results written to $WORK_DIR (all.md has everything)"

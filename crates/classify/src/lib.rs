@@ -11,10 +11,12 @@
 mod chain;
 pub mod dissectors;
 mod expect;
+pub mod media;
 mod names;
 mod ports;
 pub mod rules;
 pub mod services;
+mod stats;
 
 pub use chain::{Chain, ChainConfig, Mode, finish_flow};
 pub use dissectors::{Metadata, Transport};
@@ -22,6 +24,7 @@ pub use expect::Expectations;
 pub use names::AddressNames;
 pub use ports::port_label;
 pub use rules::{RuleError, RuleSet};
+pub use stats::{BUILTIN_MODEL, StatsClassifier, StatsScope, StatsVerdict};
 
 /// Which stage of the chain decided a flow's label.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -39,16 +42,22 @@ pub enum Classifier {
     Dissector,
     /// A port announced by another flow (FTP PASV, SIP/SDP, ...).
     DynamicPort,
+    /// A statistical model, from the sizes and timing of the first packets.
+    Stats,
+    /// A behavioural detector (real-time media), from the flow's rhythm.
+    Behaviour,
 }
 
 impl Classifier {
-    pub const ALL: [Classifier; 6] = [
+    pub const ALL: [Classifier; 8] = [
         Classifier::None,
         Classifier::Port,
         Classifier::Protocol,
         Classifier::Rule,
         Classifier::Dissector,
         Classifier::DynamicPort,
+        Classifier::Stats,
+        Classifier::Behaviour,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +68,8 @@ impl Classifier {
             Classifier::Rule => "rule",
             Classifier::Dissector => "dissector",
             Classifier::DynamicPort => "dynamic-port",
+            Classifier::Stats => "stats",
+            Classifier::Behaviour => "behaviour",
         }
     }
 
@@ -71,6 +82,8 @@ impl Classifier {
             Classifier::Rule => 0.9,
             Classifier::Dissector => 0.95,
             Classifier::DynamicPort => 0.8,
+            // Both report their own confidence per flow.
+            Classifier::Stats | Classifier::Behaviour => 0.5,
         }
     }
 }
@@ -116,6 +129,11 @@ pub struct FlowClass {
     pub(crate) stage: chain::Stage,
     /// Only while the flow is being inspected: freed once it is decided.
     pub(crate) inspection: Option<Box<chain::Inspection>>,
+    /// The media detector's latest verdict on either direction.
+    pub media: Option<media::Media>,
+    /// The media detector's windows, client then server direction; UDP
+    /// flows only, and only while the detector runs.
+    pub(crate) media_windows: Option<Box<[media::MediaWindows; 2]>>,
 }
 
 impl Default for Label {
@@ -135,5 +153,22 @@ impl FlowClass {
     pub fn release(&mut self) {
         self.meta = None;
         self.inspection = None;
+        self.media_windows = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FlowClass;
+
+    /// Every flow in every table carries one: what it weighs is multiplied
+    /// by millions. Boxed state (inspection, metadata, media windows) lives
+    /// only as long as it is needed.
+    #[test]
+    fn a_flows_classification_state_stays_small() {
+        let size = std::mem::size_of::<FlowClass>();
+        let flow = std::mem::size_of::<sluice_flow::Flow<FlowClass>>();
+        eprintln!("FlowClass {size} B, Flow<FlowClass> {flow} B");
+        assert!(size <= 64, "{size}");
     }
 }

@@ -13,7 +13,8 @@ use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode};
 
-use crate::summary::{Counts, Drops, FileReport, Summary, Talker, WarningReport};
+use crate::sampling::{Sampler, Sampling};
+use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker, WarningReport};
 use crate::talkers::Talkers;
 use sluice_classify::{ChainConfig, Classifier};
 
@@ -33,6 +34,9 @@ pub struct AnalyzeConfig {
     pub progress: bool,
     /// Shared by all workers; each builds its own chain from it.
     pub classify: ChainConfig,
+    /// One packet in N goes on to the flow tables; the rest are counted as
+    /// sampled out.
+    pub sampling: Option<Sampling>,
 }
 
 impl AnalyzeConfig {
@@ -45,6 +49,7 @@ impl AnalyzeConfig {
             flow: FlowConfig::default(),
             progress: false,
             classify: ChainConfig::default(),
+            sampling: None,
         }
     }
 }
@@ -129,6 +134,8 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         fragments: FragmentResolver::new(1 << 16),
         drops: Drops::default(),
         progress: Progress::new(config.progress, total_size(&config.inputs)),
+        sampler: config.sampling.map(Sampler::new),
+        sampled_out: 0,
     };
     let mut files = Vec::with_capacity(config.inputs.len());
     for path in &config.inputs {
@@ -139,6 +146,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         queues,
         fragments,
         mut drops,
+        sampled_out,
         ..
     } = reader;
     drop(queues);
@@ -155,6 +163,10 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     drops.dropped_port_announcements = config.classify.expectations.dropped();
     drops.dropped_dns_names = config.classify.names.dropped();
     let mut summary = merge(outputs, files, drops, workers);
+    summary.sampling = config.sampling.map(|policy| SamplingReport {
+        policy: policy.to_string(),
+        sampled_out_packets: sampled_out,
+    });
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
     summary.bits_per_second = summary.bytes as f64 * 8.0 / summary.wall_seconds.max(1e-9);
@@ -212,6 +224,8 @@ struct Reader {
     fragments: FragmentResolver,
     drops: Drops,
     progress: Progress,
+    sampler: Option<Sampler>,
+    sampled_out: u64,
 }
 
 impl Reader {
@@ -251,6 +265,12 @@ impl Reader {
         while let Some(raw) = packets.next() {
             report.packets += 1;
             report.bytes += raw.wire_len as u64;
+            if let Some(sampler) = &mut self.sampler
+                && !sampler.keep()
+            {
+                self.sampled_out += 1;
+                continue;
+            }
             let mut decoded = match decode(raw.link, raw.data) {
                 Ok(decoded) => decoded,
                 Err(e) => {

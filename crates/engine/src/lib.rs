@@ -5,9 +5,11 @@
 //! end; one writer thread puts the records in a file.
 
 mod analyze;
+mod sampling;
 mod summary;
 mod talkers;
 mod worker;
 
 pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
-pub use summary::{Counts, FileReport, Summary};
+pub use sampling::Sampling;
+pub use summary::{Counts, FileReport, SamplingReport, Summary};

@@ -107,7 +107,17 @@ pub struct Summary {
     /// (summed over workers).
     pub flow_ends: TableCounters,
     pub drops: Drops,
+    /// Present when packets were sampled (`--sample`).
+    pub sampling: Option<SamplingReport>,
     pub records_path: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SamplingReport {
+    /// As given: `systematic:8`, `stratified:64`, `random:128`.
+    pub policy: String,
+    /// Packets read but, by the policy, not given to the flow tables.
+    pub sampled_out_packets: u64,
 }
 
 impl Summary {
@@ -187,6 +197,14 @@ impl Summary {
             group(d.dropped_port_announcements),
             group(d.dropped_dns_names)
         );
+        if let Some(sampling) = &self.sampling {
+            let _ = writeln!(
+                s,
+                "sampled {}: {} packets left out by design, flows and their figures are of the rest",
+                sampling.policy,
+                group(sampling.sampled_out_packets)
+            );
+        }
         s.push_str(&self.render_problems());
         if let Some(path) = &self.records_path {
             let _ = writeln!(s, "\nflow records: {}", path.display());

@@ -4,7 +4,10 @@ use crossbeam_channel::{Receiver, Sender};
 use sluice_capture::FileBytes;
 use std::sync::{Arc, Barrier};
 
-use sluice_classify::{AddressNames, Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, finish_flow};
+use sluice_classify::media::Media;
+use sluice_classify::{
+    AddressNames, Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, StatsClassifier, finish_flow,
+};
 use sluice_export::schema::Record;
 use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
@@ -65,6 +68,7 @@ struct Sink {
     records: Option<RecordQueue>,
     expectations: Arc<Expectations>,
     names: Arc<AddressNames>,
+    stats: Option<Arc<StatsClassifier>>,
     out: WorkerOutput,
 }
 
@@ -79,6 +83,7 @@ pub(crate) struct RecordQueue {
 impl Sink {
     fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
         finish_flow(flow, &self.expectations, &self.names);
+        let stats = self.stats.as_ref().and_then(|s| s.apply(flow));
         let counts = Counts {
             flows: 1,
             packets: flow.packets(),
@@ -107,7 +112,15 @@ impl Sink {
         self.out.first_ts_ns = self.out.first_ts_ns.min(flow.first_ns);
         self.out.last_ts_ns = self.out.last_ts_ns.max(flow.last_ns);
         if let Some(encoder) = &mut self.encoder {
-            encoder.encode(&Record { flow, end }, &mut self.chunk);
+            encoder.encode(
+                &Record {
+                    flow,
+                    end,
+                    stats,
+                    media: flow.ext.media.map(Media::name),
+                },
+                &mut self.chunk,
+            );
             if self.chunk.len() >= RECORD_CHUNK {
                 self.flush();
             }
@@ -170,6 +183,7 @@ pub(crate) fn run(
     let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
     let expectations = classify.expectations.clone();
     let names = classify.names.clone();
+    let stats = classify.stats.clone();
     let mut chain = Chain::new(classify);
     let mut sink = Sink {
         encoder: Encoder::new(format),
@@ -177,6 +191,7 @@ pub(crate) fn run(
         records,
         expectations,
         names,
+        stats,
         out: WorkerOutput {
             counters: TableCounters::default(),
             l4: Box::new([Counts::default(); 256]),

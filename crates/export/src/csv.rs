@@ -55,6 +55,13 @@ impl FieldSink for CsvEncoder {
         }
     }
 
+    fn opt_f64(&mut self, _: &'static str, value: Option<f64>) {
+        self.sep();
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            write_f64(&mut self.out, v);
+        }
+    }
+
     fn str(&mut self, _: &'static str, value: &str) {
         self.sep();
         if value.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {

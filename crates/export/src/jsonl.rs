@@ -52,6 +52,16 @@ impl FieldSink for JsonlEncoder {
         write_f64(&mut self.out, value);
     }
 
+    fn opt_f64(&mut self, name: &'static str, value: Option<f64>) {
+        match value {
+            Some(v) => self.f64(name, v),
+            None => {
+                self.key(name);
+                self.out.extend_from_slice(b"null");
+            }
+        }
+    }
+
     fn str(&mut self, name: &'static str, value: &str) {
         self.key(name);
         self.out.push(b'"');

@@ -6,6 +6,7 @@
 
 mod csv;
 mod jsonl;
+pub mod read;
 pub mod schema;
 
 pub use csv::CsvEncoder;

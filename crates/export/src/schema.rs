@@ -5,16 +5,20 @@
 
 use std::net::IpAddr;
 
-use sluice_classify::{FlowClass, Metadata};
+use sluice_classify::{FlowClass, Metadata, StatsVerdict};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Flow};
 use sluice_wire::l4_name;
 
-pub const SCHEMA_VERSION: &str = "1.1";
+pub const SCHEMA_VERSION: &str = "1.2";
 
 /// A finished flow and why it finished.
 pub struct Record<'a> {
     pub flow: &'a Flow<FlowClass>,
     pub end: EndReason,
+    /// The statistical model's verdict, when it was asked.
+    pub stats: Option<StatsVerdict>,
+    /// `audio`, `video` or `file-transfer` from the media detector.
+    pub media: Option<&'static str>,
 }
 
 /// Receives the fields of a record in schema order.
@@ -22,6 +26,7 @@ pub trait FieldSink {
     fn u64(&mut self, name: &'static str, value: u64);
     fn opt_u64(&mut self, name: &'static str, value: Option<u64>);
     fn f64(&mut self, name: &'static str, value: f64);
+    fn opt_f64(&mut self, name: &'static str, value: Option<f64>);
     fn str(&mut self, name: &'static str, value: &str);
     fn ip(&mut self, name: &'static str, value: IpAddr);
     fn list(&mut self, name: &'static str, values: &[u64]);
@@ -72,10 +77,17 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.str("app", label_text(class, &mut label));
     out.str("master", class.label.master);
     out.str("classifier", class.classifier.name());
-    // Three decimals: the f32 is a score, and its binary tail (0.30000001…)
-    // would only look like precision.
-    out.f64("confidence", (class.confidence as f64 * 1000.0).round() / 1000.0);
+    out.f64("confidence", rounded(class.confidence));
+    out.opt_str("stats_app", r.stats.map(|s| s.class));
+    out.opt_f64("stats_confidence", r.stats.map(|s| rounded(s.confidence)));
+    out.opt_str("media", r.media);
     metadata(out, class.meta.as_deref().unwrap_or(&NO_METADATA));
+}
+
+/// Three decimals: a confidence is a score, and the binary tail of an f32
+/// (0.30000001…) would only look like precision.
+fn rounded(confidence: f32) -> f64 {
+    (confidence as f64 * 1000.0).round() / 1000.0
 }
 
 static NO_METADATA: Metadata = Metadata {
@@ -240,6 +252,9 @@ pub fn field_names() -> Vec<&'static str> {
         fn f64(&mut self, name: &'static str, _: f64) {
             self.0.push(name);
         }
+        fn opt_f64(&mut self, name: &'static str, _: Option<f64>) {
+            self.0.push(name);
+        }
         fn str(&mut self, name: &'static str, _: &str) {
             self.0.push(name);
         }
@@ -262,13 +277,15 @@ pub fn field_names() -> Vec<&'static str> {
         &Record {
             flow: &flow,
             end: EndReason::EndOfInput,
+            stats: None,
+            media: None,
         },
         &mut names,
     );
     names.0
 }
 
-fn sample_flow() -> Flow<FlowClass> {
+pub(crate) fn sample_flow() -> Flow<FlowClass> {
     use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
     let decoded = sluice_wire::Decoded::default();
     let mut table = FlowTable::new(FlowConfig {

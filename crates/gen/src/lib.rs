@@ -2,11 +2,17 @@
 //!
 //! The same profile, packet count and seed always give byte-identical
 //! captures, so tests can make their own inputs and benchmarks can be
-//! reproduced anywhere.
+//! reproduced anywhere. Beside the frames, every profile tells what each
+//! flow really is ([`TruthRow`]), so classifiers can be scored against it.
 
 mod openings;
+mod others;
+mod quic;
+mod sip;
+mod voip;
 
 use std::io;
+use std::net::IpAddr;
 
 use etherparse::{PacketBuilder, TcpHeader, TcpOptionElement};
 use rand::{Rng, SeedableRng};
@@ -22,11 +28,80 @@ pub enum Profile {
     /// TCP with handshakes and teardowns, UDP, ICMP, IPv4 and IPv6, some
     /// VLAN tags.
     Mix,
+    /// SIP calls with their RTP audio (a fifth with video too), among UDP
+    /// flows that are not real-time media: DNS, NTP, QUIC downloads, a
+    /// game, syslog and SNMP polling.
+    Voip,
 }
 
 /// Where generated frames go.
 pub trait FrameSink {
     fn frame(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()>;
+}
+
+/// What one generated flow really is: written once per flow, when its
+/// first packet is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TruthRow {
+    /// The sender of the flow's first packet (for TCP, the client).
+    pub src_ip: IpAddr,
+    /// 0 for ICMP and ICMPv6.
+    pub src_port: u16,
+    pub dst_ip: IpAddr,
+    pub dst_port: u16,
+    pub l4: L4,
+    /// The application, in nDPI's name for its protocol (`SIP`, `RTP`,
+    /// `DNS`, `QUIC`, `TLS`, ...); `Unknown` for made-up payloads.
+    pub class: &'static str,
+    /// Set on real-time media streams only.
+    pub media: Option<Media>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum L4 {
+    Tcp,
+    Udp,
+    Icmp,
+    Icmpv6,
+}
+
+impl L4 {
+    /// As flow records spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            L4::Tcp => "TCP",
+            L4::Udp => "UDP",
+            L4::Icmp => "ICMP",
+            L4::Icmpv6 => "ICMPV6",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Media {
+    Audio,
+    Video,
+}
+
+impl Media {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Media::Audio => "audio",
+            Media::Video => "video",
+        }
+    }
+}
+
+/// Where the truth about generated flows goes, one row per flow as the
+/// flow starts, so that millions of flows need no memory.
+pub trait TruthSink {
+    fn flow(&mut self, row: &TruthRow) -> io::Result<()>;
+}
+
+impl<F: FnMut(&TruthRow) -> io::Result<()>> TruthSink for F {
+    fn flow(&mut self, row: &TruthRow) -> io::Result<()> {
+        self(row)
+    }
 }
 
 /// What was generated.
@@ -40,10 +115,19 @@ pub struct GenSummary {
 /// 2024-01-01T00:00:00Z: generated traffic starts here.
 pub const START_NS: u64 = 1_704_067_200_000_000_000;
 
-pub fn generate(profile: Profile, packets: u64, seed: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary> {
+/// Writes `packets` frames of `profile` to `sink`, and what each flow is to
+/// `truth`. `summary.flows` counts the rows given to `truth`.
+pub fn generate(
+    profile: Profile,
+    packets: u64,
+    seed: u64,
+    sink: &mut impl FrameSink,
+    truth: &mut impl TruthSink,
+) -> io::Result<GenSummary> {
     match profile {
-        Profile::WorstCase => worst_case(packets, sink),
-        Profile::Mix => Mix::new(seed).run(packets, sink),
+        Profile::WorstCase => worst_case(packets, sink, truth),
+        Profile::Mix => Mix::new(seed).run(packets, sink, truth),
+        Profile::Voip => voip::generate(packets, seed, sink, truth),
     }
 }
 
@@ -54,7 +138,7 @@ const MAC_B: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x0b];
 const WORST_CASE_CONCURRENT: u64 = 100_000;
 const WORST_CASE_PACKETS_PER_FLOW: u64 = 5;
 
-fn worst_case(packets: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary> {
+fn worst_case(packets: u64, sink: &mut impl FrameSink, truth: &mut impl TruthSink) -> io::Result<GenSummary> {
     let mut summary = GenSummary::default();
     let mut frame = Vec::with_capacity(64);
     // 64-byte frames at 10 GbE line rate: 14.88 Mpps, one every 67.2 ns.
@@ -68,13 +152,23 @@ fn worst_case(packets: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary>
         let in_block = p - block_start;
         let step = in_block / concurrent;
         let flow = block_start / WORST_CASE_PACKETS_PER_FLOW + in_block % concurrent;
-        if step == 0 {
-            summary.flows += 1;
-        }
         let client = [10, (flow >> 16) as u8, (flow >> 8) as u8, flow as u8];
         let server = [172, 16 + ((flow >> 16) & 0x0f) as u8, (flow >> 8) as u8, flow as u8];
         let client_port = 1024 + (flow % 64_000) as u16;
         let server_port = 80 + (flow % 16) as u16;
+        if step == 0 {
+            summary.flows += 1;
+            // Ten bytes of filler on ports 80 to 95: no application at all.
+            truth.flow(&TruthRow {
+                src_ip: client.into(),
+                src_port: client_port,
+                dst_ip: server.into(),
+                dst_port: server_port,
+                l4: L4::Tcp,
+                class: "Unknown",
+                media: None,
+            })?;
+        }
         let (isn_c, isn_s) = (flow as u32 * 7919, flow as u32 * 104_729);
         frame.clear();
         let builder = |from_client: bool| {
@@ -149,6 +243,39 @@ struct MixFlow {
     host: usize,
     /// Whether each direction (client, server) has sent its opening message.
     opened: [bool; 2],
+}
+
+impl MixFlow {
+    fn truth(&self) -> TruthRow {
+        let addr = |a: [u8; 16]| {
+            if self.v6 {
+                IpAddr::from(a)
+            } else {
+                IpAddr::from([a[0], a[1], a[2], a[3]])
+            }
+        };
+        let (l4, class) = match self.kind {
+            Kind::Tcp => (L4::Tcp, openings::class(openings::Transport::Tcp, self.server_port)),
+            Kind::Udp => (L4::Udp, openings::class(openings::Transport::Udp, self.server_port)),
+            Kind::Icmp if self.v6 => (L4::Icmpv6, "ICMPV6"),
+            Kind::Icmp => (L4::Icmp, "ICMP"),
+        };
+        // An ICMP flow's `client_port` is its echo identifier, not a port.
+        let ports = if self.kind == Kind::Icmp {
+            (0, 0)
+        } else {
+            (self.client_port, self.server_port)
+        };
+        TruthRow {
+            src_ip: addr(self.client),
+            src_port: ports.0,
+            dst_ip: addr(self.server),
+            dst_port: ports.1,
+            l4,
+            class,
+            media: None,
+        }
+    }
 }
 
 struct Mix {
@@ -245,7 +372,7 @@ impl Mix {
         frame.saturating_sub(header).min(1448)
     }
 
-    fn run(mut self, packets: u64, sink: &mut impl FrameSink) -> io::Result<GenSummary> {
+    fn run(mut self, packets: u64, sink: &mut impl FrameSink, truth: &mut impl TruthSink) -> io::Result<GenSummary> {
         let mut summary = GenSummary::default();
         while summary.packets < packets {
             while self.active.len() < MIX_CONCURRENT {
@@ -256,6 +383,7 @@ impl Mix {
             let mut flow = self.active.swap_remove(i);
             if flow.step == 0 {
                 summary.flows += 1;
+                truth.flow(&flow.truth())?;
             }
             let done = self.emit(&mut flow)?;
             sink.frame(self.ts, &self.frame)?;
@@ -419,45 +547,166 @@ const RST: u8 = 0x04;
 const PSH: u8 = 0x08;
 const ACK: u8 = 0x10;
 
+/// What tests of the generator look at: everything a run wrote, and the
+/// packets parsed back.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
+    use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 
-    #[derive(Default)]
-    struct Collect(Vec<(u64, Vec<u8>)>);
+    #[derive(Debug, PartialEq)]
+    pub(crate) struct Run {
+        pub(crate) frames: Vec<(u64, Vec<u8>)>,
+        pub(crate) truth: Vec<TruthRow>,
+        pub(crate) summary: GenSummary,
+    }
 
-    impl FrameSink for Collect {
+    struct Frames(Vec<(u64, Vec<u8>)>);
+
+    impl FrameSink for Frames {
         fn frame(&mut self, ts_ns: u64, frame: &[u8]) -> io::Result<()> {
             self.0.push((ts_ns, frame.to_vec()));
             Ok(())
         }
     }
 
+    pub(crate) fn run(profile: Profile, packets: u64, seed: u64) -> Run {
+        let mut frames = Frames(Vec::new());
+        let mut truth = Vec::new();
+        let summary = generate(profile, packets, seed, &mut frames, &mut |row: &TruthRow| {
+            truth.push(*row);
+            Ok(())
+        })
+        .unwrap();
+        Run {
+            frames: frames.0,
+            truth,
+            summary,
+        }
+    }
+
+    pub(crate) type Endpoint = (IpAddr, u16);
+
+    pub(crate) struct Packet<'a> {
+        pub(crate) src: Endpoint,
+        pub(crate) dst: Endpoint,
+        pub(crate) l4: L4,
+        pub(crate) payload: &'a [u8],
+    }
+
+    pub(crate) fn parse(frame: &[u8]) -> Packet<'_> {
+        let sliced = SlicedPacket::from_ethernet(frame).expect("generated frames parse");
+        let (src, dst): (IpAddr, IpAddr) = match sliced.net.expect("IP") {
+            NetSlice::Ipv4(ip) => (ip.header().source_addr().into(), ip.header().destination_addr().into()),
+            NetSlice::Ipv6(ip) => (ip.header().source_addr().into(), ip.header().destination_addr().into()),
+            NetSlice::Arp(_) => unreachable!("no ARP is generated"),
+        };
+        let (ports, l4, payload) = match sliced.transport.expect("a transport header") {
+            TransportSlice::Udp(udp) => ((udp.source_port(), udp.destination_port()), L4::Udp, udp.payload()),
+            TransportSlice::Tcp(tcp) => ((tcp.source_port(), tcp.destination_port()), L4::Tcp, tcp.payload()),
+            TransportSlice::Icmpv4(icmp) => ((0, 0), L4::Icmp, icmp.payload()),
+            TransportSlice::Icmpv6(icmp) => ((0, 0), L4::Icmpv6, icmp.payload()),
+            TransportSlice::Igmp(_) => unreachable!("no IGMP is generated"),
+        };
+        Packet {
+            src: (src, ports.0),
+            dst: (dst, ports.1),
+            l4,
+            payload,
+        }
+    }
+
+    /// A flow's key, the same from either direction.
+    pub(crate) fn flow_key(a: Endpoint, b: Endpoint, l4: L4) -> (Endpoint, Endpoint, L4) {
+        (a.min(b), a.max(b), l4)
+    }
+
+    pub(crate) fn row_key(row: &TruthRow) -> (Endpoint, Endpoint, L4) {
+        flow_key((row.src_ip, row.src_port), (row.dst_ip, row.dst_port), row.l4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use super::testing::{flow_key, parse, row_key, run};
+    use super::*;
+
     #[test]
     fn same_seed_same_bytes() {
-        let (mut a, mut b) = (Collect::default(), Collect::default());
-        generate(Profile::Mix, 2000, 7, &mut a).unwrap();
-        generate(Profile::Mix, 2000, 7, &mut b).unwrap();
-        assert_eq!(a.0, b.0);
-        let mut c = Collect::default();
-        generate(Profile::Mix, 2000, 8, &mut c).unwrap();
-        assert_ne!(a.0, c.0);
+        let a = run(Profile::Mix, 2000, 7);
+        assert_eq!(a, run(Profile::Mix, 2000, 7));
+        assert_ne!(a.frames, run(Profile::Mix, 2000, 8).frames);
     }
 
     #[test]
     fn worst_case_is_64_byte_frames_five_per_flow() {
-        let mut out = Collect::default();
-        let summary = generate(Profile::WorstCase, 1000, 0, &mut out).unwrap();
-        assert_eq!(summary.flows, 200);
-        assert!(out.0.iter().all(|(_, f)| f.len() == 64));
-        assert!(out.0.windows(2).all(|w| w[0].0 < w[1].0));
+        let out = run(Profile::WorstCase, 1000, 0);
+        assert_eq!(out.summary.flows, 200);
+        assert!(out.frames.iter().all(|(_, f)| f.len() == 64));
+        assert!(out.frames.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     #[test]
     fn mix_has_a_realistic_mean_packet_size() {
-        let mut out = Collect::default();
-        let summary = generate(Profile::Mix, 50_000, 1, &mut out).unwrap();
+        let summary = run(Profile::Mix, 50_000, 1).summary;
         let mean = summary.bytes as f64 / summary.packets as f64;
         assert!((600.0..=800.0).contains(&mean), "mean {mean}");
+    }
+
+    #[test]
+    fn every_profile_starts_on_time_and_stays_in_time_order() {
+        for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip] {
+            let out = run(profile, 30_000, 5);
+            assert_eq!(
+                out.frames.len(),
+                30_000,
+                "{profile:?} stops exactly at the count asked for"
+            );
+            assert_eq!(out.frames[0].0, START_NS, "{profile:?}");
+            assert!(out.frames.windows(2).all(|w| w[0].0 <= w[1].0), "{profile:?}");
+        }
+    }
+
+    /// One row per flow, naming the sender of the flow's first packet, and
+    /// no packet outside the flows the rows name.
+    #[test]
+    fn truth_has_one_row_per_generated_flow() {
+        for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip] {
+            let out = run(profile, 30_000, 2);
+            assert_eq!(out.truth.len() as u64, out.summary.flows, "{profile:?}");
+            let mut first_sender = HashMap::new();
+            for (_, frame) in &out.frames {
+                let p = parse(frame);
+                first_sender.entry(flow_key(p.src, p.dst, p.l4)).or_insert(p.src);
+            }
+            assert_eq!(first_sender.len(), out.truth.len(), "{profile:?}: flows in the capture");
+            let rows: HashSet<_> = out.truth.iter().map(row_key).collect();
+            assert_eq!(rows.len(), out.truth.len(), "{profile:?}: one row per flow");
+            for row in &out.truth {
+                let src = first_sender.get(&row_key(row));
+                assert_eq!(src, Some(&(row.src_ip, row.src_port)), "{profile:?}: {row:?}");
+            }
+            if profile == Profile::Voip {
+                assert!(out.truth.iter().any(|r| r.media == Some(Media::Audio)));
+            }
+        }
+    }
+
+    #[test]
+    fn mix_truth_names_the_protocols_the_flows_open_with() {
+        let out = run(Profile::Mix, 30_000, 3);
+        let count = |class: &str| out.truth.iter().filter(|r| r.class == class).count();
+        for class in ["TLS", "HTTP", "SSH", "DNS", "NTP", "ICMP"] {
+            assert!(count(class) > 0, "{class}");
+        }
+        assert!(out.truth.iter().all(|r| r.media.is_none()));
+        assert!(
+            run(Profile::WorstCase, 100, 0)
+                .truth
+                .iter()
+                .all(|r| r.class == "Unknown")
+        );
     }
 }

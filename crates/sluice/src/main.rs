@@ -1,6 +1,8 @@
 //! The `sluice` command line. Subcommands are thin: each parses its
 //! arguments into a library call and reports the result.
 
+mod training;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -8,12 +10,14 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::sync::Arc;
 
+use sluice_classify::media::MediaConfig;
 use sluice_classify::rules::{DEFAULT_RULES, parse_rules, read_rules};
-use sluice_classify::{ChainConfig, Mode, RuleSet};
-use sluice_engine::{AnalyzeConfig, AnalyzeError, analyze};
+use sluice_classify::{BUILTIN_MODEL, ChainConfig, Mode, RuleSet, StatsClassifier, StatsScope};
+use sluice_engine::{AnalyzeConfig, AnalyzeError, Sampling, analyze};
 use sluice_export::Format;
 use sluice_flow::FlowConfig;
-use sluice_gen::{FrameSink, Profile, generate};
+use sluice_gen::{FrameSink, Media as TruthMedia, Profile, TruthRow, generate};
+use sluice_learn::Model;
 use sluice_store::PcapWriter;
 
 const EXIT_CODES: &str = "\
@@ -45,6 +49,19 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Write a deterministic synthetic capture.
     Gen(GenArgs),
+    /// Learn a statistical model from labelled flow records.
+    ///
+    /// Each flow is described by the sizes and directions (and optionally
+    /// the inter-arrival times) of its first packets, and labelled by the
+    /// classifier chain that wrote the record (or by a ground-truth CSV).
+    /// `sluice analyze --model FILE` then labels the flows that payload
+    /// inspection left unknown. See docs/statistical-classification.md.
+    Train(training::TrainArgs),
+    /// Measure a model's learner on labelled flow records: k-fold
+    /// cross-validation (or the model as it is, with --as-is), per-class
+    /// precision and recall, the confusion matrix, and a last line
+    /// `accuracy: 0.NNN`.
+    Evaluate(training::EvaluateArgs),
     /// Generate a realistic traffic mix and analyse it: a first look at
     /// Sluice with no input of your own.
     Demo {
@@ -97,6 +114,33 @@ struct AnalyzeArgs {
     /// added to the built-in ones. May be given several times.
     #[arg(long, value_name = "FILE")]
     rules: Vec<PathBuf>,
+    /// A statistical model from `sluice train` (or `builtin`, the one
+    /// shipped with Sluice) that labels the flows the other stages left
+    /// unknown from the sizes and timing of their first packets; the
+    /// record says `classifier: stats`.
+    #[arg(long, value_name = "FILE|builtin")]
+    model: Option<PathBuf>,
+    /// Which flows the model is asked about: those left unknown, or all
+    /// (its verdict goes to `stats_app` in every record, for comparison;
+    /// labels still change only for unknown flows).
+    #[arg(long, value_enum, default_value_t = ModelScopeArg::Unknown, requires = "model")]
+    model_scope: ModelScopeArg,
+    /// Keep one packet in N before flow processing: `systematic:N` (the
+    /// first of every N), `stratified:N` (one at random in every N) or
+    /// `random:N` (each with probability 1/N). Inter-arrival times are
+    /// rescaled by 1/N for the media detector unless --no-rescale.
+    #[arg(long, value_name = "POLICY:N")]
+    sample: Option<Sampling>,
+    /// With --sample: leave inter-arrival times as observed.
+    #[arg(long, requires = "sample")]
+    no_rescale: bool,
+    /// Intervals and thresholds of the real-time media detector (YAML, see
+    /// crates/classify/media/default.yaml for the built-in ones).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_media")]
+    media_config: Option<PathBuf>,
+    /// Turn the real-time media detector off.
+    #[arg(long)]
+    no_media: bool,
     /// Payload-carrying packets inspected per direction before a flow's
     /// label is settled.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -108,6 +152,12 @@ enum ClassifyArg {
     Full,
     Ports,
     Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModelScopeArg {
+    Unknown,
+    All,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -127,7 +177,9 @@ struct GenArgs {
     packets: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Output pcap file (nanosecond timestamps, Ethernet).
+    /// Output pcap file (nanosecond timestamps, Ethernet). NAME.truth.csv
+    /// beside it (NAME: the file without its extension) gets one row per
+    /// flow: its endpoints, transport, true application and media.
     #[arg(short = 'w', long)]
     write: PathBuf,
 }
@@ -140,6 +192,11 @@ enum ProfileArg {
     /// each direction opens with its protocol's first message (HTTP, TLS with
     /// SNI, SSH, SMTP, DNS, NTP, STUN).
     Mix,
+    /// SIP calls (INVITE to BYE, SDP offer and answer) with their RTP audio,
+    /// G.711 or G.729 every 20 ms with jitter, 1 % loss and on some calls
+    /// silence suppression, a fifth with video too; beside them UDP that is
+    /// not real-time media: DNS, NTP, QUIC downloads, a game, syslog, SNMP.
+    Voip,
 }
 
 fn main() -> ExitCode {
@@ -147,6 +204,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
+        Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
+        Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
     };
     match result {
@@ -156,6 +215,15 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// This run's command line, recorded in the files it makes; the program
+/// is named without the directory it was run from.
+fn command_line() -> String {
+    std::iter::once("sluice".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
@@ -181,6 +249,7 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         ..FlowConfig::default()
     };
     config.progress = !args.quiet;
+    config.sampling = args.sample;
     let mut rules = parse_rules(DEFAULT_RULES, "built-in rules").expect("built-in rules parse");
     for path in &args.rules {
         rules.extend(read_rules(path)?);
@@ -193,9 +262,41 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         },
         depth_packets: args.depth,
         rules: Arc::new(RuleSet::compile(rules)?),
+        stats: match &args.model {
+            Some(path) => Some(Arc::new(StatsClassifier::new(
+                load_model(path)?,
+                match args.model_scope {
+                    ModelScopeArg::Unknown => StatsScope::Unknown,
+                    ModelScopeArg::All => StatsScope::All,
+                },
+            ))),
+            None => None,
+        },
+        media: if args.no_media {
+            None
+        } else {
+            Some(Arc::new(match &args.media_config {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+                    MediaConfig::from_yaml(&text, &path.display().to_string())?
+                }
+                None => MediaConfig::default(),
+            }))
+        },
+        iat_scale: match args.sample {
+            Some(policy) if !args.no_rescale => 1.0 / policy.one_in() as f64,
+            _ => 1.0,
+        },
         ..ChainConfig::default()
     };
     run_and_report(&config, args.quiet)
+}
+
+fn load_model(path: &Path) -> anyhow::Result<Model> {
+    if path == Path::new("builtin") {
+        return Ok(Model::from_json(BUILTIN_MODEL, "the built-in model")?);
+    }
+    Ok(Model::load(path)?)
 }
 
 fn run_and_report(config: &AnalyzeConfig, quiet: bool) -> anyhow::Result<ExitCode> {
@@ -259,24 +360,52 @@ impl FrameSink for PcapSink {
 }
 
 fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+
     let profile = match args.profile {
         ProfileArg::WorstCase => Profile::WorstCase,
         ProfileArg::Mix => Profile::Mix,
+        ProfileArg::Voip => Profile::Voip,
     };
     let writer =
         PcapWriter::create(&args.write, 1, 262_144).with_context(|| format!("creating {}", args.write.display()))?;
     let mut sink = PcapSink(writer);
-    let summary = generate(profile, args.packets, args.seed, &mut sink)
-        .with_context(|| format!("writing {}", args.write.display()))?;
+    let truth_path = args.write.with_extension("truth.csv");
+    let truth_file =
+        std::fs::File::create(&truth_path).with_context(|| format!("creating {}", truth_path.display()))?;
+    let mut truth = std::io::BufWriter::new(truth_file);
+    writeln!(truth, "src_ip,src_port,dst_ip,dst_port,l4,class,media")
+        .with_context(|| format!("writing {}", truth_path.display()))?;
+    // Rows go out as flows start: the worst case's millions of flows are
+    // never held at once.
+    let mut write_row = |row: &TruthRow| {
+        writeln!(
+            truth,
+            "{},{},{},{},{},{},{}",
+            row.src_ip,
+            row.src_port,
+            row.dst_ip,
+            row.dst_port,
+            row.l4.as_str(),
+            row.class,
+            row.media.map_or("", TruthMedia::as_str)
+        )
+    };
+    let summary = generate(profile, args.packets, args.seed, &mut sink, &mut write_row)
+        .with_context(|| format!("writing {} and {}", args.write.display(), truth_path.display()))?;
     sink.0
         .finish()
         .with_context(|| format!("writing {}", args.write.display()))?;
+    truth
+        .flush()
+        .with_context(|| format!("writing {}", truth_path.display()))?;
     eprintln!(
-        "wrote {} packets ({} bytes, {} flows) to {}",
+        "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {}",
         summary.packets,
         summary.bytes,
         summary.flows,
-        args.write.display()
+        args.write.display(),
+        truth_path.display()
     );
     Ok(())
 }

@@ -1,0 +1,1220 @@
+//! The `voip` profile: SIP calls with their RTP audio (and on some, video),
+//! among UDP flows that are not real-time media (DNS, NTP, QUIC downloads,
+//! a game, syslog, SNMP polling), every flow with its true label, so that a
+//! real-time-media detector can be scored for misses and false alarms alike.
+//!
+//! Each flow is a small state machine that knows when its next packet is
+//! due. One heap holds those times and the arrival times of new calls and
+//! flows, so the flows open at once interleave and the capture is in time
+//! order.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::f64::consts::TAU;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use etherparse::PacketBuilder;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::openings::{self, Transport};
+use crate::others::{self, SNMP_PORT, SYSLOG_PORT};
+use crate::quic::{self, Initial, MIN_INITIAL, Side};
+use crate::sip::{self, Call, Codec, Message};
+use crate::{FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, TruthRow, TruthSink};
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+const NEVER: u64 = u64::MAX;
+
+/// Mean gap between new calls: with calls of ~17 s (the median), ~20 are up
+/// at once once the first minute has passed.
+const CALL_GAP_S: f64 = 1.0;
+/// Mean gap between new flows of more than 30 packets that are not voice
+/// (QUIC, game, syslog, SNMP). A fifth of calls bring a video stream beside
+/// their audio, so these come a little more often than calls: then about
+/// half of the flows a media detector must judge are voice.
+const LONG_GAP_S: f64 = 0.85;
+/// Mean gap between DNS or NTP exchanges.
+const SHORT_GAP_S: f64 = 0.25;
+
+/// Call lengths, log-uniform in between.
+const CALL_S: (f64, f64) = (5.0, 60.0);
+/// From 180 Ringing to 200 OK.
+const RING_MS: (u64, u64) = (1_000, 6_000);
+const VIDEO_SHARE: f64 = 0.2;
+/// Calls that send nothing while their speaker is silent.
+const VAD_SHARE: f64 = 0.4;
+const G729_SHARE: f64 = 0.5;
+const CALL_V6_SHARE: f64 = 0.1;
+/// Packets lost before the capture point, in every RTP stream.
+const LOSS: f64 = 0.01;
+/// Standard deviation of the network jitter of a call's packets.
+const JITTER_SD_MS: (f64, f64) = (1.0, 5.0);
+/// A speaker alternates talk spurts and silences of exponential lengths
+/// (Brady's on-off model).
+const SPURT_MEAN_S: f64 = 1.5;
+const SILENCE_MEAN_S: f64 = 1.0;
+/// Voice activity detectors hold on a while after speech stops, so neither
+/// talk spurts nor silences are shorter than 200 ms; no silence is longer
+/// than 10 s.
+const MIN_SPURT_SLOTS: u32 = 10;
+const MIN_SILENCE_SLOTS: u64 = 10;
+const MAX_SILENCE_S: f64 = 10.0;
+/// Where RTP ports are drawn from; RTP takes the even ones (RFC 3550 §11).
+const RTP_PORTS: (u16, u16) = (16_384, 32_766);
+const AUDIO_SLOT_NS: u64 = 20 * MS;
+/// Both codecs' RTP clock runs at 8 kHz: 160 samples per 20 ms.
+const AUDIO_CLOCK_STEP: u32 = 160;
+/// A key frame every two seconds of video, the other frames a few packets.
+const KEY_FRAME_PACKETS: (u16, u16) = (8, 16);
+const FRAME_PACKETS: (u16, u16) = (1, 4);
+const VIDEO_PACKET: (usize, usize) = (500, 1200);
+/// Packets of one video frame leave back to back.
+const VIDEO_BURST_GAP_NS: (u64, u64) = (100_000, 400_000);
+/// Two packets of one stream are never closer than this on the wire.
+const MIN_GAP_NS: u64 = 20_000;
+
+/// QUIC downloads: server packets per flow, log-uniform in between.
+const QUIC_PACKETS: (f64, f64) = (200.0, 3_000.0);
+const QUIC_BURST: (u32, u32) = (30, 200);
+const QUIC_BURST_GAP_NS: (u64, u64) = (30_000, 300_000);
+const QUIC_PAUSE_NS: (u64, u64) = (2 * MS, 50 * MS);
+/// Server packets between two of the client's ACKs.
+const QUIC_ACK_EVERY: (u32, u32) = (2, 10);
+
+const GAME_PORT: u16 = 7777;
+const GAME_TICK_NS: (u64, u64) = (30 * MS, 100 * MS);
+const GAME_S: (u64, u64) = (20, 300);
+/// Syslog and SNMP flows live this long, and syslog sends a line every 1.5 s
+/// on average, never pausing 30 s: far from the 120 s after which an
+/// analyser ends an idle UDP flow, so each stays one flow.
+const LOW_RATE_S: (u64, u64) = (60, 600);
+const SYSLOG_MEAN_S: f64 = 1.5;
+const SYSLOG_MAX_GAP_S: f64 = 30.0;
+const SNMP_POLL_NS: u64 = 5 * S;
+
+pub(crate) fn generate(
+    packets: u64,
+    seed: u64,
+    sink: &mut impl FrameSink,
+    truth: &mut impl TruthSink,
+) -> io::Result<GenSummary> {
+    Voip::new(seed).run(packets, sink, truth)
+}
+
+fn exp(rng: &mut Pcg64Mcg, mean: f64) -> f64 {
+    -rng.random_range(1e-12..1.0f64).ln() * mean
+}
+
+fn log_uniform(rng: &mut Pcg64Mcg, (lo, hi): (f64, f64)) -> f64 {
+    rng.random_range(lo.ln()..hi.ln()).exp()
+}
+
+/// A standard normal sample (Box-Muller).
+fn normal(rng: &mut Pcg64Mcg) -> f64 {
+    let u: f64 = rng.random_range(1e-12..1.0);
+    let v: f64 = rng.random();
+    (-2.0 * u.ln()).sqrt() * (TAU * v).cos()
+}
+
+fn between<T: rand::distr::uniform::SampleUniform + PartialOrd>(rng: &mut Pcg64Mcg, (lo, hi): (T, T)) -> T {
+    rng.random_range(lo..=hi)
+}
+
+fn rtp_port(rng: &mut Pcg64Mcg) -> u16 {
+    between(rng, RTP_PORTS) & !1
+}
+
+fn ephemeral_port(rng: &mut Pcg64Mcg) -> u16 {
+    rng.random_range(49_152..=65_535)
+}
+
+#[derive(Clone, Copy)]
+enum Track {
+    Audio { codec: Codec, vad: bool },
+    Video { fps: u32 },
+}
+
+/// One direction of an RTP session: packets on a grid of slots (20 ms of
+/// audio, or a video frame of several packets), each delayed by jitter
+/// around a fixed network delay, some lost before the capture point.
+struct Stream {
+    track: Track,
+    /// When the current packet goes out (`NEVER` once the stream is over);
+    /// a lost packet's time still orders the ones after it.
+    next: u64,
+    /// Slot 0 starts here.
+    origin: u64,
+    slot_ns: u64,
+    slot: u32,
+    slots: u32,
+    /// The current packet of the slot, and how many the slot has.
+    part: u16,
+    parts: u16,
+    seq: u16,
+    timestamp0: u32,
+    clock_step: u32,
+    ssrc: u32,
+    /// The current audio packet starts a talk spurt.
+    marker: bool,
+    /// Where the current talk spurt ends; `u32::MAX` without silence suppression.
+    spurt_end: u32,
+    payload_len: usize,
+    jitter_sd_ns: f64,
+    /// Fixed network delay: three standard deviations, so that jitter never
+    /// moves a packet before its slot.
+    delay_ns: u64,
+}
+
+impl Stream {
+    fn new(track: Track, origin: u64, end: u64, jitter_sd_ns: f64, rng: &mut Pcg64Mcg) -> Stream {
+        let (slot_ns, clock_step, parts, spurt_end) = match track {
+            Track::Audio { vad, .. } => {
+                let spurt_end = if vad { spurt_slots(rng) } else { u32::MAX };
+                (AUDIO_SLOT_NS, AUDIO_CLOCK_STEP, 1, spurt_end)
+            }
+            // RTP's video clock runs at 90 kHz (RFC 3551).
+            Track::Video { fps } => (
+                S / u64::from(fps),
+                90_000 / fps,
+                between(rng, KEY_FRAME_PACKETS),
+                u32::MAX,
+            ),
+        };
+        let mut stream = Stream {
+            track,
+            next: 0,
+            origin,
+            slot_ns,
+            slot: 0,
+            slots: (end.saturating_sub(origin) / slot_ns) as u32,
+            part: 0,
+            parts,
+            seq: rng.random(),
+            timestamp0: rng.random(),
+            clock_step,
+            ssrc: rng.random(),
+            marker: true,
+            spurt_end,
+            payload_len: 0,
+            jitter_sd_ns,
+            delay_ns: (3.0 * jitter_sd_ns) as u64,
+        };
+        stream.settle(rng);
+        stream
+    }
+
+    /// Times the current packet, or skips it if it is lost, until one
+    /// reaches the capture.
+    fn settle(&mut self, rng: &mut Pcg64Mcg) {
+        while self.slot < self.slots {
+            self.place(rng);
+            if !rng.random_bool(LOSS) {
+                return;
+            }
+            // The lost packet took its sequence number, and the marker of
+            // its talk spurt, with it.
+            self.seq = self.seq.wrapping_add(1);
+            self.marker = false;
+            self.step(rng);
+        }
+        self.next = NEVER;
+    }
+
+    fn place(&mut self, rng: &mut Pcg64Mcg) {
+        let at = if self.part == 0 {
+            let nominal = self.origin + u64::from(self.slot) * self.slot_ns + self.delay_ns;
+            let delay = self.delay_ns as f64;
+            let jitter = (normal(rng) * self.jitter_sd_ns).clamp(-delay, delay);
+            nominal.saturating_add_signed(jitter as i64)
+        } else {
+            self.next + between(rng, VIDEO_BURST_GAP_NS)
+        };
+        // A late packet holds back the ones after it rather than swapping
+        // places with them.
+        self.next = if self.next == 0 {
+            at
+        } else {
+            at.max(self.next + MIN_GAP_NS)
+        };
+        self.payload_len = match self.track {
+            Track::Audio { codec, .. } => codec.payload_len(),
+            Track::Video { .. } => between(rng, VIDEO_PACKET),
+        };
+    }
+
+    /// Moves to the packet after the current one.
+    fn step(&mut self, rng: &mut Pcg64Mcg) {
+        self.part += 1;
+        if self.part < self.parts {
+            return;
+        }
+        self.part = 0;
+        self.slot += 1;
+        match self.track {
+            Track::Video { fps } => {
+                self.parts = if self.slot.is_multiple_of(2 * fps) {
+                    between(rng, KEY_FRAME_PACKETS)
+                } else {
+                    between(rng, FRAME_PACKETS)
+                };
+            }
+            Track::Audio { vad: true, .. } if self.slot >= self.spurt_end => {
+                let silence = exp(rng, SILENCE_MEAN_S).min(MAX_SILENCE_S);
+                self.slot += ((silence * S as f64) as u64 / AUDIO_SLOT_NS).max(MIN_SILENCE_SLOTS) as u32;
+                self.spurt_end = self.slot + spurt_slots(rng);
+                self.marker = true;
+            }
+            Track::Audio { .. } => {}
+        }
+    }
+
+    /// The RTP header and payload of the current packet.
+    fn write(&self, noise: &[u8], rng: &mut Pcg64Mcg, out: &mut Vec<u8>) {
+        let (marker, payload_type) = match self.track {
+            Track::Audio { codec, .. } => (self.marker, codec.payload_type()),
+            // On video the marker ends a frame (RFC 6184 §5.1).
+            Track::Video { .. } => (self.part + 1 == self.parts, 96),
+        };
+        out.clear();
+        out.extend_from_slice(&[0x80, u8::from(marker) << 7 | payload_type]);
+        out.extend_from_slice(&self.seq.to_be_bytes());
+        let timestamp = self.timestamp0.wrapping_add(self.slot.wrapping_mul(self.clock_step));
+        out.extend_from_slice(&timestamp.to_be_bytes());
+        out.extend_from_slice(&self.ssrc.to_be_bytes());
+        let header_len = out.len();
+        if let Track::Video { fps } = self.track {
+            // H.264 (RFC 6184): a key frame's slices are IDR, with a higher
+            // NAL reference priority; a frame of several packets goes out as
+            // fragmentation units, flagged at its first and its last.
+            let nal = if self.slot.is_multiple_of(2 * fps) { 0x65 } else { 0x41 };
+            if self.parts == 1 {
+                out.push(nal);
+            } else {
+                let (start, end) = (self.part == 0, self.part + 1 == self.parts);
+                out.extend_from_slice(&[nal & 0x60 | 28, u8::from(start) << 7 | u8::from(end) << 6 | nal & 0x1f]);
+            }
+        }
+        push_noise(noise, self.payload_len - (out.len() - header_len), rng, out);
+    }
+
+    fn advance(&mut self, rng: &mut Pcg64Mcg) {
+        self.seq = self.seq.wrapping_add(1);
+        self.marker = false;
+        self.step(rng);
+        self.settle(rng);
+    }
+}
+
+fn spurt_slots(rng: &mut Pcg64Mcg) -> u32 {
+    ((exp(rng, SPURT_MEAN_S) * S as f64) as u64 / AUDIO_SLOT_NS).max(u64::from(MIN_SPURT_SLOTS)) as u32
+}
+
+/// Appends `len` bytes that look encrypted or compressed.
+fn push_noise(noise: &[u8], len: usize, rng: &mut Pcg64Mcg, out: &mut Vec<u8>) {
+    let at = rng.random_range(0..=noise.len() - len);
+    out.extend_from_slice(&noise[at..at + len]);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum QuicPhase {
+    ClientInitial,
+    ServerInitial,
+    Request,
+    Data,
+    Ack,
+    Done,
+}
+
+/// A download over QUIC: the handshake's Initials, the client's request,
+/// then the server's packets in bursts as fast as the path takes them, with
+/// the client's ACKs between.
+struct Quic {
+    next: u64,
+    phase: QuicPhase,
+    /// The client's first Destination Connection ID, which keys both Initials.
+    dcid: [u8; 8],
+    /// The server's connection ID; the client's is empty, as browsers make it.
+    server_cid: [u8; 8],
+    host: usize,
+    rtt: u64,
+    /// Server packets still to send, in this burst, and before the next ACK.
+    left: u32,
+    burst: u32,
+    unacked: u32,
+}
+
+impl Quic {
+    fn emit(&mut self, rng: &mut Pcg64Mcg, scratch: &mut Scratch) -> usize {
+        let now = self.next;
+        let out = &mut scratch.payload;
+        match self.phase {
+            QuicPhase::ClientInitial => {
+                let (random, share): ([u8; 32], [u8; 32]) = (rng.random(), rng.random());
+                quic::client_hello_frame(openings::HOSTS[self.host], &random, &share, &mut scratch.body);
+                let initial = Initial {
+                    side: Side::Client,
+                    original_dcid: &self.dcid,
+                    dcid: &self.dcid,
+                    scid: &[],
+                    pn: 0,
+                };
+                // Chromium pads its Initials past the minimum.
+                initial.seal(&scratch.body, MIN_INITIAL + 50, out);
+                self.phase = QuicPhase::ServerInitial;
+                self.next = now + self.rtt;
+                0
+            }
+            QuicPhase::ServerInitial => {
+                let (random, share): ([u8; 32], [u8; 32]) = (rng.random(), rng.random());
+                quic::server_hello_frames(&random, &share, &mut scratch.body);
+                let initial = Initial {
+                    side: Side::Server,
+                    original_dcid: &self.dcid,
+                    dcid: &[],
+                    scid: &self.server_cid,
+                    pn: 0,
+                };
+                initial.seal(&scratch.body, MIN_INITIAL, out);
+                self.phase = QuicPhase::Request;
+                self.next = now + rng.random_range(300_000..2 * MS);
+                1
+            }
+            QuicPhase::Request | QuicPhase::Ack => {
+                self.short_header(true, rng, out);
+                let len = if self.phase == QuicPhase::Request {
+                    40..=120
+                } else {
+                    25..=45
+                };
+                push_noise(&scratch.noise, rng.random_range(len), rng, out);
+                if self.phase == QuicPhase::Request {
+                    self.next = now + self.rtt;
+                    self.phase = QuicPhase::Data;
+                } else if self.left == 0 {
+                    self.phase = QuicPhase::Done;
+                } else {
+                    self.unacked = between(rng, QUIC_ACK_EVERY);
+                    self.next = self.after_data(now, rng);
+                    self.phase = QuicPhase::Data;
+                }
+                0
+            }
+            QuicPhase::Data => {
+                self.short_header(false, rng, out);
+                let len = if rng.random_bool(0.9) {
+                    rng.random_range(1200..=1350)
+                } else {
+                    rng.random_range(200..1200)
+                };
+                push_noise(&scratch.noise, len - out.len(), rng, out);
+                self.left -= 1;
+                self.burst = self.burst.saturating_sub(1);
+                self.unacked = self.unacked.saturating_sub(1);
+                if self.left == 0 || self.unacked == 0 {
+                    self.phase = QuicPhase::Ack;
+                    self.next = now + rng.random_range(30_000..150_000);
+                } else {
+                    self.next = self.after_data(now, rng);
+                }
+                1
+            }
+            QuicPhase::Done => unreachable!("a finished flow is not scheduled"),
+        }
+    }
+
+    /// A 1-RTT packet's header: its low bits are masked by header protection.
+    fn short_header(&self, from_client: bool, rng: &mut Pcg64Mcg, out: &mut Vec<u8>) {
+        out.clear();
+        out.push(0x40 | rng.random_range(0..0x40u8));
+        if from_client {
+            out.extend_from_slice(&self.server_cid);
+        }
+    }
+
+    fn after_data(&mut self, now: u64, rng: &mut Pcg64Mcg) -> u64 {
+        if self.burst == 0 {
+            self.burst = between(rng, QUIC_BURST);
+            now + between(rng, QUIC_PAUSE_NS)
+        } else {
+            now + between(rng, QUIC_BURST_GAP_NS)
+        }
+    }
+}
+
+/// What a flow does next.
+enum State {
+    /// The messages of a call and when each is sent.
+    Sip {
+        call: Call,
+        times: [u64; 7],
+        step: usize,
+    },
+    /// The two directions of a call's audio or video.
+    Rtp([Stream; 2]),
+    /// A DNS or NTP request and its answer.
+    Exchange {
+        server_port: u16,
+        host: usize,
+        times: [u64; 2],
+        step: usize,
+    },
+    Quic(Quic),
+    /// Small updates both ways at irregular ticks, as a game's client and
+    /// server exchange; the protocol is made up, so its truth is `Unknown`.
+    Game {
+        next: [u64; 2],
+        end: u64,
+        seq: [u16; 2],
+    },
+    Syslog {
+        next: u64,
+        end: u64,
+        device: u32,
+        sent: u32,
+    },
+    /// A manager polling an agent every few seconds.
+    Snmp {
+        next: u64,
+        end: u64,
+        request_id: u32,
+        in_octets: u32,
+        answer: bool,
+    },
+}
+
+impl State {
+    fn due(&self) -> Option<u64> {
+        let next = match self {
+            State::Sip { times, step, .. } => times.get(*step).copied().unwrap_or(NEVER),
+            State::Rtp([a, b]) => a.next.min(b.next),
+            State::Exchange { times, step, .. } => times.get(*step).copied().unwrap_or(NEVER),
+            State::Quic(q) if q.phase == QuicPhase::Done => NEVER,
+            State::Quic(q) => q.next,
+            State::Game { next, .. } => next[0].min(next[1]),
+            State::Syslog { next, .. } | State::Snmp { next, .. } => *next,
+        };
+        (next != NEVER).then_some(next)
+    }
+
+    /// Writes the packet due at `now` into `scratch.payload`; returns 0 if
+    /// the flow's initiator sent it, 1 if the other side did.
+    fn emit(&mut self, now: u64, rng: &mut Pcg64Mcg, scratch: &mut Scratch) -> io::Result<usize> {
+        let out = &mut scratch.payload;
+        Ok(match self {
+            State::Sip { call, step, .. } => {
+                let msg = Message::CALL[*step];
+                sip::write(call, msg, &mut scratch.body, out)?;
+                *step += 1;
+                msg.sender(call)
+            }
+            State::Rtp(streams) => {
+                let i = usize::from(streams[1].next < streams[0].next);
+                streams[i].write(&scratch.noise, rng, out);
+                streams[i].advance(rng);
+                i
+            }
+            State::Exchange {
+                server_port,
+                host,
+                step,
+                ..
+            } => {
+                let sender = *step;
+                openings::write(Transport::Udp, *server_port, sender == 0, openings::HOSTS[*host], out)
+                    .expect("openings writes DNS and NTP");
+                *step += 1;
+                sender
+            }
+            State::Quic(q) => q.emit(rng, scratch),
+            State::Game { next, end, seq } => {
+                let i = usize::from(next[1] < next[0]);
+                out.clear();
+                // Message type, own sequence number, the last one heard.
+                out.push(1 + i as u8);
+                out.extend_from_slice(&seq[i].to_le_bytes());
+                out.extend_from_slice(&seq[1 - i].to_le_bytes());
+                let len = if i == 0 { 15..=60 } else { 30..=75 };
+                push_noise(&scratch.noise, rng.random_range(len), rng, out);
+                seq[i] = seq[i].wrapping_add(1);
+                next[i] += between(rng, GAME_TICK_NS);
+                if next[i] > *end {
+                    next[i] = NEVER;
+                }
+                i
+            }
+            State::Syslog {
+                next,
+                end,
+                device,
+                sent,
+            } => {
+                others::syslog(now, *device, *sent, out)?;
+                *sent += 1;
+                let gap = exp(rng, SYSLOG_MEAN_S).min(SYSLOG_MAX_GAP_S);
+                *next += ((gap * S as f64) as u64).max(MS);
+                if *next > *end {
+                    *next = NEVER;
+                }
+                0
+            }
+            State::Snmp {
+                next,
+                end,
+                request_id,
+                in_octets,
+                answer,
+            } => {
+                if *answer {
+                    *in_octets = in_octets.wrapping_add(rng.random_range(10_000..2_000_000));
+                    let values = others::Values {
+                        uptime: others::ticks_since_start(now),
+                        in_octets: *in_octets,
+                    };
+                    others::snmp(*request_id, Some(&values), out);
+                    *request_id = request_id.wrapping_add(1);
+                    *next = now + SNMP_POLL_NS - rng.random_range(MS..20 * MS);
+                    if *next > *end {
+                        *next = NEVER;
+                    }
+                } else {
+                    others::snmp(*request_id, None, out);
+                    *next = now + rng.random_range(MS..10 * MS);
+                }
+                *answer = !*answer;
+                usize::from(!*answer)
+            }
+        })
+    }
+}
+
+struct Flow {
+    /// The initiator and the other side.
+    ends: [(IpAddr, u16); 2],
+    class: &'static str,
+    media: Option<Media>,
+    /// Whether a packet of the flow has been written.
+    seen: bool,
+    state: State,
+}
+
+/// Buffers reused for every packet.
+struct Scratch {
+    payload: Vec<u8>,
+    body: Vec<u8>,
+    /// Random bytes that payloads are cut from: cheaper than drawing each.
+    noise: Vec<u8>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Flow(usize),
+    Call,
+    Long,
+    Short,
+}
+
+struct Voip {
+    rng: Pcg64Mcg,
+    /// (when, order of scheduling, what): the order breaks ties, so that
+    /// events at the same nanosecond go in a reproducible order.
+    heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    scheduled: u64,
+    flows: Vec<Flow>,
+    free: Vec<usize>,
+    /// Hosts handed out so far: every flow's initiator (and every callee)
+    /// has an address of its own, so no two flows share a 5-tuple.
+    hosts: u32,
+    scratch: Scratch,
+    frame: Vec<u8>,
+}
+
+impl Voip {
+    fn new(seed: u64) -> Voip {
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let noise = (0..65_536).map(|_| rng.random()).collect();
+        Voip {
+            rng,
+            heap: BinaryHeap::new(),
+            scheduled: 0,
+            flows: Vec::new(),
+            free: Vec::new(),
+            hosts: 0,
+            scratch: Scratch {
+                payload: Vec::with_capacity(1600),
+                body: Vec::with_capacity(1600),
+                noise,
+            },
+            frame: Vec::with_capacity(1600),
+        }
+    }
+
+    fn schedule(&mut self, at: u64, event: Event) {
+        self.heap.push(Reverse((at, self.scheduled, event)));
+        self.scheduled += 1;
+    }
+
+    fn after(&mut self, now: u64, mean_s: f64) -> u64 {
+        now + (exp(&mut self.rng, mean_s) * S as f64) as u64
+    }
+
+    fn run(mut self, packets: u64, sink: &mut impl FrameSink, truth: &mut impl TruthSink) -> io::Result<GenSummary> {
+        let mut summary = GenSummary::default();
+        self.schedule(START_NS, Event::Call);
+        let at = self.after(START_NS, LONG_GAP_S);
+        self.schedule(at, Event::Long);
+        let at = self.after(START_NS, SHORT_GAP_S);
+        self.schedule(at, Event::Short);
+        while summary.packets < packets {
+            let Reverse((now, _, event)) = self.heap.pop().expect("arrivals are always scheduled");
+            match event {
+                Event::Call => {
+                    self.call(now);
+                    let at = self.after(now, CALL_GAP_S);
+                    self.schedule(at, Event::Call);
+                }
+                Event::Long => {
+                    self.long(now);
+                    let at = self.after(now, LONG_GAP_S);
+                    self.schedule(at, Event::Long);
+                }
+                Event::Short => {
+                    self.short(now);
+                    let at = self.after(now, SHORT_GAP_S);
+                    self.schedule(at, Event::Short);
+                }
+                Event::Flow(i) => {
+                    let flow = &mut self.flows[i];
+                    let sender = flow.state.emit(now, &mut self.rng, &mut self.scratch)?;
+                    let (from, to) = (flow.ends[sender], flow.ends[1 - sender]);
+                    if !flow.seen {
+                        flow.seen = true;
+                        summary.flows += 1;
+                        truth.flow(&TruthRow {
+                            src_ip: from.0,
+                            src_port: from.1,
+                            dst_ip: to.0,
+                            dst_port: to.1,
+                            l4: L4::Udp,
+                            class: flow.class,
+                            media: flow.media,
+                        })?;
+                    }
+                    udp_frame(from, to, sender == 0, &self.scratch.payload, &mut self.frame)?;
+                    sink.frame(now, &self.frame)?;
+                    summary.packets += 1;
+                    summary.bytes += self.frame.len() as u64;
+                    match flow.state.due() {
+                        Some(at) => self.schedule(at, Event::Flow(i)),
+                        None => self.free.push(i),
+                    }
+                }
+            }
+        }
+        Ok(summary)
+    }
+
+    fn add(&mut self, ends: [(IpAddr, u16); 2], class: &'static str, media: Option<Media>, state: State) {
+        let at = state.due().expect("a new flow has a first packet");
+        let flow = Flow {
+            ends,
+            class,
+            media,
+            seen: false,
+            state,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.flows[i] = flow;
+                i
+            }
+            None => {
+                self.flows.push(flow);
+                self.flows.len() - 1
+            }
+        };
+        self.schedule(at, Event::Flow(i));
+    }
+
+    /// A new address: on the near side (10/8, 2001:db8:1::/64), where
+    /// flows start, or the far side (172.16/12, 2001:db8:2::/64), where
+    /// calls go.
+    fn host(&mut self, v6: bool, far: bool) -> IpAddr {
+        self.hosts = self.hosts.wrapping_add(1);
+        let n = self.hosts;
+        if v6 {
+            let net = if far { 2 } else { 1 };
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, net, 0, 0, 0, (n >> 16) as u16, n as u16))
+        } else {
+            let [_, b, c, d] = n.to_be_bytes();
+            let (a, b) = if far { (172, 16 | (b & 0x0f)) } else { (10, b) };
+            IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+        }
+    }
+
+    fn call(&mut self, now: u64) {
+        let rng = &mut self.rng;
+        let v6 = rng.random_bool(CALL_V6_SHARE);
+        let video = rng.random_bool(VIDEO_SHARE);
+        let audio_port = [rtp_port(rng), rtp_port(rng)];
+        let codec = if rng.random_bool(G729_SHARE) {
+            Codec::G729
+        } else {
+            Codec::Pcmu
+        };
+        let vad = rng.random_bool(VAD_SHARE);
+        let call = Call {
+            addr: [self.host(v6, false), self.host(v6, true)],
+            user: [self.rng.random_range(1000..10_000), self.rng.random_range(1000..10_000)],
+            tag: [self.rng.random(), self.rng.random()],
+            call_id: self.rng.random(),
+            branch: self.rng.random(),
+            codec,
+            vad,
+            audio_port,
+            video_port: video.then(|| audio_port.map(|p| p + 2)),
+            callee_hangs_up: self.rng.random_bool(0.5),
+        };
+        // Seen from the caller's side: answers arrive a round trip after the
+        // request that asked for them.
+        let rng = &mut self.rng;
+        let rtt = rng.random_range(10 * MS..80 * MS);
+        let duration = (log_uniform(rng, CALL_S) * S as f64) as u64;
+        let trying = now + rtt + rng.random_range(0..10 * MS);
+        let ringing = trying + rng.random_range(50 * MS..400 * MS);
+        let answer = ringing + between(rng, RING_MS) * MS;
+        let ack = answer + rng.random_range(MS..5 * MS);
+        let bye = ack + duration;
+        let bye_ok = bye
+            + if call.callee_hangs_up {
+                rng.random_range(MS..5 * MS)
+            } else {
+                rtt
+            };
+        // The callee talks once it has answered, the caller once it has
+        // acknowledged; both stop at the BYE.
+        let starts = [
+            ack + rng.random_range(0..20 * MS),
+            answer + rng.random_range(0..20 * MS),
+        ];
+        let jitter_sd_ns = rng.random_range(JITTER_SD_MS.0..JITTER_SD_MS.1) * MS as f64;
+        let streams =
+            |track: Track, rng: &mut Pcg64Mcg| starts.map(|start| Stream::new(track, start, bye, jitter_sd_ns, rng));
+        let audio = streams(Track::Audio { codec, vad }, rng);
+        let video_streams = call.video_port.map(|_| {
+            let fps = if rng.random_bool(0.5) { 25 } else { 30 };
+            streams(Track::Video { fps }, rng)
+        });
+        let [caller, callee] = call.addr;
+        let ends = |ports: [u16; 2]| [(caller, ports[0]), (callee, ports[1])];
+        let (audio_ends, video_ends) = (ends(call.audio_port), call.video_port.map(ends));
+        self.add(
+            ends([sip::PORT; 2]),
+            "SIP",
+            None,
+            State::Sip {
+                call,
+                times: [now, trying, ringing, answer, ack, bye, bye_ok],
+                step: 0,
+            },
+        );
+        self.add(audio_ends, "RTP", Some(Media::Audio), State::Rtp(audio));
+        if let (Some(ends), Some(streams)) = (video_ends, video_streams) {
+            self.add(ends, "RTP", Some(Media::Video), State::Rtp(streams));
+        }
+    }
+
+    /// A flow of more than 30 packets that is not voice.
+    fn long(&mut self, now: u64) {
+        let kind = self.rng.random_range(0..20);
+        match kind {
+            // QUIC downloads.
+            0..8 => {
+                let v6 = self.rng.random_bool(0.3);
+                let client = (self.host(v6, false), ephemeral_port(&mut self.rng));
+                let rng = &mut self.rng;
+                let server = if v6 {
+                    IpAddr::V6(Ipv6Addr::new(0x2a00, 0x1450, 0x4001, 0x800, 0, 0, 0, rng.random()))
+                } else {
+                    IpAddr::V4(Ipv4Addr::new(142, 250, rng.random(), rng.random_range(1..255)))
+                };
+                let quic = Quic {
+                    next: now,
+                    phase: QuicPhase::ClientInitial,
+                    dcid: rng.random(),
+                    server_cid: rng.random(),
+                    host: rng.random_range(0..openings::HOSTS.len()),
+                    rtt: rng.random_range(5 * MS..60 * MS),
+                    left: log_uniform(rng, QUIC_PACKETS) as u32,
+                    burst: between(rng, QUIC_BURST),
+                    unacked: between(rng, QUIC_ACK_EVERY),
+                };
+                self.add([client, (server, 443)], "QUIC", None, State::Quic(quic));
+            }
+            8..14 => {
+                let client = (self.host(false, false), ephemeral_port(&mut self.rng));
+                let rng = &mut self.rng;
+                let server = IpAddr::V4(Ipv4Addr::new(185, 60, rng.random(), rng.random_range(1..255)));
+                let start = [now, now + rng.random_range(5 * MS..40 * MS)];
+                let end = now + between(rng, GAME_S) * S;
+                let state = State::Game {
+                    next: start,
+                    end,
+                    seq: [0; 2],
+                };
+                self.add([client, (server, GAME_PORT)], "Unknown", None, state);
+            }
+            14..17 => {
+                let device = self.host(false, false);
+                let collector = IpAddr::V4(Ipv4Addr::new(10, 255, 0, 10));
+                let state = State::Syslog {
+                    next: now,
+                    end: now + between(&mut self.rng, LOW_RATE_S) * S,
+                    device: self.hosts,
+                    sent: 0,
+                };
+                self.add([(device, SYSLOG_PORT), (collector, SYSLOG_PORT)], "Syslog", None, state);
+            }
+            _ => {
+                let agent = self.host(false, false);
+                let rng = &mut self.rng;
+                let manager = (IpAddr::V4(Ipv4Addr::new(10, 255, 0, 20)), ephemeral_port(rng));
+                let state = State::Snmp {
+                    next: now,
+                    end: now + between(rng, LOW_RATE_S) * S,
+                    request_id: rng.random_range(0x0100_0000..0x7000_0000),
+                    in_octets: rng.random(),
+                    answer: false,
+                };
+                self.add([manager, (agent, SNMP_PORT)], "SNMP", None, state);
+            }
+        }
+    }
+
+    /// A DNS lookup or an NTP query.
+    fn short(&mut self, now: u64) {
+        let dns = self.rng.random_bool(0.8);
+        let v6 = dns && self.rng.random_bool(0.2);
+        let client = (self.host(v6, false), ephemeral_port(&mut self.rng));
+        let rng = &mut self.rng;
+        let (server, port, class, rtt) = if dns {
+            let server = if v6 {
+                IpAddr::V6(Ipv6Addr::new(0x2001, 0x4860, 0x4860, 0, 0, 0, 0, 0x8888))
+            } else {
+                IpAddr::V4([[8, 8, 8, 8], [1, 1, 1, 1], [9, 9, 9, 9]][rng.random_range(0..3)].into())
+            };
+            (server, 53, "DNS", rng.random_range(5 * MS..40 * MS))
+        } else {
+            let server = [[162, 159, 200, 1], [129, 6, 15, 28], [216, 239, 35, 0]][rng.random_range(0..3)];
+            (
+                IpAddr::V4(server.into()),
+                123,
+                "NTP",
+                rng.random_range(10 * MS..60 * MS),
+            )
+        };
+        let state = State::Exchange {
+            server_port: port,
+            host: rng.random_range(0..openings::HOSTS.len()),
+            times: [now, now + rtt],
+            step: 0,
+        };
+        self.add([client, (server, port)], class, None, state);
+    }
+}
+
+/// An Ethernet frame holding one UDP datagram of a flow; `initiator` tells
+/// which of the two MAC addresses sends it.
+fn udp_frame(
+    from: (IpAddr, u16),
+    to: (IpAddr, u16),
+    initiator: bool,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    out.clear();
+    let (eth, ttl) = if initiator {
+        (PacketBuilder::ethernet2(MAC_A, MAC_B), 64)
+    } else {
+        (PacketBuilder::ethernet2(MAC_B, MAC_A), 52)
+    };
+    match (from.0, to.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => eth
+            .ipv4(s.octets(), d.octets(), ttl)
+            .udp(from.1, to.1)
+            .write(out, payload),
+        (IpAddr::V6(s), IpAddr::V6(d)) => eth
+            .ipv6(s.octets(), d.octets(), ttl)
+            .udp(from.1, to.1)
+            .write(out, payload),
+        _ => unreachable!("both ends of a flow have the same IP version"),
+    }
+    .map_err(io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{HashMap, HashSet};
+
+    use super::*;
+    use crate::Profile;
+    use crate::testing::{Endpoint, Run, flow_key, parse, row_key, run};
+
+    #[test]
+    fn voip_is_deterministic() {
+        let a = run(Profile::Voip, 20_000, 11);
+        assert_eq!(a, run(Profile::Voip, 20_000, 11));
+        assert_ne!(a.frames, run(Profile::Voip, 20_000, 12).frames);
+    }
+
+    struct RtpPacket {
+        ts: u64,
+        marker: bool,
+        payload_type: u8,
+        seq: u16,
+        timestamp: u32,
+        ssrc: u32,
+        payload_len: usize,
+    }
+
+    /// The RTP packets of each direction of the flows the truth gives
+    /// `media`, keyed by sender and receiver.
+    fn rtp_directions(out: &Run, media: Media) -> HashMap<(Endpoint, Endpoint), Vec<RtpPacket>> {
+        let flows: HashSet<_> = out
+            .truth
+            .iter()
+            .filter(|r| r.media == Some(media))
+            .map(row_key)
+            .collect();
+        let mut directions = HashMap::<_, Vec<_>>::new();
+        for (ts, frame) in &out.frames {
+            let p = parse(frame);
+            if !flows.contains(&flow_key(p.src, p.dst, p.l4)) {
+                continue;
+            }
+            let d = p.payload;
+            assert_eq!(d[0], 0x80, "RTP version 2, no padding, extension or CSRC");
+            directions.entry((p.src, p.dst)).or_default().push(RtpPacket {
+                ts: *ts,
+                marker: d[1] & 0x80 != 0,
+                payload_type: d[1] & 0x7f,
+                seq: u16::from_be_bytes([d[2], d[3]]),
+                timestamp: u32::from_be_bytes([d[4], d[5], d[6], d[7]]),
+                ssrc: u32::from_be_bytes([d[8], d[9], d[10], d[11]]),
+                payload_len: d.len() - 12,
+            });
+        }
+        directions
+    }
+
+    #[test]
+    fn rtp_audio_comes_every_20_ms_in_the_codecs_size() {
+        let out = run(Profile::Voip, 200_000, 1);
+        let directions = rtp_directions(&out, Media::Audio);
+        assert!(directions.len() >= 40, "{} audio directions", directions.len());
+        let (mut gaps, mut received, mut lost, mut spurts) = (Vec::new(), 0u64, 0u64, 0);
+        for ((from, to), packets) in &directions {
+            let first = &packets[0];
+            let size = match first.payload_type {
+                0 => 160,
+                18 => 20,
+                other => panic!("payload type {other}"),
+            };
+            for p in packets {
+                assert_eq!(
+                    (p.payload_type, p.payload_len, p.ssrc),
+                    (first.payload_type, size, first.ssrc)
+                );
+            }
+            let back = &directions[&(*to, *from)];
+            assert_ne!(back[0].ssrc, first.ssrc, "each direction has its own SSRC");
+            for w in packets.windows(2) {
+                let steps = w[1].seq.wrapping_sub(w[0].seq);
+                assert!((1..20).contains(&steps), "sequence numbers advance: {steps}");
+                lost += u64::from(steps - 1);
+                let ticks = w[1].timestamp.wrapping_sub(w[0].timestamp);
+                assert!(ticks.is_multiple_of(160) && ticks >= 160 * u32::from(steps));
+                if w[1].marker {
+                    assert!(ticks > 160 * u32::from(steps), "a marker follows a silence");
+                    assert!(w[1].ts - w[0].ts > 100 * MS);
+                    spurts += 1;
+                } else if steps == 1 && ticks == 160 {
+                    gaps.push(w[1].ts - w[0].ts);
+                }
+            }
+            received += packets.len() as u64;
+        }
+        gaps.sort_unstable();
+        let median = gaps[gaps.len() / 2];
+        assert!((19 * MS..=21 * MS).contains(&median), "median gap {median} ns");
+        let spread = gaps[gaps.len() * 9 / 10] - gaps[gaps.len() / 10];
+        assert!(
+            (MS..20 * MS).contains(&spread),
+            "jitter: 80 % of gaps within {spread} ns"
+        );
+        let loss = lost as f64 / (received + lost) as f64;
+        assert!((0.005..0.02).contains(&loss), "loss {loss}");
+        assert!(spurts > 20, "talk spurts after silences: {spurts}");
+    }
+
+    #[test]
+    fn video_frames_are_bursts_of_large_packets() {
+        let out = run(Profile::Voip, 200_000, 6);
+        let directions = rtp_directions(&out, Media::Video);
+        assert!(directions.len() >= 4, "{} video directions", directions.len());
+        for packets in directions.values() {
+            assert!(packets.iter().all(|p| p.payload_type == 96));
+            assert!(packets.iter().all(|p| (500..=1200).contains(&p.payload_len)));
+            let ticks = |w: &[RtpPacket]| w[1].timestamp.wrapping_sub(w[0].timestamp);
+            let frame_ticks = packets.windows(2).map(ticks).filter(|&t| t > 0).min().unwrap();
+            assert!(
+                frame_ticks == 3000 || frame_ticks == 3600,
+                "30 or 25 frames a second at 90 kHz"
+            );
+            let mut frame_gaps = Vec::new();
+            for w in packets.windows(2) {
+                if ticks(w) == 0 {
+                    assert!(!w[0].marker, "the marker ends a frame");
+                    assert!(w[1].ts - w[0].ts < MS, "a frame's packets leave back to back");
+                } else {
+                    assert!(ticks(w).is_multiple_of(frame_ticks));
+                    frame_gaps.push(w[1].ts - w[0].ts);
+                }
+            }
+            frame_gaps.sort_unstable();
+            let median = frame_gaps[frame_gaps.len() / 2];
+            assert!(
+                (30 * MS..45 * MS).contains(&median),
+                "25-30 frames a second: {median} ns"
+            );
+        }
+    }
+
+    /// The `c=` address and the `m=` ports of each SDP body: where each phone
+    /// receives which media, and when that was announced.
+    fn announcements(out: &Run) -> HashMap<Endpoint, (Media, u8, u64)> {
+        let mut announced = HashMap::new();
+        for (ts, frame) in &out.frames {
+            let p = parse(frame);
+            if p.src.1 != sip::PORT {
+                continue;
+            }
+            let text = std::str::from_utf8(p.payload).expect("SIP is text");
+            let Some((_, body)) = text.split_once("\r\n\r\n").filter(|(_, b)| !b.is_empty()) else {
+                continue;
+            };
+            let mut addr = None;
+            for line in body.lines() {
+                if let Some(c) = line
+                    .strip_prefix("c=IN IP4 ")
+                    .or_else(|| line.strip_prefix("c=IN IP6 "))
+                {
+                    addr = Some(c.parse::<IpAddr>().unwrap());
+                } else if let Some(m) = line.strip_prefix("m=") {
+                    let fields: Vec<&str> = m.split(' ').collect();
+                    let media = if fields[0] == "audio" {
+                        Media::Audio
+                    } else {
+                        Media::Video
+                    };
+                    let port = fields[1].parse().unwrap();
+                    assert_eq!(fields[2], "RTP/AVP");
+                    announced.insert((addr.unwrap(), port), (media, fields[3].parse().unwrap(), *ts));
+                }
+            }
+        }
+        announced
+    }
+
+    #[test]
+    fn sdp_announces_the_ports_the_rtp_flows_use() {
+        let out = run(Profile::Voip, 100_000, 4);
+        let announced = announcements(&out);
+        let rtp: Vec<_> = out.truth.iter().filter(|r| r.class == "RTP").collect();
+        assert!(rtp.len() >= 20);
+        let keys: HashSet<_> = rtp.iter().map(|r| row_key(r)).collect();
+        let mut first_packet = HashMap::new();
+        for (ts, frame) in &out.frames {
+            let p = parse(frame);
+            let key = flow_key(p.src, p.dst, p.l4);
+            if keys.contains(&key) {
+                first_packet.entry(key).or_insert((*ts, p.payload[1] & 0x7f));
+            }
+        }
+        for row in rtp {
+            let (start, payload_type) = first_packet[&row_key(row)];
+            for end in [(row.src_ip, row.src_port), (row.dst_ip, row.dst_port)] {
+                let (media, announced_type, when) = announced[&end];
+                assert_eq!(Some(media), row.media, "{row:?}");
+                assert_eq!(payload_type, announced_type);
+                assert!(when <= start, "the SDP comes before the media: {row:?}");
+                assert!(end.1 % 2 == 0, "RTP goes to even ports");
+            }
+        }
+    }
+
+    #[test]
+    fn calls_are_whole_sip_dialogs() {
+        let out = run(Profile::Voip, 300_000, 8);
+        let mut dialogs = HashMap::<_, Vec<String>>::new();
+        for (_, frame) in &out.frames {
+            let p = parse(frame);
+            if p.src.1 == sip::PORT {
+                let text = std::str::from_utf8(p.payload).unwrap();
+                let first = text.lines().next().unwrap();
+                let word = if first.starts_with("SIP/2.0") {
+                    first[8..11].to_owned()
+                } else {
+                    first.split(' ').next().unwrap().to_owned()
+                };
+                dialogs.entry(flow_key(p.src, p.dst, p.l4)).or_default().push(word);
+            }
+        }
+        let whole = ["INVITE", "100", "180", "200", "ACK", "BYE", "200"];
+        let finished = dialogs.values().filter(|d| d.len() == whole.len()).count();
+        assert!(finished >= 10, "{finished} of {} calls ended", dialogs.len());
+        for d in dialogs.values() {
+            assert_eq!(d[..], whole[..d.len()]);
+        }
+    }
+
+    /// A sink that only counts each flow's packets: long runs need not be
+    /// held in memory.
+    #[derive(Default)]
+    struct Counts(HashMap<(Endpoint, Endpoint, L4), u64>);
+
+    impl FrameSink for Counts {
+        fn frame(&mut self, _: u64, frame: &[u8]) -> io::Result<()> {
+            let p = parse(frame);
+            *self.0.entry(flow_key(p.src, p.dst, p.l4)).or_default() += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn voice_and_other_long_udp_flows_are_about_as_many() {
+        let mut counts = Counts::default();
+        let mut rows = Vec::new();
+        generate(1_000_000, 9, &mut counts, &mut |row: &TruthRow| {
+            rows.push(*row);
+            Ok(())
+        })
+        .unwrap();
+        let long = |media: bool| {
+            rows.iter()
+                .filter(|r| r.media.is_some() == media && counts.0[&row_key(r)] > 30)
+                .count()
+        };
+        let (voice, other) = (long(true), long(false));
+        let ratio = voice as f64 / other as f64;
+        assert!(
+            (0.67..1.5).contains(&ratio),
+            "{voice} voice and {other} other flows of more than 30 packets"
+        );
+        for class in ["SIP", "DNS", "NTP", "QUIC", "Syslog", "SNMP", "Unknown"] {
+            assert!(rows.iter().any(|r| r.class == class), "{class}");
+        }
+    }
+}

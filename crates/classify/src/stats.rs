@@ -3,7 +3,7 @@
 //! from the sizes and timing of their first packets alone.
 
 use sluice_flow::{FIRST_PACKETS, Flow};
-use sluice_learn::{MAX_PACKETS, Model};
+use sluice_learn::{MAX_FEATURES, MAX_PACKETS, Model};
 
 use crate::{Classifier, FlowClass, Label};
 
@@ -91,7 +91,7 @@ impl StatsClassifier {
         for (size, &s) in sizes.iter_mut().zip(&flow.first_sizes[..n]) {
             *size = s as u64;
         }
-        let mut x = [0f32; 2 * MAX_PACKETS];
+        let mut x = [0f32; MAX_FEATURES];
         let x = &mut x[..spec.dims()];
         spec.extract(
             &sizes[..n],

@@ -2,6 +2,8 @@ use serde::{Deserialize, Serialize};
 
 /// Flow records keep the first 10 packets; a model cannot ask for more.
 pub const MAX_PACKETS: usize = 10;
+/// A size and an inter-arrival time per packet at most.
+pub const MAX_FEATURES: usize = 2 * MAX_PACKETS;
 
 /// Which numbers describe a flow. Stored in every model, so that a model
 /// is always fed the vector it was trained on.

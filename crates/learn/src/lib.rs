@@ -29,7 +29,7 @@ pub mod naive_bayes;
 pub mod svm;
 
 pub use evaluate::{Evaluation, cross_validate, test_model};
-pub use features::{FeatureSpec, MAX_PACKETS};
+pub use features::{FeatureSpec, MAX_FEATURES, MAX_PACKETS};
 pub use model::{Algorithm, Learner, MODEL_FORMAT, MODEL_VERSION, Model, ModelError, TrainParams, TrainingInfo};
 
 /// A learner's verdict on one flow.

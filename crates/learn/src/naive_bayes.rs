@@ -12,10 +12,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Dataset, Prediction};
+use crate::{Dataset, MAX_FEATURES, Prediction};
 
-/// More classes than this are refused: scores live on the stack.
-pub const MAX_CLASSES: usize = 1024;
+/// Classes are scored this many at a time, in registers: a stack array of
+/// every class's score would cost a zeroing per flow larger than the sums.
+const LANES: usize = 16;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,10 +44,12 @@ impl Default for NaiveBayesParams {
 pub struct NaiveBayes {
     params: NaiveBayesParams,
     classes: usize,
-    /// Per feature: the value at the lower edge of bin 0, and the bin width.
-    /// Values outside the range fall into the first or last bin.
+    /// Per feature: the value at the lower edge of bin 0, and bins per unit
+    /// of value (the inverse of the bin width: a product, not a division,
+    /// per feature and flow). Values outside the range fall into the first
+    /// or last bin.
     lower: Vec<f32>,
-    width: Vec<f32>,
+    bins_per_unit: Vec<f32>,
     /// ln P(class).
     log_prior: Vec<f32>,
     /// ln P(feature value in bin | class), indexed
@@ -57,11 +60,12 @@ pub struct NaiveBayes {
 impl NaiveBayes {
     pub fn train(data: &Dataset, params: &NaiveBayesParams) -> NaiveBayes {
         let dims = data.dims();
-        let classes = data.classes.len().clamp(1, MAX_CLASSES);
+        assert!(dims <= MAX_FEATURES, "naive Bayes takes at most {MAX_FEATURES} features");
+        let classes = data.classes.len().max(1);
         let bins = params.bins.max(1);
         let n = data.len();
         let mut lower = vec![0.0f32; dims];
-        let mut width = vec![1.0f32; dims];
+        let mut bins_per_unit = vec![1.0f32; dims];
         for d in 0..dims {
             let (lo, hi) = (0..n).fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), i| {
                 let v = data.row(i)[d];
@@ -69,7 +73,7 @@ impl NaiveBayes {
             });
             if lo.is_finite() && hi > lo {
                 lower[d] = lo;
-                width[d] = (hi - lo) / bins as f32;
+                bins_per_unit[d] = bins as f32 / (hi - lo);
             } else if lo.is_finite() {
                 lower[d] = lo - 0.5;
             }
@@ -80,7 +84,7 @@ impl NaiveBayes {
             let row = data.row(i);
             let class = (data.label(i) as usize).min(classes - 1);
             for d in 0..dims {
-                let b = bin(row[d], lower[d], width[d], bins);
+                let b = bin(row[d], lower[d], bins_per_unit[d], bins);
                 counts[(d * bins + b) * classes + class] += 1.0;
             }
         }
@@ -119,7 +123,7 @@ impl NaiveBayes {
             params: NaiveBayesParams { bins, ..params.clone() },
             classes,
             lower,
-            width,
+            bins_per_unit,
             log_prior,
             log_likelihood,
         }
@@ -129,25 +133,32 @@ impl NaiveBayes {
     pub fn predict(&self, x: &[f32]) -> Prediction {
         let classes = self.classes;
         let bins = self.params.bins;
-        let mut scores = [0f32; MAX_CLASSES];
-        let scores = &mut scores[..classes];
-        scores.copy_from_slice(&self.log_prior);
-        for (d, &value) in x.iter().enumerate().take(self.lower.len()) {
-            let b = bin(value, self.lower[d], self.width[d], bins);
-            let start = (d * bins + b) * classes;
-            let row = &self.log_likelihood[start..start + classes];
-            for (s, l) in scores.iter_mut().zip(row) {
-                *s += l;
-            }
+        let dims = self.lower.len().min(x.len());
+        let mut rows = [0usize; MAX_FEATURES];
+        let rows = &mut rows[..dims.min(MAX_FEATURES)];
+        for (d, row) in rows.iter_mut().enumerate() {
+            let b = bin(x[d], self.lower[d], self.bins_per_unit[d], bins);
+            *row = (d * bins + b) * classes;
         }
         let (mut best, mut best_score, mut second) = (0, f32::NEG_INFINITY, f32::NEG_INFINITY);
-        for (c, &s) in scores.iter().enumerate() {
-            if s > best_score {
-                second = best_score;
-                best = c;
-                best_score = s;
-            } else if s > second {
-                second = s;
+        for first in (0..classes).step_by(LANES) {
+            let n = LANES.min(classes - first);
+            let mut scores = [0f32; LANES];
+            scores[..n].copy_from_slice(&self.log_prior[first..first + n]);
+            for &row in rows.iter() {
+                let likelihood = &self.log_likelihood[row + first..row + first + n];
+                for (s, l) in scores.iter_mut().zip(likelihood) {
+                    *s += l;
+                }
+            }
+            for (c, &s) in scores[..n].iter().enumerate() {
+                if s > best_score {
+                    second = best_score;
+                    best = first + c;
+                    best_score = s;
+                } else if s > second {
+                    second = s;
+                }
             }
         }
         // The posterior of the winner against its closest rival alone: one
@@ -166,13 +177,16 @@ impl NaiveBayes {
 
     pub(crate) fn validate(&self, dims: usize, classes: usize) -> Result<(), String> {
         let bins = self.params.bins;
-        if self.classes != classes || classes > MAX_CLASSES {
+        if self.classes != classes {
             return Err(format!(
                 "naive Bayes tables are for {} classes, the model lists {classes}",
                 self.classes
             ));
         }
-        if bins == 0 || self.lower.len() != dims || self.width.len() != dims {
+        if dims > MAX_FEATURES {
+            return Err(format!("naive Bayes takes at most {MAX_FEATURES} features, the model has {dims}"));
+        }
+        if bins == 0 || self.lower.len() != dims || self.bins_per_unit.len() != dims {
             return Err(format!(
                 "naive Bayes bins are for {} features, the model has {dims}",
                 self.lower.len()
@@ -185,7 +199,7 @@ impl NaiveBayes {
                 dims * bins * classes
             ));
         }
-        if self.width.iter().any(|w| !(w.is_finite() && *w > 0.0))
+        if self.bins_per_unit.iter().any(|w| !(w.is_finite() && *w > 0.0))
             || self
                 .lower
                 .iter()
@@ -200,9 +214,9 @@ impl NaiveBayes {
 }
 
 #[inline]
-fn bin(value: f32, lower: f32, width: f32, bins: usize) -> usize {
+fn bin(value: f32, lower: f32, bins_per_unit: f32, bins: usize) -> usize {
     // `as` saturates, and NaN becomes 0: no value can index out of range.
-    let b = ((value - lower) / width) as usize;
+    let b = ((value - lower) * bins_per_unit) as usize;
     b.min(bins - 1)
 }
 

@@ -231,7 +231,7 @@ fn a_broken_model_is_refused_with_its_name() {
         ("not json", "not a Sluice model"),
         (r#"{"format":"sluice-model","version":99}"#, "version 99"),
         (
-            r#"{"format":"sluice-model","version":1,"features":{"packets":4,"inter_arrivals":false},"classes":["A"],"trained_on":{"flows":1,"class_flows":[1],"command":""},"learner":{"algorithm":"naive_bayes","params":{"bins":2,"bandwidth":1.0,"pseudo_flows":0.1},"classes":1,"lower":[0,0,0,0],"width":[1,1,1,1],"log_prior":[0],"log_likelihood":[0]}}"#,
+            r#"{"format":"sluice-model","version":1,"features":{"packets":4,"inter_arrivals":false},"classes":["A"],"trained_on":{"flows":1,"class_flows":[1],"command":""},"learner":{"algorithm":"naive_bayes","params":{"bins":2,"bandwidth":1.0,"pseudo_flows":0.1},"classes":1,"lower":[0,0,0,0],"bins_per_unit":[1,1,1,1],"log_prior":[0],"log_likelihood":[0]}}"#,
             "tables hold 1 values",
         ),
     ] {

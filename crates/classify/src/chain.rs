@@ -555,8 +555,8 @@ pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations, name
     // rhythm: the verdict stands only on a protocol that carries real-time
     // media (`media::MEDIA_MASTERS`, `media::MEDIA_APPS`). A 50 Hz
     // telemetry stream or a lock-step TFTP transfer has a codec's rhythm
-    // but is no call. Labels from the port alone (or a statistical model)
-    // are guesses, and do not outrank it.
+    // but is no call. A label from the port alone is a guess, and does not
+    // outrank it (nor does the statistical model's, given after this).
     if flow.ext.media.is_some()
         && matches!(
             flow.ext.classifier,

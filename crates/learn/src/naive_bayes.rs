@@ -60,7 +60,10 @@ pub struct NaiveBayes {
 impl NaiveBayes {
     pub fn train(data: &Dataset, params: &NaiveBayesParams) -> NaiveBayes {
         let dims = data.dims();
-        assert!(dims <= MAX_FEATURES, "naive Bayes takes at most {MAX_FEATURES} features");
+        assert!(
+            dims <= MAX_FEATURES,
+            "naive Bayes takes at most {MAX_FEATURES} features"
+        );
         let classes = data.classes.len().max(1);
         let bins = params.bins.max(1);
         let n = data.len();
@@ -184,7 +187,9 @@ impl NaiveBayes {
             ));
         }
         if dims > MAX_FEATURES {
-            return Err(format!("naive Bayes takes at most {MAX_FEATURES} features, the model has {dims}"));
+            return Err(format!(
+                "naive Bayes takes at most {MAX_FEATURES} features, the model has {dims}"
+            ));
         }
         if bins == 0 || self.lower.len() != dims || self.bins_per_unit.len() != dims {
             return Err(format!(

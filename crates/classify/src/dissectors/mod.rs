@@ -34,6 +34,7 @@ mod gearman;
 mod genshin_impact;
 mod git;
 mod gnutella;
+mod heroes_of_the_storm;
 mod hsrp;
 mod http;
 mod i3d;
@@ -212,6 +213,7 @@ pub fn registry() -> &'static [Dissector] {
             sd_rtn::DISSECTORS,
             source_engine::DISSECTORS,
             toca_boca::DISSECTORS,
+            heroes_of_the_storm::DISSECTORS,
             raknet::DISSECTORS,
             kcp::DISSECTORS,
             nintendo::DISSECTORS,

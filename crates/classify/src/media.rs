@@ -45,7 +45,7 @@ impl Media {
     /// kinds, the first wins. Audio first because its tests are the
     /// strictest (three characteristics); file transfer last because its
     /// size-only test also admits the packet sizes of much video.
-    const ALL: [Media; 3] = [Media::Audio, Media::Video, Media::FileTransfer];
+    pub const ALL: [Media; 3] = [Media::Audio, Media::Video, Media::FileTransfer];
 
     pub fn name(self) -> &'static str {
         match self {

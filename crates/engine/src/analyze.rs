@@ -16,6 +16,7 @@ use sluice_wire::{DecodeError, decode};
 use crate::sampling::{Sampler, Sampling};
 use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker, WarningReport};
 use crate::talkers::Talkers;
+use sluice_classify::media::Media;
 use sluice_classify::{ChainConfig, Classifier};
 
 use crate::worker::{self, Batch, PacketDesc, WorkerOutput, l4_label};
@@ -423,6 +424,7 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
     let mut talkers = Talkers::new(1_000_000);
     let mut records = 0;
     let mut classifiers: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut media: BTreeMap<String, Counts> = BTreeMap::new();
     let (mut first, mut last) = (u64::MAX, 0);
     for out in outputs {
         counters.merge(&out.counters);
@@ -439,6 +441,9 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
             .filter(|(_, c)| c.flows > 0)
         {
             classifiers.entry(classifier.name().to_string()).or_default().add(c);
+        }
+        for (kind, c) in Media::ALL.iter().zip(&out.media).filter(|(_, c)| c.flows > 0) {
+            media.entry(kind.name().to_string()).or_default().add(c);
         }
         records += out.records;
         first = first.min(out.first_ts_ns);
@@ -459,6 +464,7 @@ fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, w
         l4: l4.into_iter().map(|(p, c)| (l4_label(p), c)).collect(),
         applications,
         classifiers,
+        media,
         top_talkers: talkers
             .top(20)
             .into_iter()

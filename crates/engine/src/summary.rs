@@ -98,6 +98,8 @@ pub struct Summary {
     pub applications: Vec<(String, Counts)>,
     /// Flows by the classifier stage that decided their label.
     pub classifiers: BTreeMap<String, Counts>,
+    /// Flows the real-time media detector marked, by kind.
+    pub media: BTreeMap<String, Counts>,
     /// Hosts by bytes sent and received, most first.
     pub top_talkers: Vec<Talker>,
     /// Each talker's figure may be under the truth by at most this much
@@ -159,6 +161,9 @@ impl Summary {
             let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
         }
         counts_table(&mut s, "decided by", &self.classifiers);
+        if !self.media.is_empty() {
+            counts_table(&mut s, "real-time media", &self.media);
+        }
         let _ = writeln!(s, "\n{:<40} {:>14}", "top talkers", "bytes");
         for t in self.top_talkers.iter().take(10) {
             let _ = writeln!(s, "{:<40} {:>14}", t.host, group(t.bytes));

@@ -56,6 +56,8 @@ pub(crate) struct WorkerOutput {
     pub apps: HashMap<(usize, usize), (Label, Counts)>,
     /// Indexed like `Classifier::ALL`.
     pub classifiers: [Counts; Classifier::ALL.len()],
+    /// Indexed like `Media::ALL`.
+    pub media: [Counts; Media::ALL.len()],
     pub talkers: Talkers,
     pub records: u64,
     pub first_ts_ns: u64,
@@ -106,6 +108,9 @@ impl Sink {
             .position(|&c| c == flow.ext.classifier)
             .unwrap_or(0);
         self.out.classifiers[classifier].add(&counts);
+        if let Some(media) = flow.ext.media {
+            self.out.media[media as usize].add(&counts);
+        }
         self.out.talkers.add(flow.key.src_ip(), counts.bytes);
         self.out.talkers.add(flow.key.dst_ip(), counts.bytes);
         self.out.records += 1;
@@ -197,6 +202,7 @@ pub(crate) fn run(
             l4: Box::new([Counts::default(); 256]),
             apps: HashMap::default(),
             classifiers: Default::default(),
+            media: Default::default(),
             talkers: Talkers::new(TALKERS_TRACKED),
             records: 0,
             first_ts_ns: u64::MAX,

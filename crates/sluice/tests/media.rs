@@ -76,11 +76,22 @@ fn records(input: &Path, extra: &[&str]) -> Vec<Value> {
         input.display(),
         String::from_utf8_lossy(&output.stderr)
     );
-    std::fs::read_to_string(out.path().join("flows.jsonl"))
+    let records: Vec<Value> = std::fs::read_to_string(out.path().join("flows.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .collect();
+    // The summary counts each kind's flows as the records show them, and
+    // says when packets were sampled out.
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap()).unwrap();
+    for kind in ["audio", "video", "file-transfer"] {
+        let flows = records.iter().filter(|r| r["media"] == kind).count() as u64;
+        assert_eq!(summary["media"][kind]["flows"].as_u64().unwrap_or(0), flows, "{kind}");
+    }
+    let sampled = summary["sampling"]["sampled_out_packets"].as_u64().unwrap_or(0);
+    assert_eq!(sampled > 0, extra.contains(&"--sample"), "{}", summary["sampling"]);
+    records
 }
 
 fn record_key(r: &Value) -> Key {

@@ -75,28 +75,7 @@ const QUEUE_DEPTH: usize = 64;
 pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let started = Instant::now();
     let workers = config.workers.max(1);
-    std::fs::create_dir_all(&config.out_dir).map_err(|source| AnalyzeError::OutputDir {
-        path: config.out_dir.clone(),
-        source,
-    })?;
-    let records_path = config.format.file_name().map(|name| config.out_dir.join(name));
-    let (records_tx, records_rx) = bounded::<Vec<u8>>(workers * 4);
-    let (empty_tx, empty_rx) = bounded::<Vec<u8>>(workers * 4);
-    let writer = match &records_path {
-        Some(path) => {
-            let file = File::create(path).map_err(|source| AnalyzeError::Write {
-                path: path.clone(),
-                source,
-            })?;
-            let preamble = Encoder::new(config.format).map(|e| e.preamble()).unwrap_or_default();
-            let path = path.clone();
-            Some(thread::spawn(move || {
-                write_records(file, &path, preamble, records_rx, empty_tx)
-            }))
-        }
-        None => None,
-    };
-
+    let output = RecordOutput::start(&config.out_dir, config.format, workers)?;
     let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
     let mut queues = Vec::with_capacity(workers);
     let mut handles = Vec::with_capacity(workers);
@@ -105,10 +84,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         let (tx, rx) = bounded::<Batch>(QUEUE_DEPTH);
         queues.push(tx);
         let recycle = recycle_tx.clone();
-        let records = records_path.as_ref().map(|_| worker::RecordQueue {
-            full: records_tx.clone(),
-            empty: empty_rx.clone(),
-        });
+        let records = output.queue();
         let format = config.format;
         let flow = config.flow;
         let classify = config.classify.clone();
@@ -120,7 +96,6 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
                 .expect("spawning a worker thread"),
         );
     }
-    drop(records_tx);
     drop(recycle_tx);
 
     let mut reader = Reader {
@@ -156,32 +131,99 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         .into_iter()
         .map(|h| h.join().expect("a worker thread panicked"))
         .collect();
-    if let Some(writer) = writer {
-        writer.join().expect("the record writer panicked")?;
-    }
+    let records_path = output.finish()?;
 
     drops.unresolved_fragments = fragments.unresolved;
-    drops.dropped_port_announcements = config.classify.expectations.dropped();
-    drops.dropped_dns_names = config.classify.names.dropped();
     let mut summary = merge(outputs, files, drops, workers);
     summary.sampling = config.sampling.map(|policy| SamplingReport {
         policy: policy.to_string(),
         sampled_out_packets: sampled_out,
     });
+    finish_summary(&mut summary, config, started, records_path)?;
+    if summary.files.iter().all(|f| f.error.is_some()) {
+        return Err(AnalyzeError::NothingRead(Box::new(summary)));
+    }
+    Ok(summary)
+}
+
+/// Where workers' encoded records go: a writer thread and the queues to
+/// it, or nothing with `--format none`.
+pub(crate) struct RecordOutput {
+    path: Option<PathBuf>,
+    full: Sender<Vec<u8>>,
+    empty: Receiver<Vec<u8>>,
+    writer: Option<thread::JoinHandle<Result<(), AnalyzeError>>>,
+}
+
+impl RecordOutput {
+    pub(crate) fn start(out_dir: &Path, format: Format, workers: usize) -> Result<RecordOutput, AnalyzeError> {
+        std::fs::create_dir_all(out_dir).map_err(|source| AnalyzeError::OutputDir {
+            path: out_dir.to_path_buf(),
+            source,
+        })?;
+        let path = format.file_name().map(|name| out_dir.join(name));
+        let (full, full_rx) = bounded::<Vec<u8>>(workers * 4);
+        let (empty_tx, empty) = bounded::<Vec<u8>>(workers * 4);
+        let writer = match &path {
+            Some(path) => {
+                let file = File::create(path).map_err(|source| AnalyzeError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+                let preamble = Encoder::new(format).map(|e| e.preamble()).unwrap_or_default();
+                let path = path.clone();
+                Some(thread::spawn(move || {
+                    write_records(file, &path, preamble, full_rx, empty_tx)
+                }))
+            }
+            None => None,
+        };
+        Ok(RecordOutput {
+            path,
+            full,
+            empty,
+            writer,
+        })
+    }
+
+    /// A worker's end of the queues; `None` when no records are written.
+    pub(crate) fn queue(&self) -> Option<worker::RecordQueue> {
+        self.path.as_ref().map(|_| worker::RecordQueue {
+            full: self.full.clone(),
+            empty: self.empty.clone(),
+        })
+    }
+
+    /// Waits for the writer, once every worker has dropped its queue, and
+    /// returns the records' path.
+    pub(crate) fn finish(self) -> Result<Option<PathBuf>, AnalyzeError> {
+        drop(self.full);
+        if let Some(writer) = self.writer {
+            writer.join().expect("the record writer panicked")?;
+        }
+        Ok(self.path)
+    }
+}
+
+/// Fills in what every run reports the same way, and writes summary.json.
+pub(crate) fn finish_summary(
+    summary: &mut Summary,
+    config: &AnalyzeConfig,
+    started: Instant,
+    records_path: Option<PathBuf>,
+) -> Result<(), AnalyzeError> {
+    summary.drops.dropped_port_announcements = config.classify.expectations.dropped();
+    summary.drops.dropped_dns_names = config.classify.names.dropped();
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
     summary.bits_per_second = summary.bytes as f64 * 8.0 / summary.wall_seconds.max(1e-9);
     summary.records_path = records_path;
     let summary_path = config.out_dir.join("summary.json");
-    let json = serde_json::to_vec_pretty(&summary).expect("the summary serializes");
+    let json = serde_json::to_vec_pretty(summary).expect("the summary serializes");
     std::fs::write(&summary_path, json).map_err(|source| AnalyzeError::Write {
         path: summary_path,
         source,
-    })?;
-    if summary.files.iter().all(|f| f.error.is_some()) {
-        return Err(AnalyzeError::NothingRead(Box::new(summary)));
-    }
-    Ok(summary)
+    })
 }
 
 fn new_batch() -> Batch {

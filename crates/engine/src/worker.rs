@@ -172,49 +172,55 @@ impl Drop for Arrival<'_> {
     }
 }
 
-pub(crate) fn run(
-    batches: Receiver<Batch>,
-    recycle: Sender<Batch>,
-    records: Option<RecordQueue>,
-    format: Format,
-    flow_config: FlowConfig,
-    classify: ChainConfig,
-    input_done: &Barrier,
-) -> WorkerOutput {
-    let mut arrival = Arrival {
-        barrier: input_done,
-        arrived: false,
-    };
-    let mut table: FlowTable<FlowClass> = FlowTable::new(flow_config);
-    let expectations = classify.expectations.clone();
-    let names = classify.names.clone();
-    let stats = classify.stats.clone();
-    let mut chain = Chain::new(classify);
-    let mut sink = Sink {
-        encoder: Encoder::new(format),
-        chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
-        records,
-        expectations,
-        names,
-        stats,
-        out: WorkerOutput {
-            counters: TableCounters::default(),
-            l4: Box::new([Counts::default(); 256]),
-            apps: HashMap::default(),
-            classifiers: Default::default(),
-            media: Default::default(),
-            talkers: Talkers::new(TALKERS_TRACKED),
-            records: 0,
-            first_ts_ns: u64::MAX,
-            last_ts_ns: 0,
-        },
-    };
-    let mut on_end = |flow: &mut Flow<FlowClass>, end| sink.end(flow, end);
-    for mut batch in batches {
-        let Some(bytes) = batch.bytes.take() else {
-            continue;
-        };
-        let packets = &batch.packets;
+/// One worker's flow table, classifier chain and record sink: what a
+/// thread owns, whichever source its packets come from.
+pub(crate) struct Worker {
+    table: FlowTable<FlowClass>,
+    chain: Chain,
+    sink: Sink,
+}
+
+impl Worker {
+    pub(crate) fn new(
+        records: Option<RecordQueue>,
+        format: Format,
+        flow_config: FlowConfig,
+        classify: ChainConfig,
+    ) -> Worker {
+        let expectations = classify.expectations.clone();
+        let names = classify.names.clone();
+        let stats = classify.stats.clone();
+        Worker {
+            table: FlowTable::new(flow_config),
+            chain: Chain::new(classify),
+            sink: Sink {
+                encoder: Encoder::new(format),
+                chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
+                records,
+                expectations,
+                names,
+                stats,
+                out: WorkerOutput {
+                    counters: TableCounters::default(),
+                    l4: Box::new([Counts::default(); 256]),
+                    apps: HashMap::default(),
+                    classifiers: Default::default(),
+                    media: Default::default(),
+                    talkers: Talkers::new(TALKERS_TRACKED),
+                    records: 0,
+                    first_ts_ns: u64::MAX,
+                    last_ts_ns: 0,
+                },
+            },
+        }
+    }
+
+    /// Accounts and classifies decoded packets whose frames lie in `bytes`
+    /// at their descriptors' offsets.
+    #[inline]
+    pub(crate) fn process(&mut self, packets: &[PacketDesc], bytes: &[u8]) {
+        let Worker { table, chain, sink } = self;
+        let mut on_end = |flow: &mut Flow<FlowClass>, end| sink.end(flow, end);
         for (i, p) in packets.iter().enumerate() {
             // Flow lookups are cache misses: ask for the index bucket of a
             // packet 16 ahead and for the flow of a packet 8 ahead, so the
@@ -237,6 +243,38 @@ pub(crate) fn run(
             let end = (start + d.payload_captured as usize).min(frame.len());
             chain.on_packet(table.flow_mut(slot), dir, d, &frame[start..end]);
         }
+    }
+
+    /// Ends every flow still open, hands over the last records and returns
+    /// what the worker counted.
+    pub(crate) fn finish(mut self) -> WorkerOutput {
+        let Worker { table, sink, .. } = &mut self;
+        table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end));
+        sink.flush();
+        self.sink.out.counters = self.table.counters();
+        self.sink.out
+    }
+}
+
+pub(crate) fn run(
+    batches: Receiver<Batch>,
+    recycle: Sender<Batch>,
+    records: Option<RecordQueue>,
+    format: Format,
+    flow_config: FlowConfig,
+    classify: ChainConfig,
+    input_done: &Barrier,
+) -> WorkerOutput {
+    let mut arrival = Arrival {
+        barrier: input_done,
+        arrived: false,
+    };
+    let mut worker = Worker::new(records, format, flow_config, classify);
+    for mut batch in batches {
+        let Some(bytes) = batch.bytes.take() else {
+            continue;
+        };
+        worker.process(&batch.packets, &bytes);
         batch.packets.clear();
         // The reader may have finished already; then the batch is dropped.
         let _ = recycle.send(batch);
@@ -245,10 +283,7 @@ pub(crate) fn run(
     // on another worker announced: every worker reads all its packets, and
     // so makes all its announcements, before any flow is closed.
     arrival.wait();
-    table.flush(&mut on_end);
-    sink.flush();
-    sink.out.counters = table.counters();
-    sink.out
+    worker.finish()
 }
 
 /// The name a summary uses for an IP protocol number.

@@ -29,7 +29,10 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let (Some(len), Some(command), Some(flags), Some(data_len)) =
         (le32(data, 2), data.get(22..24), data.get(24..26), le32(data, 26))
     else {
-        return Verdict::Maybe;
+        // A cut header is judged on the length it shows: an AMS packet is
+        // never shorter than its own header.
+        let length_fits = le32(data, 2).is_none_or(|len| (AMS_HEADER..=AMS_HEADER + MAX_DATA).contains(&len));
+        return if length_fits { Verdict::Maybe } else { Verdict::No };
     };
     let command = u16::from_le_bytes([command[0], command[1]]);
     let flags = u16::from_le_bytes([flags[0], flags[1]]);
@@ -64,6 +67,11 @@ mod tests {
             &test_packet(Transport::Tcp, Side::Up, 49201, 48898, data),
             &mut tc.ctx(),
         )
+    }
+
+    #[test]
+    fn a_cut_header_shorter_than_an_ams_header_is_refused() {
+        assert_eq!(run(&[0; 10]), Verdict::No);
     }
 
     #[test]

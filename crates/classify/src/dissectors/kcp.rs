@@ -25,8 +25,15 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let mut at = 0;
     for _ in 0..MAX_SEGMENTS {
         let Some(header) = data.get(at..at + HEADER) else {
+            // A cut header is judged on what it shows: a TCP stream head
+            // that already breaks the format will not mend with more bytes.
+            let partial = &data[at..];
+            let breaks = partial.iter().zip(conv).any(|(a, b)| a != b)
+                || partial.get(4).is_some_and(|cmd| !(81..=84).contains(cmd));
             return if at == data.len() || pkt.transport == Transport::Udp {
                 done(pkt, at)
+            } else if breaks {
+                Verdict::No
             } else {
                 Verdict::Maybe
             };
@@ -78,6 +85,17 @@ mod tests {
     fn run(transport: Transport, data: &[u8]) -> Verdict {
         let mut tc = TestContext::new();
         inspect(&test_packet(transport, Side::Up, 47356, 8000, data), &mut tc.ctx())
+    }
+
+    #[test]
+    fn a_cut_header_that_already_breaks_the_format_is_refused() {
+        assert_eq!(run(Transport::Tcp, &[0; 10]), Verdict::No);
+        // An ACK, then the start of a segment of another conversation.
+        let mut packed = segment(82, 0);
+        packed.extend_from_slice(&segment(81, 10)[..8]);
+        assert_eq!(run(Transport::Tcp, &packed), Verdict::Maybe);
+        packed[24] ^= 1;
+        assert_eq!(run(Transport::Tcp, &packed), Verdict::No);
     }
 
     #[test]

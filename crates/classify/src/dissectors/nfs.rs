@@ -23,8 +23,12 @@ const LAST_FRAGMENT: u32 = 0x8000_0000;
 
 fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     if pkt.side == Side::Down {
-        // A reply does not name its program: wait for a call.
-        return Verdict::Maybe;
+        // A reply does not name its program: wait for a call, unless its
+        // TCP record mark already rules RPC out (a reply's header is 24
+        // bytes at least).
+        let broken_mark = pkt.transport == Transport::Tcp
+            && be32(pkt.data, 0).is_some_and(|mark| mark & LAST_FRAGMENT == 0 || (mark & !LAST_FRAGMENT) < 24);
+        return if broken_mark { Verdict::No } else { Verdict::Maybe };
     }
     let data = pkt.data;
     let call = match pkt.transport {
@@ -75,6 +79,13 @@ mod tests {
     fn run(transport: Transport, side: Side, data: &[u8]) -> Verdict {
         let mut tc = TestContext::new();
         inspect(&test_packet(transport, side, 1022, 2049, data), &mut tc.ctx())
+    }
+
+    #[test]
+    fn a_reply_without_a_valid_record_mark_is_refused() {
+        assert_eq!(run(Transport::Tcp, Side::Down, &[0; 10]), Verdict::No);
+        assert_eq!(run(Transport::Tcp, Side::Down, &[0x80, 0, 0, 0x1c, 0, 0]), Verdict::Maybe);
+        assert_eq!(run(Transport::Udp, Side::Down, &[0; 10]), Verdict::Maybe);
     }
 
     #[test]

@@ -31,8 +31,11 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     for _ in 0..MAX_MESSAGES {
         let rest = &data[at..];
         let Some(header) = rest.get(..HEADER) else {
+            // A cut first header is judged on the fields it shows: a length
+            // below the 8 bytes that follow it never becomes valid.
+            let length_fits = be32(rest, 4).is_none_or(|len| (8..=MAX_LEN).contains(&len));
             return match (pkt.transport, at) {
-                (Transport::Tcp, 0) => Verdict::Maybe,
+                (Transport::Tcp, 0) if length_fits => Verdict::Maybe,
                 _ => Verdict::No,
             };
         };
@@ -77,6 +80,11 @@ mod tests {
     fn run(transport: Transport, data: &[u8]) -> Verdict {
         let mut tc = TestContext::new();
         inspect(&test_packet(transport, Side::Up, 30490, 30490, data), &mut tc.ctx())
+    }
+
+    #[test]
+    fn a_cut_header_with_an_impossible_length_is_refused() {
+        assert_eq!(run(Transport::Tcp, &[0; 10]), Verdict::No);
     }
 
     #[test]

@@ -22,11 +22,12 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     }
     let data = pkt.data;
     let (Some(outer), Some(inner)) = (be32(data, 0), be32(data, 8)) else {
-        return if data.iter().take(2).all(|&b| b == 0) {
-            Verdict::Maybe
-        } else {
-            Verdict::No
+        // Too short to judge whole: what is there must already fit.
+        let fits = match be32(data, 0) {
+            Some(outer) => (MIN_LEN..=MAX_LEN).contains(&outer),
+            None => data.iter().take(2).all(|&b| b == 0),
         };
+        return if fits { Verdict::Maybe } else { Verdict::No };
     };
     if !(MIN_LEN..=MAX_LEN).contains(&outer) || inner.checked_add(HEADER - 4) != Some(outer) {
         return Verdict::No;
@@ -55,6 +56,12 @@ mod tests {
     fn run(side: Side, data: &[u8]) -> Verdict {
         let mut tc = TestContext::new();
         inspect(&test_packet(Transport::Tcp, side, 47860, 24504, data), &mut tc.ctx())
+    }
+
+    #[test]
+    fn a_cut_message_whose_length_cannot_be_is_refused() {
+        assert_eq!(run(Side::Up, &[0; 6]), Verdict::No);
+        assert_eq!(run(Side::Up, &login()[..6]), Verdict::Maybe);
     }
 
     #[test]

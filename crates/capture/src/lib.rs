@@ -3,6 +3,8 @@
 //! copied on their way to the decoder.
 
 mod file;
+#[cfg(target_os = "linux")]
+pub mod live;
 mod pcap;
 mod pcapng;
 

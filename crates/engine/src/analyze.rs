@@ -63,6 +63,8 @@ pub enum AnalyzeError {
     Write { path: PathBuf, source: std::io::Error },
     #[error("none of the inputs could be read")]
     NothingRead(Box<Summary>),
+    #[error("live capture: {0}")]
+    Live(#[from] sluice_capture::live::LiveError),
 }
 
 /// Packets per batch: large enough that queue operations cost a few ns per
@@ -459,7 +461,7 @@ fn write_records(
     file.flush().map_err(error)
 }
 
-fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, workers: usize) -> Summary {
+pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, workers: usize) -> Summary {
     let mut counters = TableCounters::default();
     let mut l4: HashMap<u8, Counts> = HashMap::new();
     let mut apps: HashMap<String, Counts> = HashMap::new();

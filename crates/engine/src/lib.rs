@@ -5,11 +5,15 @@
 //! end; one writer thread puts the records in a file.
 
 mod analyze;
+#[cfg(target_os = "linux")]
+mod live;
 mod sampling;
 mod summary;
 mod talkers;
 mod worker;
 
 pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
+#[cfg(target_os = "linux")]
+pub use live::{LiveOptions, live};
 pub use sampling::Sampling;
-pub use summary::{Counts, FileReport, SamplingReport, Summary};
+pub use summary::{CaptureReport, Counts, FileReport, SamplingReport, Summary};

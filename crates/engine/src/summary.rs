@@ -71,6 +71,31 @@ pub struct Drops {
     /// Addresses from DNS answers that did not fit in the table of
     /// address names.
     pub dropped_dns_names: u64,
+    /// Live capture: frames the kernel dropped because a worker's ring was
+    /// full.
+    pub kernel_drops: u64,
+    /// Live capture: how often a ring filled up and the kernel stopped
+    /// filling it until a block came back.
+    pub queue_freezes: u64,
+}
+
+impl Drops {
+    /// Adds the per-frame counts of another part of the run.
+    pub(crate) fn add(&mut self, other: &Drops) {
+        self.non_ip_frames += other.non_ip_frames;
+        self.truncated_frames += other.truncated_frames;
+        self.malformed_frames += other.malformed_frames;
+        self.too_deeply_tunnelled += other.too_deeply_tunnelled;
+    }
+}
+
+/// Where a live run's packets came from.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureReport {
+    pub interface: String,
+    /// Frames the workers received (the kernel's drops are in `drops`).
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -111,6 +136,8 @@ pub struct Summary {
     pub drops: Drops,
     /// Present when packets were sampled (`--sample`).
     pub sampling: Option<SamplingReport>,
+    /// Present for a live capture (`sluice live`), which reads no files.
+    pub capture: Option<CaptureReport>,
     pub records_path: Option<PathBuf>,
 }
 
@@ -134,11 +161,14 @@ impl Summary {
         let mb = self.bytes as f64 / 1e6;
         let _ = writeln!(
             s,
-            "{} packets, {:.1} MB, {} flows from {} file(s) in {:.2} s ({:.2} Mpkt/s, {:.2} Gbit/s, {} workers)",
+            "{} packets, {:.1} MB, {} flows from {} in {:.2} s ({:.2} Mpkt/s, {:.2} Gbit/s, {} workers)",
             group(self.packets),
             mb,
             group(self.flows),
-            self.files.len(),
+            match &self.capture {
+                Some(capture) => format!("interface {}", capture.interface),
+                None => format!("{} file(s)", self.files.len()),
+            },
             self.wall_seconds,
             self.packets_per_second / 1e6,
             self.bits_per_second / 1e9,
@@ -202,6 +232,14 @@ impl Summary {
             group(d.dropped_port_announcements),
             group(d.dropped_dns_names)
         );
+        if self.capture.is_some() {
+            let _ = writeln!(
+                s,
+                "capture: {} frames dropped by the kernel (ring full), {} queue freezes",
+                group(d.kernel_drops),
+                group(d.queue_freezes)
+            );
+        }
         if let Some(sampling) = &self.sampling {
             let _ = writeln!(
                 s,

@@ -215,10 +215,10 @@ impl Worker {
         }
     }
 
-    /// Accounts and classifies decoded packets whose frames lie in `bytes`
-    /// at their descriptors' offsets.
+    /// Accounts and classifies decoded packets; `frame` gives the bytes of
+    /// the i-th.
     #[inline]
-    pub(crate) fn process(&mut self, packets: &[PacketDesc], bytes: &[u8]) {
+    pub(crate) fn process<'f>(&mut self, packets: &[PacketDesc], frame: impl Fn(usize, &PacketDesc) -> &'f [u8]) {
         let Worker { table, chain, sink } = self;
         let mut on_end = |flow: &mut Flow<FlowClass>, end| sink.end(flow, end);
         for (i, p) in packets.iter().enumerate() {
@@ -231,7 +231,7 @@ impl Worker {
             if let Some(ahead) = packets.get(i + PREFETCH_FLOW_AHEAD) {
                 table.prefetch_flow(ahead.hash);
             }
-            let frame = &bytes[p.offset..p.offset + p.captured as usize];
+            let frame = frame(i, p);
             let info = PacketInfo {
                 ts_ns: p.ts_ns,
                 wire_len: p.wire_len,
@@ -243,6 +243,18 @@ impl Worker {
             let end = (start + d.payload_captured as usize).min(frame.len());
             chain.on_packet(table.flow_mut(slot), dir, d, &frame[start..end]);
         }
+    }
+
+    /// Ends the flows idle or too long by `now_ns`: on a live link, time
+    /// passes even when no packet comes to say so.
+    pub(crate) fn advance(&mut self, now_ns: u64) {
+        let Worker { table, sink, .. } = self;
+        table.advance(now_ns, &mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end));
+    }
+
+    /// Records written so far.
+    pub(crate) fn records(&self) -> u64 {
+        self.sink.out.records
     }
 
     /// Ends every flow still open, hands over the last records and returns
@@ -274,7 +286,7 @@ pub(crate) fn run(
         let Some(bytes) = batch.bytes.take() else {
             continue;
         };
-        worker.process(&batch.packets, &bytes);
+        worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);
         batch.packets.clear();
         // The reader may have finished already; then the batch is dropped.
         let _ = recycle.send(batch);

@@ -369,7 +369,9 @@ impl Mix {
         } else {
             self.rng.random_range(120..1514)
         };
-        frame.saturating_sub(header).min(1448)
+        // At most a full 1514-byte frame: an IPv6 header is 20 bytes
+        // longer, and a frame over the MTU would be refused by a real link.
+        frame.saturating_sub(header).min(1448).min(1514 - header)
     }
 
     fn run(mut self, packets: u64, sink: &mut impl FrameSink, truth: &mut impl TruthSink) -> io::Result<GenSummary> {
@@ -418,7 +420,7 @@ impl Mix {
                         } else {
                             self.rng.random_bool(0.25)
                         };
-                        let len = self.payload_len(from_client, 66);
+                        let len = self.payload_len(from_client, if f.v6 { 86 } else { 66 });
                         (from_client, ACK | if len > 0 { PSH } else { 0 }, len, false)
                     }
                     s if f.abort_with_rst => (s.is_multiple_of(2), RST, 0, true),

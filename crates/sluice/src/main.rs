@@ -10,15 +10,18 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::sync::Arc;
 
+use sluice_capture::live::LiveConfig as RingConfig;
 use sluice_classify::media::MediaConfig;
 use sluice_classify::rules::{DEFAULT_RULES, parse_rules, read_rules};
 use sluice_classify::{BUILTIN_MODEL, ChainConfig, Mode, RuleSet, StatsClassifier, StatsScope};
-use sluice_engine::{AnalyzeConfig, AnalyzeError, Sampling, analyze};
+use sluice_engine::{AnalyzeConfig, AnalyzeError, LiveOptions, Sampling, analyze, live};
 use sluice_export::Format;
 use sluice_flow::FlowConfig;
 use sluice_gen::{FrameSink, Media as TruthMedia, Profile, TruthRow, generate};
+use sluice_inject::parse_duration;
 use sluice_learn::Model;
 use sluice_store::PcapWriter;
+use std::sync::atomic::AtomicBool;
 
 const EXIT_CODES: &str = "\
 Exit status:
@@ -49,6 +52,17 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Write a deterministic synthetic capture.
     Gen(GenArgs),
+    /// Analyse the traffic of a network interface as it passes.
+    ///
+    /// The same workers and records as `analyze`, fed by Linux AF_PACKET
+    /// rings (TPACKET_V3), one per worker, joined in a fanout group so that
+    /// the kernel deals each flow to one worker. Prints a status line every
+    /// second; stops on SIGINT or SIGTERM (or after --duration), ends every
+    /// flow and writes its record and the summary. Kernel drops (a ring that
+    /// overflowed) are counted in the status line and the summary. Needs
+    /// root or CAP_NET_RAW.
+    #[command(after_help = EXIT_CODES)]
+    Live(LiveArgs),
     /// Learn a statistical model from labelled flow records.
     ///
     /// Each flow is described by the sizes and directions (and optionally
@@ -83,6 +97,49 @@ struct AnalyzeArgs {
     /// the current directory if that is not writable].
     #[arg(short, long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Keep one packet in N before flow processing: `systematic:N` (the
+    /// first of every N), `stratified:N` (one at random in every N) or
+    /// `random:N` (each with probability 1/N). Inter-arrival times are
+    /// rescaled by 1/N for the media detector unless --no-rescale.
+    #[arg(long, value_name = "POLICY:N")]
+    sample: Option<Sampling>,
+    /// With --sample: leave inter-arrival times as observed.
+    #[arg(long, requires = "sample")]
+    no_rescale: bool,
+}
+
+#[derive(clap::Args)]
+struct LiveArgs {
+    /// The network interface to capture on.
+    #[arg(short, long)]
+    interface: String,
+    /// Output directory.
+    #[arg(short, long, default_value = "live.sluice")]
+    out: PathBuf,
+    /// Stop after this long (10s, 5m, 1h) instead of at SIGINT/SIGTERM.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<std::time::Duration>,
+    /// Size of each worker's ring in MiB: the kernel memory that absorbs a
+    /// moment in which the worker falls behind (bytes per second of your
+    /// link, times the longest stall to ride out, divided by the workers).
+    #[arg(long, default_value_t = (RingConfig::DEFAULT_RING_BYTES >> 20) as u32, value_parser = clap::value_parser!(u32).range(2..=4095))]
+    ring_mib: u32,
+    /// Bytes kept of each frame (the wire length is always counted).
+    #[arg(long, default_value_t = RingConfig::DEFAULT_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144))]
+    snaplen: u32,
+    /// Do not put the interface in promiscuous mode.
+    #[arg(long)]
+    no_promiscuous: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// What `analyze` and `live` share: the output, the flow table and the
+/// classification.
+#[derive(clap::Args)]
+struct RunArgs {
     /// Flow record format.
     #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
     format: FormatArg,
@@ -125,15 +182,6 @@ struct AnalyzeArgs {
     /// labels still change only for unknown flows).
     #[arg(long, value_enum, default_value_t = ModelScopeArg::Unknown, requires = "model")]
     model_scope: ModelScopeArg,
-    /// Keep one packet in N before flow processing: `systematic:N` (the
-    /// first of every N), `stratified:N` (one at random in every N) or
-    /// `random:N` (each with probability 1/N). Inter-arrival times are
-    /// rescaled by 1/N for the media detector unless --no-rescale.
-    #[arg(long, value_name = "POLICY:N")]
-    sample: Option<Sampling>,
-    /// With --sample: leave inter-arrival times as observed.
-    #[arg(long, requires = "sample")]
-    no_rescale: bool,
     /// Intervals and thresholds of the real-time media detector (YAML, see
     /// crates/classify/media/default.yaml for the built-in ones).
     #[arg(long, value_name = "FILE", conflicts_with = "no_media")]
@@ -169,19 +217,58 @@ enum FormatArg {
 }
 
 #[derive(clap::Args)]
+#[command(
+    group(clap::ArgGroup::new("output").required(true).args(["write", "interface"])),
+    after_help = "\
+Sending (-i): the frames go out on the interface exactly as -w would write
+them, Ethernet headers included, through a raw packet socket (root or
+CAP_NET_RAW), past the interface's queueing discipline where the kernel
+allows. A rate in bits counts each frame's bytes * 8, from the destination
+MAC address to the end of the payload: the preamble, FCS and inter-frame gap
+(24 bytes a frame on Ethernet) are not counted. Frames are spaced evenly
+(in bits, by their own lengths); one that falls behind is sent at once and
+the schedule does not slip. When the kernel's queue is full, sending pauses
+and retries, and never drops. A last line tells frames and bytes sent, the
+rate achieved, back-pressure retries, frames refused (an error), and frames
+the interface itself dropped.
+
+Examples:
+  sluice gen --profile mix --packets 20000 -w mix.pcap
+  sluice gen --profile mix -i veth0 --rate 1Gbps --duration 10s
+  sluice gen --profile worst-case -i veth0 --rate 500kpps --packets 1000000"
+)]
 struct GenArgs {
     #[arg(long, value_enum)]
     profile: ProfileArg,
-    /// Packets to write.
-    #[arg(long, default_value_t = 1_000_000)]
-    packets: u64,
+    /// Packets to write or send [default: 1000000; with --duration, as many
+    /// as it allows].
+    #[arg(long)]
+    packets: Option<u64>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Output pcap file (nanosecond timestamps, Ethernet). NAME.truth.csv
     /// beside it (NAME: the file without its extension) gets one row per
     /// flow: its endpoints, transport, true application and media.
     #[arg(short = 'w', long)]
-    write: PathBuf,
+    write: Option<PathBuf>,
+    /// Send the frames on this network interface instead of writing them.
+    // The options for -i conflict with -w rather than require -i: clap
+    // takes any member of a required group as meeting a `requires`
+    // (clap-rs/clap#4707).
+    #[arg(short = 'i', long, value_name = "IFACE")]
+    interface: Option<String>,
+    /// With -i: how fast to send, in bits or packets per second: 1Gbps,
+    /// 500Mbps, 2Mpps, 500kpps, 10000pps [default: as fast as the
+    /// interface takes them].
+    #[arg(long, conflicts_with = "write")]
+    rate: Option<sluice_inject::Rate>,
+    /// With -i: stop sending after this long (10s, 500ms, 2m).
+    #[arg(long, conflicts_with = "write", value_parser = sluice_inject::parse_duration)]
+    duration: Option<std::time::Duration>,
+    /// With -i: write what each flow sent is (as NAME.truth.csv beside a -w
+    /// file) to FILE.
+    #[arg(long, conflicts_with = "write", value_name = "FILE")]
+    truth: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -204,6 +291,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
+        Command::Live(args) => run_live(args),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
@@ -227,12 +315,23 @@ fn command_line() -> String {
 }
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    const S: u64 = 1_000_000_000;
     let out = match args.out {
         Some(out) => out,
         None => default_out_dir(&args.inputs[0]),
     };
-    let mut config = AnalyzeConfig::new(args.inputs, out);
+    let iat_scale = match args.sample {
+        Some(policy) if !args.no_rescale => 1.0 / policy.one_in() as f64,
+        _ => 1.0,
+    };
+    let mut config = run_config(&args.run, args.inputs, out, iat_scale)?;
+    config.sampling = args.sample;
+    run_and_report(&config, args.run.quiet)
+}
+
+/// An analysis's settings from the options `analyze` and `live` share.
+fn run_config(args: &RunArgs, inputs: Vec<PathBuf>, out: PathBuf, iat_scale: f64) -> anyhow::Result<AnalyzeConfig> {
+    const S: u64 = 1_000_000_000;
+    let mut config = AnalyzeConfig::new(inputs, out);
     config.format = match args.format {
         FormatArg::Jsonl => Format::Jsonl,
         FormatArg::Csv => Format::Csv,
@@ -249,7 +348,6 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         ..FlowConfig::default()
     };
     config.progress = !args.quiet;
-    config.sampling = args.sample;
     let mut rules = parse_rules(DEFAULT_RULES, "built-in rules").expect("built-in rules parse");
     for path in &args.rules {
         rules.extend(read_rules(path)?);
@@ -283,13 +381,39 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
                 None => MediaConfig::default(),
             }))
         },
-        iat_scale: match args.sample {
-            Some(policy) if !args.no_rescale => 1.0 / policy.one_in() as f64,
-            _ => 1.0,
-        },
+        iat_scale,
         ..ChainConfig::default()
     };
-    run_and_report(&config, args.quiet)
+    Ok(config)
+}
+
+fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
+    let config = run_config(&args.run, Vec::new(), args.out, 1.0)?;
+    let mut ring = RingConfig::new(args.interface);
+    ring.ring_bytes = (args.ring_mib as usize) << 20;
+    // A frame never spans blocks: a block holds the largest one.
+    ring.block_bytes = ring
+        .block_bytes
+        .max((args.snaplen as usize + RingConfig::FRAME_OVERHEAD).next_multiple_of(1 << 20));
+    ring.ring_bytes = ring.ring_bytes.max(2 * ring.block_bytes);
+    ring.snaplen = args.snaplen;
+    ring.promiscuous = !args.no_promiscuous;
+    let options = LiveOptions {
+        ring,
+        duration: args.duration,
+        status: !args.run.quiet,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the signal handlers")?;
+    }
+    let summary = live(&config, &options, &stop)?;
+    if args.run.quiet {
+        eprint!("{}", summary.render_problems());
+    } else {
+        print!("{}", summary.render());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn load_model(path: &Path) -> anyhow::Result<Model> {
@@ -362,25 +486,60 @@ impl FrameSink for PcapSink {
 fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
     use std::io::Write;
 
+    use sluice_inject::{InjectError, Injector, Limits, PacedSender, SystemClock};
+
+    const DEFAULT_PACKETS: u64 = 1_000_000;
+
+    /// Hands the generator's frames to the sender. A generator can only be
+    /// stopped by an error, so a limit reached is one, told apart from real
+    /// errors by `stopped`.
+    struct SendSink {
+        sender: PacedSender<Injector, SystemClock>,
+        stopped: bool,
+        error: Option<InjectError>,
+    }
+
+    impl FrameSink for SendSink {
+        fn frame(&mut self, _ts_ns: u64, frame: &[u8]) -> std::io::Result<()> {
+            match self.sender.push(frame) {
+                Ok(true) => Ok(()),
+                Ok(false) => {
+                    self.stopped = true;
+                    Err(std::io::Error::other("a sending limit was reached"))
+                }
+                Err(e) => {
+                    self.error = Some(e);
+                    Err(std::io::Error::other("sending failed"))
+                }
+            }
+        }
+    }
+
     let profile = match args.profile {
         ProfileArg::WorstCase => Profile::WorstCase,
         ProfileArg::Mix => Profile::Mix,
         ProfileArg::Voip => Profile::Voip,
     };
-    let writer =
-        PcapWriter::create(&args.write, 1, 262_144).with_context(|| format!("creating {}", args.write.display()))?;
-    let mut sink = PcapSink(writer);
-    let truth_path = args.write.with_extension("truth.csv");
-    let truth_file =
-        std::fs::File::create(&truth_path).with_context(|| format!("creating {}", truth_path.display()))?;
-    let mut truth = std::io::BufWriter::new(truth_file);
-    writeln!(truth, "src_ip,src_port,dst_ip,dst_port,l4,class,media")
-        .with_context(|| format!("writing {}", truth_path.display()))?;
+    let truth_path = match &args.write {
+        Some(pcap) => Some(pcap.with_extension("truth.csv")),
+        None => args.truth.clone(),
+    };
+    let mut truth = match truth_path {
+        Some(path) => {
+            let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            writeln!(out, "src_ip,src_port,dst_ip,dst_port,l4,class,media")
+                .with_context(|| format!("writing {}", path.display()))?;
+            Some((path, out))
+        }
+        None => None,
+    };
+    let truth_shown = truth.as_ref().map(|(path, _)| path.display().to_string());
     // Rows go out as flows start: the worst case's millions of flows are
     // never held at once.
-    let mut write_row = |row: &TruthRow| {
-        writeln!(
-            truth,
+    let mut write_row = |row: &TruthRow| match &mut truth {
+        Some((_, out)) => writeln!(
+            out,
             "{},{},{},{},{},{},{}",
             row.src_ip,
             row.src_port,
@@ -389,24 +548,79 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
             row.l4.as_str(),
             row.class,
             row.media.map_or("", TruthMedia::as_str)
-        )
+        ),
+        None => Ok(()),
     };
-    let summary = generate(profile, args.packets, args.seed, &mut sink, &mut write_row)
-        .with_context(|| format!("writing {} and {}", args.write.display(), truth_path.display()))?;
-    sink.0
-        .finish()
-        .with_context(|| format!("writing {}", args.write.display()))?;
-    truth
-        .flush()
-        .with_context(|| format!("writing {}", truth_path.display()))?;
-    eprintln!(
-        "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {}",
-        summary.packets,
-        summary.bytes,
-        summary.flows,
-        args.write.display(),
-        truth_path.display()
-    );
+
+    let Some(interface) = &args.interface else {
+        let pcap = args.write.as_ref().expect("clap asks for -w or -i");
+        let truth_shown = truth_shown.expect("a -w file has its truth file");
+        let writer = PcapWriter::create(pcap, 1, 262_144).with_context(|| format!("creating {}", pcap.display()))?;
+        let mut sink = PcapSink(writer);
+        let packets = args.packets.unwrap_or(DEFAULT_PACKETS);
+        let summary = generate(profile, packets, args.seed, &mut sink, &mut write_row)
+            .with_context(|| format!("writing {} and {truth_shown}", pcap.display()))?;
+        sink.0.finish().with_context(|| format!("writing {}", pcap.display()))?;
+        if let Some((_, out)) = &mut truth {
+            out.flush().with_context(|| format!("writing {truth_shown}"))?;
+        }
+        eprintln!(
+            "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {truth_shown}",
+            summary.packets,
+            summary.bytes,
+            summary.flows,
+            pcap.display(),
+        );
+        return Ok(());
+    };
+
+    let injector = Injector::open(interface)?;
+    let bypass = injector.qdisc_bypass();
+    let limits = Limits {
+        packets: args.packets,
+        duration: args.duration,
+    };
+    // With a duration and no count, the generator goes on until the sender
+    // has had enough.
+    let packets = match (args.packets, args.duration) {
+        (Some(n), _) => n,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => DEFAULT_PACKETS,
+    };
+    let mut sink = SendSink {
+        sender: PacedSender::new(injector, args.rate, limits, SystemClock::new()),
+        stopped: false,
+        error: None,
+    };
+    if let Err(e) = generate(profile, packets, args.seed, &mut sink, &mut write_row)
+        && !sink.stopped
+    {
+        return Err(match (sink.error.take(), &truth_shown) {
+            (Some(send), _) => send.into(),
+            (None, Some(path)) => anyhow::Error::new(e).context(format!("generating frames and writing {path}")),
+            (None, None) => anyhow::Error::new(e).context("generating frames"),
+        });
+    }
+    let report = sink.sender.finish()?;
+    if let (Some((_, out)), Some(path)) = (&mut truth, &truth_shown) {
+        out.flush().with_context(|| format!("writing {path}"))?;
+    }
+    let queueing = if bypass {
+        ""
+    } else {
+        " (through its queueing discipline)"
+    };
+    eprintln!("sent on {interface}{queueing}: {report}");
+    if let Some(path) = &truth_shown {
+        eprintln!("wrote what each flow is to {path}");
+    }
+    if report.stats.errors > 0 {
+        anyhow::bail!(
+            "could not send {} of the frames on {interface}; the first: {}",
+            report.stats.errors,
+            report.stats.first_error.as_deref().unwrap_or("?")
+        );
+    }
     Ok(())
 }
 
@@ -415,9 +629,13 @@ fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
     let trace = dir.join("mix.pcap");
     run_gen(&GenArgs {
         profile: ProfileArg::Mix,
-        packets,
+        packets: Some(packets),
         seed: 1,
-        write: trace.clone(),
+        write: Some(trace.clone()),
+        interface: None,
+        rate: None,
+        duration: None,
+        truth: None,
     })?;
     let mut config = AnalyzeConfig::new(vec![trace], dir.join("out"));
     config.progress = true;

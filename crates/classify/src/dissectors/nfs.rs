@@ -84,7 +84,10 @@ mod tests {
     #[test]
     fn a_reply_without_a_valid_record_mark_is_refused() {
         assert_eq!(run(Transport::Tcp, Side::Down, &[0; 10]), Verdict::No);
-        assert_eq!(run(Transport::Tcp, Side::Down, &[0x80, 0, 0, 0x1c, 0, 0]), Verdict::Maybe);
+        assert_eq!(
+            run(Transport::Tcp, Side::Down, &[0x80, 0, 0, 0x1c, 0, 0]),
+            Verdict::Maybe
+        );
         assert_eq!(run(Transport::Udp, Side::Down, &[0; 10]), Verdict::Maybe);
     }
 

@@ -840,3 +840,131 @@ fn errors_name_the_interface_the_step_and_the_remedy() {
         "{taken}"
     );
 }
+
+// ---- filters -----------------------------------------------------------
+
+/// A mix around `udp and port 53`: UDP to and from port 53 over IPv4 and
+/// IPv6 match; UDP on port 54, TCP on port 53 and ARP do not. Returns the
+/// frames and, for each, whether it should pass.
+fn dns_mix() -> Vec<(Vec<u8>, bool)> {
+    let (c, s) = ([10, 99, 0, 1], [10, 99, 0, 2]);
+    let (c6, s6) = (
+        [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    );
+    (0..400u64)
+        .map(|i| {
+            let tag = tagged_payload(i, 30 + (i as usize * 13) % 300);
+            match i % 6 {
+                0 => (frame(0x0800, &ipv4(c, s, UDP, 1, 0, &l4(UDP, 40000, 53, &tag))), true),
+                1 => (frame(0x0800, &ipv4(s, c, UDP, 1, 0, &l4(UDP, 53, 40000, &tag))), true),
+                2 => (frame(0x86dd, &ipv6(c6, s6, UDP, 0, &l4(UDP, 40001, 53, &tag))), true),
+                3 => (frame(0x0800, &ipv4(c, s, UDP, 1, 0, &l4(UDP, 40000, 54, &tag))), false),
+                4 => (frame(0x0800, &ipv4(c, s, TCP, 1, 0, &l4(TCP, 40000, 53, &tag))), false),
+                _ => {
+                    // An ARP request, with the tag after it as padding.
+                    let mut arp = vec![0, 1, 8, 0, 6, 4, 0, 1];
+                    arp.extend_from_slice(&[OUR_MAC[0], OUR_MAC[1], OUR_MAC[2], 0, 0, 2, 10, 99, 0, 1]);
+                    arp.extend_from_slice(&[0, 0, 0, 0, 0, 0, 10, 99, 0, 2]);
+                    arp.extend_from_slice(&tag);
+                    (frame(0x0806, &arp), false)
+                }
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_filter_passes_only_the_matching_frames_and_counts_exactly_those() {
+    let Some(lab) = Lab::new() else { return };
+    let mut socket = lab.open(&LiveConfig {
+        filter: Some("udp and port 53".into()),
+        ..small_config()
+    });
+    let mix = dns_mix();
+    let expected: BTreeSet<u64> = (0..mix.len() as u64).filter(|&i| mix[i as usize].1).collect();
+    let frames: Vec<Vec<u8>> = mix.iter().map(|(f, _)| f.clone()).collect();
+    let (inbound, outbound) = (lab.inbound(), lab.outbound());
+    // Both directions: the kernel filters sent frames as well.
+    let (early, late) = frames.split_at(frames.len() / 2);
+    let (early, late) = (early.to_vec(), late.to_vec());
+    inbound.send_all(&early);
+    outbound.send_all(&late);
+    let (mut seen, _) = read_until(&mut socket, Duration::from_secs(10), |seen| {
+        seen.len() >= expected.len()
+    });
+    // Anything that slipped through would have arrived by now.
+    seen.extend(read_until(&mut socket, Duration::from_millis(300), |_| false).0);
+    let tags: Vec<u64> = seen.iter().filter_map(|s| tag_of(&s.data)).collect();
+    assert_eq!(tags.len(), seen.len(), "only our frames: {seen:?}");
+    assert_eq!(tags.len(), expected.len(), "each matching frame once");
+    assert_eq!(tags.iter().copied().collect::<BTreeSet<u64>>(), expected);
+    for s in &seen {
+        assert_eq!(&s.data, &frames[tag_of(&s.data).unwrap() as usize], "whole frames");
+    }
+    assert_eq!(
+        socket.stats().unwrap(),
+        LiveStats {
+            packets: expected.len() as u64,
+            drops: 0,
+            queue_freezes: 0
+        },
+        "the kernel counts the frames the filter accepted, no others"
+    );
+}
+
+#[test]
+fn a_filter_with_a_snaplen_cuts_the_frames_it_accepts() {
+    let Some(lab) = Lab::new() else { return };
+    let snaplen = 96;
+    let mut socket = lab.open(&LiveConfig {
+        snaplen,
+        filter: Some("udp".into()),
+        ..small_config()
+    });
+    let udp = udp_frames(200);
+    let tcp: Vec<Vec<u8>> = (0..100u64)
+        .map(|i| {
+            let payload = tagged_payload(1000 + i, 500);
+            frame(
+                0x0800,
+                &ipv4([10, 99, 0, 1], [10, 99, 0, 2], TCP, 1, 0, &l4(TCP, 1, 2, &payload)),
+            )
+        })
+        .collect();
+    let peer = lab.inbound();
+    for (u, t) in udp.chunks(2).zip(&tcp) {
+        peer.send_all(u);
+        peer.send(t);
+    }
+    let (mut seen, _) = read_until(&mut socket, Duration::from_secs(10), |seen| seen.len() >= udp.len());
+    seen.extend(read_until(&mut socket, Duration::from_millis(300), |_| false).0);
+    assert_eq!(seen.len(), udp.len(), "the UDP frames and nothing else");
+    for (s, sent) in seen.iter().zip(&udp) {
+        assert_eq!(s.wire_len as usize, sent.len(), "wire length is the frame's");
+        assert_eq!(s.data.len(), sent.len().min(snaplen as usize), "cut at the snap length");
+        assert_eq!(s.data, sent[..s.data.len()]);
+    }
+    assert!(
+        seen.iter()
+            .any(|s| s.data.len() == snaplen as usize && s.wire_len > snaplen)
+    );
+}
+
+#[test]
+fn a_bad_filter_expression_names_the_interface_and_libpcaps_message() {
+    let Some(lab) = Lab::new() else { return };
+    let config = LiveConfig {
+        filter: Some("udp and prot 53".into()),
+        ..small_config()
+    };
+    let error = lab.in_a(|| LiveSocket::open(&config)).err().expect("an error");
+    assert!(matches!(error, LiveError::Filter { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with("cap0: the filter `udp and prot 53` does not compile") && message.contains("syntax error"),
+        "{message}"
+    );
+    let group = lab.in_a(|| LiveSocket::open_group(&config, 2)).err().expect("an error");
+    assert!(matches!(group, LiveError::Filter { .. }), "{group}");
+}

@@ -1,6 +1,7 @@
 //! The `sluice` command line. Subcommands are thin: each parses its
 //! arguments into a library call and reports the result.
 
+mod record;
 mod training;
 
 use std::path::{Path, PathBuf};
@@ -63,6 +64,19 @@ enum Command {
     /// root or CAP_NET_RAW.
     #[command(after_help = EXIT_CODES)]
     Live(LiveArgs),
+    /// Record every packet of a network interface to pcap files.
+    ///
+    /// Nanosecond timestamps, written in large aligned blocks by a writer
+    /// thread (O_DIRECT where the file system allows it), rotated by size
+    /// and/or time, the oldest deleted beyond --keep, each file with a
+    /// block index beside it (NAME.pcap.idx). Prints a status line every
+    /// second; stops on SIGINT or SIGTERM (or after --duration) and writes
+    /// DIR/record-summary.json. Kernel drops and waits for the disk are
+    /// counted. Needs root or CAP_NET_RAW. See docs/recording.md.
+    Record(record::RecordArgs),
+    /// Make recordings left by a killed `sluice record` readable: cut each
+    /// file after its last complete record and rebuild its index.
+    Repair(record::RepairArgs),
     /// Learn a statistical model from labelled flow records.
     ///
     /// Each flow is described by the sizes and directions (and optionally
@@ -132,6 +146,11 @@ struct LiveArgs {
     /// Do not put the interface in promiscuous mode.
     #[arg(long)]
     no_promiscuous: bool,
+    /// Capture only the frames this tcpdump expression matches (see
+    /// pcap-filter(7)), e.g. 'tcp port 443' or 'not port 22'; the kernel
+    /// drops the others before they reach the ring.
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -292,6 +311,8 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
+        Command::Record(args) => record::run_record(args),
+        Command::Repair(args) => record::run_repair(&args),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
@@ -398,6 +419,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     ring.ring_bytes = ring.ring_bytes.max(2 * ring.block_bytes);
     ring.snaplen = args.snaplen;
     ring.promiscuous = !args.no_promiscuous;
+    ring.filter = args.filter;
     let options = LiveOptions {
         ring,
         duration: args.duration,

@@ -226,3 +226,75 @@ fn live_reports_a_missing_interface_by_name() {
         "{stderr}"
     );
 }
+
+/// `--filter tcp`: the kernel hands over only the TCP frames, so the flows
+/// are exactly the TCP flows `sluice analyze` finds in the same traffic.
+#[test]
+fn live_with_a_filter_finds_only_the_flows_it_matches() {
+    let Some(ns) = Namespaces::create("live-filter") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (pcap, file_out, live_out) = (
+        dir.path().join("mix.pcap"),
+        dir.path().join("file"),
+        dir.path().join("live"),
+    );
+    let gen_args = ["gen", "--profile", "mix", "--packets", "3000", "--seed", "5"];
+    let generate = Command::new(SLUICE)
+        .args(gen_args)
+        .arg("-w")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        generate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&generate.stderr)
+    );
+    let capture = Command::new("ip")
+        .args(["netns", "exec", &ns.b, SLUICE, "live", "-i", "vb", "--duration", "6s"])
+        .args(["--filter", "tcp", "-q", "-o"])
+        .arg(&live_out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut send = vec![SLUICE];
+    send.extend(gen_args);
+    send.extend(["-i", "va", "--rate", "5000pps"]);
+    ns.exec(&ns.a, &send);
+    let capture = capture.wait_with_output().unwrap();
+    assert!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
+    let analyzed = Command::new(SLUICE)
+        .arg("analyze")
+        .arg(&pcap)
+        .args(["-q", "-o"])
+        .arg(&file_out)
+        .output()
+        .unwrap();
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+
+    let live_records = read_json_lines(&live_out.join("flows.jsonl"));
+    assert!(!live_records.is_empty());
+    assert!(
+        live_records.iter().all(|r| r["l4"] == "TCP"),
+        "only TCP flows: {:?}",
+        live_records.iter().find(|r| r["l4"] != "TCP")
+    );
+    let file_records = read_json_lines(&file_out.join("flows.jsonl"));
+    let tcp: Vec<Value> = file_records.into_iter().filter(|r| r["l4"] == "TCP").collect();
+    let (live, file) = (flows(&live_records), flows(&tcp));
+    let missing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
+    assert!(missing.is_empty(), "TCP flows that differ or are missing: {missing:?}");
+    assert_eq!(live.len(), file.len());
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(live_out.join("summary.json")).unwrap()).unwrap();
+    let tcp_packets: u64 = file.values().map(|c| c[0] + c[2]).sum();
+    assert_eq!(summary["packets"], tcp_packets, "the TCP frames and no others");
+}

@@ -1,6 +1,17 @@
-//! Writing packets to disk. Today: a buffered pcap writer with nanosecond
-//! timestamps, used by the generator and by tests.
+//! Writing packets to disk: a buffered pcap writer with nanosecond
+//! timestamps (used by the generator and by tests), and the line-rate
+//! [`Recorder`] with its block [`Index`] and crash [`repair`].
 
+mod index;
+mod recorder;
+mod repair;
+
+pub use index::{BLOOM_BITS, BlockEntry, ENTRY_BYTES, FLAG_NON_IP, INDEX_MAGIC, INDEX_VERSION, Index, index_path};
+pub use recorder::{
+    ALIGN, DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, RecorderSummary, WriteMode,
+    file_name, is_recording,
+};
+pub use repair::{RepairReport, repair};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;

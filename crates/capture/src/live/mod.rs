@@ -62,7 +62,9 @@
 //! between workers, hence [`LiveSocket::open_group`].
 
 mod block;
+mod filter;
 mod sys;
+pub mod timestamps;
 
 use std::cell::Cell;
 use std::io;
@@ -74,6 +76,7 @@ use memmap2::{MmapMut, MmapOptions};
 use sluice_wire::LinkType;
 
 pub use block::{Block, Packets};
+pub use timestamps::{BatchStamper, BatchTimestamps};
 
 /// Where and how to capture.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +103,11 @@ pub struct LiveConfig {
     /// See frames addressed to other hosts too (on a mirror port, all of
     /// them are). The kernel undoes it when the socket closes.
     pub promiscuous: bool,
+    /// Keep only the frames this tcpdump expression (`pcap-filter(7)`)
+    /// matches, compiled by libpcap for the interface's link type and run
+    /// by the kernel, so rejected frames cost no ring space and are not
+    /// counted in [`LiveStats`]. Accepted frames are cut at `snaplen`.
+    pub filter: Option<String>,
 }
 
 impl LiveConfig {
@@ -137,6 +145,7 @@ impl LiveConfig {
             block_timeout_ms: Self::DEFAULT_BLOCK_TIMEOUT_MS,
             snaplen: Self::DEFAULT_SNAPLEN,
             promiscuous: true,
+            filter: None,
         }
     }
 
@@ -209,6 +218,13 @@ pub enum LiveError {
         "{interface}: link type {hardware_type} (ARPHRD) is not supported; Sluice captures on Ethernet, loopback, raw-IP (tun, WireGuard, PPP) and 802.11 interfaces"
     )]
     UnsupportedLink { interface: String, hardware_type: u16 },
+    #[error("{interface}: the filter `{expression}` does not compile for this interface: {message}")]
+    Filter {
+        interface: String,
+        expression: String,
+        /// libpcap's message.
+        message: String,
+    },
     #[error("{interface}: {step} failed: {source}{advice}")]
     System {
         interface: String,
@@ -262,6 +278,8 @@ pub struct LiveSocket {
     interface: String,
     link: LinkType,
     snaplen: u32,
+    /// What `start` attaches: `ret #snaplen`, or the compiled filter.
+    program: Vec<libc::sock_filter>,
     fanout_group: Option<u16>,
     /// The kernel resets its counters on every read; they add up here.
     totals: Cell<LiveStats>,
@@ -383,6 +401,16 @@ impl LiveSocket {
             interface: name.to_string(),
             hardware_type,
         })?;
+        let program = match &config.filter {
+            None => vec![sys::keep(config.snaplen)],
+            Some(expression) => {
+                filter::compile(expression, link, config.snaplen).map_err(|message| LiveError::Filter {
+                    interface: name.to_string(),
+                    expression: expression.clone(),
+                    message,
+                })?
+            }
+        };
         Ok(LiveSocket {
             fd,
             ring,
@@ -392,14 +420,26 @@ impl LiveSocket {
             interface: name.to_string(),
             link,
             snaplen: config.snaplen,
+            program,
             fanout_group,
             totals: Cell::new(LiveStats::default()),
         })
     }
 
+    /// Replaces the drop-everything filter the socket was created with by
+    /// the real one. libpcap attaches a drop-all filter, drains what the
+    /// socket queued meanwhile and then attaches the real one, because its
+    /// sockets receive from `bind` on; ours had `ret #0` from before `bind`,
+    /// so nothing unfiltered can be in the ring, and the kernel swaps
+    /// programs atomically, so no frame escapes the new one.
     fn start(&self) -> Result<(), LiveError> {
-        sys::keep_bytes(self.fd.as_fd(), self.snaplen)
-            .map_err(|e| LiveError::system(&self.interface, "attaching the capture filter", e))
+        sys::attach_filter(self.fd.as_fd(), &self.program).map_err(|e| {
+            LiveError::system(
+                &self.interface,
+                format!("attaching the capture filter ({} instructions)", self.program.len()),
+                e,
+            )
+        })
     }
 
     pub fn interface(&self) -> &str {

@@ -138,21 +138,34 @@ pub(super) fn hardware_type(fd: BorrowedFd<'_>) -> io::Result<u16> {
     }
 }
 
-/// Attaches a one-instruction classic BPF filter, `ret #keep`: the kernel
-/// stores at most `keep` bytes of each frame, and none at all when `keep`
+/// Attaches a one-instruction classic BPF filter, `ret #bytes`: the kernel
+/// stores at most `bytes` bytes of each frame, and none at all when `bytes`
 /// is 0. This is how a packet socket implements a snap length.
-pub(super) fn keep_bytes(fd: BorrowedFd<'_>, keep: u32) -> io::Result<()> {
-    let mut program = [libc::sock_filter {
+pub(super) fn keep_bytes(fd: BorrowedFd<'_>, bytes: u32) -> io::Result<()> {
+    attach_filter(fd, &[keep(bytes)])
+}
+
+/// `ret #bytes`: accept every frame, keeping at most `bytes` of it.
+pub(super) fn keep(bytes: u32) -> libc::sock_filter {
+    libc::sock_filter {
         code: (libc::BPF_RET | libc::BPF_K) as u16,
         jt: 0,
         jf: 0,
-        k: keep,
-    }];
+        k: bytes,
+    }
+}
+
+/// Attaches a classic BPF program, replacing the one attached before in one
+/// step: each frame meets either the old program or the new one. The
+/// value a program returns is how many bytes of the frame to keep.
+pub(super) fn attach_filter(fd: BorrowedFd<'_>, program: &[libc::sock_filter]) -> io::Result<()> {
+    let len = u16::try_from(program.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let fprog = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_mut_ptr(),
+        len,
+        // The kernel only reads the program (and copies it), whatever the
+        // pointer's mutability says.
+        filter: program.as_ptr().cast_mut(),
     };
-    // The kernel copies the program, so it may go out of scope afterwards.
     set_option(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
 }
 

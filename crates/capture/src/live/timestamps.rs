@@ -1,0 +1,248 @@
+//! Corrections for sources that stamp a whole batch of packets at once
+//! (seed 000 §4.3): UDTS (equation 4.1) and WDTS (equation 4.2).
+//!
+//! A batch-oriented driver (PacketShader, HPCAP-style capture engines, or
+//! pcap files written by such tools) gives every packet of batch `k + 1`
+//! the same time `t` (when the batch was fetched), so packets inside a
+//! batch seem to arrive together and the gaps between batches look like
+//! silence. With `t_prev` the time of the previous batch, `n` the batch's
+//! packets and `s_j` the size of its `j`-th packet (1-based), the thesis
+//! spreads the interval `(t_prev, t]` over the batch:
+//!
+//! - UDTS (4.1): `τ_i = t_prev + (t - t_prev) · i / n`
+//! - WDTS (4.2): `τ_i = t_prev + (t - t_prev) · (s_1 + … + s_i) / (s_1 + … + s_n)`
+//!
+//! for `i` in `1..=n`: each packet is placed at the *end* of its share of
+//! the interval, so the last packet keeps the batch time `t` and none is
+//! placed at `t_prev` (which belongs to the previous batch's last packet).
+//!
+//! Where the equations say nothing, this module keeps the batch time: the
+//! first batch (no previous one), an interval of zero length, and a batch
+//! time earlier than the previous one (a clock step). WDTS with sizes that
+//! add up to 0 falls back to UDTS. Results are floored to whole ns.
+//!
+//! TPACKET_V3 stamps every packet in the kernel, so Sluice's own live
+//! capture needs none of this; see docs/timestamps.md.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How to time the packets of a batch that all carry one timestamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BatchTimestamps {
+    /// Leave the batch timestamp on every packet ("batch").
+    #[default]
+    Keep,
+    /// Uniform Distribution of TimeStamp, equation 4.1 ("udts").
+    Udts,
+    /// Weighted Distribution of TimeStamp by packet size, equation 4.2
+    /// ("wdts").
+    Wdts,
+}
+
+impl BatchTimestamps {
+    pub const ALL: [BatchTimestamps; 3] = [BatchTimestamps::Keep, BatchTimestamps::Udts, BatchTimestamps::Wdts];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchTimestamps::Keep => "batch",
+            BatchTimestamps::Udts => "udts",
+            BatchTimestamps::Wdts => "wdts",
+        }
+    }
+}
+
+impl fmt::Display for BatchTimestamps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name other than "batch", "udts" or "wdts".
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown batch timestamp correction {0:?}: expected batch, udts or wdts")]
+pub struct ParseBatchTimestampsError(String);
+
+impl FromStr for BatchTimestamps {
+    type Err = ParseBatchTimestampsError;
+
+    fn from_str(s: &str) -> Result<BatchTimestamps, ParseBatchTimestampsError> {
+        match s.to_ascii_lowercase().as_str() {
+            "batch" | "keep" => Ok(BatchTimestamps::Keep),
+            "udts" => Ok(BatchTimestamps::Udts),
+            "wdts" => Ok(BatchTimestamps::Wdts),
+            _ => Err(ParseBatchTimestampsError(s.to_string())),
+        }
+    }
+}
+
+/// Applies one correction to a stream of batches, remembering the previous
+/// batch's time between calls. Allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchStamper {
+    mode: BatchTimestamps,
+    previous: Option<u64>,
+}
+
+impl BatchStamper {
+    pub fn new(mode: BatchTimestamps) -> BatchStamper {
+        BatchStamper { mode, previous: None }
+    }
+
+    pub fn mode(&self) -> BatchTimestamps {
+        self.mode
+    }
+
+    /// The previous batch's time, once a batch has been seen.
+    pub fn previous(&self) -> Option<u64> {
+        self.previous
+    }
+
+    /// Writes into `stamps` the time of each packet of a batch stamped
+    /// `batch_ns` (ns since the epoch), whose packets have the sizes
+    /// `wire_lens` (only WDTS reads them), and remembers `batch_ns` for the
+    /// next batch. An empty batch changes nothing, not even the previous
+    /// time: the thesis counts from the last packet of the last batch.
+    ///
+    /// # Panics
+    /// If `stamps` and `wire_lens` differ in length.
+    pub fn correct(&mut self, batch_ns: u64, wire_lens: &[u32], stamps: &mut [u64]) {
+        assert_eq!(stamps.len(), wire_lens.len(), "one timestamp per packet");
+        if stamps.is_empty() {
+            return;
+        }
+        distribute(self.mode, self.previous, batch_ns, wire_lens, stamps);
+        self.previous = Some(batch_ns);
+    }
+}
+
+/// One batch, without state: equation 4.1 or 4.2 with `previous` as
+/// `t_prev` and `batch_ns` as `t` (see the module's documentation for the
+/// cases the equations leave open).
+///
+/// # Panics
+/// If `stamps` and `wire_lens` differ in length.
+pub fn distribute(mode: BatchTimestamps, previous: Option<u64>, batch_ns: u64, wire_lens: &[u32], stamps: &mut [u64]) {
+    assert_eq!(stamps.len(), wire_lens.len(), "one timestamp per packet");
+    let n = stamps.len() as u128;
+    let interval = match previous {
+        Some(prev) if batch_ns > prev && mode != BatchTimestamps::Keep => Some((prev, u128::from(batch_ns - prev))),
+        _ => None,
+    };
+    let Some((prev, interval)) = interval else {
+        stamps.fill(batch_ns);
+        return;
+    };
+    let total: u128 = wire_lens.iter().map(|&s| u128::from(s)).sum();
+    let weighted = mode == BatchTimestamps::Wdts && total > 0;
+    let mut cumulative = 0u128;
+    for (i, (stamp, &len)) in stamps.iter_mut().zip(wire_lens).enumerate() {
+        let (part, whole) = if weighted {
+            cumulative += u128::from(len);
+            (cumulative, total)
+        } else {
+            (i as u128 + 1, n)
+        };
+        // part <= whole, so the offset is at most `interval` and fits.
+        *stamp = prev + (interval * part / whole) as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(mode: BatchTimestamps, previous: Option<u64>, batch: u64, lens: &[u32]) -> Vec<u64> {
+        let mut stamps = vec![batch; lens.len()];
+        distribute(mode, previous, batch, lens, &mut stamps);
+        stamps
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for mode in BatchTimestamps::ALL {
+            assert_eq!(mode.to_string().parse::<BatchTimestamps>(), Ok(mode));
+        }
+        assert_eq!("UDTS".parse(), Ok(BatchTimestamps::Udts));
+        assert!("kpt".parse::<BatchTimestamps>().is_err());
+        assert_eq!(BatchTimestamps::default(), BatchTimestamps::Keep);
+    }
+
+    #[test]
+    fn keep_leaves_the_batch_time() {
+        assert_eq!(run(BatchTimestamps::Keep, Some(1000), 2000, &[60, 1500]), [2000, 2000]);
+    }
+
+    #[test]
+    fn udts_by_equation_4_1() {
+        // t_prev = 1000, t = 1400, n = 4: τ_i = 1000 + 400·i/4.
+        assert_eq!(
+            run(BatchTimestamps::Udts, Some(1000), 1400, &[64, 1500, 64, 1500]),
+            [1100, 1200, 1300, 1400]
+        );
+        // Floors: 1000 + 100·i/3 = 1033.3, 1066.6, 1100.
+        assert_eq!(
+            run(BatchTimestamps::Udts, Some(1000), 1100, &[1, 1, 1]),
+            [1033, 1066, 1100]
+        );
+    }
+
+    #[test]
+    fn wdts_by_equation_4_2() {
+        // Sizes 100, 300, 600 (sum 1000) over 1000 ns from t_prev = 5000:
+        // τ = 5000 + 1000·{100, 400, 1000}/1000.
+        assert_eq!(
+            run(BatchTimestamps::Wdts, Some(5000), 6000, &[100, 300, 600]),
+            [5100, 5400, 6000]
+        );
+        // Equal sizes: WDTS is UDTS.
+        assert_eq!(
+            run(BatchTimestamps::Wdts, Some(1000), 1400, &[60, 60, 60, 60]),
+            run(BatchTimestamps::Udts, Some(1000), 1400, &[60, 60, 60, 60])
+        );
+        // Sizes adding up to 0 fall back to UDTS.
+        assert_eq!(run(BatchTimestamps::Wdts, Some(0), 10, &[0, 0]), [5, 10]);
+    }
+
+    #[test]
+    fn one_packet_keeps_the_batch_time() {
+        for mode in BatchTimestamps::ALL {
+            assert_eq!(run(mode, Some(1000), 1700, &[1514]), [1700]);
+        }
+    }
+
+    #[test]
+    fn no_interval_keeps_the_batch_time() {
+        for mode in BatchTimestamps::ALL {
+            // First batch: no previous one.
+            assert_eq!(run(mode, None, 1700, &[64, 128]), [1700, 1700]);
+            // Zero-length interval.
+            assert_eq!(run(mode, Some(1700), 1700, &[64, 128]), [1700, 1700]);
+            // The clock stepped back.
+            assert_eq!(run(mode, Some(1800), 1700, &[64, 128]), [1700, 1700]);
+        }
+    }
+
+    #[test]
+    fn large_times_do_not_overflow() {
+        let t = u64::MAX - 1;
+        assert_eq!(
+            run(BatchTimestamps::Wdts, Some(0), t, &[u32::MAX, u32::MAX]),
+            [t / 2, t]
+        );
+    }
+
+    #[test]
+    fn stamper_carries_the_previous_batch() {
+        let mut stamper = BatchStamper::new(BatchTimestamps::Udts);
+        let mut first = [0u64; 2];
+        stamper.correct(1000, &[60, 60], &mut first);
+        assert_eq!(first, [1000, 1000]);
+        stamper.correct(1000, &[], &mut []);
+        assert_eq!(stamper.previous(), Some(1000));
+        let mut second = [0u64; 2];
+        stamper.correct(1200, &[60, 60], &mut second);
+        assert_eq!(second, [1100, 1200]);
+        assert_eq!(stamper.previous(), Some(1200));
+    }
+}

@@ -1,0 +1,373 @@
+//! `sluice record` and `sluice repair`: line-rate recording of an
+//! interface to rotating pcap files, and making the file a killed recorder
+//! left open readable again.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sluice_capture::live::{LiveConfig, LiveSocket, LiveStats};
+use sluice_inject::parse_duration;
+use sluice_store::{MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+Examples:
+  sluice record -i eth1 -w /data/cap --rotate 2GiB --keep 500GiB
+  sluice record -i eth1 -w /data/cap --rotate 1GiB --rotate 60s --snaplen 128")]
+pub struct RecordArgs {
+    /// The network interface to capture on.
+    #[arg(short, long)]
+    interface: String,
+    /// Directory for the capture files, their indexes and
+    /// record-summary.json (created if missing).
+    #[arg(short = 'w', long = "dir", value_name = "DIR")]
+    dir: PathBuf,
+    /// Start a new file when the current one would grow past a size
+    /// (2GiB, 500MiB, 100MB) or its first packet is older than a time
+    /// (60s, 5m, 1h). May be given twice, once of each.
+    #[arg(long, value_name = "SIZE|TIME", value_parser = parse_rotate)]
+    rotate: Vec<Rotate>,
+    /// After each file closes, delete the oldest recordings in DIR (earlier
+    /// runs' too) until they take at most this much (500GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "rotate")]
+    keep: Option<u64>,
+    /// Bytes kept of each frame (the wire length is always recorded).
+    #[arg(long, default_value_t = LiveConfig::DEFAULT_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144))]
+    snaplen: u32,
+    /// Stop after this long (10s, 5m, 1h) instead of at SIGINT/SIGTERM.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Size of each write to disk, in MiB.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    block_mib: u32,
+    /// Blocks that may wait for the disk before capture waits for the
+    /// writer; beyond them the kernel ring absorbs a slow disk.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    queue_blocks: u32,
+    /// Size of the kernel ring in MiB.
+    #[arg(long, default_value_t = (LiveConfig::DEFAULT_RING_BYTES >> 20) as u32, value_parser = clap::value_parser!(u32).range(2..=4095))]
+    ring_mib: u32,
+    /// Write through the page cache even where O_DIRECT would work.
+    #[arg(long)]
+    buffered: bool,
+    /// Do not put the interface in promiscuous mode.
+    #[arg(long)]
+    no_promiscuous: bool,
+    /// No status line, and no summary on stdout (record-summary.json is
+    /// still written).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(clap::Args)]
+pub struct RepairArgs {
+    /// Capture files, or directories whose .pcap files are all checked.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Rotate {
+    Bytes(u64),
+    Time(Duration),
+}
+
+fn parse_rotate(text: &str) -> Result<Rotate, String> {
+    if text.trim_end().ends_with(['B', 'b']) {
+        parse_size(text).map(Rotate::Bytes)
+    } else {
+        parse_duration(text)
+            .map(Rotate::Time)
+            .map_err(|e| format!("{e} (or a size: 2GiB, 500MB)"))
+    }
+}
+
+/// `500GiB`, `2MiB`, `100MB`, `4096B`.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let scale: u64 = match unit {
+        "B" => 1,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "`{text}`: a size needs a unit: B, KiB, MiB, GiB, TiB, kB, MB, GB, TB"
+            ));
+        }
+    };
+    let value: f64 = number.parse().map_err(|_| format!("`{text}`: not a size"))?;
+    let bytes = value * scale as f64;
+    if !(1.0..1.8e19).contains(&bytes) {
+        return Err(format!("`{text}`: out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let block_bytes = (args.block_mib as usize) << 20;
+    let mut ring = LiveConfig::new(&args.interface);
+    ring.ring_bytes = (args.ring_mib as usize) << 20;
+    // A frame never spans ring blocks: a block holds the largest one.
+    ring.block_bytes = ring
+        .block_bytes
+        .max((args.snaplen as usize + LiveConfig::FRAME_OVERHEAD).next_multiple_of(1 << 20));
+    ring.ring_bytes = ring.ring_bytes.max(2 * ring.block_bytes);
+    ring.snaplen = args.snaplen;
+    ring.promiscuous = !args.no_promiscuous;
+
+    let (mut rotate_bytes, mut rotate_ns) = (None, None);
+    for rotate in &args.rotate {
+        match *rotate {
+            Rotate::Bytes(bytes) => rotate_bytes = Some(bytes),
+            Rotate::Time(time) => rotate_ns = Some(time.as_nanos().min(u64::MAX as u128) as u64),
+        }
+    }
+    if let (Some(keep), Some(rotate)) = (args.keep, rotate_bytes)
+        && keep < rotate
+    {
+        anyhow::bail!(
+            "--keep ({keep} bytes) must be at least the --rotate size ({rotate} bytes), or every file would be deleted as it closes"
+        );
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the signal handlers")?;
+    }
+    // A group of one: the socket captures only once it is fully set up.
+    let mut socket = LiveSocket::open_group(&ring, 1)?.pop().expect("a group of one");
+    let mut config = RecorderConfig::new(&args.dir, socket.link_type(), args.snaplen);
+    config.block_bytes = block_bytes.max(MIN_BLOCK_BYTES);
+    config.queue_blocks = args.queue_blocks as usize;
+    config.keep_bytes = args.keep;
+    config.direct = !args.buffered;
+    config.rotate_bytes = rotate_bytes;
+    config.rotate_ns = rotate_ns;
+    let mut recorder = Recorder::start(config).with_context(|| format!("recording to {}", args.dir.display()))?;
+
+    let started = Instant::now();
+    let deadline = args.duration.map(|d| started + d);
+    let mut next_tick = started + Duration::from_secs(1);
+    let mut last = (0u64, 0u64, started);
+    let mut kernel = LiveStats::default();
+    let mut failure: Option<anyhow::Error> = None;
+    while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        if let Err(e) = record_block(&mut socket, &mut recorder, Duration::from_millis(100)) {
+            failure = Some(e);
+            break;
+        }
+        let now = Instant::now();
+        if now >= next_tick {
+            next_tick += Duration::from_secs(1);
+            match socket.stats() {
+                Ok(stats) => kernel = stats,
+                Err(e) => {
+                    failure = Some(e.into());
+                    break;
+                }
+            }
+            let stats = recorder.stats();
+            if !args.quiet {
+                let seconds = now.duration_since(last.2).as_secs_f64();
+                eprintln!(
+                    "record {} {:.0} s: {} packets ({:.0} pps, {:.1} Mbit/s), {} files, {} kernel drops, {} writer waits ({:.0} ms)",
+                    args.interface,
+                    now.duration_since(started).as_secs_f64(),
+                    stats.packets,
+                    (stats.packets - last.0) as f64 / seconds,
+                    (stats.wire_bytes - last.1) as f64 * 8.0 / seconds / 1e6,
+                    stats.files_written + u64::from(stats.packets > 0),
+                    kernel.drops,
+                    stats.writer_waits,
+                    stats.writer_wait_ns as f64 / 1e6,
+                );
+            }
+            last = (stats.packets, stats.wire_bytes, now);
+        }
+    }
+    // What the kernel already holds was captured before the stop: the
+    // block it is filling is handed over within its timeout. On a busy
+    // link blocks keep coming, so the drain has a deadline too.
+    if failure.is_none() {
+        let wait = Duration::from_millis(u64::from(ring.block_timeout_ms) * 3 + 20);
+        let drained_by = Instant::now() + wait;
+        while Instant::now() < drained_by {
+            match record_block(&mut socket, &mut recorder, wait) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+    }
+    kernel = socket.stats().unwrap_or(kernel);
+    drop(socket);
+    let elapsed = started.elapsed();
+    // Should the writer fail, the counts up to its last block still go in
+    // the summary.
+    let so_far = recorder.stats();
+    let (stats, files, finish_error) = match recorder.finish() {
+        Ok(summary) => (summary.stats, summary.files.len(), None),
+        Err(e) => (so_far, 0, Some(e)),
+    };
+    let summary = summary_json(&args, &stats, &kernel, files, elapsed);
+    let path = args.dir.join("record-summary.json");
+    std::fs::write(&path, format!("{summary:#}\n")).with_context(|| format!("writing {}", path.display()))?;
+    if !args.quiet {
+        print!("{}", render(&args.interface, &stats, &kernel, elapsed, &path));
+    }
+    if let Some(e) = finish_error {
+        return Err(anyhow::Error::new(e).context("finishing the recording"));
+    }
+    match failure {
+        Some(e) => Err(e.context("recording stopped early; the files written so far are complete")),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn summary_json(
+    args: &RecordArgs,
+    stats: &RecorderStats,
+    kernel: &LiveStats,
+    files_left: usize,
+    elapsed: Duration,
+) -> serde_json::Value {
+    serde_json::json!({
+        "interface": args.interface,
+        "dir": args.dir.display().to_string(),
+        "seconds": elapsed.as_secs_f64(),
+        "packets": stats.packets,
+        "bytes": stats.bytes,
+        "wire_bytes": stats.wire_bytes,
+        "written_bytes": stats.written_bytes,
+        "kernel_packets": kernel.packets,
+        "kernel_drops": kernel.drops,
+        "queue_freezes": kernel.queue_freezes,
+        "writer_waits": stats.writer_waits,
+        "writer_wait_ms": stats.writer_wait_ns as f64 / 1e6,
+        "files_written": stats.files_written,
+        "files_deleted": stats.files_deleted,
+        "bytes_deleted": stats.bytes_deleted,
+        "files_left": files_left,
+        "write_mode": stats.write_mode().as_str(),
+    })
+}
+
+fn render(interface: &str, stats: &RecorderStats, kernel: &LiveStats, elapsed: Duration, path: &Path) -> String {
+    let seconds = elapsed.as_secs_f64().max(1e-9);
+    format!(
+        "recorded {} packets from {interface} in {:.1} s ({:.0} pps, {:.1} Mbit/s)\n\
+         written: {} bytes in {} files ({}), {} files deleted by retention ({} bytes)\n\
+         losses: {} kernel drops, {} queue freezes; writer waits: {} ({:.0} ms)\n\
+         summary: {}\n",
+        stats.packets,
+        seconds,
+        stats.packets as f64 / seconds,
+        stats.wire_bytes as f64 * 8.0 / seconds / 1e6,
+        stats.written_bytes,
+        stats.files_written,
+        stats.write_mode().as_str(),
+        stats.files_deleted,
+        stats.bytes_deleted,
+        kernel.drops,
+        kernel.queue_freezes,
+        stats.writer_waits,
+        stats.writer_wait_ns as f64 / 1e6,
+        path.display()
+    )
+}
+
+/// Records the packets of the next block the kernel hands over within
+/// `wait`; false when none came.
+fn record_block(socket: &mut LiveSocket, recorder: &mut Recorder, wait: Duration) -> anyhow::Result<bool> {
+    match socket.next_block(wait)? {
+        Some(mut block) => {
+            for packet in block.packets() {
+                recorder.push(packet.ts_ns, packet.wire_len, packet.data)?;
+            }
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
+    let mut files = Vec::new();
+    for path in &args.paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
+                .with_context(|| format!("listing {}", path.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    let mut failed = 0;
+    for file in &files {
+        match repair(file) {
+            Ok(report) if report.removed => println!("{}: no packet had reached the disk; removed", file.display()),
+            Ok(report) => {
+                let cut = report.bytes_before - report.bytes_kept;
+                let what = if cut == 0 {
+                    "whole".to_string()
+                } else {
+                    format!("cut {cut} bytes")
+                };
+                println!(
+                    "{}: {} packets kept, {what}; index rebuilt",
+                    file.display(),
+                    report.packets
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                let hint = match file.file_name().and_then(|n| n.to_str()) {
+                    Some(name) if !is_recording(name) => " (not written by sluice record?)",
+                    _ => "",
+                };
+                eprintln!("sluice: {e}{hint}");
+            }
+        }
+    }
+    Ok(if failed > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_rotations_parse() {
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5MiB"), Ok(3 << 19));
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert!(parse_size("100").is_err());
+        assert!(matches!(parse_rotate("1MiB"), Ok(Rotate::Bytes(1_048_576))));
+        assert!(matches!(parse_rotate("60s"), Ok(Rotate::Time(d)) if d == Duration::from_secs(60)));
+        assert!(parse_rotate("sixty").is_err());
+    }
+}

@@ -1,0 +1,443 @@
+//! `sluice record` on a real interface: two network namespaces joined by a
+//! veth pair, `sluice gen -i` sending on one end, `sluice record` writing
+//! what arrives on the other. Every packet sent must be in the files (or
+//! counted as dropped), the files must be valid captures with the flows
+//! `sluice analyze` finds in the same traffic generated to a file, and a
+//! recorder killed with SIGKILL must leave files that `sluice repair`
+//! makes whole. Skipped, with a message, when not root or when `ip` is
+//! missing; the namespaces go away even when a test fails.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_store::{Index, index_path};
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+const PACKETS: u64 = 20_000;
+
+/// A pair of namespaces, `a` and `b`, joined by veth `va` (in `a`) and `vb`
+/// (in `b`), deleted when dropped.
+struct Namespaces {
+    a: String,
+    b: String,
+}
+
+impl Namespaces {
+    fn create(tag: &str) -> Option<Namespaces> {
+        let is_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        if !is_root || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipping: needs root and iproute2 to create network namespaces");
+            return None;
+        }
+        let id = std::process::id();
+        let ns = Namespaces {
+            a: format!("sluice-{tag}-{id}-a"),
+            b: format!("sluice-{tag}-{id}-b"),
+        };
+        run("ip", &["netns", "add", &ns.a]);
+        run("ip", &["netns", "add", &ns.b]);
+        run(
+            "ip",
+            &[
+                "-n", &ns.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &ns.b,
+            ],
+        );
+        for (name, link) in [(&ns.a, "va"), (&ns.b, "vb")] {
+            // No IPv6: the kernel would add neighbour discovery of its own.
+            run(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    name,
+                    "sysctl",
+                    "-q",
+                    "-w",
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                ],
+            );
+            run("ip", &["-n", name, "link", "set", link, "up"]);
+        }
+        Some(ns)
+    }
+
+    /// Starts `sluice record -i vb -w DIR ARGS` in namespace `b`, and waits
+    /// until its ring is surely open.
+    fn record(&self, dir: &Path, args: &[&str]) -> Child {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.b, SLUICE, "record", "-i", "vb", "-w"])
+            .arg(dir)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        child
+    }
+
+    /// Sends the test's traffic from namespace `a`.
+    fn send(&self) -> Child {
+        let packets = PACKETS.to_string();
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.a,
+                SLUICE,
+                "gen",
+                "--profile",
+                "mix",
+                "--packets",
+                &packets,
+            ])
+            .args(["--seed", "5", "-i", "va", "--rate", "20000pps"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    let output = Command::new(program).args(args).output().expect("the program runs");
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn succeeded(child: Child) -> String {
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
+/// The recordings in `dir`, in name order.
+fn recordings(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Each packet's timestamp and the offset and length of its record.
+fn records(path: &Path) -> Vec<(u64, u64, u64)> {
+    let file = sluice_capture::CaptureFile::open(path).unwrap();
+    file.reader()
+        .unwrap()
+        .map(|p| (p.ts_ns, p.offset, 16 + p.data.len() as u64))
+        .collect()
+}
+
+fn capinfos_accepts(path: &Path) {
+    let output = Command::new("capinfos")
+        .arg("-c")
+        .arg(path)
+        .output()
+        .expect("capinfos runs");
+    assert!(
+        output.status.success(),
+        "capinfos {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The file's index holds every record once, in blocks that tile the file.
+fn index_covers_every_record_once(path: &Path) {
+    let index = Index::read(index_path(path)).unwrap();
+    let records = records(path);
+    let mut at = 24;
+    let mut next_record = records.iter().peekable();
+    for block in &index.blocks {
+        assert_eq!(block.offset, at, "{}: blocks tile the file", path.display());
+        at += block.length;
+        let inside: Vec<_> =
+            std::iter::from_fn(|| next_record.next_if(|r| r.1 < block.offset + block.length)).collect();
+        assert_eq!(inside.len() as u64, u64::from(block.packets));
+        assert_eq!(inside.first().map(|r| r.0), Some(block.first_ts_ns));
+        assert_eq!(inside.last().map(|r| r.0), Some(block.last_ts_ns));
+    }
+    assert_eq!(at, std::fs::metadata(path).unwrap().len());
+    assert!(
+        next_record.next().is_none(),
+        "{}: records left out of the index",
+        path.display()
+    );
+}
+
+fn read_summary(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("record-summary.json")).unwrap()).unwrap()
+}
+
+fn file_system(dir: &Path) -> String {
+    let output = run("stat", &["-f", "-c", "%T", dir.to_str().unwrap()]);
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// Flows by their oriented 5-tuple, with their packets and bytes per
+/// direction, as `sluice analyze` finds them in `inputs`.
+fn flows(inputs: &[PathBuf], out: &Path) -> BTreeMap<String, [u64; 4]> {
+    let analyzed = Command::new(SLUICE)
+        .arg("analyze")
+        .args(inputs)
+        .arg("-q")
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+    std::fs::read_to_string(out.join("flows.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let key = format!(
+                "{} {}:{} > {}:{} vlan {}",
+                r["l4"], r["src_ip"], r["src_port"], r["dst_ip"], r["dst_port"], r["vlan"]
+            );
+            let counts = ["c2s_packets", "c2s_bytes", "s2c_packets", "s2c_bytes"].map(|f| r[f].as_u64().unwrap());
+            (key, counts)
+        })
+        .collect()
+}
+
+/// A directory on the disk the tests are built on, where O_DIRECT works
+/// (unlike tmpfs, which /tmp may be).
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+#[test]
+fn recording_keeps_every_packet_in_valid_files_with_the_flows_analyze_finds() {
+    let Some(ns) = Namespaces::create("rec") else { return };
+    let dir = disk_dir();
+    let rec = dir.path().join("rec");
+    let recorder = ns.record(&rec, &["--duration", "5s"]);
+    succeeded(ns.send());
+    let stderr = succeeded(recorder);
+    assert!(stderr.contains("record vb"), "a status line a second: {stderr}");
+
+    let summary = read_summary(&rec);
+    assert_eq!(
+        summary["packets"], PACKETS,
+        "every frame sent, and nothing else: {summary}"
+    );
+    assert_eq!(summary["kernel_drops"], 0);
+    if file_system(&rec) != "tmpfs" {
+        assert_eq!(summary["write_mode"], "o_direct", "{summary}");
+    }
+    let files = recordings(&rec);
+    assert_eq!(files.len(), 1);
+    let mut previous = 0;
+    for file in &files {
+        capinfos_accepts(file);
+        index_covers_every_record_once(file);
+        for (ts, _, _) in records(file) {
+            assert!(ts >= previous, "timestamps never go back");
+            previous = ts;
+        }
+    }
+
+    let generated = dir.path().join("mix.pcap");
+    let gen_args = ["gen", "--profile", "mix", "--packets", "20000", "--seed", "5", "-w"];
+    let output = Command::new(SLUICE).args(gen_args).arg(&generated).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let recorded = flows(&files, &dir.path().join("recorded.sluice"));
+    let expected = flows(&[generated], &dir.path().join("generated.sluice"));
+    assert_eq!(recorded.len(), expected.len());
+    let differing: Vec<_> = expected
+        .iter()
+        .filter(|(k, v)| recorded.get(*k) != Some(v))
+        .take(5)
+        .collect();
+    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+
+    // A copy cut in the middle of a record, as a kill would leave it.
+    let all = records(&files[0]);
+    let (_, offset, _) = all[1000];
+    let torn = dir.path().join("torn.pcap");
+    std::fs::copy(&files[0], &torn).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&torn)
+        .unwrap()
+        .set_len(offset + 30)
+        .unwrap();
+    let repaired = Command::new(SLUICE).arg("repair").arg(&torn).output().unwrap();
+    assert!(
+        repaired.status.success(),
+        "{}",
+        String::from_utf8_lossy(&repaired.stderr)
+    );
+    capinfos_accepts(&torn);
+    assert_eq!(records(&torn), all[..1000]);
+    index_covers_every_record_once(&torn);
+}
+
+#[test]
+fn files_rotate_by_size_and_retention_keeps_the_newest() {
+    let Some(ns) = Namespaces::create("rot") else { return };
+    let dir = disk_dir();
+    let rotated = dir.path().join("rotated");
+    let recorder = ns.record(&rotated, &["--duration", "5s", "--rotate", "1MiB", "--block-mib", "1"]);
+    succeeded(ns.send());
+    succeeded(recorder);
+    let summary = read_summary(&rotated);
+    assert_eq!(summary["packets"], PACKETS, "{summary}");
+    assert_eq!(summary["kernel_drops"], 0);
+    let files = recordings(&rotated);
+    assert!(files.len() >= 5, "{} files", files.len());
+    assert_eq!(summary["files_written"], files.len());
+    let mut total = 0;
+    let mut previous = 0;
+    for file in &files {
+        capinfos_accepts(file);
+        index_covers_every_record_once(file);
+        assert!(std::fs::metadata(file).unwrap().len() <= 1 << 20);
+        let records = records(file);
+        assert!(records[0].0 >= previous, "names sort by time");
+        previous = records.last().unwrap().0;
+        total += records.len() as u64;
+    }
+    assert_eq!(total, PACKETS);
+
+    // Through the page cache, as on file systems that refuse O_DIRECT
+    // (tmpfs did before Linux 6.6).
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let kept = shm.path().join("kept");
+    let recorder = ns.record(
+        &kept,
+        &["--duration", "5s", "--rotate", "1MiB", "--keep", "3MiB", "--buffered"],
+    );
+    succeeded(ns.send());
+    succeeded(recorder);
+    let summary = read_summary(&kept);
+    assert_eq!(summary["packets"], PACKETS, "{summary}");
+    assert_eq!(summary["write_mode"], "buffered");
+    assert!(summary["files_deleted"].as_u64().unwrap() > 0, "{summary}");
+    let left: u64 = std::fs::read_dir(&kept)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_str().unwrap().starts_with("sluice-"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(left <= 3 << 20, "{left} bytes left");
+    let files = recordings(&kept);
+    assert_eq!(
+        summary["files_written"].as_u64().unwrap() - summary["files_deleted"].as_u64().unwrap(),
+        files.len() as u64
+    );
+    // The newest files are the ones left: the last packet sent is in them.
+    let last: u64 = files.iter().map(|f| records(f).len() as u64).sum();
+    assert!(last > 0 && last < PACKETS);
+    for file in &files {
+        capinfos_accepts(file);
+    }
+}
+
+#[test]
+fn repair_makes_the_files_of_a_killed_recorder_whole() {
+    let Some(ns) = Namespaces::create("kill") else { return };
+    let dir = disk_dir();
+    let rec = dir.path().join("rec");
+    let mut recorder = ns.record(&rec, &["--block-mib", "1", "--rotate", "4MiB"]);
+    let sender = ns.send();
+    std::thread::sleep(Duration::from_millis(700));
+    // `ip netns exec` becomes the recorder (it execs), so this is SIGKILL
+    // to the recorder itself.
+    recorder.kill().unwrap();
+    let _ = recorder.wait();
+    succeeded(sender);
+
+    let files = recordings(&rec);
+    assert!(!files.is_empty());
+    // What a reader that trusts only whole records finds before repair.
+    let whole_records = |path: &Path| -> u64 {
+        let bytes = std::fs::read(path).unwrap();
+        let (mut at, mut n) = (24usize, 0);
+        while at + 16 <= bytes.len() {
+            let caplen = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            if at + 16 + caplen > bytes.len() {
+                break;
+            }
+            at += 16 + caplen;
+            n += 1;
+        }
+        n
+    };
+    let before: Vec<u64> = files.iter().map(|f| whole_records(f)).collect();
+    let repaired = Command::new(SLUICE).arg("repair").arg(&rec).output().unwrap();
+    assert!(
+        repaired.status.success(),
+        "{}",
+        String::from_utf8_lossy(&repaired.stderr)
+    );
+    let told = String::from_utf8_lossy(&repaired.stdout);
+    assert!(
+        told.contains("cut") || told.contains("removed"),
+        "the open file was torn: {told}"
+    );
+    let mut kept = 0;
+    for (file, before) in files.iter().zip(before) {
+        if !file.exists() {
+            assert_eq!(before, 0, "only a file without packets is removed");
+            continue;
+        }
+        capinfos_accepts(file);
+        index_covers_every_record_once(file);
+        assert_eq!(
+            records(file).len() as u64,
+            before,
+            "{}: every complete record kept",
+            file.display()
+        );
+        kept += before;
+    }
+    assert!(kept > 0, "blocks reached the disk before the kill");
+}
+
+#[test]
+fn sigterm_ends_the_recording_with_every_packet_and_the_summary() {
+    let Some(ns) = Namespaces::create("term") else { return };
+    let dir = disk_dir();
+    let rec = dir.path().join("rec");
+    let recorder = ns.record(&rec, &[]);
+    succeeded(ns.send());
+    std::thread::sleep(Duration::from_millis(300));
+    run("kill", &["-TERM", &recorder.id().to_string()]);
+    let stdout = String::from_utf8(recorder.wait_with_output().unwrap().stdout).unwrap();
+    assert!(stdout.contains("recorded 20000 packets from vb"), "{stdout}");
+    let summary = read_summary(&rec);
+    assert_eq!(summary["packets"], PACKETS, "{summary}");
+    assert_eq!(summary["kernel_drops"], 0);
+    let files = recordings(&rec);
+    assert_eq!(files.len(), 1);
+    capinfos_accepts(&files[0]);
+    assert_eq!(records(&files[0]).len() as u64, PACKETS);
+}

@@ -1,0 +1,754 @@
+//! Recording a capture to disk at line rate: pcap files written in large
+//! aligned blocks by a dedicated thread, rotated by size and time, pruned
+//! to a total size, each with a block index beside it.
+//!
+//! The capture side copies each packet's record into the block being
+//! filled. That copy cannot be avoided: the ring's blocks must go back to
+//! the kernel as soon as they are read, or it runs out of room and drops,
+//! while a disk write may stall for much longer. Records run on across
+//! block boundaries, so that every block but a file's last is full and can
+//! be written with `O_DIRECT` (which needs aligned offsets and lengths);
+//! the last is zero-padded to the alignment, written, and the file cut
+//! back to its exact length.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use sluice_wire::LinkType;
+
+use crate::index::{BlockEntry, IndexWriter, index_path};
+
+/// What `O_DIRECT` asks of buffers, offsets and lengths on the file systems
+/// that support it (the logical block size is at most a page).
+pub const ALIGN: usize = 4096;
+pub const DEFAULT_BLOCK_BYTES: usize = 4 << 20;
+pub const MIN_BLOCK_BYTES: usize = 1 << 20;
+const RECORD_HEADER: usize = 16;
+const FILE_HEADER: usize = 24;
+
+/// Where and how to record.
+#[derive(Clone, Debug)]
+pub struct RecorderConfig {
+    pub dir: PathBuf,
+    pub link: LinkType,
+    pub snaplen: u32,
+    /// Size of each write, a multiple of [`ALIGN`], at least
+    /// [`MIN_BLOCK_BYTES`].
+    pub block_bytes: usize,
+    /// Filled blocks that may wait for the disk: the buffer between a
+    /// stalled disk and back-pressure on the capture.
+    pub queue_blocks: usize,
+    /// Start a new file before one grows past this many bytes.
+    pub rotate_bytes: Option<u64>,
+    /// Start a new file at the first packet this long after the file's
+    /// first packet.
+    pub rotate_ns: Option<u64>,
+    /// After each file is closed, delete the oldest recordings in `dir`
+    /// (this run's and earlier ones') until they take at most this much.
+    pub keep_bytes: Option<u64>,
+    /// Try `O_DIRECT`; false writes through the page cache.
+    pub direct: bool,
+}
+
+impl RecorderConfig {
+    pub fn new(dir: impl Into<PathBuf>, link: LinkType, snaplen: u32) -> RecorderConfig {
+        RecorderConfig {
+            dir: dir.into(),
+            link,
+            snaplen,
+            block_bytes: DEFAULT_BLOCK_BYTES,
+            queue_blocks: 16,
+            rotate_bytes: None,
+            rotate_ns: None,
+            keep_bytes: None,
+            direct: true,
+        }
+    }
+}
+
+/// How the files' data went to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Every file with `O_DIRECT`.
+    Direct,
+    /// Every file through the page cache: the file system refused
+    /// `O_DIRECT` (tmpfs does) or it was not asked for.
+    Buffered,
+    /// Some files each way.
+    Mixed,
+    /// No file was written.
+    None,
+}
+
+impl WriteMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteMode::Direct => "o_direct",
+            WriteMode::Buffered => "buffered",
+            WriteMode::Mixed => "mixed",
+            WriteMode::None => "none",
+        }
+    }
+}
+
+/// Counts while recording and at the end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecorderStats {
+    pub packets: u64,
+    /// Captured bytes (after the snap length).
+    pub bytes: u64,
+    pub wire_bytes: u64,
+    /// Bytes written to capture files, headers included.
+    pub written_bytes: u64,
+    /// Times the capture side found no free block and waited for the
+    /// writer, and how long in total.
+    pub writer_waits: u64,
+    pub writer_wait_ns: u64,
+    pub files_written: u64,
+    pub files_deleted: u64,
+    pub bytes_deleted: u64,
+    pub direct_files: u64,
+    pub buffered_files: u64,
+}
+
+impl RecorderStats {
+    pub fn write_mode(&self) -> WriteMode {
+        match (self.direct_files, self.buffered_files) {
+            (0, 0) => WriteMode::None,
+            (_, 0) => WriteMode::Direct,
+            (0, _) => WriteMode::Buffered,
+            _ => WriteMode::Mixed,
+        }
+    }
+}
+
+/// The final account.
+#[derive(Clone, Debug)]
+pub struct RecorderSummary {
+    pub stats: RecorderStats,
+    /// This run's files that retention left, oldest first.
+    pub files: Vec<PathBuf>,
+}
+
+/// A page-aligned buffer, allocated once and recycled between the capture
+/// side and the writer. Over-allocating by one alignment and starting at the
+/// first aligned byte gets the alignment without unsafe code.
+struct AlignedBuf {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
+        let storage = vec![0u8; len + ALIGN];
+        let start = storage.as_ptr().align_offset(ALIGN);
+        AlignedBuf { storage, start, len }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+enum Job {
+    Open(PathBuf),
+    /// `len` is the whole buffer except in a file's last block. `entry`
+    /// describes the records that start in the block; the last may end in
+    /// the next one.
+    Data {
+        buf: AlignedBuf,
+        len: usize,
+        entry: BlockEntry,
+    },
+    Close,
+}
+
+/// Counters the writer thread updates and the capture side reads.
+#[derive(Default)]
+struct Shared {
+    written_bytes: AtomicU64,
+    files_written: AtomicU64,
+    files_deleted: AtomicU64,
+    bytes_deleted: AtomicU64,
+    direct_files: AtomicU64,
+    buffered_files: AtomicU64,
+}
+
+/// Records packets into rotating pcap files (nanosecond timestamps) through
+/// a writer thread. Call [`Recorder::push`] for each packet and
+/// [`Recorder::finish`] at the end; dropping it instead loses the data not
+/// yet handed to the writer.
+pub struct Recorder {
+    config: RecorderConfig,
+    jobs: Option<SyncSender<Job>>,
+    free: Receiver<AlignedBuf>,
+    writer: Option<JoinHandle<io::Result<Vec<PathBuf>>>>,
+    shared: Arc<Shared>,
+    current: Option<AlignedBuf>,
+    filled: usize,
+    /// The records that started in `current`.
+    entry: BlockEntry,
+    /// Bytes of the open file so far, or `None` between files.
+    file_bytes: Option<u64>,
+    file_first_ts: u64,
+    sequence: u64,
+    stats: RecorderStats,
+}
+
+impl Recorder {
+    pub fn start(config: RecorderConfig) -> io::Result<Recorder> {
+        let invalid = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        if config.block_bytes < MIN_BLOCK_BYTES || !config.block_bytes.is_multiple_of(ALIGN) {
+            return invalid(format!(
+                "the block size ({}) must be a multiple of {ALIGN} bytes and at least {MIN_BLOCK_BYTES}",
+                config.block_bytes
+            ));
+        }
+        if config.snaplen == 0 || config.snaplen as usize + RECORD_HEADER + FILE_HEADER > config.block_bytes {
+            return invalid(format!(
+                "the snap length ({}) must be at least 1 and fit in a block",
+                config.snaplen
+            ));
+        }
+        std::fs::create_dir_all(&config.dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", config.dir.display())))?;
+        let retained = earlier_recordings(&config.dir)?;
+        // Two blocks beyond the queue: the one being filled and the one
+        // being written.
+        let pool = config.queue_blocks.max(1) + 2;
+        let (free_tx, free) = mpsc::channel();
+        for _ in 0..pool {
+            free_tx
+                .send(AlignedBuf::new(config.block_bytes))
+                .expect("the receiver is here");
+        }
+        // Opens and closes travel with the blocks; the pool bounds the
+        // blocks, so this bound is never what stops a send.
+        let (jobs, job_rx) = mpsc::sync_channel(2 * pool + 4);
+        let shared = Arc::new(Shared::default());
+        let mut writer = Writer {
+            direct: config.direct,
+            keep_bytes: config.keep_bytes,
+            free: free_tx,
+            shared: Arc::clone(&shared),
+            file: None,
+            retained,
+            ours: Vec::new(),
+        };
+        let writer = std::thread::Builder::new()
+            .name("sluice-writer".into())
+            .spawn(move || writer.run(job_rx))?;
+        Ok(Recorder {
+            config,
+            jobs: Some(jobs),
+            free,
+            writer: Some(writer),
+            shared,
+            current: None,
+            filled: 0,
+            entry: BlockEntry::empty(0),
+            file_bytes: None,
+            file_first_ts: 0,
+            sequence: 0,
+            stats: RecorderStats::default(),
+        })
+    }
+
+    /// Records one packet, cut to the snap length. Blocks only when every
+    /// buffer is waiting for the disk (counted as a writer wait).
+    pub fn push(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8]) -> io::Result<()> {
+        let captured = &frame[..frame.len().min(self.config.snaplen as usize)];
+        let record_len = (RECORD_HEADER + captured.len()) as u64;
+        if let Some(file_bytes) = self.file_bytes {
+            let by_size = self
+                .config
+                .rotate_bytes
+                .is_some_and(|max| file_bytes + record_len > max);
+            let by_time = self
+                .config
+                .rotate_ns
+                .is_some_and(|ns| ts_ns.saturating_sub(self.file_first_ts) >= ns);
+            if (by_size || by_time) && file_bytes > FILE_HEADER as u64 {
+                self.close_file()?;
+            }
+        }
+        if self.file_bytes.is_none() {
+            self.open_file(ts_ns)?;
+        }
+        let file_bytes = self.file_bytes.as_mut().expect("a file is open");
+        if self.entry.packets == 0 {
+            self.entry.offset = *file_bytes;
+        }
+        *file_bytes += record_len;
+        self.entry.add(ts_ns, record_len, self.config.link, captured);
+        let mut header = [0u8; RECORD_HEADER];
+        header[..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
+        header[8..12].copy_from_slice(&(captured.len() as u32).to_le_bytes());
+        header[12..16].copy_from_slice(&wire_len.max(captured.len() as u32).to_le_bytes());
+        self.copy(&header)?;
+        self.copy(captured)?;
+        self.stats.packets += 1;
+        self.stats.bytes += captured.len() as u64;
+        self.stats.wire_bytes += u64::from(wire_len.max(captured.len() as u32));
+        Ok(())
+    }
+
+    /// The counts so far; the writer's are as of its last block.
+    pub fn stats(&self) -> RecorderStats {
+        let s = &self.shared;
+        RecorderStats {
+            written_bytes: s.written_bytes.load(Ordering::Relaxed),
+            files_written: s.files_written.load(Ordering::Relaxed),
+            files_deleted: s.files_deleted.load(Ordering::Relaxed),
+            bytes_deleted: s.bytes_deleted.load(Ordering::Relaxed),
+            direct_files: s.direct_files.load(Ordering::Relaxed),
+            buffered_files: s.buffered_files.load(Ordering::Relaxed),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Writes out what is left, closes the open file and waits for the
+    /// writer.
+    pub fn finish(mut self) -> io::Result<RecorderSummary> {
+        let closed = if self.file_bytes.is_some() {
+            self.close_file()
+        } else {
+            Ok(())
+        };
+        let files = self.join_writer()?;
+        closed?;
+        Ok(RecorderSummary {
+            stats: self.stats(),
+            files,
+        })
+    }
+
+    fn join_writer(&mut self) -> io::Result<Vec<PathBuf>> {
+        self.jobs = None;
+        match self.writer.take().map(JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(io::Error::other("the writer thread panicked")),
+            None => Err(io::Error::other("the writer already stopped")),
+        }
+    }
+
+    /// The writer stopped early: its error says why.
+    fn writer_failed(&mut self) -> io::Error {
+        match self.join_writer() {
+            Err(e) => e,
+            Ok(_) => io::Error::other("the writer stopped"),
+        }
+    }
+
+    fn send(&mut self, job: Job) -> io::Result<()> {
+        let sent = self.jobs.as_ref().is_some_and(|jobs| jobs.send(job).is_ok());
+        if sent { Ok(()) } else { Err(self.writer_failed()) }
+    }
+
+    fn open_file(&mut self, ts_ns: u64) -> io::Result<()> {
+        self.sequence += 1;
+        let path = self.config.dir.join(file_name(ts_ns, self.sequence));
+        self.send(Job::Open(path))?;
+        self.file_bytes = Some(0);
+        self.file_first_ts = ts_ns;
+        let mut header = [0u8; FILE_HEADER];
+        header[..4].copy_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+        header[4..6].copy_from_slice(&2u16.to_le_bytes());
+        header[6..8].copy_from_slice(&4u16.to_le_bytes());
+        header[16..20].copy_from_slice(&self.config.snaplen.to_le_bytes());
+        header[20..24].copy_from_slice(&self.config.link.to_linktype().to_le_bytes());
+        self.copy(&header)?;
+        self.file_bytes = Some(FILE_HEADER as u64);
+        Ok(())
+    }
+
+    fn close_file(&mut self) -> io::Result<()> {
+        if self.current.is_some() {
+            self.send_block()?;
+        }
+        self.file_bytes = None;
+        self.send(Job::Close)
+    }
+
+    /// Appends to the current block, handing full blocks to the writer.
+    fn copy(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            if self.current.is_none() {
+                self.current = Some(self.take_buffer()?);
+                self.filled = 0;
+            }
+            let buf = self.current.as_mut().expect("a block is being filled").bytes();
+            let n = bytes.len().min(buf.len() - self.filled);
+            buf[self.filled..self.filled + n].copy_from_slice(&bytes[..n]);
+            self.filled += n;
+            bytes = &bytes[n..];
+            if self.filled == buf.len() {
+                self.send_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_block(&mut self) -> io::Result<()> {
+        let buf = self.current.take().expect("a block is being filled");
+        let entry = std::mem::replace(&mut self.entry, BlockEntry::empty(0));
+        let len = self.filled;
+        self.send(Job::Data { buf, len, entry })
+    }
+
+    fn take_buffer(&mut self) -> io::Result<AlignedBuf> {
+        match self.free.try_recv() {
+            Ok(buf) => return Ok(buf),
+            Err(TryRecvError::Disconnected) => return Err(self.writer_failed()),
+            Err(TryRecvError::Empty) => {}
+        }
+        self.stats.writer_waits += 1;
+        let waiting = Instant::now();
+        let buf = self.free.recv();
+        self.stats.writer_wait_ns += waiting.elapsed().as_nanos() as u64;
+        buf.map_err(|_| self.writer_failed())
+    }
+}
+
+/// `sluice-YYYYMMDDTHHMMSS.nnnnnnnnnZ-SEQ.pcap`, from the first packet's
+/// time in UTC: names sort by time, and the sequence number keeps names
+/// apart when two files start in the same nanosecond.
+pub fn file_name(ts_ns: u64, sequence: u64) -> String {
+    let secs = ts_ns / 1_000_000_000;
+    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let of_day = secs % 86_400;
+    format!(
+        "sluice-{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:09}Z-{sequence:06}.pcap",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60,
+        ts_ns % 1_000_000_000
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Whether a file name is one of the recorder's capture files.
+pub fn is_recording(name: &str) -> bool {
+    name.starts_with("sluice-") && name.ends_with(".pcap")
+}
+
+/// The recordings already in `dir`, oldest first, with their sizes (index
+/// included): retention counts them as well as this run's.
+fn earlier_recordings(dir: &Path) -> io::Result<VecDeque<(PathBuf, u64)>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_str().is_some_and(is_recording) {
+            let path = entry.path();
+            let size = recording_size(&path);
+            found.push((path, size));
+        }
+    }
+    found.sort();
+    Ok(found.into())
+}
+
+fn recording_size(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    size(path) + size(&index_path(path))
+}
+
+struct OpenFile {
+    path: PathBuf,
+    file: File,
+    direct: bool,
+    index: IndexWriter,
+    written: u64,
+    /// Entries whose last record is not on disk yet.
+    pending: VecDeque<BlockEntry>,
+}
+
+struct Writer {
+    direct: bool,
+    keep_bytes: Option<u64>,
+    free: Sender<AlignedBuf>,
+    shared: Arc<Shared>,
+    file: Option<OpenFile>,
+    retained: VecDeque<(PathBuf, u64)>,
+    ours: Vec<PathBuf>,
+}
+
+impl Writer {
+    fn run(&mut self, jobs: Receiver<Job>) -> io::Result<Vec<PathBuf>> {
+        for job in jobs {
+            match job {
+                Job::Open(path) => self.open(path)?,
+                Job::Data { mut buf, len, entry } => {
+                    let written = self.write(&mut buf, len, entry);
+                    // The capture side has stopped if this fails, and then
+                    // no longer needs buffers.
+                    let _ = self.free.send(buf);
+                    written?;
+                }
+                Job::Close => self.close()?,
+            }
+        }
+        Ok(std::mem::take(&mut self.ours))
+    }
+
+    fn open(&mut self, path: PathBuf) -> io::Result<()> {
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("creating {}: {e}", path.display()));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        let (file, direct) = match self.direct {
+            true => match options.clone().custom_flags(libc::O_DIRECT).open(&path) {
+                Ok(file) => (file, true),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (options.open(&path).map_err(named)?, false),
+                Err(e) => return Err(named(e)),
+            },
+            false => (options.open(&path).map_err(named)?, false),
+        };
+        let index = IndexWriter::create(&index_path(&path)).map_err(named)?;
+        self.file = Some(OpenFile {
+            path,
+            file,
+            direct,
+            index,
+            written: 0,
+            pending: VecDeque::new(),
+        });
+        Ok(())
+    }
+
+    fn write(&mut self, buf: &mut AlignedBuf, len: usize, entry: BlockEntry) -> io::Result<()> {
+        let open = self.file.as_mut().expect("blocks follow an open");
+        let bytes = buf.bytes();
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("writing {}: {e}", open.path.display()));
+        let result = if open.direct {
+            // Only a file's last block is short: pad it to the alignment
+            // and cut the file back when it is closed.
+            let padded = len.next_multiple_of(ALIGN);
+            bytes[len..padded].fill(0);
+            match open.file.write_all_at(&bytes[..padded], open.written) {
+                // Some file systems accept O_DIRECT at open and refuse the
+                // writes: go on through the page cache.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    open.file = OpenOptions::new().write(true).open(&open.path)?;
+                    open.direct = false;
+                    open.file.write_all_at(&bytes[..len], open.written)
+                }
+                other => other,
+            }
+        } else {
+            open.file.write_all_at(&bytes[..len], open.written)
+        };
+        result.map_err(named)?;
+        open.written += len as u64;
+        self.shared.written_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        if entry.packets > 0 {
+            open.pending.push_back(entry);
+        }
+        while let Some(first) = open.pending.front()
+            && first.offset + first.length <= open.written
+        {
+            open.index.append(first).map_err(named)?;
+            open.pending.pop_front();
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        let Some(mut open) = self.file.take() else {
+            return Ok(());
+        };
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("closing {}: {e}", open.path.display()));
+        // Padding written with O_DIRECT goes; a crash before this leaves
+        // zeros after the last record, which `repair` cuts.
+        if open.direct {
+            open.file.set_len(open.written).map_err(named)?;
+        }
+        for entry in open.pending.drain(..) {
+            open.index.append(&entry).map_err(named)?;
+        }
+        open.file.sync_data().map_err(named)?;
+        let counter = match open.direct {
+            true => &self.shared.direct_files,
+            false => &self.shared.buffered_files,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.shared.files_written.fetch_add(1, Ordering::Relaxed);
+        let size = recording_size(&open.path);
+        self.ours.push(open.path.clone());
+        self.retained.push_back((open.path, size));
+        self.prune()
+    }
+
+    /// Deletes the oldest recordings, capture and index, until the rest fit.
+    fn prune(&mut self) -> io::Result<()> {
+        let Some(keep) = self.keep_bytes else {
+            return Ok(());
+        };
+        let mut total: u64 = self.retained.iter().map(|(_, size)| size).sum();
+        while total > keep
+            && let Some((path, size)) = self.retained.pop_front()
+        {
+            std::fs::remove_file(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("deleting {}: {e}", path.display())))?;
+            let _ = std::fs::remove_file(index_path(&path));
+            total -= size;
+            self.ours.retain(|p| *p != path);
+            self.shared.files_deleted.fetch_add(1, Ordering::Relaxed);
+            self.shared.bytes_deleted.fetch_add(size, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Index;
+
+    #[test]
+    fn names_are_utc_times_that_sort() {
+        assert_eq!(file_name(0, 1), "sluice-19700101T000000.000000000Z-000001.pcap");
+        assert_eq!(
+            file_name(1_764_062_363_123_456_789, 42),
+            "sluice-20251125T091923.123456789Z-000042.pcap"
+        );
+        assert_eq!(
+            file_name(951_782_400_000_000_000, 1),
+            "sluice-20000229T000000.000000000Z-000001.pcap"
+        );
+    }
+
+    fn frame(i: u32, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&(0x0a00_0000u32 + i % 7).to_be_bytes());
+        f[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&53u16.to_be_bytes());
+        f[38..40].copy_from_slice(&((len - 34) as u16).to_be_bytes());
+        f
+    }
+
+    fn record(dir: &Path, config: impl FnOnce(&mut RecorderConfig), packets: u32) -> RecorderSummary {
+        let mut c = RecorderConfig::new(dir, LinkType::Ethernet, 2000);
+        c.block_bytes = MIN_BLOCK_BYTES;
+        c.queue_blocks = 2;
+        config(&mut c);
+        let mut r = Recorder::start(c).unwrap();
+        for i in 0..packets {
+            let f = frame(i, 60 + (i as usize * 37) % 1400);
+            r.push(1_700_000_000_000_000_000 + u64::from(i) * 1000, f.len() as u32 + 4, &f)
+                .unwrap();
+        }
+        r.finish().unwrap()
+    }
+
+    fn read_all(files: &[PathBuf]) -> Vec<(u64, Vec<u8>)> {
+        files
+            .iter()
+            .flat_map(|p| {
+                let file = sluice_capture::CaptureFile::open(p).unwrap();
+                file.reader()
+                    .unwrap()
+                    .map(|p| (p.ts_ns, p.data.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_read_back_whole_across_blocks_and_the_index_covers_each_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = record(dir.path(), |_| {}, 5000);
+        assert_eq!(summary.files.len(), 1);
+        assert_eq!(summary.stats.packets, 5000);
+        // /tmp on a disk takes O_DIRECT; on tmpfs the fallback is in use.
+        let tmpfs = std::fs::read_to_string("/proc/mounts")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains(" /tmp tmpfs "));
+        let expected = if tmpfs { WriteMode::Buffered } else { WriteMode::Direct };
+        assert_eq!(summary.stats.write_mode(), expected);
+        let packets = read_all(&summary.files);
+        assert_eq!(packets.len(), 5000);
+        for (i, (ts, data)) in packets.iter().enumerate() {
+            assert_eq!(*ts, 1_700_000_000_000_000_000 + i as u64 * 1000);
+            assert_eq!(*data, frame(i as u32, 60 + (i * 37) % 1400));
+        }
+        let size = std::fs::metadata(&summary.files[0]).unwrap().len();
+        assert_eq!(size, summary.stats.written_bytes);
+        assert!(size > 2 * MIN_BLOCK_BYTES as u64, "spans blocks");
+        let index = Index::read(index_path(&summary.files[0])).unwrap();
+        assert_eq!(index.packets(), 5000);
+        let mut next = FILE_HEADER as u64;
+        for block in &index.blocks {
+            assert_eq!(block.offset, next);
+            next += block.length;
+        }
+        assert_eq!(next, size);
+    }
+
+    #[test]
+    fn size_rotation_and_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let summary = record(
+            dir.path(),
+            |c| {
+                c.rotate_bytes = Some(300_000);
+                c.keep_bytes = Some(1_000_000);
+                c.direct = false;
+            },
+            5000,
+        );
+        assert!(summary.stats.files_written >= 10, "{:?}", summary.stats);
+        assert!(summary.stats.files_deleted > 0);
+        assert_eq!(summary.stats.write_mode(), WriteMode::Buffered);
+        let left: u64 = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert!(left <= 1_000_000, "{left}");
+        let mut names = summary.files.clone();
+        names.sort();
+        assert_eq!(names, summary.files, "names sort by time");
+        for f in &summary.files {
+            assert!(std::fs::metadata(f).unwrap().len() <= 300_000);
+        }
+    }
+
+    #[test]
+    fn time_rotation() {
+        let dir = tempfile::tempdir().unwrap();
+        // 1 µs apart: 5000 packets span 5 ms.
+        let summary = record(dir.path(), |c| c.rotate_ns = Some(1_000_000), 5000);
+        assert_eq!(summary.files.len(), 5);
+        assert_eq!(read_all(&summary.files).len(), 5000);
+    }
+}

@@ -14,6 +14,6 @@ mod worker;
 
 pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
 #[cfg(target_os = "linux")]
-pub use live::{LiveOptions, live};
+pub use live::{LiveOptions, LiveReport, live};
 pub use sampling::Sampling;
-pub use summary::{CaptureReport, Counts, FileReport, SamplingReport, Summary};
+pub use summary::{CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, Summary, WorkerRecording};

@@ -5,17 +5,27 @@
 //! decodes and processes its packets where the kernel wrote them: no reader
 //! thread, no copy. Time comes from the kernel's timestamps and, on a
 //! quiet link, from the clock, so that idle flows still end.
+//!
+//! With a recording (`--record DIR`), each worker also copies every packet
+//! of its block into its own [`Recorder`] before giving the block back:
+//! one capture feeds both consumers, the packets read once from the ring,
+//! the recorder's copy into its aligned block the only copy. Each worker
+//! writes its own time-ordered files in `DIR/wN/`; a recorder that waits
+//! for the disk holds up that worker's analysis too, which is counted as
+//! writer waits (and as kernel drops, should the ring fill meanwhile).
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sluice_capture::live::{LiveConfig as RingConfig, LiveError, LiveSocket};
-use sluice_wire::{DecodeError, decode};
+use sluice_store::{Recorder, RecorderConfig, RecorderStats};
+use sluice_wire::{DecodeError, LinkType, decode};
 
 use crate::analyze::{AnalyzeConfig, AnalyzeError, RecordOutput, finish_summary, merge};
-use crate::summary::{CaptureReport, Drops, Summary};
+use crate::summary::{CaptureReport, Drops, RecordingReport, Summary, WorkerRecording};
 use crate::worker::{PacketDesc, Worker, WorkerOutput};
 
 /// What `live` needs beyond an analysis's settings.
@@ -27,6 +37,95 @@ pub struct LiveOptions {
     pub duration: Option<Duration>,
     /// Print a status line every second to standard error.
     pub status: bool,
+    /// Also record every packet captured: each worker writes its own files
+    /// to `dir/wN/` with these settings, `keep_bytes` shared out equally
+    /// between the workers (`link` is taken from the interface).
+    pub record: Option<RecorderConfig>,
+}
+
+impl LiveOptions {
+    /// Recorder settings for [`LiveOptions::record`], with the defaults of
+    /// [`RecorderConfig::new`]; the link type is the interface's, set when
+    /// the rings are open, and the snap length should be the ring's.
+    pub fn recording(dir: impl Into<PathBuf>, snaplen: u32) -> RecorderConfig {
+        RecorderConfig::new(dir, LinkType::Ethernet, snaplen)
+    }
+}
+
+/// A live run's account: the analysis, and the recording if there was one.
+#[derive(Debug)]
+pub struct LiveReport {
+    pub summary: Summary,
+    pub recording: Option<RecordingReport>,
+}
+
+impl RecordingReport {
+    fn new(dir: PathBuf, workers: Vec<(PathBuf, RecorderStats, u64, Option<String>)>) -> RecordingReport {
+        let mut total = RecorderStats::default();
+        let mut files_left = 0;
+        let mut each = Vec::with_capacity(workers.len());
+        for (dir, s, left, error) in workers {
+            total.packets += s.packets;
+            total.bytes += s.bytes;
+            total.wire_bytes += s.wire_bytes;
+            total.written_bytes += s.written_bytes;
+            total.writer_waits += s.writer_waits;
+            total.writer_wait_ns += s.writer_wait_ns;
+            total.files_written += s.files_written;
+            total.files_deleted += s.files_deleted;
+            total.bytes_deleted += s.bytes_deleted;
+            total.direct_files += s.direct_files;
+            total.buffered_files += s.buffered_files;
+            files_left += left;
+            each.push(WorkerRecording {
+                dir,
+                packets: s.packets,
+                writer_waits: s.writer_waits,
+                writer_wait_ms: s.writer_wait_ns as f64 / 1e6,
+                files_written: s.files_written,
+                files_deleted: s.files_deleted,
+                error,
+            });
+        }
+        RecordingReport {
+            dir,
+            packets: total.packets,
+            bytes: total.bytes,
+            wire_bytes: total.wire_bytes,
+            written_bytes: total.written_bytes,
+            writer_waits: total.writer_waits,
+            writer_wait_ms: total.writer_wait_ns as f64 / 1e6,
+            files_written: total.files_written,
+            files_deleted: total.files_deleted,
+            bytes_deleted: total.bytes_deleted,
+            files_left,
+            write_mode: total.write_mode().as_str(),
+            workers: each,
+        }
+    }
+
+    /// Lines for the end-of-run report.
+    pub fn render(&self) -> String {
+        let mut text = format!(
+            "recorded: {} packets to {}/w0..w{} ({} bytes in {} files, {}), {} files deleted by retention\n\
+             recorder lag: {} writer waits ({:.0} ms) during which the analysis waited too\n",
+            self.packets,
+            self.dir.display(),
+            self.workers.len().saturating_sub(1),
+            self.written_bytes,
+            self.files_written,
+            self.write_mode,
+            self.files_deleted,
+            self.writer_waits,
+            self.writer_wait_ms,
+        );
+        for w in &self.workers {
+            if let Some(e) = &w.error {
+                text.push_str(&format!("recording to {} failed: {e}\n", w.dir.display()));
+            }
+        }
+        text
+    }
 }
 
 /// What the workers have counted so far, for the status line.
@@ -37,6 +136,8 @@ struct LiveCounters {
     kernel_drops: AtomicU64,
     queue_freezes: AtomicU64,
     records: AtomicU64,
+    /// Each recording worker's recorder counts, as of its last tick.
+    recorders: Mutex<Vec<RecorderStats>>,
 }
 
 /// How long a worker waits for a block before it looks at the clock and
@@ -46,27 +147,55 @@ const POLL: Duration = Duration::from_millis(100);
 const TICK: Duration = Duration::from_secs(1);
 
 /// Captures on `options.ring.interface` until `stop` is set (or the
-/// duration passes), then ends every flow and returns the run's summary.
-pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) -> Result<Summary, AnalyzeError> {
+/// duration passes), then ends every flow and returns the run's summary
+/// (and the recording's account, if one was asked for).
+pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) -> Result<LiveReport, AnalyzeError> {
     let started = Instant::now();
     let workers = config.workers.max(1);
     let sockets = LiveSocket::open_group(&options.ring, workers).map_err(AnalyzeError::Live)?;
     let output = RecordOutput::start(&config.out_dir, config.format, workers)?;
     let counters = Arc::new(LiveCounters::default());
+    // Every recorder starts before any packet is read, so that a bad
+    // directory is an error up front, not a recording that never began.
+    let mut recorders: Vec<Option<Recorder>> = Vec::with_capacity(workers);
+    let mut recorder_dirs = Vec::new();
+    if let Some(template) = &options.record {
+        for (i, socket) in sockets.iter().enumerate() {
+            let mut c = template.clone();
+            c.dir = template.dir.join(format!("w{i}"));
+            c.link = socket.link_type();
+            c.keep_bytes = template.keep_bytes.map(|k| k / workers as u64);
+            let recorder = Recorder::start(c.clone()).map_err(|source| AnalyzeError::Write {
+                path: c.dir.clone(),
+                source,
+            })?;
+            recorder_dirs.push(c.dir);
+            recorders.push(Some(recorder));
+        }
+        *counters.recorders.lock().expect("not poisoned") = vec![RecorderStats::default(); workers];
+    } else {
+        recorders.resize_with(workers, || None);
+    }
     let input_done = Arc::new(Barrier::new(workers));
     let deadline = options.duration.map(|d| started + d);
-    let results: Vec<Result<(WorkerOutput, Drops), LiveError>> = thread::scope(|scope| {
+    let results: Vec<WorkerResult> = thread::scope(|scope| {
         let handles: Vec<_> = sockets
             .into_iter()
+            .zip(recorders)
             .enumerate()
-            .map(|(i, socket)| {
+            .map(|(i, (socket, recorder))| {
                 let worker = Worker::new(output.queue(), config.format, config.flow, config.classify.clone());
                 let counters = &counters;
                 let input_done = &input_done;
                 thread::Builder::new()
                     .name(format!("sluice-live-{i}"))
                     .spawn_scoped(scope, move || {
-                        run_worker(socket, worker, counters, stop, deadline, input_done)
+                        let ends = Ends {
+                            stop,
+                            deadline,
+                            input_done,
+                        };
+                        run_worker(i, socket, worker, recorder, counters, &ends)
                     })
                     .expect("spawning a worker thread")
             })
@@ -80,8 +209,12 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
     let mut outputs = Vec::with_capacity(workers);
     let mut drops = Drops::default();
     let mut failure = None;
-    for result in results {
-        match result {
+    let mut recorded = Vec::new();
+    for (i, result) in results.into_iter().enumerate() {
+        if let Some((stats, files_left, error)) = result.recording {
+            recorded.push((recorder_dirs[i].clone(), stats, files_left, error));
+        }
+        match result.analysis {
             Ok((out, worker_drops)) => {
                 drops.add(&worker_drops);
                 outputs.push(out);
@@ -104,18 +237,41 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
         packets: summary.packets,
         bytes: summary.bytes,
     });
+    summary.recording = options
+        .record
+        .as_ref()
+        .map(|template| RecordingReport::new(template.dir.clone(), recorded));
     finish_summary(&mut summary, config, started, records_path)?;
-    Ok(summary)
+    Ok(LiveReport {
+        recording: summary.recording.clone(),
+        summary,
+    })
+}
+
+/// What ends a worker's capture, and the barrier before flows are closed.
+struct Ends<'a> {
+    stop: &'a AtomicBool,
+    deadline: Option<Instant>,
+    input_done: &'a Barrier,
+}
+
+/// A worker's analysis, and its recorder's final counts, the files it
+/// left, and its error if it failed.
+struct WorkerResult {
+    analysis: Result<(WorkerOutput, Drops), LiveError>,
+    recording: Option<(RecorderStats, u64, Option<String>)>,
 }
 
 fn run_worker(
+    index: usize,
     mut socket: LiveSocket,
     mut worker: Worker,
+    mut recorder: Option<Recorder>,
     counters: &LiveCounters,
-    stop: &AtomicBool,
-    deadline: Option<Instant>,
-    input_done: &Barrier,
-) -> Result<(WorkerOutput, Drops), LiveError> {
+    ends: &Ends,
+) -> WorkerResult {
+    let (stop, deadline) = (ends.stop, ends.deadline);
+    let mut record_error: Option<std::io::Error> = None;
     let mut drops = Drops::default();
     let mut packets: Vec<PacketDesc> = Vec::new();
     // Frames are borrowed from the block being processed; the vector's
@@ -133,6 +289,14 @@ fn run_worker(
                 for raw in block.packets() {
                     count += 1;
                     bytes += u64::from(raw.wire_len);
+                    // Copied to the recorder's block while the frame is
+                    // in cache; decoded from the ring, where it stays.
+                    if let Some(r) = recorder.as_mut()
+                        && record_error.is_none()
+                        && let Err(e) = r.push(raw.ts_ns, raw.wire_len, raw.data)
+                    {
+                        record_error = Some(e);
+                    }
                     match decode(raw.link, raw.data) {
                         Ok(decoded) => {
                             packets.push(PacketDesc {
@@ -153,6 +317,13 @@ fn run_worker(
                 counters.bytes.fetch_add(bytes, Ordering::Relaxed);
                 frames.clear();
                 spare = frames.into_iter().map(|_| &[][..]).collect();
+                if record_error.is_some() {
+                    // The disk failed: the recording is incomplete from
+                    // here, so the whole run stops rather than go on
+                    // without it.
+                    stop.store(true, Ordering::Relaxed);
+                    break;
+                }
             }
             Ok(None) => {}
             Err(e) => {
@@ -176,6 +347,9 @@ fn run_worker(
             let records = worker.records();
             counters.records.fetch_add(records - records_told, Ordering::Relaxed);
             records_told = records;
+            if let Some(r) = &recorder {
+                counters.recorders.lock().expect("not poisoned")[index] = r.stats();
+            }
         }
     }
     // The kernel's counts since the last tick, so that none is lost.
@@ -183,13 +357,28 @@ fn run_worker(
         counters.kernel_drops.fetch_add(stats.drops, Ordering::Relaxed);
         counters.queue_freezes.fetch_add(stats.queue_freezes, Ordering::Relaxed);
     }
+    // Every packet counted was pushed: write out the last block.
+    let recording = recorder.map(|r| {
+        let so_far = r.stats();
+        match (r.finish(), record_error) {
+            (Ok(summary), None) => (summary.stats, summary.files.len() as u64, None),
+            (Ok(summary), Some(e)) => (summary.stats, summary.files.len() as u64, Some(e.to_string())),
+            (Err(e), first) => (so_far, 0, Some(first.unwrap_or(e).to_string())),
+        }
+    });
+    if let Some((stats, _, _)) = &recording {
+        counters.recorders.lock().expect("not poisoned")[index] = stats.clone();
+    }
     // As in a file run: every worker stops reading before any closes its
     // open flows, so that announcements made on one reach the others.
-    input_done.wait();
+    ends.input_done.wait();
     let out = worker.finish();
-    match failure {
-        Some(e) => Err(e),
-        None => Ok((out, drops)),
+    WorkerResult {
+        analysis: match failure {
+            Some(e) => Err(e),
+            None => Ok((out, drops)),
+        },
+        recording,
     }
 }
 
@@ -237,8 +426,22 @@ fn report_status(
                 counters.bytes.load(Ordering::Relaxed),
             );
             let seconds = now.duration_since(last.2).as_secs_f64();
+            let recording = match &options.record {
+                Some(_) => {
+                    let each = counters.recorders.lock().expect("not poisoned");
+                    let sum = |f: fn(&RecorderStats) -> u64| each.iter().map(f).sum::<u64>();
+                    format!(
+                        ", {} recorded in {} files, {} writer waits ({:.0} ms)",
+                        sum(|s| s.packets),
+                        sum(|s| s.files_written + u64::from(s.packets > 0)),
+                        sum(|s| s.writer_waits),
+                        sum(|s| s.writer_wait_ns) as f64 / 1e6,
+                    )
+                }
+                None => String::new(),
+            };
             eprintln!(
-                "live {} {:.0} s: {} packets ({:.0} pps, {:.1} Mbit/s), {} records, {} kernel drops, {} queue freezes",
+                "live {} {:.0} s: {} packets ({:.0} pps, {:.1} Mbit/s), {} records, {} kernel drops, {} queue freezes{recording}",
                 options.ring.interface,
                 now.duration_since(started).as_secs_f64(),
                 packets,

@@ -89,6 +89,43 @@ impl Drops {
     }
 }
 
+/// What the recorders of a live run did, in `summary.json` as `recording`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordingReport {
+    /// Each worker's files are in `dir/w0/`, `dir/w1/`, ...
+    pub dir: PathBuf,
+    pub packets: u64,
+    pub bytes: u64,
+    pub wire_bytes: u64,
+    pub written_bytes: u64,
+    /// Times a worker found every recorder block waiting for the disk and
+    /// waited (its analysis waiting too), and how long in total: the lag
+    /// the slower consumer imposed on the capture.
+    pub writer_waits: u64,
+    pub writer_wait_ms: f64,
+    pub files_written: u64,
+    pub files_deleted: u64,
+    pub bytes_deleted: u64,
+    /// This run's files left after retention.
+    pub files_left: u64,
+    /// `o_direct`, `buffered`, `mixed` or `none`.
+    pub write_mode: &'static str,
+    pub workers: Vec<WorkerRecording>,
+}
+
+/// One worker's recorder.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkerRecording {
+    pub dir: PathBuf,
+    pub packets: u64,
+    pub writer_waits: u64,
+    pub writer_wait_ms: f64,
+    pub files_written: u64,
+    pub files_deleted: u64,
+    /// The recorder failed, why (the files closed before are complete).
+    pub error: Option<String>,
+}
+
 /// Where a live run's packets came from.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaptureReport {
@@ -138,6 +175,8 @@ pub struct Summary {
     pub sampling: Option<SamplingReport>,
     /// Present for a live capture (`sluice live`), which reads no files.
     pub capture: Option<CaptureReport>,
+    /// Present for a live capture that also recorded (`--record`).
+    pub recording: Option<RecordingReport>,
     pub records_path: Option<PathBuf>,
 }
 

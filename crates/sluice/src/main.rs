@@ -1,6 +1,7 @@
 //! The `sluice` command line. Subcommands are thin: each parses its
 //! arguments into a library call and reports the result.
 
+mod extract;
 mod record;
 mod training;
 
@@ -77,6 +78,16 @@ enum Command {
     /// Make recordings left by a killed `sluice record` readable: cut each
     /// file after its last complete record and rebuild its index.
     Repair(record::RepairArgs),
+    /// Copy the packets of a time range, a capture filter or a flow out of
+    /// a directory of recordings into one pcap file.
+    ///
+    /// Each file's block index (NAME.pcap.idx) decides what is read: files
+    /// and blocks whose times miss the range are skipped, and for --flow
+    /// so are blocks whose Bloom filter lacks the flow. Files without an
+    /// index that covers them are read whole. --filter takes tcpdump's
+    /// syntax and selects what `tcpdump -r` would. Prints what was read
+    /// and skipped. See docs/recording.md.
+    Extract(extract::ExtractArgs),
     /// Learn a statistical model from labelled flow records.
     ///
     /// Each flow is described by the sizes and directions (and optionally
@@ -151,8 +162,16 @@ struct LiveArgs {
     /// drops the others before they reach the ring.
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
+    /// Also record every packet captured to pcap files with block indexes,
+    /// as `sluice record` does: each worker writes its own time-ordered
+    /// files to DIR/w0/, DIR/w1/, ... from the same capture (see
+    /// docs/live.md). The options below apply to them.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
     #[command(flatten)]
     run: RunArgs,
+    #[command(flatten, next_help_heading = "Recording (with --record)")]
+    recording: record::RecordingArgs,
 }
 
 /// What `analyze` and `live` share: the output, the flow table and the
@@ -313,6 +332,7 @@ fn main() -> ExitCode {
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),
         Command::Repair(args) => record::run_repair(&args),
+        Command::Extract(args) => extract::run_extract(&args).map(|_| ExitCode::SUCCESS),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
@@ -420,20 +440,42 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     ring.snaplen = args.snaplen;
     ring.promiscuous = !args.no_promiscuous;
     ring.filter = args.filter;
+    let record = match &args.record {
+        Some(dir) => {
+            let mut recording = LiveOptions::recording(dir, args.snaplen);
+            args.recording.apply(&mut recording, config.workers.max(1))?;
+            Some(recording)
+        }
+        None if args.recording.given() => {
+            anyhow::bail!("--rotate, --keep, --block-mib, --queue-blocks and --buffered need --record DIR")
+        }
+        None => None,
+    };
     let options = LiveOptions {
         ring,
         duration: args.duration,
         status: !args.run.quiet,
+        record,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the signal handlers")?;
     }
-    let summary = live(&config, &options, &stop)?;
+    let report = live(&config, &options, &stop)?;
     if args.run.quiet {
-        eprint!("{}", summary.render_problems());
+        eprint!("{}", report.summary.render_problems());
     } else {
-        print!("{}", summary.render());
+        print!("{}", report.summary.render());
+    }
+    if let Some(recording) = &report.recording {
+        if !args.run.quiet {
+            print!("{}", recording.render());
+        }
+        if let Some(e) = recording.workers.iter().find_map(|w| w.error.as_ref()) {
+            anyhow::bail!(
+                "recording stopped early, and the capture with it; the files written so far are complete: {e}"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -26,41 +26,105 @@ pub struct RecordArgs {
     /// record-summary.json (created if missing).
     #[arg(short = 'w', long = "dir", value_name = "DIR")]
     dir: PathBuf,
-    /// Start a new file when the current one would grow past a size
-    /// (2GiB, 500MiB, 100MB) or its first packet is older than a time
-    /// (60s, 5m, 1h). May be given twice, once of each.
-    #[arg(long, value_name = "SIZE|TIME", value_parser = parse_rotate)]
-    rotate: Vec<Rotate>,
-    /// After each file closes, delete the oldest recordings in DIR (earlier
-    /// runs' too) until they take at most this much (500GiB).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "rotate")]
-    keep: Option<u64>,
+    #[command(flatten)]
+    files: RecordingArgs,
     /// Bytes kept of each frame (the wire length is always recorded).
     #[arg(long, default_value_t = LiveConfig::DEFAULT_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144))]
     snaplen: u32,
     /// Stop after this long (10s, 5m, 1h) instead of at SIGINT/SIGTERM.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Size of each write to disk, in MiB.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
-    block_mib: u32,
-    /// Blocks that may wait for the disk before capture waits for the
-    /// writer; beyond them the kernel ring absorbs a slow disk.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    queue_blocks: u32,
     /// Size of the kernel ring in MiB.
     #[arg(long, default_value_t = (LiveConfig::DEFAULT_RING_BYTES >> 20) as u32, value_parser = clap::value_parser!(u32).range(2..=4095))]
     ring_mib: u32,
-    /// Write through the page cache even where O_DIRECT would work.
-    #[arg(long)]
-    buffered: bool,
     /// Do not put the interface in promiscuous mode.
     #[arg(long)]
     no_promiscuous: bool,
+    /// Record only the frames this tcpdump expression matches (see
+    /// pcap-filter(7)), e.g. 'udp' or 'not port 22'; the kernel drops the
+    /// others before they reach the ring.
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
     /// No status line, and no summary on stdout (record-summary.json is
     /// still written).
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// How recordings are written, rotated and pruned: the options `sluice
+/// record` and `sluice live --record` share.
+#[derive(clap::Args)]
+pub struct RecordingArgs {
+    /// Start a new file when the current one would grow past a size
+    /// (2GiB, 500MiB, 100MB) or its first packet is older than a time
+    /// (60s, 5m, 1h). May be given twice, once of each.
+    #[arg(long, value_name = "SIZE|TIME", value_parser = parse_rotate)]
+    rotate: Vec<Rotate>,
+    /// After each file closes, delete the oldest recordings in the
+    /// directory (earlier runs' too) until they take at most this much
+    /// (500GiB). `live --record` gives each worker an equal share.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "rotate")]
+    keep: Option<u64>,
+    /// Size of each write to disk, in MiB [default: 4].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    block_mib: Option<u32>,
+    /// Blocks that may wait for the disk before capture waits for the
+    /// writer; beyond them the kernel ring absorbs a slow disk [default:
+    /// 16].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    queue_blocks: Option<u32>,
+    /// Write through the page cache even where O_DIRECT would work.
+    #[arg(long)]
+    buffered: bool,
+}
+
+impl RecordingArgs {
+    /// Whether any of these options was given.
+    pub fn given(&self) -> bool {
+        !self.rotate.is_empty()
+            || self.keep.is_some()
+            || self.block_mib.is_some()
+            || self.queue_blocks.is_some()
+            || self.buffered
+    }
+
+    /// Sets the block size, queue, rotation, retention and write mode;
+    /// `shares` recorders split `--keep` equally, each share at least a
+    /// `--rotate` size.
+    pub fn apply(&self, config: &mut RecorderConfig, shares: usize) -> anyhow::Result<()> {
+        let (rotate_bytes, rotate_ns) = self.rotation(shares)?;
+        config.block_bytes = ((self.block_mib.unwrap_or(4) as usize) << 20).max(MIN_BLOCK_BYTES);
+        config.queue_blocks = self.queue_blocks.unwrap_or(16) as usize;
+        config.keep_bytes = self.keep;
+        config.direct = !self.buffered;
+        config.rotate_bytes = rotate_bytes;
+        config.rotate_ns = rotate_ns;
+        Ok(())
+    }
+
+    /// The rotation size and time, checked against `--keep`.
+    fn rotation(&self, shares: usize) -> anyhow::Result<(Option<u64>, Option<u64>)> {
+        let (mut rotate_bytes, mut rotate_ns) = (None, None);
+        for rotate in &self.rotate {
+            match *rotate {
+                Rotate::Bytes(bytes) => rotate_bytes = Some(bytes),
+                Rotate::Time(time) => rotate_ns = Some(time.as_nanos().min(u64::MAX as u128) as u64),
+            }
+        }
+        if let (Some(keep), Some(rotate)) = (self.keep, rotate_bytes)
+            && keep / (shares.max(1) as u64) < rotate
+        {
+            match shares {
+                0 | 1 => anyhow::bail!(
+                    "--keep ({keep} bytes) must be at least the --rotate size ({rotate} bytes), or every file would be deleted as it closes"
+                ),
+                n => anyhow::bail!(
+                    "--keep ({keep} bytes) is shared by {n} workers' recordings, so must be at least {n} times the --rotate size ({rotate} bytes), or every file would be deleted as it closes"
+                ),
+            }
+        }
+        Ok((rotate_bytes, rotate_ns))
+    }
 }
 
 #[derive(clap::Args)]
@@ -118,7 +182,6 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let block_bytes = (args.block_mib as usize) << 20;
     let mut ring = LiveConfig::new(&args.interface);
     ring.ring_bytes = (args.ring_mib as usize) << 20;
     // A frame never spans ring blocks: a block holds the largest one.
@@ -128,21 +191,9 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     ring.ring_bytes = ring.ring_bytes.max(2 * ring.block_bytes);
     ring.snaplen = args.snaplen;
     ring.promiscuous = !args.no_promiscuous;
-
-    let (mut rotate_bytes, mut rotate_ns) = (None, None);
-    for rotate in &args.rotate {
-        match *rotate {
-            Rotate::Bytes(bytes) => rotate_bytes = Some(bytes),
-            Rotate::Time(time) => rotate_ns = Some(time.as_nanos().min(u64::MAX as u128) as u64),
-        }
-    }
-    if let (Some(keep), Some(rotate)) = (args.keep, rotate_bytes)
-        && keep < rotate
-    {
-        anyhow::bail!(
-            "--keep ({keep} bytes) must be at least the --rotate size ({rotate} bytes), or every file would be deleted as it closes"
-        );
-    }
+    ring.filter = args.filter.clone();
+    // Checked before the ring opens.
+    args.files.rotation(1)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -151,12 +202,7 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // A group of one: the socket captures only once it is fully set up.
     let mut socket = LiveSocket::open_group(&ring, 1)?.pop().expect("a group of one");
     let mut config = RecorderConfig::new(&args.dir, socket.link_type(), args.snaplen);
-    config.block_bytes = block_bytes.max(MIN_BLOCK_BYTES);
-    config.queue_blocks = args.queue_blocks as usize;
-    config.keep_bytes = args.keep;
-    config.direct = !args.buffered;
-    config.rotate_bytes = rotate_bytes;
-    config.rotate_ns = rotate_ns;
+    args.files.apply(&mut config, 1)?;
     let mut recorder = Recorder::start(config).with_context(|| format!("recording to {}", args.dir.display()))?;
 
     let started = Instant::now();
@@ -250,6 +296,7 @@ fn summary_json(
 ) -> serde_json::Value {
     serde_json::json!({
         "interface": args.interface,
+        "filter": args.filter,
         "dir": args.dir.display().to_string(),
         "seconds": elapsed.as_secs_f64(),
         "packets": stats.packets,

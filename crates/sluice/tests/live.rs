@@ -298,3 +298,146 @@ fn live_with_a_filter_finds_only_the_flows_it_matches() {
     let tcp_packets: u64 = file.values().map(|c| c[0] + c[2]).sum();
     assert_eq!(summary["packets"], tcp_packets, "the TCP frames and no others");
 }
+
+/// The recordings under `dir`: each worker's subdirectory `wN`, its files
+/// in name (so time) order.
+fn recordings_by_worker(dir: &Path) -> Vec<Vec<std::path::PathBuf>> {
+    let mut workers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    workers.sort();
+    workers
+        .iter()
+        .map(|w| {
+            let mut files: Vec<_> = std::fs::read_dir(w)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+                .collect();
+            files.sort();
+            files
+        })
+        .collect()
+}
+
+/// `--record DIR`: one capture feeds the analysis and the recorders. Every
+/// packet captured is in the files, once; the files are valid captures,
+/// time-ordered within each worker's directory; and `sluice analyze` finds
+/// in them the flows `live` reported.
+#[test]
+fn live_with_record_writes_every_packet_it_analyses() {
+    let Some(ns) = Namespaces::create("live-rec") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (live_out, rec, file_out) = (
+        dir.path().join("live"),
+        dir.path().join("rec"),
+        dir.path().join("recorded.sluice"),
+    );
+    let capture = Command::new("ip")
+        .args(["netns", "exec", &ns.b, SLUICE, "live", "-i", "vb", "--duration", "8s"])
+        .args(["-w", "2", "--rotate", "200kB", "-o"])
+        .arg(&live_out)
+        .arg("--record")
+        .arg(&rec)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    ns.exec(
+        &ns.a,
+        &[
+            SLUICE,
+            "gen",
+            "--profile",
+            "mix",
+            "--packets",
+            "5000",
+            "--seed",
+            "3",
+            "-i",
+            "va",
+            "--rate",
+            "5000pps",
+        ],
+    );
+    let capture = capture.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&capture.stderr);
+    assert!(capture.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("recorded in"),
+        "the status line counts the recording: {stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&capture.stdout);
+    assert!(stdout.contains("recorded: 5000 packets"), "{stdout}");
+
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(live_out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["packets"], 5000,
+        "every frame sent, and nothing else: {summary}"
+    );
+    let recording = &summary["recording"];
+    assert_eq!(recording["packets"], 5000, "{recording}");
+    assert_eq!(summary["drops"]["kernel_drops"], 0);
+    assert!(recording["writer_waits"].is_u64() && recording["writer_wait_ms"].is_f64());
+    assert!(recording["files_written"].as_u64().unwrap() > 2, "rotated: {recording}");
+    assert_eq!(recording["files_deleted"], 0);
+    assert!(["o_direct", "buffered"].contains(&recording["write_mode"].as_str().unwrap()));
+
+    let workers = recordings_by_worker(&rec);
+    assert_eq!(workers.len(), 2, "one directory per worker");
+    let mut recorded = 0;
+    for (w, files) in workers.iter().enumerate() {
+        assert_eq!(
+            recording["workers"][w]["packets"].as_u64().unwrap(),
+            files
+                .iter()
+                .map(|f| sluice_capture::CaptureFile::open(f).unwrap().reader().unwrap().count() as u64)
+                .sum::<u64>()
+        );
+        let mut previous = 0;
+        for file in files {
+            let output = Command::new("capinfos")
+                .arg("-c")
+                .arg(file)
+                .output()
+                .expect("capinfos runs");
+            assert!(output.status.success(), "capinfos {}: {output:?}", file.display());
+            assert!(
+                sluice_store::index_path(file).exists(),
+                "{}: an index beside it",
+                file.display()
+            );
+            for packet in sluice_capture::CaptureFile::open(file).unwrap().reader().unwrap() {
+                assert!(packet.ts_ns >= previous, "time-ordered within a worker");
+                previous = packet.ts_ns;
+                recorded += 1;
+            }
+        }
+    }
+    assert_eq!(recorded, 5000, "the files hold exactly the packets captured");
+
+    let all: Vec<_> = workers.concat();
+    let analyzed = Command::new(SLUICE)
+        .arg("analyze")
+        .args(&all)
+        .args(["-q", "-o"])
+        .arg(&file_out)
+        .output()
+        .unwrap();
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
+    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
+    assert_eq!(live.len(), file.len());
+    let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
+    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+}

@@ -441,3 +441,59 @@ fn sigterm_ends_the_recording_with_every_packet_and_the_summary() {
     capinfos_accepts(&files[0]);
     assert_eq!(records(&files[0]).len() as u64, PACKETS);
 }
+
+/// `--filter udp`: the kernel hands over only the UDP frames, so the files
+/// hold exactly the UDP frames of the generated traffic, and nothing else.
+/// On a live interface the kernel has taken VLAN tags off before the filter
+/// runs, so `udp` matches tagged UDP frames too; in a file tcpdump needs
+/// `udp or (vlan and udp)` for the same frames.
+#[test]
+fn filter_records_only_the_frames_it_matches() {
+    let Some(ns) = Namespaces::create("rec-filter") else {
+        return;
+    };
+    let dir = disk_dir();
+    let rec = dir.path().join("udp");
+    let recorder = ns.record(&rec, &["--duration", "5s", "--filter", "udp"]);
+    succeeded(ns.send());
+    succeeded(recorder);
+
+    let generated = dir.path().join("mix.pcap");
+    let packets = PACKETS.to_string();
+    let gen_args = ["gen", "--profile", "mix", "--packets", &packets, "--seed", "5", "-w"];
+    let output = Command::new(SLUICE).args(gen_args).arg(&generated).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    const UDP: &str = "udp or (vlan and udp)";
+    let udp = run("tcpdump", &["-n", "-q", "-r", generated.to_str().unwrap(), UDP]);
+    let udp_frames = udp.stdout.iter().filter(|&&b| b == b'\n').count() as u64;
+    assert!(
+        udp_frames > 0 && udp_frames < PACKETS,
+        "{udp_frames} UDP frames in the mix"
+    );
+
+    let summary = read_summary(&rec);
+    assert_eq!(summary["filter"], "udp");
+    assert_eq!(
+        summary["packets"], udp_frames,
+        "the UDP frames and no others: {summary}"
+    );
+    assert_eq!(summary["kernel_drops"], 0);
+    let files = recordings(&rec);
+    let mut total = 0;
+    for file in &files {
+        capinfos_accepts(file);
+        index_covers_every_record_once(file);
+        total += records(file).len() as u64;
+    }
+    assert_eq!(total, udp_frames);
+    // tcpdump finds every recorded frame to be UDP.
+    let recorded_udp: u64 = files
+        .iter()
+        .map(|f| {
+            let not_udp = format!("not ({UDP})");
+            let out = run("tcpdump", &["-n", "-q", "-r", f.to_str().unwrap(), &not_udp]);
+            out.stdout.iter().filter(|&&b| b == b'\n').count() as u64
+        })
+        .sum();
+    assert_eq!(recorded_udp, 0, "frames that are not UDP were recorded");
+}

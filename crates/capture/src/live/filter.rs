@@ -56,6 +56,15 @@ type Compile = unsafe extern "C" fn(*mut Pcap, *mut BpfProgram, *const c_char, c
 type GetErr = unsafe extern "C" fn(*mut Pcap) -> *mut c_char;
 type FreeCode = unsafe extern "C" fn(*mut BpfProgram);
 type Close = unsafe extern "C" fn(*mut Pcap);
+type OfflineFilter = unsafe extern "C" fn(*const BpfProgram, *const PktHdr, *const u8) -> c_int;
+
+/// `struct pcap_pkthdr`: the filter reads only the two lengths.
+#[repr(C)]
+struct PktHdr {
+    ts: libc::timeval,
+    caplen: u32,
+    len: u32,
+}
 
 /// The functions of pcap/pcap.h that compiling needs (libpcap 1.0 and
 /// later), resolved once per process.
@@ -65,6 +74,9 @@ struct Libpcap {
     geterr: GetErr,
     freecode: FreeCode,
     close: Close,
+    /// Only matching frames in user space needs it, so a library without
+    /// it still compiles socket filters.
+    offline_filter: Option<OfflineFilter>,
     /// Keeps the library mapped while the pointers above are used.
     _library: libloading::Library,
 }
@@ -103,6 +115,9 @@ fn load_libpcap() -> Result<Libpcap, String> {
             geterr: std::mem::transmute::<*const (), GetErr>(symbol(b"pcap_geterr")?),
             freecode: std::mem::transmute::<*const (), FreeCode>(symbol(b"pcap_freecode")?),
             close: std::mem::transmute::<*const (), Close>(symbol(b"pcap_close")?),
+            offline_filter: symbol(b"pcap_offline_filter")
+                .ok()
+                .map(|f| std::mem::transmute::<*const (), OfflineFilter>(f)),
             _library: library,
         })
     }
@@ -143,6 +158,63 @@ pub(super) fn compile(expression: &str, link: LinkType, snaplen: u32) -> Result<
         ));
     }
     Ok(program)
+}
+
+/// A filter expression compiled for matching frames in user space, as
+/// tcpdump and Wireshark match the packets of a capture file.
+///
+/// Frames are run through libpcap's own BPF interpreter
+/// (`pcap_offline_filter`, what `tcpdump -r FILE EXPR` uses) rather than one
+/// of ours: the results are then libpcap's by construction, down to frames
+/// cut short by a snap length, and the cost is one call per frame.
+pub struct CompiledFilter {
+    insns: Vec<BpfInsn>,
+    offline_filter: OfflineFilter,
+}
+
+impl super::LiveConfig {
+    /// Compiles `expression` for frames of `link` to match frames in user
+    /// space (reading capture files), or returns libpcap's message.
+    pub fn compile_user_filter(expression: &str, link: LinkType) -> Result<CompiledFilter, String> {
+        let offline_filter = libpcap()?
+            .offline_filter
+            .ok_or("this libpcap lacks pcap_offline_filter (libpcap 1.0 and later have it)")?;
+        let text = CString::new(expression).map_err(|_| "the expression contains a NUL byte".to_string())?;
+        // The largest snap length libpcap knows: a non-zero return only
+        // means "matches" here.
+        let insns = pcap_compile_locked(&text, dlt(link), 262_144)?
+            .into_iter()
+            .map(|i| BpfInsn {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        Ok(CompiledFilter { insns, offline_filter })
+    }
+}
+
+impl CompiledFilter {
+    /// Whether the filter accepts `frame`, the captured bytes of a frame
+    /// that was `wire_len` bytes long on the wire.
+    #[allow(unsafe_code)]
+    pub fn matches(&self, frame: &[u8], wire_len: u32) -> bool {
+        let program = BpfProgram {
+            bf_len: self.insns.len() as c_uint,
+            bf_insns: self.insns.as_ptr().cast_mut(),
+        };
+        let header = PktHdr {
+            ts: libc::timeval { tv_sec: 0, tv_usec: 0 },
+            caplen: u32::try_from(frame.len()).unwrap_or(u32::MAX),
+            len: wire_len.max(u32::try_from(frame.len()).unwrap_or(u32::MAX)),
+        };
+        // SAFETY: `program` points at `insns`, a program libpcap's compiler
+        // produced (so every jump stays inside it), which the interpreter
+        // only reads; it bounds-checks every load against `caplen`, the
+        // length of `frame`. All three outlive the call.
+        unsafe { (self.offline_filter)(&program, &header, frame.as_ptr()) != 0 }
+    }
 }
 
 /// libpcap before 1.8 kept the compiler's state in globals, and the
@@ -243,6 +315,22 @@ mod tests {
         assert_eq!(loads(LinkType::Ethernet), [23]);
         assert!(loads(LinkType::RawIp).contains(&9));
         assert!(compile("ether host 02:00:00:00:00:01", LinkType::RawIp, 100).is_err());
+    }
+
+    #[test]
+    fn user_space_filters_match_as_libpcap_compiled_them() {
+        let filter = super::super::LiveConfig::compile_user_filter("udp and port 53", LinkType::Ethernet).unwrap();
+        let mut frame = [0u8; 42];
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        frame[14] = 0x45;
+        frame[23] = 17;
+        frame[36..38].copy_from_slice(&53u16.to_be_bytes());
+        assert!(filter.matches(&frame, 42));
+        frame[36..38].copy_from_slice(&54u16.to_be_bytes());
+        assert!(!filter.matches(&frame, 42));
+        // Cut before the port: libpcap's loads past the captured bytes reject.
+        assert!(!filter.matches(&frame[..30], 42));
+        assert!(super::super::LiveConfig::compile_user_filter("udp and prot 53", LinkType::Ethernet).is_err());
     }
 
     #[test]

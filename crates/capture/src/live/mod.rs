@@ -76,6 +76,7 @@ use memmap2::{MmapMut, MmapOptions};
 use sluice_wire::LinkType;
 
 pub use block::{Block, Packets};
+pub use filter::CompiledFilter;
 pub use timestamps::{BatchStamper, BatchTimestamps};
 
 /// Where and how to capture.

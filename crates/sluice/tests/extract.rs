@@ -1,0 +1,410 @@
+//! `sluice extract` on a directory that the real `sluice record` wrote:
+//! two network namespaces joined by a veth pair, `sluice gen -i` sending
+//! 20 000 `mix` frames on one end, `sluice record --rotate 2MiB
+//! --block-mib 1` on the other, so that there are several files of
+//! several blocks. Extraction by filter must equal what tcpdump and tshark
+//! select from the same files, by time what the files hold in the range,
+//! by flow the packets `sluice analyze` counted in the flow's record.
+//! Skipped, with a message, when not root or when `ip` is missing.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+const PACKETS: u64 = 20_000;
+
+/// The recorded directory, made once for all the tests of this file.
+struct Recorded {
+    _keep: tempfile::TempDir,
+    dir: PathBuf,
+    /// `sluice analyze` of the recordings.
+    flows: PathBuf,
+}
+
+fn recorded() -> Option<&'static Recorded> {
+    static RECORDED: OnceLock<Option<Recorded>> = OnceLock::new();
+    RECORDED.get_or_init(record).as_ref()
+}
+
+fn record() -> Option<Recorded> {
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !is_root || Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("skipping: needs root and iproute2 to create network namespaces");
+        return None;
+    }
+    let keep = tempfile::tempdir().unwrap();
+    let dir = keep.path().join("rec");
+    let ns = Namespaces::create();
+    let recorder = Command::new("ip")
+        .args(["netns", "exec", &ns.b, SLUICE, "record", "-i", "vb", "-w"])
+        .arg(&dir)
+        .args(["--duration", "4s", "--rotate", "2MiB", "--block-mib", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let packets = PACKETS.to_string();
+    let sender = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.a,
+            SLUICE,
+            "gen",
+            "--profile",
+            "mix",
+            "--packets",
+            &packets,
+        ])
+        .args(["--seed", "9", "-i", "va", "--rate", "20000pps"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    succeeded(sender);
+    succeeded(recorder);
+    drop(ns);
+    let out = keep.path().join("analyzed");
+    let analyzed = Command::new(SLUICE)
+        .arg("analyze")
+        .args(recordings(&dir))
+        .arg("-q")
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+    Some(Recorded {
+        _keep: keep,
+        dir,
+        flows: out.join("flows.jsonl"),
+    })
+}
+
+/// Namespaces `a` and `b` joined by veth `va`–`vb`, deleted when dropped.
+struct Namespaces {
+    a: String,
+    b: String,
+}
+
+impl Namespaces {
+    fn create() -> Namespaces {
+        let id = std::process::id();
+        let ns = Namespaces {
+            a: format!("sluice-ext-{id}-a"),
+            b: format!("sluice-ext-{id}-b"),
+        };
+        run("ip", &["netns", "add", &ns.a]);
+        run("ip", &["netns", "add", &ns.b]);
+        run(
+            "ip",
+            &[
+                "-n", &ns.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &ns.b,
+            ],
+        );
+        for (name, link) in [(&ns.a, "va"), (&ns.b, "vb")] {
+            // No IPv6: the kernel would add neighbour discovery of its own.
+            run(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    name,
+                    "sysctl",
+                    "-q",
+                    "-w",
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                ],
+            );
+            run("ip", &["-n", name, "link", "set", link, "up"]);
+        }
+        ns
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    let output = Command::new(program).args(args).output().expect("the program runs");
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn succeeded(child: Child) {
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn recordings(dir: &Path) -> Vec<PathBuf> {
+    sluice_store::recordings(dir).unwrap()
+}
+
+/// Each packet's timestamp, wire length and captured bytes.
+type Packet = (u64, u32, Vec<u8>);
+
+fn packets(path: &Path) -> Vec<Packet> {
+    let file = sluice_capture::CaptureFile::open(path).unwrap();
+    file.reader()
+        .unwrap()
+        .map(|p| (p.ts_ns, p.wire_len, p.data.to_vec()))
+        .collect()
+}
+
+fn all_packets(dir: &Path) -> Vec<Packet> {
+    recordings(dir).iter().flat_map(|f| packets(f)).collect()
+}
+
+/// Runs `sluice extract -r DIR ARGS -w OUT`; returns the report and the
+/// packets written.
+fn extract(dir: &Path, args: &[&str], out: &Path) -> (String, Vec<Packet>) {
+    let output = Command::new(SLUICE)
+        .arg("extract")
+        .arg("-r")
+        .arg(dir)
+        .args(args)
+        .arg("-w")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (String::from_utf8(output.stdout).unwrap(), packets(out))
+}
+
+/// (blocks read, blocks indexed) from the report.
+fn blocks(report: &str) -> (u64, u64) {
+    let line = report.lines().find(|l| l.starts_with("blocks: ")).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[1].parse().unwrap(), words[4].parse().unwrap())
+}
+
+fn flows(recorded: &Recorded) -> Vec<Value> {
+    std::fs::read_to_string(&recorded.flows)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_filter_selects_what_tcpdump_and_tshark_select() {
+    let Some(recorded) = recorded() else { return };
+    // The IPv4 server with the most packets on port 443.
+    let mut by_server: HashMap<String, u64> = HashMap::new();
+    for flow in flows(recorded) {
+        if flow["dst_port"] == 443 && flow["ip_version"] == 4 && flow["tunnel"] == "" {
+            *by_server
+                .entry(flow["dst_ip"].as_str().unwrap().to_string())
+                .or_default() += flow["packets"].as_u64().unwrap();
+        }
+    }
+    let (host, _) = by_server.into_iter().max_by_key(|(h, n)| (*n, h.clone())).unwrap();
+    let expression = format!("host {host} and port 443");
+    let scratch = tempfile::tempdir().unwrap();
+    let (report, extracted) = extract(
+        &recorded.dir,
+        &["--filter", &expression],
+        &scratch.path().join("x.pcap"),
+    );
+    assert!(!extracted.is_empty(), "{report}");
+
+    let mut by_tcpdump = Vec::new();
+    let mut by_tshark = Vec::new();
+    let display = format!("ip.addr == {host} && (tcp.port == 443 || udp.port == 443 || sctp.port == 443)");
+    for (i, file) in recordings(&recorded.dir).iter().enumerate() {
+        let out = scratch.path().join(format!("t{i}.pcap"));
+        let file = file.to_str().unwrap();
+        run(
+            "tcpdump",
+            &[
+                "--time-stamp-precision=nano",
+                "-r",
+                file,
+                "-w",
+                out.to_str().unwrap(),
+                &expression,
+            ],
+        );
+        by_tcpdump.extend(packets(&out));
+        let shown = run(
+            "tshark",
+            &[
+                "-r",
+                file,
+                "-Y",
+                &display,
+                "-T",
+                "fields",
+                "-e",
+                "frame.time_epoch",
+                "-e",
+                "frame.len",
+            ],
+        );
+        for line in String::from_utf8(shown.stdout).unwrap().lines() {
+            let (time, len) = line.split_once('\t').unwrap();
+            let (s, ns) = time.split_once('.').unwrap();
+            let ts = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
+            by_tshark.push((ts, len.parse::<u32>().unwrap()));
+        }
+    }
+    assert!(
+        extracted == by_tcpdump,
+        "{} packets extracted, {} by tcpdump",
+        extracted.len(),
+        by_tcpdump.len()
+    );
+    let extracted: Vec<(u64, u32)> = extracted.iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(extracted, by_tshark);
+
+    // A broader expression, and one whose first load is past the end of
+    // short frames, against tcpdump alone: tshark's `udp` also matches the
+    // UDP headers quoted in ICMP errors.
+    for expression in ["udp and not port 53", "tcp[tcpflags] & tcp-syn != 0 or ip[100] = 1"] {
+        let (report, extracted) = extract(&recorded.dir, &["--filter", expression], &scratch.path().join("y.pcap"));
+        let mut by_tcpdump = Vec::new();
+        for (i, file) in recordings(&recorded.dir).iter().enumerate() {
+            let out = scratch.path().join(format!("u{i}.pcap"));
+            run(
+                "tcpdump",
+                &[
+                    "--time-stamp-precision=nano",
+                    "-r",
+                    file.to_str().unwrap(),
+                    "-w",
+                    out.to_str().unwrap(),
+                    expression,
+                ],
+            );
+            by_tcpdump.extend(packets(&out));
+        }
+        assert!(!extracted.is_empty(), "{expression}: {report}");
+        assert!(
+            extracted == by_tcpdump,
+            "{expression}: {} packets extracted, {} by tcpdump",
+            extracted.len(),
+            by_tcpdump.len()
+        );
+    }
+}
+
+#[test]
+fn a_time_range_reads_fewer_blocks_and_keeps_the_packets_in_it() {
+    let Some(recorded) = recorded() else { return };
+    let all = all_packets(&recorded.dir);
+    assert_eq!(all.len() as u64, PACKETS);
+    let (from, to) = (all[all.len() * 2 / 5].0, all[all.len() * 3 / 5].0);
+    // --from as Unix seconds, --to in RFC 3339, built from a recording's
+    // name (sluice-YYYYMMDDTHHMMSS.nnnnnnnnnZ-…).
+    let from_arg = format!("{}.{:09}", from / 1_000_000_000, from % 1_000_000_000);
+    let name = sluice_store::file_name(to, 0);
+    let t = &name["sluice-".len()..];
+    let to_arg = format!(
+        "{}-{}-{}T{}:{}:{}{}",
+        &t[0..4],
+        &t[4..6],
+        &t[6..8],
+        &t[9..11],
+        &t[11..13],
+        &t[13..15],
+        &t[15..26]
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let (report, extracted) = extract(
+        &recorded.dir,
+        &["--from", &from_arg, "--to", &to_arg],
+        &scratch.path().join("x.pcap"),
+    );
+    let expected: Vec<Packet> = all.iter().filter(|p| p.0 >= from && p.0 < to).cloned().collect();
+    assert!(
+        extracted == expected,
+        "{} packets, {} expected",
+        extracted.len(),
+        expected.len()
+    );
+    let (read, indexed) = blocks(&report);
+    assert!(read < indexed, "{report}");
+
+    // Without an index, a file is read whole, and said to be.
+    let copy = scratch.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    let files = recordings(&recorded.dir);
+    for file in &files {
+        std::fs::copy(file, copy.join(file.file_name().unwrap())).unwrap();
+        let index = sluice_store::index_path(file);
+        std::fs::copy(&index, copy.join(index.file_name().unwrap())).unwrap();
+    }
+    let middle = copy.join(files[files.len() / 2].file_name().unwrap());
+    std::fs::remove_file(sluice_store::index_path(&middle)).unwrap();
+    let (report, whole) = extract(&copy, &[], &scratch.path().join("all.pcap"));
+    assert!(whole == all, "{report}");
+    assert!(
+        report.contains(&format!("read whole, no index covers it: {}", middle.display())),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_flow_extract_is_exactly_that_flows_packets() {
+    let Some(recorded) = recorded() else { return };
+    let flows = flows(recorded);
+    let scratch = tempfile::tempdir().unwrap();
+    for l4 in ["TCP", "UDP"] {
+        let flow = flows
+            .iter()
+            .filter(|f| f["l4"] == l4 && f["tunnel"] == "")
+            .max_by_key(|f| f["packets"].as_u64())
+            .unwrap();
+        let id = flow["flow_id"].as_str().unwrap();
+        let flows_arg = recorded.flows.to_str().unwrap();
+        let (report, extracted) = extract(
+            &recorded.dir,
+            &["--flow", id, "--flows", flows_arg],
+            &scratch.path().join("f.pcap"),
+        );
+        assert_eq!(
+            extracted.len() as u64,
+            flow["packets"].as_u64().unwrap(),
+            "{flow}\n{report}"
+        );
+        let bytes: u64 = extracted.iter().map(|p| u64::from(p.1)).sum();
+        assert_eq!(bytes, flow["bytes"].as_u64().unwrap());
+        assert_eq!(extracted.first().unwrap().0, flow["first_ts_ns"].as_u64().unwrap());
+        assert_eq!(extracted.last().unwrap().0, flow["last_ts_ns"].as_u64().unwrap());
+        let (read, indexed) = blocks(&report);
+        assert!(read < indexed, "{report}");
+    }
+
+    let output = Command::new(SLUICE)
+        .arg("extract")
+        .arg("-r")
+        .arg(&recorded.dir)
+        .args(["--flow", "0123456789abcdef", "-w"])
+        .arg(scratch.path().join("none.pcap"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("give --flows FILE"));
+}

@@ -20,7 +20,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sluice_capture::live::{LiveConfig as RingConfig, LiveError, LiveSocket};
+use sluice_capture::live::{LiveConfig as RingConfig, LiveError, LiveSocket, LiveStats};
 use sluice_store::{Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::{DecodeError, LinkType, decode};
 
@@ -279,6 +279,7 @@ fn run_worker(
     let mut spare: Vec<&'static [u8]> = Vec::new();
     let mut next_tick = Instant::now() + TICK;
     let mut records_told = 0;
+    let mut told = LiveStats::default();
     let mut failure = None;
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
         match socket.next_block(POLL) {
@@ -334,10 +335,7 @@ fn run_worker(
         if Instant::now() >= next_tick {
             next_tick += TICK;
             match socket.stats() {
-                Ok(stats) => {
-                    counters.kernel_drops.fetch_add(stats.drops, Ordering::Relaxed);
-                    counters.queue_freezes.fetch_add(stats.queue_freezes, Ordering::Relaxed);
-                }
+                Ok(stats) => told = tell_kernel_counts(counters, told, stats),
                 Err(e) => {
                     failure = Some(e);
                     break;
@@ -354,8 +352,7 @@ fn run_worker(
     }
     // The kernel's counts since the last tick, so that none is lost.
     if let Ok(stats) = socket.stats() {
-        counters.kernel_drops.fetch_add(stats.drops, Ordering::Relaxed);
-        counters.queue_freezes.fetch_add(stats.queue_freezes, Ordering::Relaxed);
+        tell_kernel_counts(counters, told, stats);
     }
     // Every packet counted was pushed: write out the last block.
     let recording = recorder.map(|r| {
@@ -380,6 +377,18 @@ fn run_worker(
         },
         recording,
     }
+}
+
+/// Adds what the socket's running totals grew by since `told` to the run's
+/// counters, and returns the new totals.
+fn tell_kernel_counts(counters: &LiveCounters, told: LiveStats, now: LiveStats) -> LiveStats {
+    counters
+        .kernel_drops
+        .fetch_add(now.drops - told.drops, Ordering::Relaxed);
+    counters
+        .queue_freezes
+        .fetch_add(now.queue_freezes - told.queue_freezes, Ordering::Relaxed);
+    now
 }
 
 fn count_undecodable(d: &mut Drops, e: DecodeError) {
@@ -453,5 +462,27 @@ fn report_status(
             );
             last = (packets, bytes, now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The socket reports running totals; a worker that added them whole at
+    /// every tick would count each drop again and again.
+    #[test]
+    fn kernel_counts_are_added_once() {
+        let counters = LiveCounters::default();
+        let totals = |drops, queue_freezes| LiveStats {
+            packets: 0,
+            drops,
+            queue_freezes,
+        };
+        let told = tell_kernel_counts(&counters, LiveStats::default(), totals(5, 1));
+        let told = tell_kernel_counts(&counters, told, totals(5, 1));
+        tell_kernel_counts(&counters, told, totals(12, 2));
+        assert_eq!(counters.kernel_drops.load(Ordering::Relaxed), 12);
+        assert_eq!(counters.queue_freezes.load(Ordering::Relaxed), 2);
     }
 }

@@ -9,13 +9,16 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::Value;
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+mod common;
+
+use common::{Namespaces, SLUICE, run, succeeded};
+
 const PACKETS: u64 = 20_000;
 
 /// The recorded directory, made once for all the tests of this file.
@@ -32,17 +35,9 @@ fn recorded() -> Option<&'static Recorded> {
 }
 
 fn record() -> Option<Recorded> {
-    let is_root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    if !is_root || Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping: needs root and iproute2 to create network namespaces");
-        return None;
-    }
+    let ns = Namespaces::create("ext")?;
     let keep = tempfile::tempdir().unwrap();
     let dir = keep.path().join("rec");
-    let ns = Namespaces::create();
     let recorder = Command::new("ip")
         .args(["netns", "exec", &ns.b, SLUICE, "record", "-i", "vb", "-w"])
         .arg(&dir)
@@ -92,70 +87,6 @@ fn record() -> Option<Recorded> {
         dir,
         flows: out.join("flows.jsonl"),
     })
-}
-
-/// Namespaces `a` and `b` joined by veth `va`–`vb`, deleted when dropped.
-struct Namespaces {
-    a: String,
-    b: String,
-}
-
-impl Namespaces {
-    fn create() -> Namespaces {
-        let id = std::process::id();
-        let ns = Namespaces {
-            a: format!("sluice-ext-{id}-a"),
-            b: format!("sluice-ext-{id}-b"),
-        };
-        run("ip", &["netns", "add", &ns.a]);
-        run("ip", &["netns", "add", &ns.b]);
-        run(
-            "ip",
-            &[
-                "-n", &ns.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &ns.b,
-            ],
-        );
-        for (name, link) in [(&ns.a, "va"), (&ns.b, "vb")] {
-            // No IPv6: the kernel would add neighbour discovery of its own.
-            run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    name,
-                    "sysctl",
-                    "-q",
-                    "-w",
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                ],
-            );
-            run("ip", &["-n", name, "link", "set", link, "up"]);
-        }
-        ns
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> Output {
-    let output = Command::new(program).args(args).output().expect("the program runs");
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn succeeded(child: Child) {
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
 fn recordings(dir: &Path) -> Vec<PathBuf> {

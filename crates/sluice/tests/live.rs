@@ -7,78 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+mod common;
 
-/// A pair of namespaces, `a` and `b`, joined by veth `va` (in `a`) and `vb`
-/// (in `b`), deleted when dropped.
-struct Namespaces {
-    a: String,
-    b: String,
-}
-
-impl Namespaces {
-    fn create(tag: &str) -> Option<Namespaces> {
-        let is_root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-        if !is_root || Command::new("ip").arg("-V").output().is_err() {
-            eprintln!("skipping: needs root and iproute2 to create network namespaces");
-            return None;
-        }
-        let id = std::process::id();
-        let ns = Namespaces {
-            a: format!("sluice-{tag}-{id}-a"),
-            b: format!("sluice-{tag}-{id}-b"),
-        };
-        ip(&["netns", "add", &ns.a]);
-        ip(&["netns", "add", &ns.b]);
-        ip(&[
-            "-n", &ns.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &ns.b,
-        ]);
-        for (name, link) in [(&ns.a, "va"), (&ns.b, "vb")] {
-            // No IPv6: the kernel would add neighbour discovery of its own.
-            ns.exec(name, &["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
-            ip(&["-n", name, "link", "set", link, "up"]);
-        }
-        Some(ns)
-    }
-
-    fn exec(&self, ns: &str, args: &[&str]) -> Output {
-        let output = Command::new("ip")
-            .args(["netns", "exec", ns])
-            .args(args)
-            .output()
-            .expect("ip netns exec runs");
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-fn ip(args: &[&str]) {
-    let output = Command::new("ip").args(args).output().expect("ip runs");
-    assert!(
-        output.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use common::{Namespaces, SLUICE};
 
 fn read_json_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

@@ -9,64 +9,19 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 use sluice_store::{Index, index_path};
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+mod common;
+
+use common::{Namespaces, SLUICE, run, succeeded};
+
 const PACKETS: u64 = 20_000;
 
-/// A pair of namespaces, `a` and `b`, joined by veth `va` (in `a`) and `vb`
-/// (in `b`), deleted when dropped.
-struct Namespaces {
-    a: String,
-    b: String,
-}
-
 impl Namespaces {
-    fn create(tag: &str) -> Option<Namespaces> {
-        let is_root = Command::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-        if !is_root || Command::new("ip").arg("-V").output().is_err() {
-            eprintln!("skipping: needs root and iproute2 to create network namespaces");
-            return None;
-        }
-        let id = std::process::id();
-        let ns = Namespaces {
-            a: format!("sluice-{tag}-{id}-a"),
-            b: format!("sluice-{tag}-{id}-b"),
-        };
-        run("ip", &["netns", "add", &ns.a]);
-        run("ip", &["netns", "add", &ns.b]);
-        run(
-            "ip",
-            &[
-                "-n", &ns.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &ns.b,
-            ],
-        );
-        for (name, link) in [(&ns.a, "va"), (&ns.b, "vb")] {
-            // No IPv6: the kernel would add neighbour discovery of its own.
-            run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    name,
-                    "sysctl",
-                    "-q",
-                    "-w",
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                ],
-            );
-            run("ip", &["-n", name, "link", "set", link, "up"]);
-        }
-        Some(ns)
-    }
-
     /// Starts `sluice record -i vb -w DIR ARGS` in namespace `b`, and waits
     /// until its ring is surely open.
     fn record(&self, dir: &Path, args: &[&str]) -> Child {
@@ -103,31 +58,6 @@ impl Namespaces {
             .spawn()
             .unwrap()
     }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-fn run(program: &str, args: &[&str]) -> Output {
-    let output = Command::new(program).args(args).output().expect("the program runs");
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-fn succeeded(child: Child) -> String {
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "{stderr}");
-    stderr
 }
 
 /// The recordings in `dir`, in name order.

@@ -1,0 +1,83 @@
+//! What the tests on real interfaces share: a pair of network namespaces
+//! joined by a veth pair, created by the test and deleted even when it
+//! fails, and running commands that must succeed.
+
+#![allow(dead_code)] // Each test file uses its own part of this module.
+
+use std::process::{Child, Command, Output};
+
+pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// Namespaces `a` and `b` joined by veth `va` (in `a`) and `vb` (in `b`),
+/// IPv6 off so that the kernel sends nothing of its own; deleted when
+/// dropped.
+pub struct Namespaces {
+    pub a: String,
+    pub b: String,
+}
+
+impl Namespaces {
+    /// `None`, with a message, when not root or without iproute2.
+    pub fn create(tag: &str) -> Option<Namespaces> {
+        let is_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        if !is_root || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipping: needs root and iproute2 to create network namespaces");
+            return None;
+        }
+        let id = std::process::id();
+        let ns = Namespaces {
+            a: format!("sluice-{tag}-{id}-a"),
+            b: format!("sluice-{tag}-{id}-b"),
+        };
+        run("ip", &["netns", "add", &ns.a]);
+        run("ip", &["netns", "add", &ns.b]);
+        run(
+            "ip",
+            &[
+                "-n", &ns.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &ns.b,
+            ],
+        );
+        for (name, link) in [(&ns.a, "va"), (&ns.b, "vb")] {
+            ns.exec(name, &["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
+            run("ip", &["-n", name, "link", "set", link, "up"]);
+        }
+        Some(ns)
+    }
+
+    /// Runs `args` in namespace `ns`; it must succeed.
+    pub fn exec(&self, ns: &str, args: &[&str]) -> Output {
+        let mut all = vec!["netns", "exec", ns];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Runs a program that must succeed, and returns its output.
+pub fn run(program: &str, args: &[&str]) -> Output {
+    let output = Command::new(program).args(args).output().expect("the program runs");
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Waits for a child that must succeed, and returns its standard error.
+pub fn succeeded(child: Child) -> String {
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}

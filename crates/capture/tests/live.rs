@@ -5,10 +5,11 @@
 //! and `ip`; without them each test says why it skips and passes.
 #![cfg(target_os = "linux")]
 
+mod common;
+
+use common::{Injector, in_netns, ip};
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
@@ -120,113 +121,6 @@ fn is_root() -> bool {
             .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
             .unwrap_or(false)
     })
-}
-
-fn ip(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns`; sockets
-/// it opens stay in that namespace wherever they are used afterwards.
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let handle = File::open(format!("/run/netns/{ns}")).expect("namespace handle");
-    thread::scope(|s| {
-        s.spawn(|| {
-            enter_netns(&handle).expect("setns");
-            f()
-        })
-        .join()
-        .expect("namespace thread")
-    })
-}
-
-#[allow(unsafe_code)]
-fn enter_netns(handle: &File) -> io::Result<()> {
-    // SAFETY: a plain system call on a descriptor that lives for the call;
-    // CLONE_NEWNET moves only the calling thread.
-    let rc = unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// A raw packet socket that sends frames as they are, and receives none.
-struct Injector {
-    fd: OwnedFd,
-    ifindex: i32,
-}
-
-impl Injector {
-    #[allow(unsafe_code)]
-    fn open(interface: &str) -> Injector {
-        let name = std::ffi::CString::new(interface).unwrap();
-        // SAFETY: valid NUL-terminated string; plain system calls.
-        let (fd, ifindex) = unsafe {
-            (
-                libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0),
-                libc::if_nametoindex(name.as_ptr()),
-            )
-        };
-        assert!(fd >= 0, "injector socket: {}", io::Error::last_os_error());
-        assert!(ifindex != 0, "no interface {interface}");
-        Injector {
-            // SAFETY: a descriptor we just opened and own alone.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            ifindex: ifindex as i32,
-        }
-    }
-
-    #[allow(unsafe_code)]
-    fn send(&self, frame: &[u8]) {
-        let addr = libc::sockaddr_ll {
-            sll_family: libc::AF_PACKET as u16,
-            sll_protocol: u16::from_be_bytes([frame[12], frame[13]]).to_be(),
-            sll_ifindex: self.ifindex,
-            sll_hatype: 0,
-            sll_pkttype: 0,
-            sll_halen: 6,
-            sll_addr: [frame[0], frame[1], frame[2], frame[3], frame[4], frame[5], 0, 0],
-        };
-        // SAFETY: `frame` and `addr` are valid for the lengths given and live
-        // for the call.
-        let sent = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        assert_eq!(sent, frame.len() as isize, "send: {}", io::Error::last_os_error());
-    }
-
-    /// Sends at a moderate pace: a veth delivers through a backlog of
-    /// 1000 frames, and a burst beyond it would be lost before any packet
-    /// socket sees it.
-    fn send_all<'f>(&self, frames: impl IntoIterator<Item = &'f Vec<u8>>) {
-        for (i, frame) in frames.into_iter().enumerate() {
-            self.send(frame);
-            if i % 100 == 99 {
-                thread::sleep(Duration::from_millis(1));
-            }
-        }
-    }
 }
 
 // ---- frames ------------------------------------------------------------

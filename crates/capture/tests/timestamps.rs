@@ -15,9 +15,10 @@
 //! passes.
 #![cfg(target_os = "linux")]
 
-use std::fs::File;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+mod common;
+
+use common::{Injector, in_netns, ip};
+
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
@@ -94,105 +95,6 @@ impl Drop for Lab {
             if !ns.is_empty() {
                 let _ = ip(&["netns", "del", ns]);
             }
-        }
-    }
-}
-
-fn ip(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-fn in_netns<T: Send>(ns: &str, f: impl FnOnce() -> T + Send) -> T {
-    let handle = File::open(format!("/run/netns/{ns}")).expect("namespace handle");
-    thread::scope(|s| {
-        s.spawn(|| {
-            enter_netns(&handle).expect("setns");
-            f()
-        })
-        .join()
-        .expect("namespace thread")
-    })
-}
-
-#[allow(unsafe_code)]
-fn enter_netns(handle: &File) -> io::Result<()> {
-    // SAFETY: a plain system call on a descriptor that lives for the call;
-    // CLONE_NEWNET moves only the calling thread.
-    let rc = unsafe { libc::setns(handle.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// A raw packet socket that sends frames as they are.
-struct Injector {
-    fd: OwnedFd,
-    ifindex: i32,
-}
-
-impl Injector {
-    #[allow(unsafe_code)]
-    fn open(interface: &str) -> Injector {
-        let name = std::ffi::CString::new(interface).unwrap();
-        // SAFETY: valid NUL-terminated string; plain system calls.
-        let (fd, ifindex) = unsafe {
-            (
-                libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0),
-                libc::if_nametoindex(name.as_ptr()),
-            )
-        };
-        assert!(fd >= 0, "injector socket: {}", io::Error::last_os_error());
-        assert!(ifindex != 0, "no interface {interface}");
-        Injector {
-            // SAFETY: a descriptor we just opened and own alone.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            ifindex: ifindex as i32,
-        }
-    }
-
-    #[allow(unsafe_code)]
-    fn send(&self, frame: &[u8]) {
-        let addr = libc::sockaddr_ll {
-            sll_family: libc::AF_PACKET as u16,
-            sll_protocol: u16::from_be_bytes(ETHERTYPE).to_be(),
-            sll_ifindex: self.ifindex,
-            sll_hatype: 0,
-            sll_pkttype: 0,
-            sll_halen: 6,
-            sll_addr: [0; 8],
-        };
-        loop {
-            // SAFETY: the frame and the address outlive the call.
-            let rc = unsafe {
-                libc::sendto(
-                    self.fd.as_raw_fd(),
-                    frame.as_ptr().cast(),
-                    frame.len(),
-                    0,
-                    (&raw const addr).cast(),
-                    size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-                )
-            };
-            if rc >= 0 {
-                return;
-            }
-            let e = io::Error::last_os_error();
-            assert_eq!(e.raw_os_error(), Some(libc::ENOBUFS), "send: {e}");
-            thread::sleep(Duration::from_micros(50));
         }
     }
 }

@@ -6,6 +6,7 @@
 //! even when the test fails.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -39,6 +40,38 @@ fn flows(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
         .collect()
 }
 
+/// Runs `sluice live -i vb ARGS` in namespace `b` while namespace `a`
+/// sends `sluice gen GEN -i va` at 5000 packets a second, and returns live's
+/// output once it has stopped by itself (ARGS must give --duration).
+fn live_while_sending(ns: &Namespaces, live_args: &[&std::ffi::OsStr], gen_args: &[&str]) -> std::process::Output {
+    let capture = Command::new("ip")
+        .args(["netns", "exec", &ns.b, SLUICE, "live", "-i", "vb"])
+        .args(live_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The rings are open well before the first frame is sent.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut send = vec![SLUICE];
+    send.extend(gen_args);
+    send.extend(["-i", "va", "--rate", "5000pps"]);
+    ns.exec(&ns.a, &send);
+    let capture = capture.wait_with_output().unwrap();
+    assert!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
+    capture
+}
+
+/// Runs a `sluice` command that must succeed.
+fn sluice(args: &[&std::ffi::OsStr]) {
+    let output = Command::new(SLUICE).args(args).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn live_capture_finds_the_flows_analyze_finds_in_the_same_traffic() {
     let Some(ns) = Namespaces::create("live") else { return };
@@ -48,78 +81,21 @@ fn live_capture_finds_the_flows_analyze_finds_in_the_same_traffic() {
         dir.path().join("file"),
         dir.path().join("live"),
     );
-    let packets = "5000";
-    let generate = Command::new(SLUICE)
-        .args(["gen", "--profile", "mix", "--packets", packets, "--seed", "3", "-w"])
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(
-        generate.status.success(),
-        "{}",
-        String::from_utf8_lossy(&generate.stderr)
-    );
-
-    let capture = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.b,
-            SLUICE,
-            "live",
-            "-i",
-            "vb",
-            "--duration",
-            "8s",
-            "-w",
-            "2",
-            "-o",
-        ])
-        .arg(&live_out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The rings are open well before the first frame is sent.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    ns.exec(
-        &ns.a,
-        &[
-            SLUICE,
-            "gen",
-            "--profile",
-            "mix",
-            "--packets",
-            packets,
-            "--seed",
-            "3",
-            "-i",
-            "va",
-            "--rate",
-            "5000pps",
-        ],
-    );
-    let capture = capture.wait_with_output().unwrap();
+    let gen_args = ["gen", "--profile", "mix", "--packets", "5000", "--seed", "3"];
+    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let args = ["--duration", "8s", "-w", "2", "-o"].map(OsStr::new);
+    let capture = live_while_sending(&ns, &[&args[..], &[live_out.as_os_str()]].concat(), &gen_args);
     let stderr = String::from_utf8_lossy(&capture.stderr);
-    assert!(capture.status.success(), "{stderr}");
     assert!(stderr.contains("live vb"), "a status line a second: {stderr}");
+    sluice(&[
+        "analyze".as_ref(),
+        pcap.as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        file_out.as_os_str(),
+    ]);
 
-    let analyzed = Command::new(SLUICE)
-        .arg("analyze")
-        .arg(&pcap)
-        .arg("-q")
-        .arg("-o")
-        .arg(&file_out)
-        .output()
-        .unwrap();
-    assert!(
-        analyzed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyzed.stderr)
-    );
-
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(live_out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary(&live_out);
     assert_eq!(summary["capture"]["interface"], "vb");
     assert_eq!(
         summary["packets"], 5000,
@@ -176,44 +152,16 @@ fn live_with_a_filter_finds_only_the_flows_it_matches() {
         dir.path().join("live"),
     );
     let gen_args = ["gen", "--profile", "mix", "--packets", "3000", "--seed", "5"];
-    let generate = Command::new(SLUICE)
-        .args(gen_args)
-        .arg("-w")
-        .arg(&pcap)
-        .output()
-        .unwrap();
-    assert!(
-        generate.status.success(),
-        "{}",
-        String::from_utf8_lossy(&generate.stderr)
-    );
-    let capture = Command::new("ip")
-        .args(["netns", "exec", &ns.b, SLUICE, "live", "-i", "vb", "--duration", "6s"])
-        .args(["--filter", "tcp", "-q", "-o"])
-        .arg(&live_out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let mut send = vec![SLUICE];
-    send.extend(gen_args);
-    send.extend(["-i", "va", "--rate", "5000pps"]);
-    ns.exec(&ns.a, &send);
-    let capture = capture.wait_with_output().unwrap();
-    assert!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
-    let analyzed = Command::new(SLUICE)
-        .arg("analyze")
-        .arg(&pcap)
-        .args(["-q", "-o"])
-        .arg(&file_out)
-        .output()
-        .unwrap();
-    assert!(
-        analyzed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyzed.stderr)
-    );
+    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let args = ["--duration", "6s", "--filter", "tcp", "-q", "-o"].map(OsStr::new);
+    live_while_sending(&ns, &[&args[..], &[live_out.as_os_str()]].concat(), &gen_args);
+    sluice(&[
+        "analyze".as_ref(),
+        pcap.as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        file_out.as_os_str(),
+    ]);
 
     let live_records = read_json_lines(&live_out.join("flows.jsonl"));
     assert!(!live_records.is_empty());
@@ -228,8 +176,7 @@ fn live_with_a_filter_finds_only_the_flows_it_matches() {
     let missing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
     assert!(missing.is_empty(), "TCP flows that differ or are missing: {missing:?}");
     assert_eq!(live.len(), file.len());
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(live_out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary(&live_out);
     let tcp_packets: u64 = file.values().map(|c| c[0] + c[2]).sum();
     assert_eq!(summary["packets"], tcp_packets, "the TCP frames and no others");
 }
@@ -272,37 +219,13 @@ fn live_with_record_writes_every_packet_it_analyses() {
         dir.path().join("rec"),
         dir.path().join("recorded.sluice"),
     );
-    let capture = Command::new("ip")
-        .args(["netns", "exec", &ns.b, SLUICE, "live", "-i", "vb", "--duration", "8s"])
-        .args(["-w", "2", "--rotate", "200kB", "-o"])
-        .arg(&live_out)
-        .arg("--record")
-        .arg(&rec)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    ns.exec(
-        &ns.a,
-        &[
-            SLUICE,
-            "gen",
-            "--profile",
-            "mix",
-            "--packets",
-            "5000",
-            "--seed",
-            "3",
-            "-i",
-            "va",
-            "--rate",
-            "5000pps",
-        ],
+    let args = ["--duration", "8s", "-w", "2", "--rotate", "200kB", "-o"].map(OsStr::new);
+    let capture = live_while_sending(
+        &ns,
+        &[&args[..], &[live_out.as_os_str(), "--record".as_ref(), rec.as_os_str()]].concat(),
+        &["gen", "--profile", "mix", "--packets", "5000", "--seed", "3"],
     );
-    let capture = capture.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&capture.stderr);
-    assert!(capture.status.success(), "{stderr}");
     assert!(
         stderr.contains("recorded in"),
         "the status line counts the recording: {stderr}"
@@ -310,8 +233,7 @@ fn live_with_record_writes_every_packet_it_analyses() {
     let stdout = String::from_utf8_lossy(&capture.stdout);
     assert!(stdout.contains("recorded: 5000 packets"), "{stdout}");
 
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(live_out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary(&live_out);
     assert_eq!(
         summary["packets"], 5000,
         "every frame sent, and nothing else: {summary}"

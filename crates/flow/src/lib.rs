@@ -2,10 +2,12 @@
 //! per direction, TCP handshake/close tracking, and expiry driven by packet
 //! timestamps so that the same capture always gives the same flows.
 
+pub mod defrag;
 mod flow;
 mod fragments;
 mod index;
 mod memory;
+pub mod reassembly;
 mod stats;
 mod table;
 

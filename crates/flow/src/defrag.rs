@@ -1,0 +1,1 @@
+//! IPv4 and IPv6 datagram reassembly (work in progress).

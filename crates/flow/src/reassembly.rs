@@ -1,0 +1,1 @@
+//! TCP stream reassembly, one direction at a time (work in progress).

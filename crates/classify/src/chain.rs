@@ -14,7 +14,7 @@ use crate::names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 use crate::rules::{RuleCursor, RuleSet};
 use crate::services::service_for_host;
 use crate::stats::StatsClassifier;
-use crate::{Classifier, FlowClass, Label, port_label};
+use crate::{Classified, Classifier, FlowClass, Label, port_label};
 
 /// How much of the chain runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -182,18 +182,18 @@ impl Chain {
     /// Called for every packet of a flow, after the flow table counted it;
     /// `payload` is the transport payload as captured.
     #[inline]
-    pub fn on_packet(&mut self, flow: &mut Flow<FlowClass>, dir: Direction, decoded: &Decoded, payload: &[u8]) {
+    pub fn on_packet<X: Classified>(&mut self, flow: &mut Flow<X>, dir: Direction, decoded: &Decoded, payload: &[u8]) {
         if flow.key.proto == UDP
             && self.config.mode != Mode::Off
             && let Some(media) = &self.media
         {
             watch_media(flow, dir, decoded, media);
         }
-        match flow.ext.stage {
+        match flow.ext.class().stage {
             Stage::Done => return,
             Stage::Fresh => {
                 self.start(flow);
-                if flow.ext.stage == Stage::Done {
+                if flow.ext.class().stage == Stage::Done {
                     return;
                 }
             }
@@ -203,13 +203,13 @@ impl Chain {
             return;
         }
         if let Next::Finish = self.inspect(flow, dir, decoded, payload) {
-            finish(&mut flow.ext);
+            finish(flow.ext.class_mut());
         }
     }
 
-    fn start(&mut self, flow: &mut Flow<FlowClass>) {
+    fn start<X: Classified>(&mut self, flow: &mut Flow<X>) {
         let (client, server) = endpoints(flow);
-        let class = &mut flow.ext;
+        let class = flow.ext.class_mut();
         class.stage = Stage::Done;
         if self.config.mode == Mode::Off {
             return;
@@ -235,13 +235,19 @@ impl Chain {
         }
     }
 
-    fn inspect(&mut self, flow: &mut Flow<FlowClass>, dir: Direction, decoded: &Decoded, payload: &[u8]) -> Next {
+    fn inspect<X: Classified>(
+        &mut self,
+        flow: &mut Flow<X>,
+        dir: Direction,
+        decoded: &Decoded,
+        payload: &[u8],
+    ) -> Next {
         let Some(transport) = transport_of(flow.key.proto) else {
             return Next::Finish;
         };
         let (client, server) = endpoints(flow);
         let now_ns = flow.last_ns;
-        let class = &mut flow.ext;
+        let class = flow.ext.class_mut();
         // Most flows are decided, or shown to be nothing the chain knows,
         // on their first payload packet: their inspection lives on the
         // stack and is boxed only when the flow needs another look.
@@ -512,7 +518,7 @@ const IPV4_UDP_HEADERS: u32 = 20 + 8;
 /// first packet on: the windows need every packet, and a flow cannot be
 /// told to be long before it is.
 #[inline]
-fn watch_media(flow: &mut Flow<FlowClass>, dir: Direction, decoded: &Decoded, config: &MediaConfig) {
+fn watch_media<X: Classified>(flow: &mut Flow<X>, dir: Direction, decoded: &Decoded, config: &MediaConfig) {
     // The IP packet's length, as the thesis measures (independent of the
     // link layer, unlike the frame's), taken as the IPv4 packet of the same
     // UDP payload: Table 6.2 was measured on IPv4, and a 20 ms G.711 frame,
@@ -520,7 +526,7 @@ fn watch_media(flow: &mut Flow<FlowClass>, dir: Direction, decoded: &Decoded, co
     // IPv6.
     let ip_len = u32::from(decoded.payload_len) + IPV4_UDP_HEADERS;
     let ts = flow.last_ns;
-    let class = &mut flow.ext;
+    let class = flow.ext.class_mut();
     let windows = class.media_windows.get_or_insert_with(Box::default);
     if let media::Verdict::Judged(media) = windows[dir as usize].on_packet(config, ip_len, ts) {
         // Either direction may carry the media (a one-way stream, or one
@@ -546,31 +552,32 @@ fn finish(class: &mut FlowClass) {
 /// inspection found, unless a control session announced the flow's port
 /// before it began (announcements win at the flow's start too), and names
 /// the service of a flow that showed none from what DNS said of its server.
-pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations, names: &AddressNames) {
-    if flow.ext.stage != Stage::Done {
-        finish(&mut flow.ext);
+pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, expectations: &Expectations, names: &AddressNames) {
+    let class = flow.ext.class_mut();
+    if class.stage != Stage::Done {
+        finish(class);
     }
-    flow.ext.media_windows = None;
+    class.media_windows = None;
     // A protocol a payload stage (or an announcement) named outranks the
     // rhythm: the verdict stands only on a protocol that carries real-time
     // media (`media::MEDIA_MASTERS`, `media::MEDIA_APPS`). A 50 Hz
     // telemetry stream or a lock-step TFTP transfer has a codec's rhythm
     // but is no call. A label from the port alone is a guess, and does not
     // outrank it (nor does the statistical model's, given after this).
-    if flow.ext.media.is_some()
+    if class.media.is_some()
         && matches!(
-            flow.ext.classifier,
+            class.classifier,
             Classifier::Dissector | Classifier::Rule | Classifier::DynamicPort
         )
-        && !media::carries_media(flow.ext.label.master, flow.ext.label.app)
+        && !media::carries_media(class.label.master, class.label.app)
     {
-        flow.ext.media = None;
+        class.media = None;
     }
     // Real-time media that no stage named: RTP, or a proprietary
     // equivalent with its rhythm (Skype's, in the thesis). A bulk transfer
     // names no protocol and keeps only its `media` field.
-    if flow.ext.classifier == Classifier::None && matches!(flow.ext.media, Some(Media::Audio | Media::Video)) {
-        flow.ext.decide(
+    if class.classifier == Classifier::None && matches!(class.media, Some(Media::Audio | Media::Video)) {
+        class.decide(
             Label {
                 master: "RTP",
                 app: None,
@@ -586,12 +593,12 @@ pub fn finish_flow(flow: &mut Flow<FlowClass>, expectations: &Expectations, name
     // worker that read its announcement after this flow's first packet:
     // asking again now, in the flow's own time, gives every run the same
     // answer as if the announcement had been seen first.
-    if flow.ext.classifier != Classifier::DynamicPort
+    if flow.ext.class_mut().classifier != Classifier::DynamicPort
         && let Some(label) = expectations.lookup(server, client, transport, flow.first_ns)
     {
-        flow.ext.decide(label, Classifier::DynamicPort);
+        flow.ext.class_mut().decide(label, Classifier::DynamicPort);
     }
-    let class = &mut flow.ext;
+    let class = flow.ext.class_mut();
     if class.label.app.is_none()
         && names_its_service(class)
         && let Some(app) = names.lookup(server.0, flow.first_ns)

@@ -117,6 +117,25 @@ impl std::fmt::Display for Label {
     }
 }
 
+/// Flow-table extensions that carry a [`FlowClass`]: the chain classifies
+/// any flow whose extension holds one, so that higher layers (the stream
+/// abstractor) can keep their own per-flow state beside it in one table.
+pub trait Classified {
+    fn class(&self) -> &FlowClass;
+    fn class_mut(&mut self) -> &mut FlowClass;
+}
+
+impl Classified for FlowClass {
+    #[inline]
+    fn class(&self) -> &FlowClass {
+        self
+    }
+    #[inline]
+    fn class_mut(&mut self) -> &mut FlowClass {
+        self
+    }
+}
+
 /// Per-flow classification state, stored in the flow table.
 #[derive(Clone, Debug, Default)]
 pub struct FlowClass {
@@ -147,6 +166,12 @@ impl FlowClass {
         self.label = label;
         self.classifier = classifier;
         self.confidence = classifier.confidence();
+    }
+
+    /// The chain will not look at the flow again: it is decided, or its
+    /// inspection depth is spent.
+    pub fn settled(&self) -> bool {
+        self.stage == chain::Stage::Done
     }
 
     /// Gives back the memory of a finished flow's metadata and inspection.

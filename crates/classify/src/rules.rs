@@ -66,6 +66,10 @@ struct RawRule {
     /// Sluice's addition: the label in nDPI's `Master.App` form; the rule's
     /// name when absent.
     label: Option<String>,
+    /// Sluice's addition for the stream abstractor: the rule also takes
+    /// flows that a protocol dissector labels with this master protocol
+    /// (`TLS`) or full label (`TLS.YouTube`).
+    app: Option<String>,
 }
 
 /// One rule, checked and ready to compile.
@@ -81,6 +85,8 @@ pub struct Rule {
     pub interface: String,
     pub balance: u32,
     pub label: Label,
+    /// Flows a dissector labels this way match too (`Master` or `Master.App`).
+    pub app: Option<String>,
 }
 
 impl Rule {
@@ -94,7 +100,20 @@ impl Rule {
 
     /// Rules without a pattern decide on the port alone.
     pub fn is_port_only(&self) -> bool {
-        self.up.is_none() && self.down.is_none()
+        self.up.is_none() && self.down.is_none() && self.app.is_none()
+    }
+
+    /// Whether a flow the chain labelled `label` matches the rule's `app`.
+    pub fn matches_app(&self, label: Label) -> bool {
+        self.app.as_deref().is_some_and(|app| match app.split_once('.') {
+            Some((master, name)) => label.master == master && label.app == Some(name),
+            None => label.master == app,
+        })
+    }
+
+    /// Whether the rule may take a flow of this transport between these ports.
+    pub fn admits(&self, transport: Transport, client_port: u16, server_port: u16) -> bool {
+        self.applies(transport) && self.port_ok(client_port, server_port)
     }
 }
 
@@ -143,8 +162,11 @@ pub fn parse_rules(text: &str, origin: &str) -> Result<Vec<Rule>, RuleError> {
                 compile(&[p.as_str()]).map_err(|e| field_error(field, e))?;
             }
         }
-        if raw.up.is_none() && raw.down.is_none() && raw.port.is_none() {
-            return Err(field_error("up", "a rule needs `up`, `down` or `port`".into()));
+        if raw.up.is_none() && raw.down.is_none() && raw.port.is_none() && raw.app.is_none() {
+            return Err(field_error("up", "a rule needs `up`, `down`, `port` or `app`".into()));
+        }
+        if raw.app.as_deref().is_some_and(|a| a.is_empty() || a.len() > 64) {
+            return Err(field_error("app", "must be 1 to 64 characters".into()));
         }
         let label_text = raw.label.as_deref().unwrap_or(&name);
         if label_text.is_empty() || label_text.len() > 64 {
@@ -159,6 +181,7 @@ pub fn parse_rules(text: &str, origin: &str) -> Result<Vec<Rule>, RuleError> {
             port: raw.port,
             nice: raw.nice.unwrap_or(100),
             balance: raw.balance.unwrap_or(1).max(1),
+            app: raw.app,
             name,
         });
     }
@@ -304,6 +327,15 @@ impl RuleSet {
         &self.rules
     }
 
+    /// The rule whose label a flow carries. Each rule's label strings are
+    /// leaked for that rule alone, so the address tells rules apart even
+    /// when two share a label's text, and flows need no rule index field.
+    pub fn rule_of_label(&self, label: Label) -> Option<usize> {
+        self.rules
+            .iter()
+            .position(|r| std::ptr::eq(r.label.master, label.master))
+    }
+
     /// Bytes held by the compiled automata.
     pub fn memory_usage(&self) -> usize {
         [&self.tcp, &self.udp]
@@ -413,7 +445,7 @@ impl RuleSet {
 
     /// The best port-only rule for a flow, the chain's guess before the
     /// built-in port table.
-    pub(crate) fn by_port(&self, t: Transport, client_port: u16, server_port: u16) -> Option<&Rule> {
+    pub fn by_port(&self, t: Transport, client_port: u16, server_port: u16) -> Option<&Rule> {
         self.port_only
             .iter()
             .map(|&i| &self.rules[i])
@@ -527,7 +559,7 @@ dns_udp:
             .to_string();
         assert!(err.contains("field `proto`") && err.contains("SCTP"), "{err}");
         let err = parse_rules("x:\n  nice: 3\n", "my.yaml").unwrap_err().to_string();
-        assert!(err.contains("needs `up`, `down` or `port`"), "{err}");
+        assert!(err.contains("needs `up`, `down`, `port` or `app`"), "{err}");
         let err = parse_rules("x:\n  upp: 'a'\n", "my.yaml").unwrap_err().to_string();
         assert!(err.contains("unknown field `upp`"), "{err}");
         let err = parse_rules("- a\n- b\n", "my.yaml").unwrap_err().to_string();
@@ -561,5 +593,30 @@ dns_udp:
         assert_eq!(label(b"", b"# munin node at db1\n", 4949), Some("Munin"));
         assert_eq!(label(b"", b"PJLINK 0\r", 4352), Some("PJLink"));
         assert_eq!(label(b"", b"PJLINK 2\r", 4352), None);
+    }
+
+    #[test]
+    fn app_rules_match_dissector_labels_and_labels_find_their_rule() {
+        let rules = parse_rules(
+            "tls:\n  app: TLS\n  proto: TCP\nyt:\n  app: TLS.YouTube\nsame:\n  port: 1\n  label: tls\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let tls = Label {
+            master: "TLS",
+            app: None,
+        };
+        let youtube = Label {
+            master: "TLS",
+            app: Some("YouTube"),
+        };
+        assert!(rules[0].matches_app(tls) && rules[0].matches_app(youtube));
+        assert!(!rules[1].matches_app(tls) && rules[1].matches_app(youtube));
+        assert!(!rules[0].is_port_only() && rules[2].is_port_only());
+        let set = RuleSet::compile(rules).unwrap();
+        // Two rules labelled `tls`: the address of the label tells them apart.
+        assert_eq!(set.rule_of_label(set.rules()[2].label), Some(2));
+        assert_eq!(set.rule_of_label(set.rules()[0].label), Some(0));
+        assert_eq!(set.rule_of_label(tls), None);
     }
 }

@@ -51,7 +51,7 @@ impl FragmentResolver {
                     used: true,
                 };
             }
-            Fragment::Later { id } => {
+            Fragment::Later { id, .. } => {
                 let slot = self.slot(&decoded.key, id);
                 let e = &self.entries[slot];
                 let same = e.used

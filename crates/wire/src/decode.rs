@@ -6,7 +6,7 @@
 //! a small `Copy` summary with offsets into the frame, so later stages borrow
 //! the payload instead of copying it.
 
-use etherparse::{Ipv6ExtensionSlice, LaxIpv6Slice, TcpOptionElement, TcpOptionsIterator};
+use etherparse::{LaxIpv6Slice, TcpOptionElement, TcpOptionsIterator};
 
 use crate::key::{FlowKey, IpVersion};
 use crate::link::LinkType;
@@ -37,7 +37,10 @@ pub struct TcpMeta {
     pub window_scale: Option<u8>,
 }
 
-/// Where this packet stands in a fragmented IP datagram.
+/// Where this packet stands in a fragmented IP datagram (of the innermost IP
+/// header that was decoded). `id` is IPv4's 16-bit identification or the
+/// 32-bit identification of IPv6's Fragment header. An IPv6 "atomic
+/// fragment" (offset 0, no more fragments, RFC 6946) is not a fragment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fragment {
     #[default]
@@ -46,7 +49,14 @@ pub enum Fragment {
     First { id: u32 },
     /// A later fragment: no transport header, so its ports must be borrowed
     /// from the first fragment of the same datagram.
-    Later { id: u32 },
+    Later {
+        id: u32,
+        /// Where this fragment's data goes in the datagram's fragmentable
+        /// part, in bytes (the header field times 8).
+        offset: u16,
+        /// More fragments follow (false on the last one).
+        more: bool,
+    },
 }
 
 /// What one frame contains, as offsets into the frame and decoded fields.
@@ -56,12 +66,21 @@ pub struct Decoded {
     pub key: FlowKey,
     /// Offset of the innermost IP header.
     pub ip_offset: u16,
+    /// Offset where the innermost IP header's payload starts: the transport
+    /// header of unfragmented packets and first fragments, the fragment data
+    /// of later fragments. For IPv6 it is past every extension header the
+    /// decoder walked, the Fragment header included (on later fragments the
+    /// walk stops at the Fragment header: what follows is fragment data).
+    pub l4_offset: u16,
     /// Offset of the transport payload (TCP/UDP data, or the data after the
-    /// ICMP/SCTP header).
+    /// ICMP/SCTP header). For a later fragment, which has no transport
+    /// header, it is the fragment data (equal to `l4_offset`).
     pub payload_offset: u16,
     /// Transport payload bytes present in the captured frame.
     pub payload_captured: u16,
-    /// Transport payload length on the wire, from the IP length fields.
+    /// Transport payload length on the wire, from the IP length fields. For
+    /// fragments it is this fragment's share only: the fragment data of a
+    /// later fragment, or what follows the transport header in a first one.
     pub payload_len: u16,
     /// IPv4 TTL or IPv6 hop limit of the innermost header.
     pub ttl: u8,
@@ -335,6 +354,7 @@ fn ip_and_transport(frame: &[u8], at: usize, d: &mut Decoded) -> Result<Option<(
     d.key.proto = proto;
     let l4 = ip.l4;
     let l4_offset = offset_in(frame, l4);
+    d.l4_offset = l4_offset.min(u16::MAX as usize) as u16;
     let l4_declared = ip.declared.max(l4.len());
     d.key.src_port = 0;
     d.key.dst_port = 0;
@@ -430,11 +450,8 @@ fn ipv4<'a>(bytes: &'a [u8], d: &mut Decoded) -> Result<IpPayload<'a>, DecodeErr
     d.ttl = bytes[8];
     let id = u16::from_be_bytes([bytes[4], bytes[5]]) as u32;
     let flags_offset = u16::from_be_bytes([bytes[6], bytes[7]]);
-    d.fragment = match (flags_offset & 0x1fff, flags_offset & 0x2000 != 0) {
-        (0, false) => Fragment::None,
-        (0, true) => Fragment::First { id },
-        _ => Fragment::Later { id },
-    };
+    // 0x1fff * 8 = 65528: the byte offset fits in a u16.
+    d.fragment = fragment(id, (flags_offset & 0x1fff) << 3, flags_offset & 0x2000 != 0);
     Ok(IpPayload {
         proto: bytes[9],
         l4: &bytes[header_len..total.min(bytes.len())],
@@ -454,22 +471,70 @@ fn ipv6<'a>(bytes: &'a [u8], d: &mut Decoded) -> Result<IpPayload<'a>, DecodeErr
     d.key.dst = h.destination();
     d.ttl = h.hop_limit();
     d.fragment = Fragment::None;
-    for ext in v6.extensions().clone().into_iter() {
-        if let Ipv6ExtensionSlice::Fragment(f) = ext {
-            let id = f.identification();
-            d.fragment = match (f.fragment_offset().value(), f.more_fragments()) {
-                (0, false) => Fragment::None,
-                (0, true) => Fragment::First { id },
-                _ => Fragment::Later { id },
-            };
+    let payload = v6.payload();
+    let exts = v6.extensions().slice();
+    if let Some(at) = ipv6_fragment_header(exts, h.next_header().0) {
+        let f = &exts[at..at + 8];
+        let offset_more = u16::from_be_bytes([f[2], f[3]]);
+        d.fragment = fragment(
+            u32::from_be_bytes([f[4], f[5], f[6], f[7]]),
+            offset_more & 0xfff8,
+            offset_more & 1 != 0,
+        );
+        if matches!(d.fragment, Fragment::Later { .. }) {
+            // etherparse goes on parsing headers after the Fragment header,
+            // but in a later fragment that is fragment data: the payload
+            // starts right after the Fragment header, and its protocol is the
+            // Fragment header's next header.
+            let data = offset_in(bytes, exts) + at + 8;
+            let end = offset_in(bytes, payload.payload) + payload.payload.len();
+            return Ok(IpPayload {
+                proto: f[0],
+                l4: bytes.get(data..end).unwrap_or_default(),
+                declared: (h.payload_length() as usize).saturating_sub(data - 40),
+            });
         }
     }
-    let payload = v6.payload();
     Ok(IpPayload {
         proto: payload.ip_number.0,
         l4: payload.payload,
-        declared: (h.payload_length() as usize).saturating_sub(v6.extensions().slice().len()),
+        declared: (h.payload_length() as usize).saturating_sub(exts.len()),
     })
+}
+
+/// Where the first Fragment header that fragments is in `exts`, the
+/// extension headers etherparse validated (the first of type `next`); an
+/// atomic fragment's header is passed over. Walked by hand because
+/// etherparse's iterator reads past the validated headers when the chain
+/// was cut short (a debug assertion, an out-of-bounds read in release).
+fn ipv6_fragment_header(exts: &[u8], mut next: u8) -> Option<usize> {
+    let mut at = 0;
+    while at < exts.len() {
+        let len = match next {
+            0 | 43 | 60 => (*exts.get(at + 1)? as usize + 1) * 8,
+            51 => (*exts.get(at + 1)? as usize + 2) * 4,
+            44 => {
+                let offset_more = be16(exts, at + 2)?;
+                if at + 8 <= exts.len() && offset_more & 0xfff9 != 0 {
+                    return Some(at);
+                }
+                8
+            }
+            _ => return None,
+        };
+        next = exts[at];
+        at += len;
+    }
+    None
+}
+
+/// The fragment state of a header with this id, byte offset and MF flag.
+fn fragment(id: u32, offset: u16, more: bool) -> Fragment {
+    match (offset, more) {
+        (0, false) => Fragment::None,
+        (0, true) => Fragment::First { id },
+        _ => Fragment::Later { id, offset, more },
+    }
 }
 
 fn set_payload(d: &mut Decoded, offset: usize, captured: usize, declared: usize) {
@@ -608,15 +673,80 @@ mod tests {
 
     #[test]
     fn ipv6_with_extension_headers_and_fragments() {
+        // Ethernet 14 + IPv6 40 + hop-by-hop 8 + Fragment 8.
         let frame = eth_ipv6_udp_fragment(0, true, 0xabcd);
         let d = decode(LinkType::Ethernet, &frame).unwrap();
         assert_eq!(d.fragment, Fragment::First { id: 0xabcd });
         assert_eq!((d.key.src_port, d.key.dst_port), (5353, 53));
+        assert_eq!((d.ip_offset, d.l4_offset, d.payload_offset), (14, 70, 78));
         let later = eth_ipv6_udp_fragment(185, false, 0xabcd);
         let d = decode(LinkType::Ethernet, &later).unwrap();
-        assert_eq!(d.fragment, Fragment::Later { id: 0xabcd });
+        assert_eq!(
+            d.fragment,
+            Fragment::Later {
+                id: 0xabcd,
+                offset: 1480,
+                more: false
+            }
+        );
         assert_eq!((d.key.src_port, d.key.dst_port), (0, 0));
         assert_eq!(d.key.proto, 17);
+        // A later fragment's payload is its fragment data.
+        assert_eq!(
+            (d.l4_offset, d.payload_offset, d.payload_len, d.payload_captured),
+            (70, 70, 8, 8)
+        );
+        let middle = eth_ipv6_udp_fragment(8, true, 0xabcd);
+        let d = decode(LinkType::Ethernet, &middle).unwrap();
+        assert_eq!(
+            d.fragment,
+            Fragment::Later {
+                id: 0xabcd,
+                offset: 64,
+                more: true
+            }
+        );
+    }
+
+    #[test]
+    fn ipv6_later_fragment_data_is_not_parsed_as_headers() {
+        // The Fragment header announces Destination Options, which only the
+        // first fragment carries: a later fragment's data starts right after
+        // the Fragment header whatever it looks like.
+        let data = [60, 0, 0, 0, 0, 0, 0, 0, 17, 1, 2, 3, 4, 5, 6, 7];
+        let frame = eth_ipv6_fragment(60, 7, 16, true, &data);
+        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        assert_eq!(
+            d.fragment,
+            Fragment::Later {
+                id: 7,
+                offset: 16,
+                more: true
+            }
+        );
+        assert_eq!(d.key.proto, 60);
+        assert_eq!(d.l4_offset, 14 + 40 + 8);
+        assert_eq!((d.payload_offset, d.payload_len), (d.l4_offset, 16));
+        // An atomic fragment (offset 0, no more) is no fragment at all.
+        let mut udp = vec![0x30, 0x39, 0, 53, 0, 12, 0, 0];
+        udp.extend_from_slice(b"abcd");
+        let atomic = eth_ipv6_fragment(17, 7, 0, false, &udp);
+        let d = decode(LinkType::Ethernet, &atomic).unwrap();
+        assert_eq!(d.fragment, Fragment::None);
+        assert_eq!((d.key.dst_port, d.l4_offset, d.payload_len), (53, 62, 4));
+    }
+
+    #[test]
+    fn ipv6_chain_cut_inside_the_fragment_header() {
+        // Hop-by-hop announces a Fragment header the capture cut short: the
+        // decoder must not read past the headers etherparse validated.
+        let frame = eth_ipv6_udp_fragment(0, true, 9);
+        for len in 14 + 40 + 8..14 + 40 + 16 {
+            let d = decode(LinkType::Ethernet, &frame[..len]).unwrap();
+            assert_eq!(d.fragment, Fragment::None, "cut at {len}");
+        }
+        let d = decode(LinkType::Ethernet, &frame[..14 + 40 + 16]).unwrap();
+        assert_eq!(d.fragment, Fragment::First { id: 9 });
     }
 
     #[test]
@@ -625,8 +755,56 @@ mod tests {
         frame[14 + 6] = 0x00;
         frame[14 + 7] = 0x10; // offset 16 * 8 bytes
         let d = decode(LinkType::Ethernet, &frame).unwrap();
-        assert!(matches!(d.fragment, Fragment::Later { .. }));
+        assert_eq!(
+            d.fragment,
+            Fragment::Later {
+                id: 1,
+                offset: 128,
+                more: false
+            }
+        );
         assert_eq!(d.key.src_port, 0);
+        assert_eq!((d.l4_offset, d.payload_offset, d.payload_len), (34, 34, 20));
+    }
+
+    #[test]
+    fn ipv4_fragment_offsets_and_more_flag() {
+        let mut udp = vec![0x30, 0x39, 0, 53, 0, 40, 0, 0];
+        udp.extend_from_slice(&[1; 8]);
+        let first = eth_ipv4_fragment(17, 0x1234, 0, true, &udp);
+        let d = decode(LinkType::Ethernet, &first).unwrap();
+        assert_eq!(d.fragment, Fragment::First { id: 0x1234 });
+        assert_eq!(
+            (d.key.dst_port, d.l4_offset, d.payload_offset, d.payload_len),
+            (53, 34, 42, 8)
+        );
+        let middle = eth_ipv4_fragment(17, 0x1234, 16, true, &[2; 8]);
+        let d = decode(LinkType::Ethernet, &middle).unwrap();
+        assert_eq!(
+            d.fragment,
+            Fragment::Later {
+                id: 0x1234,
+                offset: 16,
+                more: true
+            }
+        );
+        assert_eq!((d.key.proto, d.key.dst_port), (17, 0));
+        assert_eq!((d.l4_offset, d.payload_offset, d.payload_len), (34, 34, 8));
+        // The largest offset the 13-bit field can carry.
+        let last = eth_ipv4_fragment(17, 0x1234, 0xfff8, false, &[3; 8]);
+        let d = decode(LinkType::Ethernet, &last).unwrap();
+        assert_eq!(
+            d.fragment,
+            Fragment::Later {
+                id: 0x1234,
+                offset: 0xfff8,
+                more: false
+            }
+        );
+        // Unfragmented packets: l4_offset is the transport header.
+        let whole = eth_ipv4_tcp(&TcpSpec::default());
+        let d = decode(LinkType::Ethernet, &whole).unwrap();
+        assert_eq!((d.fragment, d.l4_offset, d.payload_offset), (Fragment::None, 34, 54));
     }
 
     #[test]

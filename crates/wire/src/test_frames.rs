@@ -67,6 +67,32 @@ pub fn eth_ipv6_udp_fragment(offset: u16, more: bool, id: u32) -> Vec<u8> {
     ethernet(0x86dd, &ip)
 }
 
+/// An IPv4 fragment: `offset` in bytes (a multiple of 8), `data` the
+/// fragment's share of the datagram (the transport header included when
+/// `offset` is 0).
+pub fn eth_ipv4_fragment(proto: u8, id: u16, offset: u16, more: bool, data: &[u8]) -> Vec<u8> {
+    let mut ip = ipv4(proto, [10, 0, 0, 1], [10, 0, 0, 2], data);
+    ip[4..6].copy_from_slice(&id.to_be_bytes());
+    ip[6..8].copy_from_slice(&((offset >> 3) | if more { 0x2000 } else { 0 }).to_be_bytes());
+    ethernet(0x0800, &ip)
+}
+
+/// An IPv6 fragment straight after the fixed header: `next` is the Fragment
+/// header's next header, `offset` in bytes.
+pub fn eth_ipv6_fragment(next: u8, id: u32, offset: u16, more: bool, data: &[u8]) -> Vec<u8> {
+    let mut body = vec![next, 0];
+    body.extend_from_slice(&(offset | more as u16).to_be_bytes());
+    body.extend_from_slice(&id.to_be_bytes());
+    body.extend_from_slice(data);
+    let mut ip = vec![0x60, 0, 0, 0];
+    ip.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    ip.extend_from_slice(&[44, 64]);
+    ip.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8].repeat(4));
+    ip.extend_from_slice(&[0xfe, 0x80, 0, 0].repeat(4));
+    ip.extend_from_slice(&body);
+    ethernet(0x86dd, &ip)
+}
+
 fn udp(dst_port: u16, payload: &[u8]) -> Vec<u8> {
     let mut u = vec![0x30, 0x39];
     u.extend_from_slice(&dst_port.to_be_bytes());

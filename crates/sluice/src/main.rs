@@ -1,6 +1,7 @@
 //! The `sluice` command line. Subcommands are thin: each parses its
 //! arguments into a library call and reports the result.
 
+mod abstractor;
 mod extract;
 mod record;
 mod training;
@@ -101,6 +102,18 @@ enum Command {
     /// precision and recall, the confusion matrix, and a last line
     /// `accuracy: 0.NNN`.
     Evaluate(training::EvaluateArgs),
+    /// Serve reassembled streams to analyzers in any language (SF-TAP's
+    /// flow abstractor).
+    ///
+    /// Defragments IP, reassembles each TCP direction, classifies flows
+    /// with SF-TAP's YAML rules (and Sluice's dissectors, with `app`), and
+    /// writes each flow's events (CREATED, DATA with the bytes, GAP,
+    /// DESTROYED) to the UNIX stream socket DIR/tcp/NAME or DIR/udp/NAME of
+    /// its rule, or DIR/tcp/default and DIR/udp/default. Analyzers write
+    /// decapsulated streams back into DIR/loopback7. Prints the counters
+    /// of every drop and interface at the end. See docs/abstractor.md.
+    #[command(after_help = EXIT_CODES)]
+    Abstract(abstractor::AbstractArgs),
     /// Generate a realistic traffic mix and analyse it: a first look at
     /// Sluice with no input of your own.
     Demo {
@@ -335,6 +348,7 @@ fn main() -> ExitCode {
         Command::Extract(args) => extract::run_extract(&args).map(|_| ExitCode::SUCCESS),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
+        Command::Abstract(args) => abstractor::run_abstract(args),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
     };
     match result {

@@ -1,0 +1,342 @@
+//! The packet side of the abstractor: decode, defragment, track flows,
+//! classify with the chain, reassemble TCP, and emit events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use sluice_classify::{Chain, ChainConfig};
+use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
+use sluice_flow::reassembly::{ReassemblyConfig, ReassemblyCounters, StreamMemory};
+use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
+use sluice_wire::{Decoded, LinkType, decode, tcp_flags};
+
+use crate::config::Config;
+use crate::event::{From, Header, L4};
+use crate::interfaces::{Delivery, InterfaceError, InterfaceReport, Interfaces};
+use crate::loopback::{Loopback, LoopbackCounters};
+use crate::streams::{AbstractFlow, Output, Route, finish_streams, route_flow, tcp_segment};
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub flows: FlowConfig,
+    pub reassembly: ReassemblyConfig,
+    pub defrag: DefragConfig,
+    /// Bytes of events one flow may hold while it is being classified;
+    /// past this it is routed on what is known by then.
+    pub held_bytes: usize,
+    /// Injected flows whose hop count would pass this are dropped.
+    pub hop_limit: u8,
+    /// Bytes queued per consumer at most.
+    pub buffer_bytes: usize,
+    pub delivery: Delivery,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            flows: FlowConfig::default(),
+            reassembly: ReassemblyConfig::default(),
+            defrag: DefragConfig::default(),
+            held_bytes: 64 << 10,
+            hop_limit: 4,
+            buffer_bytes: 16 << 20,
+            delivery: Delivery::Wait(Duration::from_secs(30)),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PacketCounters {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Frames that carry no IP (ARP, LLDP, ...).
+    pub not_ip: u64,
+    /// Frames whose headers are cut short or malformed.
+    pub undecodable: u64,
+    /// IP packets of other protocols than TCP and UDP.
+    pub other_protocols: u64,
+    pub tcp_segments: u64,
+    pub udp_datagrams: u64,
+    /// Packets of a flow after its DESTROYED event, while the table still
+    /// holds it.
+    pub after_destroyed: u64,
+}
+
+/// Everything counted over a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub packets: PacketCounters,
+    pub flows: TableCounters,
+    pub defragmentation: DefragCounters,
+    pub reassembly: ReassemblyCounters,
+    pub loopback: LoopbackCounters,
+    pub interfaces: Vec<InterfaceReport>,
+}
+
+/// The part of the abstractor that a defragmented datagram's bytes may be
+/// handed to while the defragmenter still owns them.
+struct Core {
+    config: Arc<Config>,
+    settings: Settings,
+    table: FlowTable<AbstractFlow>,
+    chain: Chain,
+    memory: StreamMemory,
+    out: Output,
+    counters: PacketCounters,
+    /// The latest packet time seen.
+    last_ts: u64,
+}
+
+pub struct Abstractor {
+    defrag: Defragmenter,
+    core: Core,
+    loopback: Loopback,
+    since_poll: u32,
+}
+
+/// Sockets are looked at every this many packets (and whenever the source
+/// is idle).
+const POLL_EVERY: u32 = 1024;
+
+impl Abstractor {
+    /// Creates the interfaces under `dir` and the loopback socket.
+    pub fn new(config: Arc<Config>, settings: Settings, dir: &std::path::Path) -> Result<Abstractor, InterfaceError> {
+        let interfaces = Interfaces::open(dir, &config.interfaces, settings.buffer_bytes, settings.delivery)?;
+        let loopback = Loopback::open(dir)?;
+        let chain = Chain::new(ChainConfig {
+            rules: config.rules.clone(),
+            // Routing needs the label, not real-time media detection.
+            media: None,
+            ..ChainConfig::default()
+        });
+        Ok(Abstractor {
+            defrag: Defragmenter::new(settings.defrag),
+            loopback,
+            since_poll: 0,
+            core: Core {
+                table: FlowTable::new(settings.flows),
+                memory: StreamMemory::new(settings.reassembly),
+                out: Output {
+                    interfaces,
+                    header: Header::default(),
+                },
+                chain,
+                config,
+                settings,
+                counters: PacketCounters::default(),
+                last_ts: 0,
+            },
+        })
+    }
+
+    /// Accepts consumers until every interface has one, or `timeout`
+    /// passes; returns the interfaces still without one.
+    pub fn wait_for_consumers(&mut self, timeout: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            self.core.out.interfaces.accept();
+            if self.core.out.interfaces.unconnected().is_empty() || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.core
+            .out
+            .interfaces
+            .unconnected()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// One captured frame.
+    pub fn packet(&mut self, link: LinkType, ts_ns: u64, wire_len: u32, frame: &[u8]) {
+        self.since_poll += 1;
+        if self.since_poll >= POLL_EVERY {
+            self.poll();
+        }
+        let c = &mut self.core.counters;
+        c.packets += 1;
+        c.bytes += u64::from(wire_len);
+        let decoded = match decode(link, frame) {
+            Ok(d) => d,
+            Err(sluice_wire::DecodeError::NotIp { .. }) => {
+                c.not_ip += 1;
+                return;
+            }
+            Err(_) => {
+                c.undecodable += 1;
+                return;
+            }
+        };
+        match self.defrag.push(ts_ns, &decoded, frame) {
+            Defrag::NotFragment => self.core.segment(ts_ns, wire_len, &decoded, frame),
+            Defrag::Held => {}
+            Defrag::Complete(datagram) => match decode(LinkType::RawIp, datagram) {
+                Ok(mut whole) => {
+                    whole.key.vlan = decoded.key.vlan;
+                    whole.key.tunnel_id = decoded.key.tunnel_id;
+                    whole.tunnel = decoded.tunnel;
+                    self.core.segment(ts_ns, wire_len, &whole, datagram);
+                }
+                Err(_) => self.core.counters.undecodable += 1,
+            },
+        }
+    }
+
+    /// Accepts consumers, writes what they take, and reads the loopback.
+    pub fn poll(&mut self) {
+        self.since_poll = 0;
+        let core = &mut self.core;
+        core.out.interfaces.accept();
+        self.loopback.poll(
+            &core.config,
+            core.settings.hop_limit,
+            core.settings.held_bytes,
+            &mut core.out,
+        );
+        core.out.interfaces.flush();
+        self.defrag.expire(core.table_now());
+    }
+
+    /// Ends every flow (`end_of_input`), delivers what is queued, and
+    /// hangs up on the consumers.
+    pub fn finish(mut self, stall: Duration) -> Report {
+        self.poll();
+        let core = &mut self.core;
+        let Core {
+            table,
+            memory,
+            out,
+            config,
+            ..
+        } = core;
+        table.flush(&mut |flow, reason| end_flow(flow, reason, config, memory, out));
+        self.loopback.finish(&core.config, &mut core.out);
+        core.out.interfaces.finish(stall);
+        Report {
+            packets: core.counters.clone(),
+            flows: core.table.counters(),
+            defragmentation: *self.defrag.counters(),
+            reassembly: *core.memory.counters(),
+            loopback: self.loopback.counters.clone(),
+            interfaces: core.out.interfaces.report(),
+        }
+    }
+}
+
+impl Core {
+    fn table_now(&self) -> u64 {
+        self.last_ts
+    }
+
+    /// One whole IP packet (or defragmented datagram) of a flow.
+    fn segment(&mut self, ts_ns: u64, wire_len: u32, decoded: &Decoded, frame: &[u8]) {
+        self.last_ts = self.last_ts.max(ts_ns);
+        let l4 = match decoded.key.proto {
+            6 => L4::Tcp,
+            17 => L4::Udp,
+            _ => {
+                self.counters.other_protocols += 1;
+                return;
+            }
+        };
+        let Core {
+            config,
+            settings,
+            table,
+            chain,
+            memory,
+            out,
+            counters,
+            ..
+        } = self;
+        let info = PacketInfo {
+            ts_ns,
+            wire_len,
+            decoded,
+        };
+        let hash = decoded.key.symmetric_hash();
+        let (slot, dir) = table.process(&info, hash, AbstractFlow::default, &mut |flow, reason| {
+            end_flow(flow, reason, config, memory, out)
+        });
+        let flow = table.flow_mut(slot);
+        let start = (decoded.payload_offset as usize).min(frame.len());
+        let end = (start + decoded.payload_captured as usize).min(frame.len());
+        let payload = &frame[start..end];
+        if flow.ext.stream.destroyed {
+            counters.after_destroyed += 1;
+            return;
+        }
+        chain.on_packet(flow, dir, decoded, payload);
+        let key = &flow.key;
+        let stream = &mut flow.ext.stream;
+        if !stream.sink.started() {
+            stream
+                .sink
+                .start(l4, (key.src_ip(), key.src_port), (key.dst_ip(), key.dst_port), 0);
+            stream.sink.created(out, flow.first_ns);
+        }
+        // The table may turn a flow around when a late SYN shows who the
+        // client is; events keep the orientation their CREATED announced.
+        let from = if decoded.key.src_port == stream.sink.client.1 && decoded.key.src_ip() == stream.sink.client.0 {
+            From::Client
+        } else {
+            From::Server
+        };
+        match l4 {
+            L4::Tcp => {
+                counters.tcp_segments += 1;
+                let t = &decoded.tcp;
+                tcp_segment(stream, memory, out, ts_ns, from, t, payload);
+                let reset = t.flags & tcp_flags::RST != 0;
+                if reset || (stream.reassembly[0].closed() && stream.reassembly[1].closed()) {
+                    let reason = if reset { "rst" } else { "fin" };
+                    destroy(flow, reason, ts_ns, config, memory, out);
+                    return;
+                }
+            }
+            L4::Udp => {
+                counters.udp_datagrams += 1;
+                stream.sink.data(out, ts_ns, from, payload);
+            }
+        }
+        if flow.ext.stream.sink.route == Route::Pending
+            && (flow.ext.class.settled() || flow.ext.stream.sink.pending.len() > settings.held_bytes)
+        {
+            route_flow(flow, config, out);
+        }
+    }
+}
+
+/// Ends a flow's streams: what reassembly still holds, the routing if it
+/// never happened, and DESTROYED.
+fn end_flow(
+    flow: &mut Flow<AbstractFlow>,
+    reason: EndReason,
+    config: &Config,
+    memory: &mut StreamMemory,
+    out: &mut Output,
+) {
+    let ts = flow.last_ns;
+    if flow.ext.stream.sink.started() && !flow.ext.stream.destroyed {
+        destroy(flow, reason.name(), ts, config, memory, out);
+    }
+    flow.ext.class.release();
+}
+
+fn destroy(
+    flow: &mut Flow<AbstractFlow>,
+    reason: &str,
+    ts: u64,
+    config: &Config,
+    memory: &mut StreamMemory,
+    out: &mut Output,
+) {
+    finish_streams(&mut flow.ext.stream, memory, out, ts);
+    route_flow(flow, config, out);
+    flow.ext.stream.sink.destroyed(out, ts, reason);
+    flow.ext.stream.destroyed = true;
+    flow.ext.stream.sink.pending = Vec::new();
+}

@@ -1,0 +1,317 @@
+//! The header lines of SF-TAP's stream interfaces (seed 004, Figure 5),
+//! with Sluice's additions: a `ts` field on every event, `GAP` events for
+//! bytes the capture lost, and the end `reason` on `DESTROYED`.
+//! `docs/abstractor.md` is the reference; consumers ignore keys they do
+//! not know.
+
+use std::io::Write;
+use std::net::IpAddr;
+
+/// Longest prefix: two IPv6 addresses of 39 characters, five-digit ports,
+/// a three-digit hop, with room to spare.
+const PREFIX_CAPACITY: usize = 160;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4 {
+    Tcp,
+    Udp,
+}
+
+impl L4 {
+    pub fn name(self) -> &'static str {
+        match self {
+            L4::Tcp => "tcp",
+            L4::Udp => "udp",
+        }
+    }
+}
+
+/// Which end sent a DATA or GAP event's bytes: `from=1` is the client
+/// (`ip1`), `from=2` the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    Client,
+    Server,
+}
+
+impl From {
+    fn fields(self) -> &'static [u8] {
+        match self {
+            From::Client => b",from=1,match=up",
+            From::Server => b",from=2,match=down",
+        }
+    }
+
+    fn number(self) -> &'static [u8] {
+        match self {
+            From::Client => b",from=1",
+            From::Server => b",from=2",
+        }
+    }
+}
+
+/// The part of every header line that names the flow
+/// (`ip1=...,ip2=...,port1=...,port2=...,hop=...,l3=...,l4=...`), formatted
+/// once when the flow is created so that each event only appends its own
+/// fields. Inline, so that flows need no allocation for it.
+#[derive(Clone, Copy)]
+pub struct FlowPrefix {
+    bytes: [u8; PREFIX_CAPACITY],
+    len: u8,
+}
+
+impl Default for FlowPrefix {
+    fn default() -> Self {
+        FlowPrefix {
+            bytes: [0; PREFIX_CAPACITY],
+            len: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for FlowPrefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+impl FlowPrefix {
+    pub fn new(client: (IpAddr, u16), server: (IpAddr, u16), hop: u8, l4: L4) -> FlowPrefix {
+        let mut prefix = FlowPrefix::default();
+        let mut cursor = std::io::Cursor::new(&mut prefix.bytes[..]);
+        let l3 = if client.0.is_ipv4() { "ipv4" } else { "ipv6" };
+        write!(
+            cursor,
+            "ip1={},ip2={},port1={},port2={},hop={hop},l3={l3},l4={}",
+            client.0,
+            server.0,
+            client.1,
+            server.1,
+            l4.name()
+        )
+        .expect("the longest prefix fits");
+        prefix.len = cursor.position() as u8;
+        prefix
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// The header of one event, built in a reused buffer.
+#[derive(Default)]
+pub struct Header {
+    line: Vec<u8>,
+}
+
+impl Header {
+    pub fn created(&mut self, prefix: &FlowPrefix, ts_ns: u64) -> &[u8] {
+        self.start(prefix, b"CREATED", ts_ns);
+        self.end()
+    }
+
+    pub fn data(&mut self, prefix: &FlowPrefix, ts_ns: u64, from: From, len: usize) -> &[u8] {
+        self.start(prefix, b"DATA", ts_ns);
+        self.line.extend_from_slice(from.fields());
+        self.line.extend_from_slice(b",len=");
+        push_number(&mut self.line, len as u64);
+        self.end()
+    }
+
+    pub fn gap(&mut self, prefix: &FlowPrefix, ts_ns: u64, from: From, len: u64) -> &[u8] {
+        self.start(prefix, b"GAP", ts_ns);
+        self.line.extend_from_slice(from.number());
+        self.line.extend_from_slice(b",len=");
+        push_number(&mut self.line, len);
+        self.end()
+    }
+
+    pub fn destroyed(&mut self, prefix: &FlowPrefix, ts_ns: u64, reason: &str) -> &[u8] {
+        self.start(prefix, b"DESTROYED", ts_ns);
+        self.line.extend_from_slice(b",reason=");
+        self.line.extend_from_slice(reason.as_bytes());
+        self.end()
+    }
+
+    fn start(&mut self, prefix: &FlowPrefix, event: &[u8], ts_ns: u64) {
+        self.line.clear();
+        self.line.extend_from_slice(prefix.as_bytes());
+        self.line.extend_from_slice(b",event=");
+        self.line.extend_from_slice(event);
+        self.line.extend_from_slice(b",ts=");
+        push_number(&mut self.line, ts_ns);
+    }
+
+    fn end(&mut self) -> &[u8] {
+        self.line.push(b'\n');
+        &self.line
+    }
+}
+
+/// Decimal digits without the formatting machinery: every event has two
+/// or three numbers, and there are millions of events per second.
+fn push_number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// One parsed header line, as analyzers write them into the L7 loopback
+/// interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedHeader {
+    pub client: (IpAddr, u16),
+    pub server: (IpAddr, u16),
+    pub hop: u8,
+    pub l4: L4,
+    pub event: ParsedEvent,
+    pub ts_ns: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParsedEvent {
+    Created,
+    Data {
+        from: From,
+        len: usize,
+    },
+    Destroyed,
+    /// An event this version does not act on, without a body.
+    Other,
+}
+
+/// Parses one header line (without its `\n`). The error says which field
+/// is wrong.
+pub fn parse_header(line: &[u8]) -> Result<ParsedHeader, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "the header is not ASCII".to_owned())?;
+    let mut fields = std::collections::HashMap::new();
+    for pair in text.split(',') {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("`{pair}` is not key=value"))?;
+        fields.insert(key, value);
+    }
+    let get = |key: &str| fields.get(key).copied().ok_or_else(|| format!("`{key}` is missing"));
+    let number =
+        |key: &str| -> Result<u64, String> { get(key)?.parse::<u64>().map_err(|_| format!("`{key}` is not a number")) };
+    let addr = |key: &str| -> Result<IpAddr, String> {
+        get(key)?
+            .parse::<IpAddr>()
+            .map_err(|_| format!("`{key}` is not an IP address"))
+    };
+    let port = |key: &str| -> Result<u16, String> {
+        u16::try_from(number(key)?).map_err(|_| format!("`{key}` is not a port number"))
+    };
+    let client = (addr("ip1")?, port("port1")?);
+    let server = (addr("ip2")?, port("port2")?);
+    let hop = u8::try_from(number("hop")?).map_err(|_| "`hop` is over 255".to_owned())?;
+    let l4 = match get("l4")? {
+        "tcp" => L4::Tcp,
+        "udp" => L4::Udp,
+        other => return Err(format!("`l4={other}` is not tcp or udp")),
+    };
+    let event = match get("event")? {
+        "CREATED" => ParsedEvent::Created,
+        "DESTROYED" => ParsedEvent::Destroyed,
+        "DATA" => {
+            let from = match get("from")? {
+                "1" => From::Client,
+                "2" => From::Server,
+                other => return Err(format!("`from={other}` is not 1 or 2")),
+            };
+            let len = number("len")?;
+            ParsedEvent::Data {
+                from,
+                len: usize::try_from(len).map_err(|_| "`len` is too large".to_owned())?,
+            }
+        }
+        _ => ParsedEvent::Other,
+    };
+    Ok(ParsedHeader {
+        client,
+        server,
+        hop,
+        l4,
+        event,
+        ts_ns: fields.contains_key("ts").then(|| number("ts")).transpose()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix() -> FlowPrefix {
+        FlowPrefix::new(
+            ("192.168.0.1".parse().unwrap(), 62918),
+            ("192.168.0.2".parse().unwrap(), 80),
+            0,
+            L4::Tcp,
+        )
+    }
+
+    #[test]
+    fn headers_have_sf_tap_figure_5_form_plus_ts() {
+        let mut h = Header::default();
+        assert_eq!(
+            h.created(&prefix(), 7),
+            b"ip1=192.168.0.1,ip2=192.168.0.2,port1=62918,port2=80,hop=0,l3=ipv4,l4=tcp,event=CREATED,ts=7\n"
+        );
+        assert_eq!(
+            h.data(&prefix(), 1_416_138_000_123_456_789, From::Server, 1398),
+            &b"ip1=192.168.0.1,ip2=192.168.0.2,port1=62918,port2=80,hop=0,l3=ipv4,l4=tcp,event=DATA,\
+ts=1416138000123456789,from=2,match=down,len=1398\n"[..]
+        );
+        assert_eq!(
+            h.destroyed(&prefix(), 0, "fin"),
+            b"ip1=192.168.0.1,ip2=192.168.0.2,port1=62918,port2=80,hop=0,l3=ipv4,l4=tcp,event=DESTROYED,ts=0,reason=fin\n"
+        );
+        assert!(
+            h.gap(&prefix(), 1, From::Client, 10)
+                .ends_with(b"event=GAP,ts=1,from=1,len=10\n")
+        );
+    }
+
+    #[test]
+    fn the_longest_ipv6_prefix_fits() {
+        let a: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".parse().unwrap();
+        let p = FlowPrefix::new((a, 65535), (a, 65535), 255, L4::Udp);
+        assert!(p.as_bytes().ends_with(b"port2=65535,hop=255,l3=ipv6,l4=udp"));
+    }
+
+    #[test]
+    fn written_headers_parse_back() {
+        let mut h = Header::default();
+        let line = h.data(&prefix(), 5, From::Client, 12).to_vec();
+        let parsed = parse_header(&line[..line.len() - 1]).unwrap();
+        assert_eq!(parsed.client.1, 62918);
+        assert_eq!(parsed.server.1, 80);
+        assert_eq!(parsed.ts_ns, Some(5));
+        assert_eq!(
+            parsed.event,
+            ParsedEvent::Data {
+                from: From::Client,
+                len: 12
+            }
+        );
+    }
+
+    #[test]
+    fn bad_headers_name_the_field() {
+        assert!(parse_header(b"ip1=1.2.3.4").unwrap_err().contains("`port1` is missing"));
+        let e = parse_header(b"ip1=1.2.3.4,ip2=x,port1=1,port2=2,hop=0,l3=ipv4,l4=tcp,event=CREATED").unwrap_err();
+        assert!(e.contains("ip2"), "{e}");
+        let e =
+            parse_header(b"ip1=1.2.3.4,ip2=1.2.3.5,port1=1,port2=2,hop=0,l3=ipv4,l4=sctp,event=CREATED").unwrap_err();
+        assert!(e.contains("l4"), "{e}");
+    }
+}

@@ -1,0 +1,300 @@
+//! Per-flow stream state: the flow's header prefix, where its events go,
+//! the events held until the flow is classified, and the reassembly of
+//! each TCP direction.
+
+use std::net::IpAddr;
+
+use sluice_classify::{Classified, FlowClass, Transport};
+use sluice_flow::Flow;
+use sluice_flow::reassembly::{StreamEvent, StreamMemory, StreamReassembler};
+use sluice_wire::TcpMeta;
+
+use crate::config::{Config, TCP_DEFAULT, UDP_DEFAULT, transport_index};
+use crate::event::{FlowPrefix, From, Header, L4};
+use crate::interfaces::{ConsumerId, Interfaces};
+
+/// The flow-table extension of the abstractor: the classifier chain's
+/// state beside the stream state, in one slot.
+#[derive(Debug, Default)]
+pub struct AbstractFlow {
+    pub class: FlowClass,
+    pub stream: Stream,
+}
+
+impl Classified for AbstractFlow {
+    #[inline]
+    fn class(&self) -> &FlowClass {
+        &self.class
+    }
+    #[inline]
+    fn class_mut(&mut self) -> &mut FlowClass {
+        &mut self.class
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Route {
+    /// Not classified yet: events wait in `Sink::pending`.
+    #[default]
+    Pending,
+    /// Routed to an interface; `None` when it had no consumer then.
+    To { iface: u16, consumer: Option<ConsumerId> },
+}
+
+/// Where one flow's events go, and what is held for it meanwhile.
+#[derive(Debug)]
+pub struct Sink {
+    pub prefix: FlowPrefix,
+    pub l4: Option<L4>,
+    pub client: (IpAddr, u16),
+    pub server: (IpAddr, u16),
+    pub route: Route,
+    /// Whole events (headers and bodies) held until the flow is routed.
+    pub pending: Vec<u8>,
+    pub pending_events: u64,
+    /// Per direction, bytes dropped on their way to the consumer: the next
+    /// event of that direction is preceded by a GAP of this length, so the
+    /// analyzer knows exactly where its stream has a hole.
+    lost: [u64; 2],
+}
+
+impl Default for Sink {
+    fn default() -> Self {
+        let nowhere = (IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+        Sink {
+            prefix: FlowPrefix::default(),
+            l4: None,
+            client: nowhere,
+            server: nowhere,
+            route: Route::Pending,
+            pending: Vec::new(),
+            pending_events: 0,
+            lost: [0; 2],
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Stream {
+    pub sink: Sink,
+    pub reassembly: [StreamReassembler; 2],
+    /// DESTROYED was sent; later packets of the flow (while the table lets
+    /// it linger) are ignored.
+    pub destroyed: bool,
+}
+
+/// What events need besides the flow itself: the sockets and a scratch
+/// header.
+pub struct Output {
+    pub interfaces: Interfaces,
+    pub header: Header,
+}
+
+fn side(from: From) -> usize {
+    match from {
+        From::Client => 0,
+        From::Server => 1,
+    }
+}
+
+impl Sink {
+    pub fn start(&mut self, l4: L4, client: (IpAddr, u16), server: (IpAddr, u16), hop: u8) {
+        self.l4 = Some(l4);
+        self.client = client;
+        self.server = server;
+        self.prefix = FlowPrefix::new(client, server, hop, l4);
+    }
+
+    pub fn started(&self) -> bool {
+        self.l4.is_some()
+    }
+
+    pub fn created(&mut self, out: &mut Output, ts_ns: u64) {
+        let header = out.header.created(&self.prefix, ts_ns);
+        deliver(
+            &mut self.route,
+            &mut self.pending,
+            &mut self.pending_events,
+            &mut out.interfaces,
+            header,
+            &[],
+        );
+    }
+
+    pub fn data(&mut self, out: &mut Output, ts_ns: u64, from: From, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let i = side(from);
+        if self.lost[i] > 0 {
+            self.gap(out, ts_ns, from, 0);
+        }
+        let header = out.header.data(&self.prefix, ts_ns, from, bytes.len());
+        if !deliver(
+            &mut self.route,
+            &mut self.pending,
+            &mut self.pending_events,
+            &mut out.interfaces,
+            header,
+            bytes,
+        ) {
+            self.lost[i] += bytes.len() as u64;
+        }
+    }
+
+    /// Reports `len` missing bytes (plus any the consumer already lost).
+    pub fn gap(&mut self, out: &mut Output, ts_ns: u64, from: From, len: u64) {
+        let i = side(from);
+        let total = self.lost[i] + len;
+        let header = out.header.gap(&self.prefix, ts_ns, from, total);
+        if deliver(
+            &mut self.route,
+            &mut self.pending,
+            &mut self.pending_events,
+            &mut out.interfaces,
+            header,
+            &[],
+        ) {
+            self.lost[i] = 0;
+        } else {
+            self.lost[i] = total;
+        }
+    }
+
+    pub fn destroyed(&mut self, out: &mut Output, ts_ns: u64, reason: &str) {
+        let header = out.header.destroyed(&self.prefix, ts_ns, reason);
+        deliver(
+            &mut self.route,
+            &mut self.pending,
+            &mut self.pending_events,
+            &mut out.interfaces,
+            header,
+            &[],
+        );
+    }
+
+    /// Sends the held events to the interface chosen for the flow.
+    pub fn route_to(&mut self, out: &mut Output, iface: u16) {
+        let consumer = out.interfaces.assign(iface);
+        self.route = Route::To { iface, consumer };
+        let pending = std::mem::take(&mut self.pending);
+        if let Some(c) = consumer
+            && !out.interfaces.send_held(iface, c, &pending, self.pending_events)
+        {
+            // The consumer could not take the flow's start: what follows
+            // would make no sense to it.
+            self.route = Route::To { iface, consumer: None };
+        }
+        self.pending_events = 0;
+    }
+}
+
+/// Queues one event for the flow's consumer, or holds it while the flow is
+/// unrouted. Returns false when it was dropped.
+fn deliver(
+    route: &mut Route,
+    pending: &mut Vec<u8>,
+    pending_events: &mut u64,
+    interfaces: &mut Interfaces,
+    header: &[u8],
+    body: &[u8],
+) -> bool {
+    match *route {
+        Route::Pending => {
+            pending.extend_from_slice(header);
+            pending.extend_from_slice(body);
+            *pending_events += 1;
+            true
+        }
+        Route::To {
+            iface,
+            consumer: Some(c),
+        } => interfaces.send(iface, c, header, body),
+        Route::To { consumer: None, .. } => false,
+    }
+}
+
+/// Feeds one TCP segment's payload into its direction's reassembly and
+/// turns what comes out into events.
+pub fn tcp_segment(
+    stream: &mut Stream,
+    memory: &mut StreamMemory,
+    out: &mut Output,
+    ts_ns: u64,
+    from: From,
+    tcp: &TcpMeta,
+    payload: &[u8],
+) {
+    let Stream { sink, reassembly, .. } = stream;
+    reassembly[side(from)].segment(tcp.seq, tcp.flags, payload, memory, &mut |event| match event {
+        StreamEvent::Data(bytes) => sink.data(out, ts_ns, from, bytes),
+        StreamEvent::Gap(len) => sink.gap(out, ts_ns, from, len),
+    });
+}
+
+/// Delivers what both directions still hold (with the gaps before it).
+pub fn finish_streams(stream: &mut Stream, memory: &mut StreamMemory, out: &mut Output, ts_ns: u64) {
+    let Stream { sink, reassembly, .. } = stream;
+    for (i, from) in [From::Client, From::Server].into_iter().enumerate() {
+        reassembly[i].finish(memory, &mut |event| match event {
+            StreamEvent::Data(bytes) => sink.data(out, ts_ns, from, bytes),
+            StreamEvent::Gap(len) => sink.gap(out, ts_ns, from, len),
+        });
+    }
+}
+
+/// The interface for a flow: the best (lowest `nice`) of the rule whose
+/// patterns matched, the rules whose `app` names the dissector's label,
+/// and the port-only rules; else the default interface.
+pub fn choose_interface(config: &Config, class: &FlowClass, sink: &Sink, hash: u64) -> u16 {
+    let t = match sink.l4 {
+        Some(L4::Udp) => Transport::Udp,
+        _ => Transport::Tcp,
+    };
+    let rules = config.rules.rules();
+    let (client_port, server_port) = (sink.client.1, sink.server.1);
+    let mut best: Option<usize> = None;
+    let mut consider = |r: usize| {
+        if best.is_none_or(|b| (rules[r].nice, r) < (rules[b].nice, b)) {
+            best = Some(r);
+        }
+    };
+    if class.classifier == sluice_classify::Classifier::Rule
+        && let Some(r) = config.rules.rule_of_label(class.label)
+    {
+        consider(r);
+    }
+    if class.classifier != sluice_classify::Classifier::None {
+        for &r in &config.app_rules {
+            let rule = &rules[r as usize];
+            if rule.admits(t, client_port, server_port) && rule.matches_app(class.label) {
+                consider(r as usize);
+            }
+        }
+    }
+    if let Some(rule) = config.rules.by_port(t, client_port, server_port)
+        && let Some(r) = rules.iter().position(|x| std::ptr::eq(x, rule))
+    {
+        consider(r);
+    }
+    let ti = transport_index(t);
+    match best.and_then(|r| config.routes[r][ti]) {
+        Some(route) => route.first + (hash % u64::from(route.count)) as u16,
+        None if t == Transport::Udp => UDP_DEFAULT,
+        None => TCP_DEFAULT,
+    }
+}
+
+/// Routes a pending flow now.
+pub fn route_flow(flow: &mut Flow<AbstractFlow>, config: &Config, out: &mut Output) {
+    if flow.ext.stream.sink.route != Route::Pending {
+        return;
+    }
+    let iface = choose_interface(
+        config,
+        &flow.ext.class,
+        &flow.ext.stream.sink,
+        flow.key.symmetric_hash(),
+    );
+    flow.ext.stream.sink.route_to(out, iface);
+}

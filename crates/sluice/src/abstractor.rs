@@ -1,0 +1,224 @@
+//! `sluice abstract`: SF-TAP's flow abstractor on capture files or a live
+//! interface. The work is in the `sluice-abstractor` crate.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sluice_abstractor::{Abstractor, Config, Delivery, Report, Settings};
+use sluice_capture::CaptureFile;
+use sluice_capture::live::{LiveConfig, LiveSocket};
+use sluice_inject::parse_duration;
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["interface", "read"])))]
+pub struct AbstractArgs {
+    /// Rules and interfaces in SF-TAP's YAML format (up, down, proto, port,
+    /// if, nice, balance; plus `app`). Without it, the built-in
+    /// configuration (HTTP, BitTorrent tracker, TLS, SSH, SMTP, DNS).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Capture from this network interface (needs root or CAP_NET_RAW).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    interface: Option<String>,
+    /// Read these capture files, in order, as one capture.
+    #[arg(short = 'r', long = "read", value_name = "FILE", num_args = 1..)]
+    read: Vec<PathBuf>,
+    /// Where the interfaces are created: DIR/tcp/NAME, DIR/udp/NAME and
+    /// DIR/loopback7.
+    #[arg(long, value_name = "DIR", default_value = "/tmp/sluice")]
+    dir: PathBuf,
+    /// Before reading, wait until every interface of the configuration
+    /// (the defaults aside) has a consumer; fail after this long.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "30s", value_parser = parse_duration)]
+    wait: Option<Duration>,
+    /// Bytes queued per consumer. Live capture drops (and counts) what a
+    /// slow consumer cannot take; capture files wait for it instead.
+    #[arg(long, value_name = "MIB", default_value_t = 16)]
+    buffer_mib: usize,
+    /// With capture files: a consumer that takes nothing for this long is
+    /// cut off (and its losses counted).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    stall: Duration,
+    /// Injected (L7 loopback) flows whose hop count would pass this are
+    /// dropped.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    hop_limit: u8,
+    /// Most flows tracked at once.
+    #[arg(long, value_name = "N", default_value_t = 1 << 19)]
+    flows: usize,
+    /// Out-of-order bytes one TCP direction may hold while it waits for a
+    /// missing segment; past it the hole is reported as a GAP.
+    #[arg(long, value_name = "KIB", default_value_t = 256)]
+    reorder_kib: usize,
+    /// Live capture: a tcpdump filter expression.
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
+    /// Live capture: stop after this long (else on SIGINT or SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Also write the run's counters to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    stats: Option<PathBuf>,
+}
+
+pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(path) => Config::read(path)?,
+        None => Config::builtin(),
+    };
+    let live = args.interface.is_some();
+    let mut settings = Settings {
+        hop_limit: args.hop_limit,
+        buffer_bytes: args.buffer_mib.max(1) << 20,
+        delivery: if live {
+            Delivery::Drop
+        } else {
+            Delivery::Wait(args.stall)
+        },
+        ..Settings::default()
+    };
+    settings.flows.capacity = args.flows.max(1);
+    settings.reassembly.max_buffered_per_stream = args.reorder_kib << 10;
+    let mut abstractor = Abstractor::new(Arc::new(config), settings, &args.dir)?;
+    if let Some(timeout) = args.wait {
+        let missing = abstractor.wait_for_consumers(timeout);
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "--wait: after {timeout:?}, no consumer on {} (under {})",
+                missing.join(", "),
+                args.dir.display()
+            );
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the signal handlers")?;
+    }
+    let mut partial = false;
+    if let Some(interface) = &args.interface {
+        capture_live(&mut abstractor, interface, &args, &stop)?;
+    } else {
+        for path in &args.read {
+            partial |= read_file(&mut abstractor, path, &stop)?;
+        }
+    }
+    let report = abstractor.finish(args.stall);
+    print!("{}", render(&report));
+    if let Some(path) = &args.stats {
+        let json = serde_json::to_string_pretty(&report).expect("counters serialize");
+        std::fs::write(path, json + "\n").with_context(|| format!("{}: cannot write the counters", path.display()))?;
+    }
+    Ok(if partial { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+/// Returns whether the file had problems (each reported with its offset).
+fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> anyhow::Result<bool> {
+    let file = CaptureFile::open(path)?;
+    let mut reader = file.reader()?;
+    for (n, packet) in reader.by_ref().enumerate() {
+        if n % 4096 == 0 && stop.load(Ordering::Relaxed) {
+            break;
+        }
+        abstractor.packet(packet.link, packet.ts_ns, packet.wire_len, packet.data);
+    }
+    for warning in reader.warnings() {
+        eprintln!(
+            "sluice abstract: warning: {}: byte offset {}: {}",
+            path.display(),
+            warning.offset,
+            warning.message
+        );
+    }
+    Ok(reader.warning_count() > 0)
+}
+
+fn capture_live(
+    abstractor: &mut Abstractor,
+    interface: &str,
+    args: &AbstractArgs,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let mut ring = LiveConfig::new(interface);
+    ring.filter = args.filter.clone();
+    let mut socket = LiveSocket::open(&ring)?;
+    let deadline = args.duration.map(|d| Instant::now() + d);
+    while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        match socket.next_block(Duration::from_millis(10))? {
+            Some(mut block) => {
+                for packet in block.packets() {
+                    abstractor.packet(packet.link, packet.ts_ns, packet.wire_len, packet.data);
+                }
+            }
+            None => abstractor.poll(),
+        }
+    }
+    let stats = socket.stats()?;
+    if stats.drops > 0 {
+        eprintln!(
+            "sluice abstract: {interface}: the kernel dropped {} packets (ring full)",
+            stats.drops
+        );
+    }
+    Ok(())
+}
+
+fn render(report: &Report) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let p = &report.packets;
+    let _ = writeln!(
+        s,
+        "packets {}  bytes {}  tcp segments {}  udp datagrams {}  other {}  not IP {}  undecodable {}",
+        p.packets, p.bytes, p.tcp_segments, p.udp_datagrams, p.other_protocols, p.not_ip, p.undecodable
+    );
+    let f = &report.flows;
+    let _ = writeln!(
+        s,
+        "flows {}  (fin {}, rst {}, idle {}, evicted {}, end of input {})",
+        f.created, f.fin, f.rst, f.idle, f.evicted, f.end_of_input
+    );
+    let d = &report.defragmentation;
+    let _ = writeln!(
+        s,
+        "fragments {}  datagrams reassembled {}  timed out {}  evicted {}  overlapping {}  too large {}  malformed {}",
+        d.fragments, d.reassembled, d.timed_out, d.evicted, d.overlaps, d.too_large, d.malformed
+    );
+    let r = &report.reassembly;
+    let _ = writeln!(
+        s,
+        "stream bytes {}  retransmitted {}  conflicting overlaps {}  out of order segments {}  gaps {} ({} bytes)  cut {}",
+        r.delivered_bytes,
+        r.retransmitted_bytes,
+        r.overlap_conflicts,
+        r.out_of_order_segments,
+        r.gaps,
+        r.gap_bytes,
+        r.cut_bytes
+    );
+    let l = &report.loopback;
+    if l.connections > 0 {
+        let _ = writeln!(
+            s,
+            "loopback: connections {}  flows {}  events {}  over hop limit {} flows ({} events)  malformed {}",
+            l.connections, l.flows, l.events, l.over_hop_limit_flows, l.over_hop_limit_events, l.malformed
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:<28} {:>9} {:>9} {:>10} {:>14} {:>9} {:>12}",
+        "interface", "flows", "no reader", "events", "bytes", "dropped", "disconnects"
+    );
+    for i in &report.interfaces {
+        let c = &i.counters;
+        let _ = writeln!(
+            s,
+            "{:<28} {:>9} {:>9} {:>10} {:>14} {:>9} {:>12}",
+            i.interface, c.flows, c.flows_without_consumer, c.events, c.bytes, c.dropped_events, c.disconnects
+        );
+    }
+    s
+}

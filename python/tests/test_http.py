@@ -1,0 +1,386 @@
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+import unittest
+
+from tap_testing import (
+    TIMEOUT,
+    EventServer,
+    Flow,
+    TempDirTestCase,
+    cli_command,
+    cli_env,
+    json_lines,
+    run_cli,
+    stats_of,
+)
+
+from sluice_tap import EventParser
+from sluice_tap.http import HttpAnalyzer, Stats
+
+REQUESTS = (
+    b"GET /a HTTP/1.1\r\nHost: example.com\r\nAccept: text/html\r\nAccept: */*\r\nX-Long: one\r\n two\r\n\r\n"
+    b"POST /b?q=1 HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\n\r\nhello"
+)
+RESPONSES = (
+    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nContent-Type: text/plain\r\n\r\n0123456789"
+    b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"4;ext=1\r\nwiki\r\n5\r\npedia\r\n0\r\nX-Checksum: abc\r\n\r\n"
+)
+TLS_HELLO = bytes.fromhex("16030100c4010000c00303") + bytes(range(40))
+
+
+def keep_alive_exchanges(flow: Flow) -> bytes:
+    """Two pipelined requests in one segment; the responses split at awkward places."""
+    cut1, cut2 = RESPONSES.index(b"456"), RESPONSES.index(b"\r\nwiki") + 1
+    return (
+        flow.request(REQUESTS)
+        + flow.response(RESPONSES[:cut1])
+        + flow.response(RESPONSES[cut1:cut2])
+        + flow.response(RESPONSES[cut2:])
+        + flow.destroyed()
+    )
+
+
+def keep_alive_flow(flow: Flow) -> bytes:
+    return flow.created() + keep_alive_exchanges(flow)
+
+
+def analyze(stream: bytes) -> tuple[list[dict], Stats]:
+    records: list[dict] = []
+    analyzer = HttpAnalyzer(records.append)
+    parser = EventParser()
+    for event in parser.feed(stream):
+        analyzer.feed(event)
+    parser.finish()
+    # What the CLI prints must be plain JSON.
+    return [json.loads(json.dumps(r)) for r in records], analyzer.stats
+
+
+def summary(records: list[dict]) -> list[tuple]:
+    return [
+        (r["client"]["method"]["method"], r["client"]["method"]["uri"], r["server"] and r["server"]["response"]["code"])
+        for r in records
+    ]
+
+
+class AnalyzerTest(unittest.TestCase):
+    def test_pipelined_keep_alive(self) -> None:
+        flow = Flow()
+        records, stats = analyze(keep_alive_flow(flow))
+        self.assertEqual(summary(records), [("GET", "/a", 200), ("POST", "/b?q=1", 201)])
+        first, second = records
+        self.assertEqual(
+            first["client"],
+            {
+                "ip": "192.168.0.1",
+                "port": 62918,
+                "header": {"host": "example.com", "accept": "text/html, */*", "x-long": "one two"},
+                "method": {"method": "GET", "uri": "/a", "ver": "HTTP/1.1"},
+                "trailer": {},
+                "body_len": 0,
+            },
+        )
+        self.assertEqual(
+            first["server"],
+            {
+                "ip": "192.168.0.2",
+                "port": 80,
+                "header": {"content-length": "10", "content-type": "text/plain"},
+                "response": {"ver": "HTTP/1.1", "code": 200, "msg": "OK"},
+                "trailer": {},
+                "body_len": 10,
+            },
+        )
+        self.assertEqual(second["client"]["body_len"], 5)
+        self.assertEqual((second["server"]["body_len"], second["server"]["trailer"]), (9, {"x-checksum": "abc"}))
+        # Both requests arrived in the flow's first DATA event, the second event of the flow.
+        self.assertEqual([r["ts"] for r in records], [1416138000123458789] * 2)
+        self.assertEqual(stats, Stats(flows=1, exchanges=2))
+
+    def test_messages_may_be_split_anywhere(self) -> None:
+        expected, _ = analyze(keep_alive_flow(Flow()))
+        for stream_is_request, whole in ((True, REQUESTS), (False, RESPONSES)):
+            for cut in range(1, len(whole)):
+                flow = Flow()
+                pieces = [whole[:cut], whole[cut:]]
+                if stream_is_request:
+                    stream = flow.created() + b"".join(flow.request(p) for p in pieces) + flow.response(RESPONSES)
+                else:
+                    stream = flow.created() + flow.request(REQUESTS) + b"".join(flow.response(p) for p in pieces)
+                records, _ = analyze(stream + flow.destroyed())
+                with self.subTest(request=stream_is_request, cut=cut):
+                    self.assertEqual(
+                        [(r["client"], r["server"]) for r in records], [(r["client"], r["server"]) for r in expected]
+                    )
+
+    def test_ts_is_the_event_with_the_first_byte_of_the_request(self) -> None:
+        flow = Flow()
+        head2 = REQUESTS.index(b"POST")
+        stream = flow.created() + flow.request(REQUESTS[: head2 + 3])
+        first_ts = flow.ts
+        stream += flow.request(REQUESTS[head2 + 3 :]) + flow.response(RESPONSES) + flow.destroyed()
+        records, _ = analyze(stream)
+        self.assertEqual([r["ts"] for r in records], [first_ts, first_ts])
+
+    def test_head_has_no_body(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(b"HEAD /big HTTP/1.1\r\n\r\nGET /small HTTP/1.1\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") + flow.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("HEAD", "/big", 200), ("GET", "/small", 200)])
+        self.assertEqual([r["server"]["body_len"] for r in records], [0, 2])
+        self.assertEqual(stats.unanswered, 0)
+
+    def test_304_204_and_interim_100(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(b'GET /cached HTTP/1.1\r\nIf-None-Match: "x"\r\n\r\n')
+        # A 304 may announce the length of the body it does not send.
+        stream += flow.response(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n")
+        stream += flow.request(b"PUT /up HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 100 Continue\r\n\r\n") + flow.request(b"abc")
+        stream += flow.response(b"HTTP/1.1 204 No Content\r\n\r\n") + flow.destroyed()
+        records, _ = analyze(stream)
+        self.assertEqual(summary(records), [("GET", "/cached", 304), ("PUT", "/up", 204)])
+        self.assertEqual(records[1]["client"]["body_len"], 3)
+
+    def test_body_until_close(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(b"GET / HTTP/1.0\r\n\r\n")
+        stream += flow.response(b"HTTP/1.0 200 OK\r\n\r\nfirst") + flow.response(b" second") + flow.destroyed()
+        records, _ = analyze(stream)
+        self.assertEqual(records[0]["server"]["body_len"], 12)
+
+    def test_unanswered_request_at_the_end(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") + flow.destroyed("idle")
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("GET", "/a", 200), ("GET", "/b", None)])
+        self.assertIsNone(records[1]["server"])
+        self.assertEqual(stats.unanswered, 1)
+
+    def test_gap_in_the_server_direction(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(b"GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\npartial") + flow.gap(2, 1448)
+        stream += flow.response(b"the rest of the body, unreadable now")
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("GET", "/1", 200), ("GET", "/2", None)])
+        # Later requests are reported as they complete, with no response to wait for.
+        records, stats = analyze(stream + flow.request(b"GET /3 HTTP/1.1\r\n\r\n"))
+        self.assertEqual(summary(records)[-1], ("GET", "/3", None))
+        self.assertEqual((stats.gaps, stats.unanswered, stats.parse_errors), (1, 2, 0))
+
+    def test_gap_in_the_client_direction(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(
+            b"GET /1 HTTP/1.1\r\n\r\nPOST /2 HTTP/1.1\r\nContent-Length: 9\r\n\r\nab"
+        )
+        stream += flow.gap(1, 7) + flow.request(b"GET /3 HTTP/1.1\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 3) + flow.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("GET", "/1", 200)])
+        self.assertEqual((stats.gaps, stats.parse_errors), (1, 0))
+
+    def test_not_http_is_skipped_without_harm_to_other_flows(self) -> None:
+        tls, web = Flow(port1=40000, port2=443), Flow(port1=40001)
+        stream = tls.created() + web.created() + tls.request(TLS_HELLO) + web.request(b"GET / HTTP/1.1\r\n\r\n")
+        stream += tls.response(bytes(range(256))) + web.response(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        stream += tls.destroyed() + web.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("GET", "/", 200)])
+        self.assertEqual((stats.flows, stats.parse_errors), (2, 1))
+
+    def test_malformed_http_after_good_exchanges(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.request(b"GET /ok HTTP/1.1\r\n\r\nGET /bad HTTP/1.1\r\nno colon here\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") + flow.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("GET", "/ok", 200)])
+        self.assertEqual(stats.parse_errors, 1)
+
+    def test_response_without_request(self) -> None:
+        flow = Flow()
+        stream = flow.created() + flow.response(b"HTTP/1.1 200 OK\r\n\r\n") + flow.destroyed()
+        self.assertEqual(analyze(stream)[1].parse_errors, 1)
+
+    def test_connect_tunnel_is_not_parsed(self) -> None:
+        flow = Flow(port2=3128)
+        stream = flow.created() + flow.request(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        stream += flow.request(TLS_HELLO)  # sent early, before the answer
+        stream += flow.response(b"HTTP/1.1 200 Connection established\r\n\r\n" + bytes(range(100)))
+        stream += flow.request(TLS_HELLO) + flow.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("CONNECT", "example.com:443", 200)])
+        self.assertEqual((stats.tunnels, stats.parse_errors), (1, 0))
+
+    def test_connect_whose_answer_is_lost(self) -> None:
+        flow = Flow(port2=3128)
+        stream = flow.created() + flow.request(b"CONNECT example.com:443 HTTP/1.1\r\n\r\n") + flow.gap(2, 39)
+        # More than a paused reader would buffer.
+        stream += flow.request(TLS_HELLO + bytes(70_000)) + flow.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("CONNECT", "example.com:443", None)])
+        self.assertEqual((stats.gaps, stats.parse_errors), (1, 0))
+
+    def test_refused_connect_goes_on_with_http(self) -> None:
+        flow = Flow(port2=3128)
+        stream = flow.created() + flow.request(b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+        stream += flow.request(b"GET http://example.com/ HTTP/1.1\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 4\r\n\r\nauth")
+        stream += flow.response(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") + flow.destroyed()
+        records, stats = analyze(stream)
+        self.assertEqual(summary(records), [("CONNECT", "example.com:443", 407), ("GET", "http://example.com/", 200)])
+        self.assertEqual(stats.tunnels, 0)
+
+    def test_flush_ends_open_flows(self) -> None:
+        flow = Flow()
+        records: list[dict] = []
+        analyzer = HttpAnalyzer(records.append)
+        for event in EventParser().feed(flow.created() + flow.request(b"GET / HTTP/1.1\r\n\r\n")):
+            analyzer.feed(event)
+        self.assertEqual(records, [])
+        analyzer.flush()
+        self.assertEqual(summary(records), [("GET", "/", None)])
+
+
+def read_lines(process: subprocess.Popen, count: int) -> list[dict]:
+    """The first ``count`` lines of a running process's stdout."""
+    assert process.stdout is not None
+    data = b""
+    deadline = time.monotonic() + TIMEOUT
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while data.count(b"\n") < count and time.monotonic() < deadline:
+            if selector.select(deadline - time.monotonic()):
+                chunk = os.read(process.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                data += chunk
+    return json_lines(data)
+
+
+def mixed_stream() -> bytes:
+    """Interleaved flows: keep-alive, HEAD + 304, a gap, and one that is not HTTP."""
+    keep, head, gap, tls = Flow(port1=1001), Flow(port1=1002), Flow(port1=1003), Flow(port1=1004, port2=443)
+    return (
+        keep.created()
+        + head.created()
+        + head.request(b"HEAD / HTTP/1.1\r\n\r\nGET /img HTTP/1.1\r\n\r\n")
+        + tls.created()
+        + tls.request(TLS_HELLO)
+        + keep_alive_exchanges(keep)
+        + head.response(b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nHTTP/1.1 304 Not Modified\r\n\r\n")
+        + gap.created()
+        + gap.request(b"GET /gap HTTP/1.1\r\n\r\n")
+        + gap.response(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n01")
+        + gap.gap(2, 8)
+        + head.destroyed()
+        + gap.destroyed("rst")
+        + tls.destroyed()
+    )
+
+
+def pieces_of(stream: bytes, size: int) -> list[bytes]:
+    return [stream[i : i + size] for i in range(0, len(stream), size)]
+
+
+class CliTest(TempDirTestCase):
+    def test_reads_a_socket_until_it_closes(self) -> None:
+        server = EventServer(self.sock_path(), pieces_of(mixed_stream(), 7))
+        result = run_cli("--stats", server.path)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        records = json_lines(result.stdout)
+        self.assertEqual(
+            sorted(summary(records)),
+            [
+                ("GET", "/a", 200),
+                ("GET", "/gap", None),
+                ("GET", "/img", 304),
+                ("HEAD", "/", 200),
+                ("POST", "/b?q=1", 201),
+            ],
+        )
+        self.assertEqual(
+            stats_of(result.stderr, server.path),
+            {"flows": 4, "exchanges": 5, "unanswered": 1, "gaps": 1, "parse_errors": 1, "tunnels": 0},
+        )
+
+    def test_one_byte_at_a_time(self) -> None:
+        flow = Flow()
+        server = EventServer(self.sock_path(), pieces_of(keep_alive_flow(flow), 1))
+        result = run_cli(server.path)
+        self.assertEqual(summary(json_lines(result.stdout)), [("GET", "/a", 200), ("POST", "/b?q=1", 201)])
+
+    def test_balance_merges_the_output_of_each_interface(self) -> None:
+        base = self.sock_path("http")
+        servers = [
+            EventServer(f"{base}0", pieces_of(keep_alive_flow(Flow(port1=2000)), 50)),
+            EventServer(f"{base}1", pieces_of(mixed_stream(), 50)),
+        ]
+        result = run_cli("--balance", "2", "--stats", base)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        records = json_lines(result.stdout)
+        self.assertEqual(sum(r["client"]["port"] == 2000 for r in records), 2)
+        self.assertEqual(len(records), 7)
+        self.assertEqual(stats_of(result.stderr, servers[0].path)["exchanges"], 2)
+        self.assertEqual(stats_of(result.stderr, servers[1].path)["exchanges"], 5)
+
+    def test_missing_socket(self) -> None:
+        path = self.sock_path("absent")
+        result = run_cli(path)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(path, result.stderr.decode())
+
+    def test_a_failing_balanced_child_stops_the_others(self) -> None:
+        base = self.sock_path("http")
+        server = EventServer(f"{base}0", [Flow().created()], hold=True)
+        self.addCleanup(server.release)
+        result = run_cli("--balance", "2", base)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(f"{base}1", result.stderr.decode())
+
+    def test_reconnect_then_sigterm(self) -> None:
+        path = self.sock_path()
+        process = subprocess.Popen(
+            cli_command("--reconnect", "--retry-interval", "0.05", "--stats", path),
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.addCleanup(process.kill)
+        time.sleep(0.2)  # the analyzer is waiting for the socket to appear
+        server = EventServer(path, [keep_alive_flow(Flow())], hold=True)
+        self.addCleanup(server.release)
+        self.assertEqual(len(read_lines(process, 2)), 2)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+        self.assertEqual(process.returncode, 0, stderr)
+        self.assertEqual(stats_of(stderr)["exchanges"], 2)
+
+    def test_sigterm_stops_a_balanced_run(self) -> None:
+        base = self.sock_path("http")
+        servers = [EventServer(f"{base}{i}", [keep_alive_flow(Flow(port1=3000 + i))], hold=True) for i in range(2)]
+        for server in servers:
+            self.addCleanup(server.release)
+        process = subprocess.Popen(
+            cli_command("--balance", "2", base), env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.addCleanup(process.kill)
+        records = read_lines(process, 4)
+        self.assertEqual(sorted(r["client"]["port"] for r in records), [3000, 3000, 3001, 3001])
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+        self.assertEqual(process.returncode, 0, stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

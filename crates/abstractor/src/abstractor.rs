@@ -130,24 +130,24 @@ impl Abstractor {
         })
     }
 
-    /// Accepts consumers until every interface has one, or `timeout`
-    /// passes; returns the interfaces still without one.
-    pub fn wait_for_consumers(&mut self, timeout: Duration) -> Vec<String> {
+    /// Accepts consumers until each of `names` (every rule interface when
+    /// empty) has one, or `timeout` passes; returns those still without.
+    /// A name that is no interface is returned at once.
+    pub fn wait_for_consumers(&mut self, names: &[String], timeout: Duration) -> Vec<String> {
+        let interfaces = &mut self.core.out.interfaces;
+        let unknown: Vec<String> = names.iter().filter(|n| !interfaces.has(n)).cloned().collect();
+        if !unknown.is_empty() {
+            return unknown;
+        }
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            self.core.out.interfaces.accept();
-            if self.core.out.interfaces.unconnected().is_empty() || std::time::Instant::now() >= deadline {
+            interfaces.accept();
+            if interfaces.unconnected(names).is_empty() || std::time::Instant::now() >= deadline {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        self.core
-            .out
-            .interfaces
-            .unconnected()
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
+        interfaces.unconnected(names).into_iter().map(str::to_owned).collect()
     }
 
     /// One captured frame.

@@ -234,11 +234,19 @@ impl Interfaces {
         }
     }
 
-    /// The rules' interfaces still without a consumer, for `--wait`.
-    pub fn unconnected(&self) -> Vec<&str> {
+    /// The interfaces still without a consumer among `names`, or among
+    /// the rules' interfaces when `names` is empty, for `--wait`.
+    pub fn unconnected(&self, names: &[String]) -> Vec<&str> {
         self.list
             .iter()
-            .filter(|i| i.awaited && i.consumers.is_empty())
+            .filter(|i| {
+                if names.is_empty() {
+                    i.awaited
+                } else {
+                    names.contains(&i.name)
+                }
+            })
+            .filter(|i| i.consumers.is_empty())
             .map(|i| i.name.as_str())
             .collect()
     }
@@ -322,6 +330,11 @@ impl Interfaces {
                 }
             }
         }
+    }
+
+    /// Whether an interface of this name (`tcp/http0`) exists.
+    pub fn has(&self, name: &str) -> bool {
+        self.list.iter().any(|i| i.name == name)
     }
 
     pub fn report(&self) -> Vec<InterfaceReport> {

@@ -35,6 +35,10 @@ pub struct AbstractArgs {
     /// (the defaults aside) has a consumer; fail after this long.
     #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "30s", value_parser = parse_duration)]
     wait: Option<Duration>,
+    /// Like --wait, for these interfaces only (`tcp/http,udp/dns`; default
+    /// ones too); waits 30 s unless --wait says otherwise.
+    #[arg(long, value_name = "IFACE,...", value_delimiter = ',')]
+    wait_for: Vec<String>,
     /// Bytes queued per consumer. Live capture drops (and counts) what a
     /// slow consumer cannot take; capture files wait for it instead.
     #[arg(long, value_name = "MIB", default_value_t = 16)]
@@ -84,11 +88,12 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
     settings.flows.capacity = args.flows.max(1);
     settings.reassembly.max_buffered_per_stream = args.reorder_kib << 10;
     let mut abstractor = Abstractor::new(Arc::new(config), settings, &args.dir)?;
-    if let Some(timeout) = args.wait {
-        let missing = abstractor.wait_for_consumers(timeout);
+    if args.wait.is_some() || !args.wait_for.is_empty() {
+        let timeout = args.wait.unwrap_or(Duration::from_secs(30));
+        let missing = abstractor.wait_for_consumers(&args.wait_for, timeout);
         if !missing.is_empty() {
             anyhow::bail!(
-                "--wait: after {timeout:?}, no consumer on {} (under {})",
+                "--wait: no consumer on {} (under {}): not an interface of the configuration (they are named like tcp/http0), or none connected within {timeout:?}",
                 missing.join(", "),
                 args.dir.display()
             );

@@ -5,6 +5,7 @@
 //! reproduced anywhere. Beside the frames, every profile tells what each
 //! flow really is ([`TruthRow`]), so classifiers can be scored against it.
 
+mod connections;
 mod openings;
 mod others;
 mod quic;
@@ -32,6 +33,10 @@ pub enum Profile {
     /// flows that are not real-time media: DNS, NTP, QUIC downloads, a
     /// game, syslog and SNMP polling.
     Voip,
+    /// SF-TAP's benchmark workload: short HTTP connections of 8 packets
+    /// each (handshake, a 1400-byte request, a 1400-byte response,
+    /// teardown), a few open at once.
+    Connections,
 }
 
 /// Where generated frames go.
@@ -128,6 +133,7 @@ pub fn generate(
         Profile::WorstCase => worst_case(packets, sink, truth),
         Profile::Mix => Mix::new(seed).run(packets, sink, truth),
         Profile::Voip => voip::generate(packets, seed, sink, truth),
+        Profile::Connections => connections::generate(packets, seed, sink, truth),
     }
 }
 
@@ -659,7 +665,7 @@ mod tests {
 
     #[test]
     fn every_profile_starts_on_time_and_stays_in_time_order() {
-        for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip] {
+        for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip, Profile::Connections] {
             let out = run(profile, 30_000, 5);
             assert_eq!(
                 out.frames.len(),
@@ -675,7 +681,7 @@ mod tests {
     /// no packet outside the flows the rows name.
     #[test]
     fn truth_has_one_row_per_generated_flow() {
-        for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip] {
+        for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip, Profile::Connections] {
             let out = run(profile, 30_000, 2);
             assert_eq!(out.truth.len() as u64, out.summary.flows, "{profile:?}");
             let mut first_sender = HashMap::new();

@@ -335,6 +335,11 @@ enum ProfileArg {
     /// silence suppression, a fifth with video too; beside them UDP that is
     /// not real-time media: DNS, NTP, QUIC downloads, a game, syslog, SNMP.
     Voip,
+    /// SF-TAP's benchmark workload: HTTP connections of 8 packets each (SYN,
+    /// SYN-ACK, ACK, a 1400-byte GET, a 1400-byte 200 response, FIN, FIN-ACK,
+    /// ACK), a few open at once; --packets N makes N/8 connections (rounded
+    /// up, the last cut short when N is not a multiple of 8).
+    Connections,
 }
 
 fn main() -> ExitCode {
@@ -597,6 +602,7 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         ProfileArg::WorstCase => Profile::WorstCase,
         ProfileArg::Mix => Profile::Mix,
         ProfileArg::Voip => Profile::Voip,
+        ProfileArg::Connections => Profile::Connections,
     };
     let truth_path = match &args.write {
         Some(pcap) => Some(pcap.with_extension("truth.csv")),

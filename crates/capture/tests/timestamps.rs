@@ -143,6 +143,43 @@ fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
+/// Sends `packets` of the test's frames on `injector`, frame `k` at `k /
+/// rate` from the first, each carrying its due time after the Ethernet
+/// header and cycling through [`SIZES`].
+fn send_paced(injector: &Injector, rate: u64, packets: u64) {
+    let mut frame = [0u8; 1514];
+    frame[..6].copy_from_slice(&[0x02, 0x53, 0x4c, 0x54, 0x53, 0x02]);
+    frame[6..12].copy_from_slice(&OUR_MAC);
+    frame[12..14].copy_from_slice(&ETHERTYPE);
+    let start = Instant::now();
+    for k in 0..packets {
+        let due = (u128::from(k) * 1_000_000_000 / u128::from(rate)) as u64;
+        let due_at = start + Duration::from_nanos(due);
+        loop {
+            let now = Instant::now();
+            if now >= due_at {
+                break;
+            }
+            let left = due_at - now;
+            if left > Duration::from_micros(200) {
+                thread::sleep(left - Duration::from_micros(100));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        frame[14..22].copy_from_slice(&due.to_be_bytes());
+        injector.send(&frame[..SIZES[k as usize % SIZES.len()]]);
+    }
+}
+
+/// The due time a frame of the test's sender carries, if it is one.
+fn due_of(data: &[u8]) -> Option<u64> {
+    if data.len() < 22 || data[6..12] != OUR_MAC || data[12..14] != ETHERTYPE {
+        return None;
+    }
+    Some(u64::from_be_bytes(data[14..22].try_into().unwrap()))
+}
+
 fn capture(lab: &Lab, settings: &Settings) -> Capture {
     let mut config = LiveConfig::new(CAPTURE_IF);
     config.block_bytes = settings.block_bytes;
@@ -158,29 +195,7 @@ fn capture(lab: &Lab, settings: &Settings) -> Capture {
             Sender::Own => {
                 let injector = in_netns(&lab.a, || Injector::open(SEND_IF));
                 s.spawn(move || {
-                    let mut frame = [0u8; 1514];
-                    frame[..6].copy_from_slice(&[0x02, 0x53, 0x4c, 0x54, 0x53, 0x02]);
-                    frame[6..12].copy_from_slice(&OUR_MAC);
-                    frame[12..14].copy_from_slice(&ETHERTYPE);
-                    let start = Instant::now();
-                    for k in 0..packets {
-                        let due = (u128::from(k) * 1_000_000_000 / u128::from(rate)) as u64;
-                        let due_at = start + Duration::from_nanos(due);
-                        loop {
-                            let now = Instant::now();
-                            if now >= due_at {
-                                break;
-                            }
-                            let left = due_at - now;
-                            if left > Duration::from_micros(200) {
-                                thread::sleep(left - Duration::from_micros(100));
-                            } else {
-                                std::hint::spin_loop();
-                            }
-                        }
-                        frame[14..22].copy_from_slice(&due.to_be_bytes());
-                        injector.send(&frame[..SIZES[k as usize % SIZES.len()]]);
-                    }
+                    send_paced(&injector, rate, packets);
                     let _ = done_tx.send(());
                 });
             }
@@ -218,10 +233,7 @@ fn capture(lab: &Lab, settings: &Settings) -> Capture {
             let start = recs.len();
             for p in block.packets() {
                 if own {
-                    if p.data.len() < 22 || p.data[6..12] != OUR_MAC || p.data[12..14] != ETHERTYPE {
-                        continue;
-                    }
-                    let due = u64::from_be_bytes(p.data[14..22].try_into().unwrap());
+                    let Some(due) = due_of(p.data) else { continue };
                     recs.push(Rec {
                         ts: p.ts_ns,
                         len: p.wire_len,
@@ -414,7 +426,7 @@ fn print(settings: &Settings, report: &Report) {
             row.stamp.name(),
             report.packets as f64 / report.batches.max(1) as f64,
             report.packets,
-            row.mode,
+            label(row.mode),
             row.vs_kernel.std,
             row.vs_kernel.mean_abs,
             row.vs_kernel.p99_abs,
@@ -424,6 +436,14 @@ fn print(settings: &Settings, report: &Report) {
             row.steady.std,
             row.steady.mean_abs,
         );
+    }
+}
+
+/// `keep` here keeps the emulated batch stamps: "batch".
+fn label(mode: BatchTimestamps) -> &'static str {
+    match mode {
+        BatchTimestamps::Keep => "batch",
+        other => other.as_str(),
     }
 }
 
@@ -504,4 +524,103 @@ fn measure() {
     drop(lab);
     let report = analyse(&capture, settings.rate_pps);
     print(&settings, &report);
+}
+
+/// One block as a socket gave it: the kernel's time for the block, and each
+/// packet's time, wire length and due time (`None` for other frames).
+struct SeenBlock {
+    time_ns: u64,
+    packets: Vec<(u64, u32, Option<u64>)>,
+}
+
+/// The ring applies `LiveConfig::batch_timestamps` to each block: three
+/// sockets on one interface see the same frames, one keeping the kernel's
+/// stamps, one with UDTS, one with WDTS. The block's time is its last
+/// packet's kernel stamp, and each socket's times are those `distribute`
+/// gives for its blocks' times and sizes, the first block keeping its time.
+#[test]
+fn the_ring_times_each_block_as_configured() {
+    let Some(lab) = Lab::new() else { return };
+    const PACKETS: u64 = 2_000;
+    let modes = BatchTimestamps::ALL;
+    let mut sockets: Vec<LiveSocket> = modes
+        .iter()
+        .map(|&mode| {
+            let mut config = LiveConfig::new(CAPTURE_IF);
+            config.block_bytes = 64 << 10;
+            config.ring_bytes = config.block_bytes * 64;
+            config.block_timeout_ms = 2;
+            config.snaplen = 64;
+            config.batch_timestamps = mode;
+            let socket = in_netns(&lab.b, || LiveSocket::open(&config)).expect("open a capture socket");
+            assert_eq!(socket.batch_timestamps(), mode);
+            socket
+        })
+        .collect();
+    // 2000 frames at 20 kpps: 100 ms, about 40 to a 2 ms block; each
+    // ring (4 MiB) holds them all, so they are read once sent.
+    let injector = in_netns(&lab.a, || Injector::open(SEND_IF));
+    send_paced(&injector, 20_000, PACKETS);
+    let seen: Vec<Vec<SeenBlock>> = sockets
+        .iter_mut()
+        .map(|socket| {
+            let mut blocks = Vec::new();
+            let mut ours = 0;
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while ours < PACKETS && Instant::now() < deadline {
+                let Some(mut block) = socket.next_block(Duration::from_millis(50)).expect("read the ring") else {
+                    continue;
+                };
+                let packets: Vec<_> = block.packets().map(|p| (p.ts_ns, p.wire_len, due_of(p.data))).collect();
+                ours += packets.iter().filter(|p| p.2.is_some()).count() as u64;
+                blocks.push(SeenBlock {
+                    time_ns: block.time_ns(),
+                    packets,
+                });
+            }
+            assert_eq!(socket.stats().unwrap().drops, 0);
+            blocks
+        })
+        .collect();
+    drop(lab);
+    let dues = |blocks: &[SeenBlock]| -> Vec<u64> {
+        blocks
+            .iter()
+            .flat_map(|b| b.packets.iter().filter_map(|p| p.2))
+            .collect()
+    };
+    let expected: Vec<u64> = (0..PACKETS).map(|k| k * 1_000_000_000 / 20_000).collect();
+    for (mode, blocks) in modes.iter().zip(&seen) {
+        assert_eq!(dues(blocks), expected, "{mode}: every frame, in order");
+        assert!(blocks.len() >= 10, "{mode}: only {} blocks", blocks.len());
+    }
+    // The kernel's time for a block is its last packet's stamp.
+    for block in seen[0].iter().filter(|b| !b.packets.is_empty()) {
+        assert_eq!(block.time_ns, block.packets.last().unwrap().0);
+    }
+    for (&mode, blocks) in modes.iter().zip(&seen).skip(1) {
+        let mut stamper = BatchStamper::new(mode);
+        let mut spread_blocks = 0;
+        let mut previous_ts = 0;
+        for (b, block) in blocks.iter().enumerate() {
+            let lens: Vec<u32> = block.packets.iter().map(|p| p.1).collect();
+            let mut want = vec![0; lens.len()];
+            stamper.correct(block.time_ns, &lens, &mut want);
+            let got: Vec<u64> = block.packets.iter().map(|p| p.0).collect();
+            assert_eq!(got, want, "{mode}, block {b}");
+            if b == 0 {
+                assert!(
+                    got.iter().all(|&t| t == block.time_ns),
+                    "{mode}: the first block keeps its time"
+                );
+            } else if got.len() > 1 && got[0] != block.time_ns {
+                spread_blocks += 1;
+            }
+            for &t in &got {
+                assert!(t >= previous_ts, "{mode}: times never go back");
+                previous_ts = t;
+            }
+        }
+        assert!(spread_blocks >= 5, "{mode}: only {spread_blocks} blocks were spread");
+    }
 }

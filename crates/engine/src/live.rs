@@ -236,6 +236,7 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
         interface: options.ring.interface.clone(),
         packets: summary.packets,
         bytes: summary.bytes,
+        batch_timestamps: options.ring.batch_timestamps.as_str(),
     });
     summary.recording = options
         .record

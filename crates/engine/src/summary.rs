@@ -133,6 +133,9 @@ pub struct CaptureReport {
     /// Frames the workers received (the kernel's drops are in `drops`).
     pub packets: u64,
     pub bytes: u64,
+    /// How packets were timed: `keep` (the kernel's stamp of each), or
+    /// `udts` or `wdts` over each ring block (`--batch-timestamps`).
+    pub batch_timestamps: &'static str,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -271,13 +274,20 @@ impl Summary {
             group(d.dropped_port_announcements),
             group(d.dropped_dns_names)
         );
-        if self.capture.is_some() {
+        if let Some(capture) = &self.capture {
             let _ = writeln!(
                 s,
                 "capture: {} frames dropped by the kernel (ring full), {} queue freezes",
                 group(d.kernel_drops),
                 group(d.queue_freezes)
             );
+            if capture.batch_timestamps != "keep" {
+                let _ = writeln!(
+                    s,
+                    "timestamps: {} over each ring block, not the kernel's per-packet stamps",
+                    capture.batch_timestamps
+                );
+            }
         }
         if let Some(sampling) = &self.sampling {
             let _ = writeln!(

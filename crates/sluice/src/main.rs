@@ -182,6 +182,8 @@ struct LiveArgs {
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
     #[command(flatten)]
+    timestamps: record::BatchTimestampsArg,
+    #[command(flatten)]
     run: RunArgs,
     #[command(flatten, next_help_heading = "Recording (with --record)")]
     recording: record::RecordingArgs,
@@ -459,6 +461,7 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     ring.snaplen = args.snaplen;
     ring.promiscuous = !args.no_promiscuous;
     ring.filter = args.filter;
+    ring.batch_timestamps = args.timestamps.mode;
     let record = match &args.record {
         Some(dir) => {
             let mut recording = LiveOptions::recording(dir, args.snaplen);

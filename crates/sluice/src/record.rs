@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sluice_capture::live::{LiveConfig, LiveSocket, LiveStats};
+use sluice_capture::live::{BatchTimestamps, LiveConfig, LiveSocket, LiveStats};
 use sluice_inject::parse_duration;
 use sluice_store::{MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
 
@@ -45,10 +45,33 @@ pub struct RecordArgs {
     /// others before they reach the ring.
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
+    #[command(flatten)]
+    timestamps: BatchTimestampsArg,
     /// No status line, and no summary on stdout (record-summary.json is
     /// still written).
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// `--batch-timestamps`, which `sluice record` and `sluice live` share.
+#[derive(clap::Args)]
+pub struct BatchTimestampsArg {
+    /// Time packets as a source that stamps a whole block at once would,
+    /// corrected (UDTS and WDTS, docs/timestamps.md): each kernel ring block
+    /// is one batch, stamped with its last packet's kernel time, and the
+    /// interval since the previous block's time is spread over its packets
+    /// evenly (udts) or by wire length (wdts); the first block's packets all
+    /// get its time. `keep` leaves every packet its own kernel stamp, which
+    /// is more accurate: the corrections are for measuring them and for
+    /// comparing with batch-stamping capture engines.
+    #[arg(long = "batch-timestamps", value_name = "MODE", default_value = "keep", value_parser = batch_timestamps_parser())]
+    pub mode: BatchTimestamps,
+}
+
+fn batch_timestamps_parser() -> impl clap::builder::TypedValueParser<Value = BatchTimestamps> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(BatchTimestamps::ALL.map(BatchTimestamps::as_str))
+        .map(|name| name.parse::<BatchTimestamps>().expect("one of the possible values"))
 }
 
 /// How recordings are written, rotated and pruned: the options `sluice
@@ -192,6 +215,7 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     ring.snaplen = args.snaplen;
     ring.promiscuous = !args.no_promiscuous;
     ring.filter = args.filter.clone();
+    ring.batch_timestamps = args.timestamps.mode;
     // Checked before the ring opens.
     args.files.rotation(1)?;
 
@@ -277,6 +301,12 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&path, format!("{summary:#}\n")).with_context(|| format!("writing {}", path.display()))?;
     if !args.quiet {
         print!("{}", render(&args.interface, &stats, &kernel, elapsed, &path));
+        if args.timestamps.mode != BatchTimestamps::Keep {
+            println!(
+                "timestamps: {} over each ring block, not the kernel's per-packet stamps",
+                args.timestamps.mode
+            );
+        }
     }
     if let Some(e) = finish_error {
         return Err(anyhow::Error::new(e).context("finishing the recording"));
@@ -297,6 +327,7 @@ fn summary_json(
     serde_json::json!({
         "interface": args.interface,
         "filter": args.filter,
+        "batch_timestamps": args.timestamps.mode.as_str(),
         "dir": args.dir.display().to_string(),
         "seconds": elapsed.as_secs_f64(),
         "packets": stats.packets,

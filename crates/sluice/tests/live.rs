@@ -97,6 +97,7 @@ fn live_capture_finds_the_flows_analyze_finds_in_the_same_traffic() {
 
     let summary = summary(&live_out);
     assert_eq!(summary["capture"]["interface"], "vb");
+    assert_eq!(summary["capture"]["batch_timestamps"], "keep");
     assert_eq!(
         summary["packets"], 5000,
         "every frame sent, and nothing else, was captured"
@@ -297,4 +298,41 @@ fn live_with_record_writes_every_packet_it_analyses() {
     assert_eq!(live.len(), file.len());
     let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
     assert!(differing.is_empty(), "flows that differ: {differing:?}");
+}
+
+/// `--batch-timestamps wdts`: the option is in summary.json's `capture`
+/// and in the printed summary, and the recorded times (those the analysis
+/// used) never go back.
+#[test]
+fn live_with_batch_timestamps_reports_them_and_keeps_time_ordered() {
+    let Some(ns) = Namespaces::create("live-wdts") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (live_out, rec) = (dir.path().join("live"), dir.path().join("rec"));
+    let args = ["--duration", "6s", "-w", "1", "--batch-timestamps", "wdts", "-o"].map(OsStr::new);
+    let capture = live_while_sending(
+        &ns,
+        &[&args[..], &[live_out.as_os_str(), "--record".as_ref(), rec.as_os_str()]].concat(),
+        &["gen", "--profile", "mix", "--packets", "3000", "--seed", "7"],
+    );
+    let stdout = String::from_utf8_lossy(&capture.stdout);
+    assert!(stdout.contains("timestamps: wdts over each ring block"), "{stdout}");
+    let summary = summary(&live_out);
+    assert_eq!(summary["capture"]["batch_timestamps"], "wdts", "{summary}");
+    assert_eq!(summary["packets"], 3000);
+    let mut times = Vec::new();
+    for file in recordings_by_worker(&rec).concat() {
+        times.extend(
+            sluice_capture::CaptureFile::open(&file)
+                .unwrap()
+                .reader()
+                .unwrap()
+                .map(|p| p.ts_ns),
+        );
+    }
+    assert_eq!(times.len(), 3000);
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "time-ordered");
+    assert_eq!(summary["first_ts_ns"], times[0]);
+    assert_eq!(summary["last_ts_ns"], times[2999]);
 }

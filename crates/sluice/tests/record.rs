@@ -427,3 +427,74 @@ fn filter_records_only_the_frames_it_matches() {
         .sum();
     assert_eq!(recorded_udp, 0, "frames that are not UDP were recorded");
 }
+
+/// Every record of the recordings in `dir`, in order: time and wire length.
+fn all_records(dir: &Path) -> Vec<(u64, u32)> {
+    recordings(dir)
+        .iter()
+        .flat_map(|f| {
+            let file = sluice_capture::CaptureFile::open(f).unwrap();
+            file.reader()
+                .unwrap()
+                .map(|p| (p.ts_ns, p.wire_len))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The share of consecutive inter-arrival times that equal the one before
+/// to within 1 ns: close to 1 when a block's packets are spread evenly
+/// (UDTS), close to 0 for the kernel's stamps of real traffic.
+fn even_gaps(times: &[u64]) -> f64 {
+    let gaps: Vec<i128> = times.windows(2).map(|w| i128::from(w[1]) - i128::from(w[0])).collect();
+    let even = gaps.windows(2).filter(|g| (g[1] - g[0]).abs() <= 1).count();
+    even as f64 / gaps.len().saturating_sub(1).max(1) as f64
+}
+
+/// `--batch-timestamps udts`: two recorders on the same interface see the
+/// same frames, one keeping the kernel's stamps, one spreading each ring
+/// block's interval evenly over its packets. The option is in
+/// record-summary.json; the spread times never go back, stay within a
+/// block's span of the kernel's, and are evenly spaced inside each block.
+#[test]
+fn batch_timestamps_udts_spreads_each_block_evenly() {
+    let Some(ns) = Namespaces::create("rec-udts") else {
+        return;
+    };
+    let dir = disk_dir();
+    let (kept, spread) = (dir.path().join("keep"), dir.path().join("udts"));
+    let keep_recorder = ns.record(&kept, &["--duration", "5s"]);
+    let udts_recorder = ns.record(&spread, &["--duration", "5s", "--batch-timestamps", "udts"]);
+    succeeded(ns.send());
+    succeeded(keep_recorder);
+    let stdout = String::from_utf8_lossy(&udts_recorder.wait_with_output().unwrap().stdout).into_owned();
+    assert!(stdout.contains("timestamps: udts over each ring block"), "{stdout}");
+
+    let (keep_summary, udts_summary) = (read_summary(&kept), read_summary(&spread));
+    assert_eq!(keep_summary["batch_timestamps"], "keep");
+    assert_eq!(udts_summary["batch_timestamps"], "udts");
+    for summary in [&keep_summary, &udts_summary] {
+        assert_eq!(summary["packets"], PACKETS, "{summary}");
+        assert_eq!(summary["kernel_drops"], 0);
+    }
+    let (kernel, udts) = (all_records(&kept), all_records(&spread));
+    assert_eq!(kernel.len(), udts.len());
+    let mut previous = 0;
+    for (i, (k, u)) in kernel.iter().zip(&udts).enumerate() {
+        assert_eq!(k.1, u.1, "packet {i}: the same frames in the same order");
+        assert!(u.0 >= previous, "packet {i}: timestamps never go back");
+        previous = u.0;
+        // 10 ms blocks: a packet's place in its block's interval is near
+        // its own arrival (the bound leaves room for a late block timer).
+        assert!(
+            k.0.abs_diff(u.0) < 100_000_000,
+            "packet {i}: {} ns from the kernel's stamp",
+            k.0.abs_diff(u.0)
+        );
+    }
+    let times = |r: &[(u64, u32)]| r.iter().map(|p| p.0).collect::<Vec<_>>();
+    let (even_kernel, even_udts) = (even_gaps(&times(&kernel)), even_gaps(&times(&udts)));
+    eprintln!("evenly spaced gaps: kernel {even_kernel:.3}, udts {even_udts:.3}");
+    assert!(even_udts > 0.8, "UDTS spaces a block evenly: {even_udts}");
+    assert!(even_kernel < 0.2, "the kernel's stamps are not even: {even_kernel}");
+}

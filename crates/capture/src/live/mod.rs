@@ -109,6 +109,18 @@ pub struct LiveConfig {
     /// by the kernel, so rejected frames cost no ring space and are not
     /// counted in [`LiveStats`]. Accepted frames are cut at `snaplen`.
     pub filter: Option<String>,
+    /// What time the packets of a block get. `Keep` (the default): each
+    /// packet's own kernel stamp. `Udts` and `Wdts` treat the block as one
+    /// batch stamped with the kernel's time for the whole block, its last
+    /// packet's stamp (`ts_last_pkt`), and spread the interval since the
+    /// socket's previous non-empty block's time over its packets by count
+    /// (UDTS) or by wire length (WDTS) ([`timestamps`]); the packets'
+    /// own stamps are not used. The first block keeps the block time on
+    /// every packet, as does a block whose time is not after the previous
+    /// one's. This replaces accurate stamps with the model of a source that
+    /// stamps each block once, corrected: for measuring the corrections
+    /// and comparing with such sources, not for accuracy.
+    pub batch_timestamps: BatchTimestamps,
 }
 
 impl LiveConfig {
@@ -147,6 +159,7 @@ impl LiveConfig {
             snaplen: Self::DEFAULT_SNAPLEN,
             promiscuous: true,
             filter: None,
+            batch_timestamps: BatchTimestamps::Keep,
         }
     }
 
@@ -284,6 +297,9 @@ pub struct LiveSocket {
     fanout_group: Option<u16>,
     /// The kernel resets its counters on every read; they add up here.
     totals: Cell<LiveStats>,
+    /// Times the blocks' packets by `LiveConfig::batch_timestamps`,
+    /// holding the previous block's time.
+    stamper: BatchStamper,
 }
 
 /// Room for `Packets` to put a stripped 802.1Q tag back in front of a frame.
@@ -424,6 +440,7 @@ impl LiveSocket {
             program,
             fanout_group,
             totals: Cell::new(LiveStats::default()),
+            stamper: BatchStamper::new(config.batch_timestamps),
         })
     }
 
@@ -459,8 +476,17 @@ impl LiveSocket {
         self.fanout_group
     }
 
+    /// How the packets of its blocks are timed
+    /// ([`LiveConfig::batch_timestamps`]).
+    pub fn batch_timestamps(&self) -> BatchTimestamps {
+        self.stamper.mode()
+    }
+
     /// Waits up to `timeout` for the next block the kernel has filled and
     /// returns it, or `None` if none came. `Duration::ZERO` only looks.
+    /// With [`LiveConfig::batch_timestamps`] other than `Keep`, the block's
+    /// packets are timed here, from its time and the previous block's,
+    /// which the socket remembers.
     pub fn next_block(&mut self, timeout: Duration) -> Result<Option<Block<'_>>, LiveError> {
         let deadline = Instant::now().checked_add(timeout);
         let status = loop {
@@ -493,7 +519,7 @@ impl LiveSocket {
         };
         let offset = self.next * self.block_bytes;
         let bytes = block_bytes_mut(&mut self.ring, offset, self.block_bytes);
-        Ok(Some(Block::new(
+        let mut block = Block::new(
             bytes,
             &mut self.next,
             self.blocks,
@@ -501,7 +527,9 @@ impl LiveSocket {
             status,
             self.link,
             self.snaplen,
-        )))
+        );
+        block.time_with(&mut self.stamper);
+        Ok(Some(block))
     }
 
     /// The kernel's counts since the socket opened. Reading them resets the

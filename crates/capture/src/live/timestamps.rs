@@ -21,8 +21,14 @@
 //! time earlier than the previous one (a clock step). WDTS with sizes that
 //! add up to 0 falls back to UDTS. Results are floored to whole ns.
 //!
-//! TPACKET_V3 stamps every packet in the kernel, so Sluice's own live
-//! capture needs none of this; see docs/timestamps.md.
+//! [`distribute`] and [`BatchStamper::correct`] time a batch held in a
+//! slice; [`BatchStamper::begin`] gives a [`Spread`] that times a batch
+//! packet by packet as it is walked, which is how the live ring applies
+//! [`LiveConfig::batch_timestamps`](super::LiveConfig::batch_timestamps)
+//! to each of its blocks. TPACKET_V3 stamps every packet in the kernel, so
+//! Sluice's own live capture needs none of this: the option makes it
+//! behave as a source that stamps each block once, corrected; see
+//! docs/timestamps.md.
 
 use std::fmt;
 use std::str::FromStr;
@@ -30,7 +36,8 @@ use std::str::FromStr;
 /// How to time the packets of a batch that all carry one timestamp.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BatchTimestamps {
-    /// Leave the batch timestamp on every packet ("batch").
+    /// Change nothing ("keep"): a batch source's packets keep the batch
+    /// time, the live ring's packets their own kernel stamps.
     #[default]
     Keep,
     /// Uniform Distribution of TimeStamp, equation 4.1 ("udts").
@@ -45,7 +52,7 @@ impl BatchTimestamps {
 
     pub fn as_str(self) -> &'static str {
         match self {
-            BatchTimestamps::Keep => "batch",
+            BatchTimestamps::Keep => "keep",
             BatchTimestamps::Udts => "udts",
             BatchTimestamps::Wdts => "wdts",
         }
@@ -58,9 +65,9 @@ impl fmt::Display for BatchTimestamps {
     }
 }
 
-/// A name other than "batch", "udts" or "wdts".
+/// A name other than "keep", "udts" or "wdts".
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown batch timestamp correction {0:?}: expected batch, udts or wdts")]
+#[error("unknown batch timestamp correction {0:?}: expected keep, udts or wdts")]
 pub struct ParseBatchTimestampsError(String);
 
 impl FromStr for BatchTimestamps {
@@ -68,7 +75,7 @@ impl FromStr for BatchTimestamps {
 
     fn from_str(s: &str) -> Result<BatchTimestamps, ParseBatchTimestampsError> {
         match s.to_ascii_lowercase().as_str() {
-            "batch" | "keep" => Ok(BatchTimestamps::Keep),
+            "keep" => Ok(BatchTimestamps::Keep),
             "udts" => Ok(BatchTimestamps::Udts),
             "wdts" => Ok(BatchTimestamps::Wdts),
             _ => Err(ParseBatchTimestampsError(s.to_string())),
@@ -108,11 +115,83 @@ impl BatchStamper {
     /// If `stamps` and `wire_lens` differ in length.
     pub fn correct(&mut self, batch_ns: u64, wire_lens: &[u32], stamps: &mut [u64]) {
         assert_eq!(stamps.len(), wire_lens.len(), "one timestamp per packet");
-        if stamps.is_empty() {
-            return;
+        let bytes = wire_lens.iter().map(|&s| u64::from(s)).sum();
+        let mut spread = self.begin(batch_ns, stamps.len(), bytes);
+        for (stamp, &len) in stamps.iter_mut().zip(wire_lens) {
+            *stamp = spread.next(len);
         }
-        distribute(self.mode, self.previous, batch_ns, wire_lens, stamps);
-        self.previous = Some(batch_ns);
+    }
+
+    /// Starts a batch of `packets` packets stamped `batch_ns`, whose wire
+    /// lengths add up to `bytes` (only WDTS reads it), and remembers
+    /// `batch_ns` for the next batch unless the batch is empty. The
+    /// [`Spread`] gives the packets' times in batch order.
+    pub fn begin(&mut self, batch_ns: u64, packets: usize, bytes: u64) -> Spread {
+        let spread = Spread::new(self.mode, self.previous, batch_ns, packets, bytes);
+        if packets > 0 {
+            self.previous = Some(batch_ns);
+        }
+        spread
+    }
+}
+
+/// The times of one batch's packets, given one at a time in batch order
+/// by [`Spread::next`], with nothing held per packet: equation 4.1 or 4.2,
+/// or the batch time where the module's documentation says it is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spread {
+    batch_ns: u64,
+    /// `t_prev` and `t − t_prev`, when the interval is spread.
+    interval: Option<(u64, u128)>,
+    /// Spread by size (WDTS) rather than by count.
+    weighted: bool,
+    /// The denominator: `n`, or the sizes' sum.
+    whole: u128,
+    /// The numerator so far: packets or bytes up to the last one timed.
+    part: u128,
+}
+
+impl Spread {
+    /// Batch `batch_ns` of `packets` packets whose sizes add up to
+    /// `bytes`, after a batch stamped `previous`.
+    pub fn new(mode: BatchTimestamps, previous: Option<u64>, batch_ns: u64, packets: usize, bytes: u64) -> Spread {
+        let interval = match previous {
+            Some(prev) if batch_ns > prev && packets > 0 && mode != BatchTimestamps::Keep => {
+                Some((prev, u128::from(batch_ns - prev)))
+            }
+            _ => None,
+        };
+        let weighted = mode == BatchTimestamps::Wdts && bytes > 0;
+        Spread {
+            batch_ns,
+            interval,
+            weighted,
+            whole: if weighted { u128::from(bytes) } else { packets as u128 },
+            part: 0,
+        }
+    }
+
+    /// Every packet keeps `batch_ns`.
+    pub fn keep(batch_ns: u64) -> Spread {
+        Spread::new(BatchTimestamps::Keep, None, batch_ns, 0, 0)
+    }
+
+    /// Whether the packets get other times than the batch time.
+    pub fn spreads(&self) -> bool {
+        self.interval.is_some()
+    }
+
+    /// The time of the batch's next packet, of size `wire_len`. Packets
+    /// beyond the `packets` or `bytes` the batch was started with get the
+    /// batch time.
+    #[inline]
+    pub fn next(&mut self, wire_len: u32) -> u64 {
+        let Some((prev, interval)) = self.interval else {
+            return self.batch_ns;
+        };
+        self.part += if self.weighted { u128::from(wire_len) } else { 1 };
+        // part <= whole, so the offset is at most `interval` and fits.
+        prev + (interval * self.part.min(self.whole) / self.whole) as u64
     }
 }
 
@@ -124,27 +203,10 @@ impl BatchStamper {
 /// If `stamps` and `wire_lens` differ in length.
 pub fn distribute(mode: BatchTimestamps, previous: Option<u64>, batch_ns: u64, wire_lens: &[u32], stamps: &mut [u64]) {
     assert_eq!(stamps.len(), wire_lens.len(), "one timestamp per packet");
-    let n = stamps.len() as u128;
-    let interval = match previous {
-        Some(prev) if batch_ns > prev && mode != BatchTimestamps::Keep => Some((prev, u128::from(batch_ns - prev))),
-        _ => None,
-    };
-    let Some((prev, interval)) = interval else {
-        stamps.fill(batch_ns);
-        return;
-    };
-    let total: u128 = wire_lens.iter().map(|&s| u128::from(s)).sum();
-    let weighted = mode == BatchTimestamps::Wdts && total > 0;
-    let mut cumulative = 0u128;
-    for (i, (stamp, &len)) in stamps.iter_mut().zip(wire_lens).enumerate() {
-        let (part, whole) = if weighted {
-            cumulative += u128::from(len);
-            (cumulative, total)
-        } else {
-            (i as u128 + 1, n)
-        };
-        // part <= whole, so the offset is at most `interval` and fits.
-        *stamp = prev + (interval * part / whole) as u64;
+    let bytes = wire_lens.iter().map(|&s| u64::from(s)).sum();
+    let mut spread = Spread::new(mode, previous, batch_ns, stamps.len(), bytes);
+    for (stamp, &len) in stamps.iter_mut().zip(wire_lens) {
+        *stamp = spread.next(len);
     }
 }
 
@@ -165,6 +227,7 @@ mod tests {
         }
         assert_eq!("UDTS".parse(), Ok(BatchTimestamps::Udts));
         assert!("kpt".parse::<BatchTimestamps>().is_err());
+        assert!("batch".parse::<BatchTimestamps>().is_err());
         assert_eq!(BatchTimestamps::default(), BatchTimestamps::Keep);
     }
 
@@ -230,6 +293,40 @@ mod tests {
             run(BatchTimestamps::Wdts, Some(0), t, &[u32::MAX, u32::MAX]),
             [t / 2, t]
         );
+    }
+
+    #[test]
+    fn spread_walks_the_batch_as_distribute_does() {
+        let lens = [64, 1514, 300, 60, 1000];
+        let bytes = lens.iter().map(|&l| u64::from(l)).sum();
+        for mode in BatchTimestamps::ALL {
+            for previous in [None, Some(1000), Some(5000), Some(9000)] {
+                let mut spread = Spread::new(mode, previous, 5000, lens.len(), bytes);
+                let walked: Vec<u64> = lens.iter().map(|&l| spread.next(l)).collect();
+                assert_eq!(walked, run(mode, previous, 5000, &lens), "{mode} after {previous:?}");
+                assert_eq!(
+                    spread.spreads(),
+                    mode != BatchTimestamps::Keep && previous == Some(1000)
+                );
+            }
+        }
+        // Packets beyond those the batch was started with get its time.
+        let mut spread = Spread::new(BatchTimestamps::Udts, Some(0), 100, 2, 0);
+        assert_eq!([spread.next(60), spread.next(60), spread.next(60)], [50, 100, 100]);
+        let mut keep = Spread::keep(7);
+        assert_eq!([keep.next(60), keep.next(1500)], [7, 7]);
+    }
+
+    #[test]
+    fn begin_remembers_only_batches_with_packets() {
+        let mut stamper = BatchStamper::new(BatchTimestamps::Wdts);
+        assert!(!stamper.begin(1000, 0, 0).spreads());
+        assert_eq!(stamper.previous(), None);
+        assert!(!stamper.begin(1000, 3, 300).spreads());
+        assert_eq!(stamper.previous(), Some(1000));
+        let mut spread = stamper.begin(2000, 2, 400);
+        assert_eq!([spread.next(100), spread.next(300)], [1250, 2000]);
+        assert_eq!(stamper.previous(), Some(2000));
     }
 
     #[test]

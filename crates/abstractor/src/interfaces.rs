@@ -14,9 +14,10 @@
 //! for longer than the stall timeout, which disconnects it.
 
 use std::io::{self, ErrorKind, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -66,6 +67,8 @@ pub type ConsumerId = u64;
 struct Consumer {
     id: ConsumerId,
     stream: UnixStream,
+    /// A write failed: the consumer left. Removed at the next flush.
+    broken: bool,
     /// Events not yet written, from `sent` on.
     out: Vec<u8>,
     sent: usize,
@@ -96,17 +99,6 @@ impl Consumer {
             self.sent = 0;
         }
         Ok(())
-    }
-
-    /// Writes everything, waiting for the consumer up to `stall` per write.
-    fn flush_waiting(&mut self, stall: Duration) -> io::Result<()> {
-        self.stream.set_nonblocking(false)?;
-        self.stream.set_write_timeout(Some(stall))?;
-        let result = self.stream.write_all(&self.out[self.sent..]);
-        self.out.clear();
-        self.sent = 0;
-        self.stream.set_nonblocking(true)?;
-        result
     }
 }
 
@@ -222,6 +214,7 @@ impl Interfaces {
                         iface.consumers.push(Consumer {
                             id: self.next_id,
                             stream,
+                            broken: false,
                             out: Vec::new(),
                             sent: 0,
                         });
@@ -276,56 +269,119 @@ impl Interfaces {
     }
 
     fn queue(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: &[u8], events: u64) -> bool {
-        let i = &mut self.list[iface as usize];
         let len = header.len() + body.len();
-        let Some(at) = i.consumers.iter().position(|c| c.id == consumer) else {
+        let limit = self.buffer_bytes;
+        let full = |s: &Interfaces| {
+            s.list[iface as usize]
+                .consumers
+                .iter()
+                .find(|c| c.id == consumer)
+                .is_some_and(|c| !c.broken && c.pending() + len > limit)
+        };
+        if full(self) {
+            match self.delivery {
+                Delivery::Drop => {
+                    if let Some(c) = self.consumer(iface, consumer) {
+                        c.broken |= c.flush().is_err();
+                    }
+                }
+                Delivery::Wait(stall) => self.write_until(stall, |s| !full(s)),
+            }
+        }
+        self.forget_broken();
+        let i = &mut self.list[iface as usize];
+        let Some(c) = i.consumers.iter_mut().find(|c| c.id == consumer) else {
             i.counters.dropped_events += events;
             i.counters.dropped_bytes += len as u64;
             return false;
         };
-        let c = &mut i.consumers[at];
-        if c.pending() + len > self.buffer_bytes {
-            let room = match self.delivery {
-                Delivery::Drop => c.flush().is_ok() && c.pending() + len <= self.buffer_bytes,
-                Delivery::Wait(stall) => c.flush_waiting(stall).is_ok(),
-            };
-            if !room {
-                if c.flush().is_err() {
-                    i.consumers.swap_remove(at);
-                    i.counters.disconnects += 1;
-                }
-                i.counters.dropped_events += events;
-                i.counters.dropped_bytes += len as u64;
-                return false;
-            }
+        if c.pending() + len > limit {
+            i.counters.dropped_events += events;
+            i.counters.dropped_bytes += len as u64;
+            return false;
         }
         c.out.extend_from_slice(header);
         c.out.extend_from_slice(body);
         i.counters.events += events;
         i.counters.bytes += len as u64;
         // Large writes, but not so late that the consumer idles.
-        if c.pending() >= WRITE_AT && c.flush().is_err() {
-            i.consumers.swap_remove(at);
-            i.counters.disconnects += 1;
+        if c.pending() >= WRITE_AT {
+            c.broken |= c.flush().is_err();
         }
         true
     }
 
-    /// Writes what the consumers take now; forgets those that left.
-    pub fn flush(&mut self) {
+    fn consumer(&mut self, iface: u16, consumer: ConsumerId) -> Option<&mut Consumer> {
+        self.list[iface as usize]
+            .consumers
+            .iter_mut()
+            .find(|c| c.id == consumer)
+    }
+
+    /// Drops the consumers a write found gone, counting them.
+    fn forget_broken(&mut self) {
         for iface in &mut self.list {
             let before = iface.consumers.len();
-            iface.consumers.retain_mut(|c| c.flush().is_ok());
+            iface.consumers.retain(|c| !c.broken);
             iface.counters.disconnects += (before - iface.consumers.len()) as u64;
         }
     }
 
-    /// Writes everything still queued, waiting for each consumer up to
-    /// `stall` per write, then hangs up, so that consumers see the end.
+    /// Writes to every consumer that can take bytes until `done` holds, or
+    /// until no consumer has taken anything for `stall`. It waits on all
+    /// of them at once (poll), not on the one it needs room in, so that a
+    /// consumer that is behind never leaves the others idle.
+    fn write_until(&mut self, stall: Duration, mut done: impl FnMut(&Interfaces) -> bool) {
+        let mut deadline = Instant::now() + stall;
+        let mut waiting = Vec::new();
+        loop {
+            let mut wrote = false;
+            waiting.clear();
+            for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
+                if c.broken || c.pending() == 0 {
+                    continue;
+                }
+                let before = c.pending();
+                c.broken |= c.flush().is_err();
+                wrote |= c.pending() < before;
+                if !c.broken && c.pending() > 0 {
+                    waiting.push(c.stream.as_raw_fd());
+                }
+            }
+            if done(self) || waiting.is_empty() {
+                return;
+            }
+            let now = Instant::now();
+            if wrote {
+                deadline = now + stall;
+            } else if now >= deadline {
+                return;
+            }
+            wait_writable(&waiting, deadline - now);
+        }
+    }
+
+    /// Writes what the consumers take now; forgets those that left.
+    pub fn flush(&mut self) {
+        for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
+            c.broken |= c.flush().is_err();
+        }
+        self.forget_broken();
+    }
+
+    /// Writes everything still queued, waiting for the consumers up to
+    /// `stall` without progress, then hangs up, so that consumers see the
+    /// end. Consumers left with bytes unwritten count as disconnects.
     pub fn finish(&mut self, stall: Duration) {
+        self.write_until(stall, |s| {
+            s.list
+                .iter()
+                .flat_map(|i| i.consumers.iter())
+                .all(|c| c.broken || c.pending() == 0)
+        });
         for iface in &mut self.list {
-            for mut c in iface.consumers.drain(..) {
-                if c.flush_waiting(stall).is_err() {
+            for c in iface.consumers.drain(..) {
+                if c.broken || c.pending() > 0 {
                     iface.counters.disconnects += 1;
                 }
             }
@@ -346,6 +402,26 @@ impl Interfaces {
                 counters: i.counters.clone(),
             })
             .collect()
+    }
+}
+
+/// Sleeps until one of `fds` can be written to, or `timeout` passes.
+#[allow(unsafe_code)]
+fn wait_writable(fds: &[RawFd], timeout: Duration) {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: `polled` is a live, exclusively borrowed array of `len`
+    // pollfd structures for the whole call, as poll(2) requires; the
+    // descriptors belong to streams that outlive the call.
+    unsafe {
+        libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms);
     }
 }
 
@@ -416,5 +492,51 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("not a socket"), "{e}");
+    }
+
+    /// With capture files the reader waits for a consumer that is behind;
+    /// meanwhile the other consumers must keep getting their bytes, or
+    /// balanced analyzers would take turns instead of working at once.
+    #[test]
+    fn waiting_for_one_consumer_keeps_writing_to_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let two = vec![
+            InterfaceSpec {
+                path: "tcp/x0".into(),
+                rule: Some("x".into()),
+            },
+            InterfaceSpec {
+                path: "tcp/x1".into(),
+                rule: Some("x".into()),
+            },
+        ];
+        let limit = 1 << 20;
+        let mut ifaces = Interfaces::open(dir.path(), &two, limit, Delivery::Wait(Duration::from_millis(300))).unwrap();
+        let _stuck = UnixStream::connect(dir.path().join("tcp/x0")).unwrap();
+        let mut reading = UnixStream::connect(dir.path().join("tcp/x1")).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            reading.read_to_end(&mut got).unwrap();
+            got.len()
+        });
+        ifaces.accept();
+        let (stuck, fast) = (ifaces.assign(0).unwrap(), ifaces.assign(1).unwrap());
+        let chunk = vec![1u8; 64 << 10];
+        // Fill the stuck consumer's queue (and its socket), and queue for
+        // the other less than a write's worth, which waits in the queue.
+        while ifaces.send(0, stuck, b"", &chunk) {}
+        for _ in 0..3 {
+            assert!(ifaces.send(1, fast, b"", &chunk));
+        }
+        let started = Instant::now();
+        assert!(
+            !ifaces.send(0, stuck, b"", &chunk),
+            "the stuck consumer never makes room"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        // While it waited, the reading consumer got everything queued for it.
+        ifaces.list[0].consumers.clear();
+        ifaces.list[1].consumers.clear();
+        assert_eq!(reader.join().unwrap(), 3 * chunk.len());
     }
 }

@@ -18,7 +18,7 @@ Examples:
   sluice extract -r /data/cap --filter 'host 10.0.0.7 and port 443' -w host.pcap
   sluice extract -r /data/cap --flow 301e9772e611ff57 --flows out/flows.jsonl -w flow.pcap")]
 pub struct ExtractArgs {
-    /// Directory of recordings (`sluice record -w DIR`).
+    /// Directory of recordings (`sluice record -w DIR`), pcap or pcapng.
     #[arg(short = 'r', long = "dir", value_name = "DIR")]
     dir: PathBuf,
     /// Only packets stamped at or after this time.
@@ -54,7 +54,10 @@ pub fn run_extract(args: &ExtractArgs) -> anyhow::Result<()> {
     }
     let files = recordings(&args.dir)?;
     let Some(first) = files.first() else {
-        bail!("{}: no recordings (sluice-*.pcap)", args.dir.display());
+        bail!(
+            "{}: no recordings (sluice-*.pcap or sluice-*.pcapng)",
+            args.dir.display()
+        );
     };
     let report = if let Some(expression) = &args.filter {
         let filter = LiveConfig::compile_user_filter(expression, link_type(first)?)

@@ -1,6 +1,6 @@
 //! `sluice record` and `sluice repair`: line-rate recording of an
-//! interface to rotating pcap files, and making the file a killed recorder
-//! left open readable again.
+//! interface to rotating pcap or pcapng files, and making the file a killed
+//! recorder left open readable again.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sluice_capture::live::{LiveConfig, LiveSocket, LiveStats};
 use sluice_inject::parse_duration;
-use sluice_store::{MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
+use sluice_store::{CaptureFormat, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
 
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
   sluice record -i eth1 -w /data/cap --rotate 2GiB --keep 500GiB
-  sluice record -i eth1 -w /data/cap --rotate 1GiB --rotate 60s --snaplen 128")]
+  sluice record -i eth1 -w /data/cap --rotate 1GiB --rotate 60s --snaplen 128
+  sluice record -i eth1 -w /data/cap --format pcapng --rotate 1GiB")]
 pub struct RecordArgs {
     /// The network interface to capture on.
     #[arg(short, long)]
@@ -26,6 +27,11 @@ pub struct RecordArgs {
     /// record-summary.json (created if missing).
     #[arg(short = 'w', long = "dir", value_name = "DIR")]
     dir: PathBuf,
+    /// File format: pcap (nanosecond timestamps, files named .pcap) or
+    /// pcapng (one interface with nanosecond timestamps, one Enhanced
+    /// Packet Block a packet, files named .pcapng).
+    #[arg(long, value_enum, default_value_t = FormatArg::Pcap, alias = "record-format")]
+    format: FormatArg,
     #[command(flatten)]
     files: RecordingArgs,
     /// Bytes kept of each frame (the wire length is always recorded).
@@ -51,8 +57,26 @@ pub struct RecordArgs {
     quiet: bool,
 }
 
+/// The recordings' file format (`sluice record --format`, `sluice live
+/// --record-format`: `live`'s `--format` is that of its flow records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Pcap,
+    Pcapng,
+}
+
+impl From<FormatArg> for CaptureFormat {
+    fn from(format: FormatArg) -> CaptureFormat {
+        match format {
+            FormatArg::Pcap => CaptureFormat::Pcap,
+            FormatArg::Pcapng => CaptureFormat::PcapNg,
+        }
+    }
+}
+
 /// How recordings are written, rotated and pruned: the options `sluice
-/// record` and `sluice live --record` share.
+/// record` and `sluice live --record` share (the format is apart, since
+/// `live` has a `--format` of its own).
 #[derive(clap::Args)]
 pub struct RecordingArgs {
     /// Start a new file when the current one would grow past a size
@@ -129,7 +153,8 @@ impl RecordingArgs {
 
 #[derive(clap::Args)]
 pub struct RepairArgs {
-    /// Capture files, or directories whose .pcap files are all checked.
+    /// Capture files, or directories whose .pcap and .pcapng files are all
+    /// checked.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -202,6 +227,7 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // A group of one: the socket captures only once it is fully set up.
     let mut socket = LiveSocket::open_group(&ring, 1)?.pop().expect("a group of one");
     let mut config = RecorderConfig::new(&args.dir, socket.link_type(), args.snaplen);
+    config.format = args.format.into();
     args.files.apply(&mut config, 1)?;
     let mut recorder = Recorder::start(config).with_context(|| format!("recording to {}", args.dir.display()))?;
 
@@ -298,6 +324,7 @@ fn summary_json(
         "interface": args.interface,
         "filter": args.filter,
         "dir": args.dir.display().to_string(),
+        "format": CaptureFormat::from(args.format).extension(),
         "seconds": elapsed.as_secs_f64(),
         "packets": stats.packets,
         "bytes": stats.bytes,
@@ -361,7 +388,7 @@ pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .with_context(|| format!("listing {}", path.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
                 .collect();
             found.sort();
             files.extend(found);

@@ -2,16 +2,19 @@
 //! directory of recordings, reading only the blocks their indexes point
 //! at.
 //!
-//! Files are taken in name order, which is time order (a name is its
-//! first packet's timestamp), and each file's records in file order, so
-//! the output keeps the order in which packets were recorded. A file whose
-//! index covers it (its blocks tile the file from the header to its end)
-//! is skipped whole when its blocks' times miss the range, and otherwise
-//! read block by block: one positioned read per block the index selects.
-//! A file without such an index (none, an unreadable one, or one that
-//! lacks the last blocks after a crash or while recording) is read whole,
-//! and reported.
+//! Files (`sluice-*.pcap` and `sluice-*.pcapng`) are taken in name order,
+//! which is time order (a name is its first packet's timestamp), and each
+//! file's records in file order, so the output keeps the order in which
+//! packets were recorded.
+//!
+//! A file whose index covers it (its blocks tile the file from the end of
+//! its header to its end) is skipped whole when its blocks' times miss the
+//! range, and otherwise read block by block: one positioned read per block
+//! the index selects. A file without such an index (none, an unreadable
+//! one, or one that lacks the last blocks after a crash or while
+//! recording) is read whole, and reported.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::IpAddr;
@@ -20,12 +23,9 @@ use std::path::{Path, PathBuf};
 
 use sluice_wire::{FlowKey, IpVersion, LinkType};
 
+use crate::format::{CaptureFormat, FileHeader, RecordHeader};
 use crate::{Index, PcapWriter, index_path, is_recording};
 
-const FILE_HEADER: usize = 24;
-const RECORD_HEADER: usize = 16;
-/// Little-endian nanosecond pcap, what the recorder writes.
-const MAGIC_NS: u32 = 0xa1b2_3c4d;
 /// No recorded frame is longer (the recorder's largest snap length is
 /// 256 KiB); a longer one means the bytes are not a record header.
 const MAX_FRAME: u32 = 1 << 20;
@@ -76,11 +76,13 @@ pub struct ExtractReport {
     pub packets_written: u64,
 }
 
-/// The recordings in `dir` (`sluice-*.pcap`), in name order: time order.
+/// The recordings in `dir` (`sluice-*.pcap`, `sluice-*.pcapng`), in name
+/// order: time order.
 pub fn recordings(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))? {
-        let entry = entry?;
+    for entry in std::fs::read_dir(dir).map_err(named)? {
+        let entry = entry.map_err(named)?;
         if entry.file_name().to_str().is_some_and(is_recording) {
             files.push(entry.path());
         }
@@ -94,7 +96,8 @@ pub fn recordings(dir: &Path) -> io::Result<Vec<PathBuf>> {
 /// file at `out`, in recorded order.
 ///
 /// The output's link type is the recordings' (they must agree) and its
-/// snap length the largest of theirs, so frames are copied whole.
+/// snap length the largest of theirs, so frames are copied whole. pcap and
+/// pcapng recordings may be mixed.
 pub fn extract(
     dir: &Path,
     selection: &Selection,
@@ -105,7 +108,7 @@ pub fn extract(
     if files.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("{}: no recordings (sluice-*.pcap)", dir.display()),
+            format!("{}: no recordings (sluice-*.pcap or sluice-*.pcapng)", dir.display()),
         ));
     }
     let mut report = ExtractReport {
@@ -115,159 +118,308 @@ pub fn extract(
     // The output's header needs the link type and snap length of the files
     // that will be read, so all are planned before any is read; when none
     // is, the output is still a valid (empty) capture.
-    let mut plans = Vec::with_capacity(files.len());
+    let mut planned_files = VecDeque::with_capacity(files.len());
     for path in files {
-        let plan = plan(&path, selection, &mut report)?;
-        if let Some(plan) = plan {
-            plans.push((path, plan));
+        if let Some(planned) = plan(path, selection, &mut report)? {
+            planned_files.push_back(planned);
         }
     }
-    let mut headers = Vec::with_capacity(plans.len());
-    for (path, _) in &plans {
-        headers.push(FileHeader::read(path)?);
-        report.bytes_read += FILE_HEADER as u64;
-    }
-    let link = headers.first().map_or(1, |h| h.linktype);
-    if let Some(((path, _), other)) = plans.iter().zip(&headers).find(|(_, h)| h.linktype != link) {
+    let mut stream = Stream::new(planned_files);
+    let planned = || stream.files.iter();
+    let first = planned().next();
+    let link = first.map_or(1, |p| p.header.linktype);
+    if let Some(other) = planned().find(|p| p.header.linktype != link) {
         return Err(invalid(
-            path,
+            &other.path,
             format!(
                 "link type {} differs from {}'s {link}; extract from one kind of link at a time",
-                other.linktype,
-                plans[0].0.display()
+                other.header.linktype,
+                first.expect("one was planned").path.display()
             ),
         ));
     }
-    let snaplen = headers.iter().map(|h| h.snaplen).max().unwrap_or(262_144);
+    let snaplen = planned().map(|p| p.header.snaplen).max().unwrap_or(262_144);
+    let link_type = match first {
+        Some(first) => {
+            LinkType::from_linktype(link).ok_or_else(|| invalid(&first.path, format!("unknown link type {link}")))?
+        }
+        None => LinkType::Ethernet,
+    };
     let mut writer = PcapWriter::create(out, link, snaplen)?;
-    let link =
-        LinkType::from_linktype(link).ok_or_else(|| invalid(&plans[0].0, format!("unknown link type {link}")))?;
-    let mut buffer = Vec::new();
-    let mut examined = 0;
-    for (path, plan) in &plans {
-        let mut emit = |packet: &Packet<'_>| -> io::Result<()> {
-            if packet.ts_ns >= selection.from_ns && packet.ts_ns < selection.to_ns {
-                examined += 1;
-                if matches(packet) {
-                    writer.write(packet.ts_ns, packet.wire_len, packet.data)?;
-                }
-            }
-            Ok(())
-        };
-        let file = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        match plan {
-            Plan::Blocks(blocks) => {
-                for &(offset, length) in blocks {
-                    let length = usize::try_from(length).map_err(|_| invalid(path, "index block too long".into()))?;
-                    buffer.resize(length, 0);
-                    file.read_exact_at(&mut buffer, offset)
-                        .map_err(|e| invalid(path, format!("reading the block at offset {offset}: {e}")))?;
-                    report.bytes_read += length as u64;
-                    report.blocks_read += 1;
-                    let mut at = 0;
-                    while at < buffer.len() {
-                        let header = RecordHeader::parse(&buffer[at..])
-                            .filter(|h| RECORD_HEADER + h.captured as usize <= buffer.len() - at)
-                            .ok_or_else(|| {
-                                invalid(
-                                    path,
-                                    format!(
-                                        "no whole record at offset {} inside the block the index puts at {offset}",
-                                        offset + at as u64
-                                    ),
-                                )
-                            })?;
-                        let data = &buffer[at + RECORD_HEADER..at + RECORD_HEADER + header.captured as usize];
-                        emit(&header.packet(data, link))?;
-                        at += RECORD_HEADER + header.captured as usize;
-                    }
-                }
-            }
-            Plan::Whole => {
-                let mut reader = BufReader::with_capacity(1 << 20, file);
-                reader.seek_relative(FILE_HEADER as i64)?;
-                let mut header = [0u8; RECORD_HEADER];
-                loop {
-                    match read_full(&mut reader, &mut header)? {
-                        0 => break,
-                        RECORD_HEADER => {}
-                        _ => {
-                            report.truncated.push(path.clone());
-                            break;
-                        }
-                    }
-                    report.bytes_read += RECORD_HEADER as u64;
-                    let Some(record) = RecordHeader::parse(&header) else {
-                        report.truncated.push(path.clone());
-                        break;
-                    };
-                    buffer.resize(record.captured as usize, 0);
-                    let got = read_full(&mut reader, &mut buffer)?;
-                    report.bytes_read += got as u64;
-                    if got < buffer.len() {
-                        report.truncated.push(path.clone());
-                        break;
-                    }
-                    emit(&record.packet(&buffer, link))?;
-                }
-            }
+    while stream.advance(selection, &mut report)?.is_some() {
+        let packet = stream.packet(link_type);
+        if matches(&packet) {
+            writer.write(packet.ts_ns, packet.wire_len, packet.data)?;
         }
     }
-    report.packets_examined = examined;
     report.packets_written = writer.packets();
     writer.finish()?;
     Ok(report)
 }
 
+/// A file to read, with its header and what to read of it.
+struct Planned {
+    path: PathBuf,
+    header: FileHeader,
+    plan: Plan,
+}
+
 enum Plan {
     /// Offsets and lengths of the blocks to read, in file order.
-    Blocks(Vec<(u64, u64)>),
+    Blocks(VecDeque<(u64, u64)>),
     Whole,
 }
 
-/// Decides from a file's index what to read of it; `None` skips it.
-fn plan(path: &Path, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<Plan>> {
+/// Decides from a file's index what to read of it; `None` skips it. The
+/// header of a file that is read is read here, and counted.
+fn plan(path: PathBuf, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<Planned>> {
     if selection.from_ns >= selection.to_ns {
         report.files_skipped += 1;
         return Ok(None);
     }
-    let length = std::fs::metadata(path)
+    let length = std::fs::metadata(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
         .len();
-    let index = match Index::read(index_path(path)) {
-        Ok(index) if covers(&index, length) => index,
-        _ => {
-            report.unindexed.push(path.to_path_buf());
-            return Ok(Some(Plan::Whole));
-        }
+    let index = Index::read(index_path(&path)).ok().filter(|index| tiles(index, length));
+    let Some(index) = index else {
+        return whole(path, report).map(Some);
     };
     let last_ns = selection.to_ns - 1;
-    report.blocks += index.blocks.len() as u64;
     let in_time = index.blocks_for(selection.from_ns, last_ns, None).count() as u64;
-    let blocks: Vec<(u64, u64)> = index
+    let blocks: VecDeque<(u64, u64)> = index
         .blocks_for(selection.from_ns, last_ns, selection.flow_hash)
         .map(|b| (b.offset, b.length))
         .collect();
-    report.blocks_skipped_by_time += index.blocks.len() as u64 - in_time;
-    report.blocks_skipped_by_flow += in_time - blocks.len() as u64;
-    if blocks.is_empty() {
-        report.files_skipped += 1;
-        return Ok(None);
+    if !blocks.is_empty() {
+        // The index is trusted only if its first block starts where the
+        // header ends: checked once the file is opened anyway.
+        let header = read_header(&path, report)?;
+        if header.len != index.blocks[0].offset {
+            report.unindexed.push(path.clone());
+            return Ok(Some(Planned {
+                path,
+                header,
+                plan: Plan::Whole,
+            }));
+        }
+        count_blocks(report, &index, in_time, blocks.len() as u64);
+        return Ok(Some(Planned {
+            path,
+            header,
+            plan: Plan::Blocks(blocks),
+        }));
     }
-    Ok(Some(Plan::Blocks(blocks)))
+    count_blocks(report, &index, in_time, 0);
+    report.files_skipped += 1;
+    Ok(None)
 }
 
-/// Whether the index's blocks tile the file from its header to its end, so
-/// that every record is in a block it describes.
-fn covers(index: &Index, file_length: u64) -> bool {
-    let mut at = FILE_HEADER as u64;
+fn count_blocks(report: &mut ExtractReport, index: &Index, in_time: u64, selected: u64) {
+    report.blocks += index.blocks.len() as u64;
+    report.blocks_skipped_by_time += index.blocks.len() as u64 - in_time;
+    report.blocks_skipped_by_flow += in_time - selected;
+}
+
+fn whole(path: PathBuf, report: &mut ExtractReport) -> io::Result<Planned> {
+    let header = read_header(&path, report)?;
+    report.unindexed.push(path.clone());
+    Ok(Planned {
+        path,
+        header,
+        plan: Plan::Whole,
+    })
+}
+
+fn read_header(path: &Path, report: &mut ExtractReport) -> io::Result<FileHeader> {
+    let header = FileHeader::read(path)?;
+    if header.format == CaptureFormat::Pcap && !header.nanos {
+        return Err(invalid(
+            path,
+            "a microsecond pcap file; the recorder writes nanosecond ones".into(),
+        ));
+    }
+    report.bytes_read += header.len;
+    Ok(header)
+}
+
+/// Whether the index's blocks tile the file from its first block (where
+/// the header ends) to its end, so that every record is in a block it
+/// describes.
+fn tiles(index: &Index, file_length: u64) -> bool {
+    let Some(first) = index.blocks.first() else {
+        return false;
+    };
+    let mut at = first.offset;
     for block in &index.blocks {
         if block.offset != at {
             return false;
         }
         at = at.saturating_add(block.length);
     }
-    at == file_length
+    first.offset > 0 && at == file_length
+}
+
+/// Recordings read packet by packet in recorded order.
+struct Stream {
+    files: VecDeque<Planned>,
+    /// The file being read.
+    reading: Option<Reading>,
+    /// The block being read, or in a file read whole the current record.
+    buffer: Vec<u8>,
+    /// The current packet's header and where its bytes start in `buffer`.
+    current: Option<(RecordHeader, usize)>,
+}
+
+struct Reading {
+    path: PathBuf,
+    header: FileHeader,
+    source: Source,
+}
+
+enum Source {
+    /// Read by blocks: `at` is the next record's place in the buffer, which
+    /// holds the block read from `offset`; `blocks` are those still to read.
+    Blocks {
+        file: File,
+        blocks: VecDeque<(u64, u64)>,
+        offset: u64,
+        at: usize,
+    },
+    Whole(BufReader<File>),
+}
+
+impl Stream {
+    fn new(files: VecDeque<Planned>) -> Stream {
+        Stream {
+            files,
+            reading: None,
+            buffer: Vec::new(),
+            current: None,
+        }
+    }
+
+    /// Moves to the next packet in the time range; its timestamp, or
+    /// `None` at the end of the stream.
+    fn advance(&mut self, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<u64>> {
+        loop {
+            if self.reading.is_none() {
+                let Some(Planned { path, header, plan }) = self.files.pop_front() else {
+                    self.current = None;
+                    return Ok(None);
+                };
+                let file =
+                    File::open(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                let source = match plan {
+                    Plan::Blocks(blocks) => Source::Blocks {
+                        file,
+                        blocks,
+                        offset: 0,
+                        at: 0,
+                    },
+                    Plan::Whole => {
+                        let mut reader = BufReader::with_capacity(1 << 20, file);
+                        reader.seek_relative(header.len as i64)?;
+                        Source::Whole(reader)
+                    }
+                };
+                self.buffer.clear();
+                self.reading = Some(Reading { path, header, source });
+            }
+            let reading = self.reading.as_mut().expect("a file is being read");
+            match reading.next_record(&mut self.buffer, report)? {
+                Some((record, data_at)) => {
+                    if record.ts_ns >= selection.from_ns && record.ts_ns < selection.to_ns {
+                        report.packets_examined += 1;
+                        self.current = Some((record, data_at));
+                        return Ok(Some(record.ts_ns));
+                    }
+                }
+                None => self.reading = None,
+            }
+        }
+    }
+
+    /// The current packet.
+    fn packet(&self, link: LinkType) -> Packet<'_> {
+        let (record, at) = self.current.expect("advance found a packet");
+        Packet {
+            ts_ns: record.ts_ns,
+            wire_len: record.wire_len.max(record.captured),
+            data: &self.buffer[at..at + record.captured as usize],
+            link,
+        }
+    }
+}
+
+impl Reading {
+    /// The next record of the file, and where its captured bytes start in
+    /// `buffer`; `None` at the end of the file (or where a file read whole
+    /// stops being a capture, which is reported).
+    fn next_record(
+        &mut self,
+        buffer: &mut Vec<u8>,
+        report: &mut ExtractReport,
+    ) -> io::Result<Option<(RecordHeader, usize)>> {
+        let (path, header) = (&self.path, &self.header);
+        let head_len = header.record_head_len();
+        match &mut self.source {
+            Source::Blocks {
+                file,
+                blocks,
+                offset,
+                at,
+            } => {
+                if *at >= buffer.len() {
+                    let Some((block_offset, length)) = blocks.pop_front() else {
+                        return Ok(None);
+                    };
+                    let length = usize::try_from(length).map_err(|_| invalid(path, "index block too long".into()))?;
+                    buffer.resize(length, 0);
+                    file.read_exact_at(buffer, block_offset)
+                        .map_err(|e| invalid(path, format!("reading the block at offset {block_offset}: {e}")))?;
+                    report.bytes_read += length as u64;
+                    report.blocks_read += 1;
+                    (*offset, *at) = (block_offset, 0);
+                }
+                let rest = &buffer[*at..];
+                let record = header
+                    .parse_record(rest, MAX_FRAME)
+                    .filter(|r| r.len <= rest.len() && header.record_complete(&rest[..r.len]))
+                    .ok_or_else(|| {
+                        invalid(
+                            path,
+                            format!(
+                                "no whole record at offset {} inside the block the index puts at {offset}",
+                                *offset + *at as u64
+                            ),
+                        )
+                    })?;
+                let data_at = *at + head_len;
+                *at += record.len;
+                Ok(Some((record, data_at)))
+            }
+            Source::Whole(reader) => {
+                buffer.resize(head_len, 0);
+                let got = read_full(reader, buffer)?;
+                report.bytes_read += got as u64;
+                if got == 0 {
+                    return Ok(None);
+                }
+                let Some(record) = header.parse_record(buffer, MAX_FRAME).filter(|_| got == head_len) else {
+                    report.truncated.push(path.clone());
+                    return Ok(None);
+                };
+                buffer.resize(record.len, 0);
+                let got = read_full(reader, &mut buffer[head_len..])?;
+                report.bytes_read += got as u64;
+                if head_len + got < record.len || !header.record_complete(buffer) {
+                    report.truncated.push(path.clone());
+                    return Ok(None);
+                }
+                Ok(Some((record, head_len)))
+            }
+        }
+    }
 }
 
 /// The link type of a recording, from its file header.
@@ -365,61 +517,6 @@ impl FlowSpan {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-struct FileHeader {
-    linktype: u32,
-    snaplen: u32,
-}
-
-impl FileHeader {
-    fn read(path: &Path) -> io::Result<FileHeader> {
-        let mut header = [0u8; FILE_HEADER];
-        File::open(path)
-            .and_then(|f| f.read_exact_at(&mut header, 0))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-        if u32_at(0) != MAGIC_NS {
-            return Err(invalid(
-                path,
-                "not a little-endian nanosecond pcap file, as the recorder writes".into(),
-            ));
-        }
-        Ok(FileHeader {
-            snaplen: u32_at(16),
-            linktype: u32_at(20),
-        })
-    }
-}
-
-struct RecordHeader {
-    ts_ns: u64,
-    captured: u32,
-    wire_len: u32,
-}
-
-impl RecordHeader {
-    /// The record header at the start of `bytes`, if it is plausible.
-    fn parse(bytes: &[u8]) -> Option<RecordHeader> {
-        let header: &[u8; RECORD_HEADER] = bytes.get(..RECORD_HEADER)?.try_into().ok()?;
-        let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-        let (seconds, nanos, captured, wire_len) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
-        (nanos < 1_000_000_000 && captured <= MAX_FRAME).then(|| RecordHeader {
-            ts_ns: u64::from(seconds) * 1_000_000_000 + u64::from(nanos),
-            captured,
-            wire_len,
-        })
-    }
-
-    fn packet<'a>(&self, data: &'a [u8], link: LinkType) -> Packet<'a> {
-        Packet {
-            ts_ns: self.ts_ns,
-            wire_len: self.wire_len.max(self.captured),
-            data,
-            link,
-        }
-    }
-}
-
 /// Reads until `buffer` is full or the input ends; returns the bytes read.
 fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
@@ -464,8 +561,9 @@ mod tests {
         f
     }
 
-    fn record(dir: &Path) -> Vec<(u64, Vec<u8>)> {
+    fn record_as(dir: &Path, format: CaptureFormat) -> Vec<(u64, Vec<u8>)> {
         let mut c = RecorderConfig::new(dir, LinkType::Ethernet, 2000);
+        c.format = format;
         c.block_bytes = MIN_BLOCK_BYTES;
         c.queue_blocks = 2;
         c.rotate_bytes = Some(3 << 20);
@@ -496,15 +594,23 @@ mod tests {
 
     #[test]
     fn only_the_blocks_of_the_range_and_the_flow_are_read() {
+        let pcap = blocks_of_the_range_and_the_flow(CaptureFormat::Pcap);
+        let pcapng = blocks_of_the_range_and_the_flow(CaptureFormat::PcapNg);
+        assert!(pcap == pcapng, "the same pcap files from either format's recordings");
+    }
+
+    /// The extracted files, as bytes.
+    fn blocks_of_the_range_and_the_flow(format: CaptureFormat) -> [Vec<u8>; 2] {
         let dir = tempfile::tempdir().unwrap();
         let rec = dir.path().join("rec");
-        let sent = record(&rec);
+        let sent = record_as(&rec, format);
         assert!(recordings(&rec).unwrap().len() >= 3);
         let out = dir.path().join("out.pcap");
 
         let (from, to) = (sent[5000].0, sent[9000].0);
         let report = extract(&rec, &all(from, to), |_| true, &out).unwrap();
         assert_eq!(read(&out), sent[5000..9000]);
+        let by_time = std::fs::read(&out).unwrap();
         assert_eq!(report.packets_written, 4000);
         assert!(
             report.files_skipped > 0 && report.blocks_skipped_by_time > 0,
@@ -536,13 +642,20 @@ mod tests {
             report.blocks_read < 4 && report.blocks_skipped_by_flow > 0,
             "{report:?}"
         );
+        [by_time, std::fs::read(&out).unwrap()]
     }
 
     #[test]
     fn files_without_an_index_that_covers_them_are_read_whole() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            read_whole_without_an_index(format);
+        }
+    }
+
+    fn read_whole_without_an_index(format: CaptureFormat) {
         let dir = tempfile::tempdir().unwrap();
         let rec = dir.path().join("rec");
-        let sent = record(&rec);
+        let sent = record_as(&rec, format);
         let files = recordings(&rec).unwrap();
         // An index that lacks its last entry, as a crash leaves it...
         let index = index_path(&files[0]);

@@ -76,9 +76,9 @@ enum Command {
     /// DIR/record-summary.json. Kernel drops and waits for the disk are
     /// counted. Needs root or CAP_NET_RAW. See docs/recording.md.
     Record(record::RecordArgs),
-    /// Make recordings left by a killed `sluice record` readable: cut each
-    /// file (pcap or pcapng) after its last complete record and rebuild its
-    /// index.
+    /// Make recordings left by a killed `sluice record` (or `live --record`)
+    /// readable: cut each file (pcap or pcapng) after its last complete
+    /// record and rebuild its index.
     Repair(record::RepairArgs),
     /// Copy the packets of a time range, a capture filter or a flow out of
     /// a directory of recordings (pcap or pcapng) into one pcap file.
@@ -87,8 +87,10 @@ enum Command {
     /// and blocks whose times miss the range are skipped, and for --flow
     /// so are blocks whose Bloom filter lacks the flow. Files without an
     /// index that covers them are read whole. --filter takes tcpdump's
-    /// syntax and selects what `tcpdump -r` would. Prints what was read
-    /// and skipped. See docs/recording.md.
+    /// syntax and selects what `tcpdump -r` would. The recordings of the
+    /// directory's subdirectories (`live --record`'s workers) are merged
+    /// by timestamp. Prints what was read and skipped. See
+    /// docs/recording.md.
     Extract(extract::ExtractArgs),
     /// Learn a statistical model from labelled flow records.
     ///

@@ -153,8 +153,9 @@ impl RecordingArgs {
 
 #[derive(clap::Args)]
 pub struct RepairArgs {
-    /// Capture files, or directories whose .pcap and .pcapng files are all
-    /// checked.
+    /// Capture files, or directories whose .pcap and .pcapng files, and
+    /// those of their immediate subdirectories (`live --record`'s DIR/w0,
+    /// DIR/w1, ...), are all checked.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -381,17 +382,34 @@ fn record_block(socket: &mut LiveSocket, recorder: &mut Recorder, wait: Duration
     }
 }
 
+/// The .pcap and .pcapng files in `dir`, in name order; its
+/// subdirectories go to `subdirectories` if given.
+fn captures_in(dir: &Path, mut subdirectories: Option<&mut Vec<PathBuf>>) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry.with_context(|| format!("listing {}", dir.display()))?.path();
+        if path.extension().is_some_and(|e| e == "pcap" || e == "pcapng") {
+            found.push(path);
+        } else if let Some(subdirectories) = subdirectories.as_mut()
+            && path.is_dir()
+        {
+            subdirectories.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
     let mut files = Vec::new();
     for path in &args.paths {
         if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("listing {}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
-                .collect();
-            found.sort();
-            files.extend(found);
+            let mut subdirectories = Vec::new();
+            files.extend(captures_in(path, Some(&mut subdirectories))?);
+            subdirectories.sort();
+            for sub in subdirectories {
+                files.extend(captures_in(&sub, None)?);
+            }
         } else {
             files.push(path.clone());
         }

@@ -2,10 +2,16 @@
 //! directory of recordings, reading only the blocks their indexes point
 //! at.
 //!
-//! Files (`sluice-*.pcap` and `sluice-*.pcapng`) are taken in name order,
-//! which is time order (a name is its first packet's timestamp), and each
-//! file's records in file order, so the output keeps the order in which
-//! packets were recorded.
+//! The recordings of a directory are its own `sluice-*.pcap` and
+//! `sluice-*.pcapng` files and those of its immediate subdirectories
+//! (`sluice live --record DIR` gives each worker one: `DIR/w0/`,
+//! `DIR/w1/`, ...). Each directory is one recorder's stream: its files in
+//! name order, which is time order (a name is its first packet's
+//! timestamp), and each file's records in file order. One stream comes out
+//! in the order it was recorded; several are merged by timestamp, a k-way
+//! merge that holds one packet of each stream (ties go to the stream whose
+//! directory sorts first), so the output is in time order when each stream
+//! is.
 //!
 //! A file whose index covers it (its blocks tile the file from the end of
 //! its header to its end) is skipped whole when its blocks' times miss the
@@ -14,7 +20,8 @@
 //! one, or one that lacks the last blocks after a crash or while
 //! recording) is read whole, and reported.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::IpAddr;
@@ -54,7 +61,10 @@ pub struct Packet<'a> {
 /// What an extraction read, skipped and wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtractReport {
-    /// Recordings in the directory.
+    /// The directories that hold recordings (the one given, its
+    /// subdirectories, or both), in the order their streams are merged.
+    pub directories: Vec<PathBuf>,
+    /// Recordings in them.
     pub files: u64,
     /// Files left unread because their index says no packet is in range.
     pub files_skipped: u64,
@@ -76,24 +86,79 @@ pub struct ExtractReport {
     pub packets_written: u64,
 }
 
-/// The recordings in `dir` (`sluice-*.pcap`, `sluice-*.pcapng`), in name
-/// order: time order.
+/// The recordings of one directory, in name order: one recorder's
+/// time-ordered stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordingSet {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+}
+
+/// The recordings (`sluice-*.pcap`, `sluice-*.pcapng`) of `dir` and of each
+/// of its immediate subdirectories that holds some: `dir`'s own first, then
+/// the subdirectories in natural name order (`w2` before `w10`). Each set's
+/// files are in name order, which is time order.
+pub fn recording_sets(dir: &Path) -> io::Result<Vec<RecordingSet>> {
+    let mut subdirectories = Vec::new();
+    let own = files_in(dir, Some(&mut subdirectories))?;
+    let mut sets = Vec::new();
+    if !own.is_empty() {
+        sets.push(RecordingSet {
+            dir: dir.to_path_buf(),
+            files: own,
+        });
+    }
+    subdirectories.sort_by_cached_key(|d| natural_key(d));
+    for sub in subdirectories {
+        let files = files_in(&sub, None)?;
+        if !files.is_empty() {
+            sets.push(RecordingSet { dir: sub, files });
+        }
+    }
+    Ok(sets)
+}
+
+/// Every recording of [`recording_sets`], set after set.
 pub fn recordings(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(recording_sets(dir)?.into_iter().flat_map(|s| s.files).collect())
+}
+
+/// The recordings in `dir`, in name order; its subdirectories go to
+/// `subdirectories` if given.
+fn files_in(dir: &Path, mut subdirectories: Option<&mut Vec<PathBuf>>) -> io::Result<Vec<PathBuf>> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(named)? {
         let entry = entry.map_err(named)?;
+        let path = entry.path();
         if entry.file_name().to_str().is_some_and(is_recording) {
-            files.push(entry.path());
+            files.push(path);
+        } else if let Some(subdirectories) = subdirectories.as_mut()
+            && path.is_dir()
+        {
+            subdirectories.push(path);
         }
     }
     files.sort();
     Ok(files)
 }
 
-/// Writes the packets of the recordings in `dir` that are in the time
-/// range of `selection` and that `matches` accepts to a nanosecond pcap
-/// file at `out`, in recorded order.
+/// Sorts `w2` before `w10`: a name's text before its trailing digits, then
+/// their value, then the name.
+fn natural_key(path: &Path) -> (String, u128, String) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let number = name[stem.len()..].parse().unwrap_or(0);
+    (stem.to_string(), number, name)
+}
+
+/// Writes the packets of the recordings under `dir` (see
+/// [`recording_sets`]) that are in the time range of `selection` and that
+/// `matches` accepts to a nanosecond pcap file at `out`: one directory's
+/// in recorded order, several merged by timestamp.
 ///
 /// The output's link type is the recordings' (they must agree) and its
 /// snap length the largest of theirs, so frames are copied whole. pcap and
@@ -104,28 +169,37 @@ pub fn extract(
     mut matches: impl FnMut(&Packet<'_>) -> bool,
     out: &Path,
 ) -> io::Result<ExtractReport> {
-    let files = recordings(dir)?;
-    if files.is_empty() {
+    let sets = recording_sets(dir)?;
+    if sets.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("{}: no recordings (sluice-*.pcap or sluice-*.pcapng)", dir.display()),
+            format!(
+                "{}: no recordings (sluice-*.pcap or sluice-*.pcapng, in it or in its subdirectories)",
+                dir.display()
+            ),
         ));
     }
     let mut report = ExtractReport {
-        files: files.len() as u64,
+        directories: sets.iter().map(|s| s.dir.clone()).collect(),
+        files: sets.iter().map(|s| s.files.len() as u64).sum(),
         ..ExtractReport::default()
     };
     // The output's header needs the link type and snap length of the files
     // that will be read, so all are planned before any is read; when none
     // is, the output is still a valid (empty) capture.
-    let mut planned_files = VecDeque::with_capacity(files.len());
-    for path in files {
-        if let Some(planned) = plan(path, selection, &mut report)? {
-            planned_files.push_back(planned);
+    let mut streams = Vec::with_capacity(sets.len());
+    for set in sets {
+        let mut files = VecDeque::with_capacity(set.files.len());
+        for path in set.files {
+            if let Some(planned) = plan(path, selection, &mut report)? {
+                files.push_back(planned);
+            }
+        }
+        if !files.is_empty() {
+            streams.push(Stream::new(files));
         }
     }
-    let mut stream = Stream::new(planned_files);
-    let planned = || stream.files.iter();
+    let planned = || streams.iter().flat_map(|s| &s.files);
     let first = planned().next();
     let link = first.map_or(1, |p| p.header.linktype);
     if let Some(other) = planned().find(|p| p.header.linktype != link) {
@@ -146,10 +220,21 @@ pub fn extract(
         None => LinkType::Ethernet,
     };
     let mut writer = PcapWriter::create(out, link, snaplen)?;
-    while stream.advance(selection, &mut report)?.is_some() {
+    // One packet of each stream waits in the heap, keyed by its time.
+    let mut heap = BinaryHeap::with_capacity(streams.len());
+    for (i, stream) in streams.iter_mut().enumerate() {
+        if let Some(ts_ns) = stream.advance(selection, &mut report)? {
+            heap.push(Reverse((ts_ns, i)));
+        }
+    }
+    while let Some(Reverse((_, i))) = heap.pop() {
+        let stream = &mut streams[i];
         let packet = stream.packet(link_type);
         if matches(&packet) {
             writer.write(packet.ts_ns, packet.wire_len, packet.data)?;
+        }
+        if let Some(ts_ns) = stream.advance(selection, &mut report)? {
+            heap.push(Reverse((ts_ns, i)));
         }
     }
     report.packets_written = writer.packets();
@@ -259,7 +344,7 @@ fn tiles(index: &Index, file_length: u64) -> bool {
     first.offset > 0 && at == file_length
 }
 
-/// Recordings read packet by packet in recorded order.
+/// One directory's recordings, read packet by packet in recorded order.
 struct Stream {
     files: VecDeque<Planned>,
     /// The file being read.
@@ -682,5 +767,94 @@ mod tests {
         assert_eq!(report.unindexed, [files[0].clone(), last.clone()]);
         assert_eq!(report.truncated, std::slice::from_ref(last));
         assert_eq!(read(&out), sent[..sent.len() - 1]);
+    }
+
+    /// Worker `w`'s packets: every packet `i` with `i % workers == w`, all
+    /// stamped `T0 + i * 1000`, except that pairs of workers share some
+    /// timestamps (ties).
+    fn worker_packets(w: u32, workers: u32) -> Vec<(u64, Vec<u8>)> {
+        (0..PACKETS)
+            .filter(|i| i % workers == w)
+            .map(|i| {
+                let tied = i / 2 * 2;
+                let ts = if i % 1000 < 10 { tied } else { i };
+                (T0 + u64::from(ts) * 1000, frame(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn worker_subdirectories_are_merged_by_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        // Two workers' directories, as `live --record` writes them (one in
+        // each format), and a stray directory without recordings.
+        let mut sent = Vec::new();
+        for (w, format) in [(1, CaptureFormat::PcapNg), (0, CaptureFormat::Pcap)] {
+            let mut c = RecorderConfig::new(rec.join(format!("w{w}")), LinkType::Ethernet, 2000);
+            c.format = format;
+            c.block_bytes = MIN_BLOCK_BYTES;
+            c.queue_blocks = 2;
+            c.rotate_bytes = Some(3 << 20);
+            let mut r = Recorder::start(c).unwrap();
+            for (ts, f) in worker_packets(w, 2) {
+                r.push(ts, f.len() as u32, &f).unwrap();
+                sent.push((ts, w, f));
+            }
+            r.finish().unwrap();
+        }
+        std::fs::create_dir(rec.join("notes")).unwrap();
+        let sets = recording_sets(&rec).unwrap();
+        assert_eq!(
+            sets.iter().map(|s| s.dir.clone()).collect::<Vec<_>>(),
+            [rec.join("w0"), rec.join("w1")]
+        );
+        assert!(sets.iter().all(|s| s.files.len() >= 2), "rotated: {sets:?}");
+        // In time order, ties by directory.
+        sent.sort_by_key(|(ts, w, _)| (*ts, *w));
+        let sent: Vec<(u64, Vec<u8>)> = sent.into_iter().map(|(ts, _, f)| (ts, f)).collect();
+
+        let out = dir.path().join("out.pcap");
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        assert_eq!(report.directories, [rec.join("w0"), rec.join("w1")]);
+        assert_eq!(report.packets_written, u64::from(PACKETS));
+        assert!(read(&out) == sent, "every packet, in time order");
+
+        // A time range reads only the blocks that hold it, in both.
+        let (from, to) = (sent[5000].0, sent[9000].0);
+        let report = extract(&rec, &all(from, to), |_| true, &out).unwrap();
+        let expected: Vec<_> = sent.iter().filter(|p| p.0 >= from && p.0 < to).cloned().collect();
+        assert!(read(&out) == expected);
+        assert!(
+            report.blocks_read < report.blocks && report.files_skipped > 0,
+            "{report:?}"
+        );
+        // A filter sees the merged stream.
+        let report = extract(&rec, &all(0, u64::MAX), |p| p.data.len() % 2 == 0, &out).unwrap();
+        let even: Vec<_> = sent.iter().filter(|p| p.1.len() % 2 == 0).cloned().collect();
+        assert!(read(&out) == even);
+        assert_eq!(report.packets_examined, u64::from(PACKETS));
+
+        // More workers' directories: w2 sorts before w10.
+        for (name, w) in [("w10", 2), ("w2", 3)] {
+            let mut c = RecorderConfig::new(rec.join(name), LinkType::Ethernet, 2000);
+            c.block_bytes = MIN_BLOCK_BYTES;
+            let mut r = Recorder::start(c).unwrap();
+            for (ts, f) in worker_packets(w, 4) {
+                r.push(ts, f.len() as u32, &f).unwrap();
+            }
+            r.finish().unwrap();
+        }
+        let names: Vec<_> = recording_sets(&rec)
+            .unwrap()
+            .iter()
+            .map(|s| s.dir.file_name().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["w0", "w1", "w2", "w10"]);
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        let merged = read(&out);
+        assert_eq!(merged.len() as u64, u64::from(PACKETS) * 3 / 2);
+        assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "in time order");
+        assert_eq!(report.directories.len(), 4);
     }
 }

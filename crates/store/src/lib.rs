@@ -10,7 +10,7 @@ mod index;
 mod recorder;
 mod repair;
 
-pub use extract::{ExtractReport, FlowSpan, Selection, extract, link_type, recordings};
+pub use extract::{ExtractReport, FlowSpan, RecordingSet, Selection, extract, link_type, recording_sets, recordings};
 pub use format::CaptureFormat;
 pub use index::{BLOOM_BITS, BlockEntry, ENTRY_BYTES, FLAG_NON_IP, INDEX_MAGIC, INDEX_VERSION, Index, index_path};
 pub use recorder::{

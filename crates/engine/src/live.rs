@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sluice_capture::live::{LiveConfig as RingConfig, LiveError, LiveSocket, LiveStats};
-use sluice_store::{Recorder, RecorderConfig, RecorderStats};
+use sluice_store::{CaptureFormat, Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::{DecodeError, LinkType, decode};
 
 use crate::analyze::{AnalyzeConfig, AnalyzeError, RecordOutput, finish_summary, merge};
@@ -60,7 +60,11 @@ pub struct LiveReport {
 }
 
 impl RecordingReport {
-    fn new(dir: PathBuf, workers: Vec<(PathBuf, RecorderStats, u64, Option<String>)>) -> RecordingReport {
+    fn new(
+        dir: PathBuf,
+        format: CaptureFormat,
+        workers: Vec<(PathBuf, RecorderStats, u64, Option<String>)>,
+    ) -> RecordingReport {
         let mut total = RecorderStats::default();
         let mut files_left = 0;
         let mut each = Vec::with_capacity(workers.len());
@@ -89,6 +93,7 @@ impl RecordingReport {
         }
         RecordingReport {
             dir,
+            format: format.extension(),
             packets: total.packets,
             bytes: total.bytes,
             wire_bytes: total.wire_bytes,
@@ -107,13 +112,14 @@ impl RecordingReport {
     /// Lines for the end-of-run report.
     pub fn render(&self) -> String {
         let mut text = format!(
-            "recorded: {} packets to {}/w0..w{} ({} bytes in {} files, {}), {} files deleted by retention\n\
+            "recorded: {} packets to {}/w0..w{} ({} bytes in {} {} files, {}), {} files deleted by retention\n\
              recorder lag: {} writer waits ({:.0} ms) during which the analysis waited too\n",
             self.packets,
             self.dir.display(),
             self.workers.len().saturating_sub(1),
             self.written_bytes,
             self.files_written,
+            self.format,
             self.write_mode,
             self.files_deleted,
             self.writer_waits,
@@ -241,7 +247,7 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
     summary.recording = options
         .record
         .as_ref()
-        .map(|template| RecordingReport::new(template.dir.clone(), recorded));
+        .map(|template| RecordingReport::new(template.dir.clone(), template.format, recorded));
     finish_summary(&mut summary, config, started, records_path)?;
     Ok(LiveReport {
         recording: summary.recording.clone(),

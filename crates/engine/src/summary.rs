@@ -94,6 +94,8 @@ impl Drops {
 pub struct RecordingReport {
     /// Each worker's files are in `dir/w0/`, `dir/w1/`, ...
     pub dir: PathBuf,
+    /// `pcap` or `pcapng`.
+    pub format: &'static str,
     pub packets: u64,
     pub bytes: u64,
     pub wire_bytes: u64,

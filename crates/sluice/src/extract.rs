@@ -16,9 +16,13 @@ Unix seconds (1704067205.5), to the nanosecond.
 Examples:
   sluice extract -r /data/cap --from 2026-11-25T09:00:00Z --to 2026-11-25T09:05:00Z -w 5min.pcap
   sluice extract -r /data/cap --filter 'host 10.0.0.7 and port 443' -w host.pcap
-  sluice extract -r /data/cap --flow 301e9772e611ff57 --flows out/flows.jsonl -w flow.pcap")]
+  sluice extract -r /data/cap --flow 301e9772e611ff57 --flows out/flows.jsonl -w flow.pcap
+  sluice extract -r /data/rec --filter udp -w udp.pcap   (rec/w0, rec/w1, ... merged)")]
 pub struct ExtractArgs {
-    /// Directory of recordings (`sluice record -w DIR`).
+    /// Directory of recordings (`sluice record -w DIR`), pcap or pcapng. The
+    /// recordings of its immediate subdirectories are read too (`sluice
+    /// live --record DIR` writes one per worker, DIR/w0, DIR/w1, ...): each
+    /// directory's in time order, several merged by timestamp.
     #[arg(short = 'r', long = "dir", value_name = "DIR")]
     dir: PathBuf,
     /// Only packets stamped at or after this time.
@@ -54,7 +58,10 @@ pub fn run_extract(args: &ExtractArgs) -> anyhow::Result<()> {
     }
     let files = recordings(&args.dir)?;
     let Some(first) = files.first() else {
-        bail!("{}: no recordings (sluice-*.pcap)", args.dir.display());
+        bail!(
+            "{}: no recordings (sluice-*.pcap or sluice-*.pcapng, in it or in its subdirectories)",
+            args.dir.display()
+        );
     };
     let report = if let Some(expression) = &args.filter {
         let filter = LiveConfig::compile_user_filter(expression, link_type(first)?)
@@ -88,6 +95,18 @@ pub fn run_extract(args: &ExtractArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(report: &ExtractReport, args: &ExtractArgs) {
+    match &report.directories[..] {
+        [only] if *only == args.dir => {}
+        [only] => println!("recordings in {}", only.display()),
+        many => {
+            let shown: Vec<String> = many.iter().map(|d| d.display().to_string()).collect();
+            println!(
+                "recordings in {} directories, merged by timestamp: {}",
+                many.len(),
+                shown.join(", ")
+            );
+        }
+    }
     let read = report.files - report.files_skipped;
     println!(
         "files: {read} read of {}, {} skipped by their index",

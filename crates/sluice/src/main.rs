@@ -66,28 +66,31 @@ enum Command {
     /// root or CAP_NET_RAW.
     #[command(after_help = EXIT_CODES)]
     Live(LiveArgs),
-    /// Record every packet of a network interface to pcap files.
+    /// Record every packet of a network interface to pcap (or pcapng) files.
     ///
     /// Nanosecond timestamps, written in large aligned blocks by a writer
     /// thread (O_DIRECT where the file system allows it), rotated by size
     /// and/or time, the oldest deleted beyond --keep, each file with a
-    /// block index beside it (NAME.pcap.idx). Prints a status line every
+    /// block index beside it (NAME.pcap.idx or NAME.pcapng.idx). Prints a status line every
     /// second; stops on SIGINT or SIGTERM (or after --duration) and writes
     /// DIR/record-summary.json. Kernel drops and waits for the disk are
     /// counted. Needs root or CAP_NET_RAW. See docs/recording.md.
     Record(record::RecordArgs),
-    /// Make recordings left by a killed `sluice record` readable: cut each
-    /// file after its last complete record and rebuild its index.
+    /// Make recordings left by a killed `sluice record` (or `live --record`)
+    /// readable: cut each file (pcap or pcapng) after its last complete
+    /// record and rebuild its index.
     Repair(record::RepairArgs),
     /// Copy the packets of a time range, a capture filter or a flow out of
-    /// a directory of recordings into one pcap file.
+    /// a directory of recordings (pcap or pcapng) into one pcap file.
     ///
     /// Each file's block index (NAME.pcap.idx) decides what is read: files
     /// and blocks whose times miss the range are skipped, and for --flow
     /// so are blocks whose Bloom filter lacks the flow. Files without an
     /// index that covers them are read whole. --filter takes tcpdump's
-    /// syntax and selects what `tcpdump -r` would. Prints what was read
-    /// and skipped. See docs/recording.md.
+    /// syntax and selects what `tcpdump -r` would. The recordings of the
+    /// directory's subdirectories (`live --record`'s workers) are merged
+    /// by timestamp. Prints what was read and skipped. See
+    /// docs/recording.md.
     Extract(extract::ExtractArgs),
     /// Learn a statistical model from labelled flow records.
     ///
@@ -181,6 +184,11 @@ struct LiveArgs {
     /// docs/live.md). The options below apply to them.
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
+    /// The recordings' file format: pcap (nanosecond timestamps) or pcapng
+    /// (one interface with nanosecond timestamps, one Enhanced Packet Block
+    /// a packet) [default: pcap]. (`--format` is the flow records'.)
+    #[arg(long, value_enum, value_name = "FORMAT", help_heading = "Recording (with --record)")]
+    record_format: Option<record::FormatArg>,
     #[command(flatten)]
     timestamps: record::BatchTimestampsArg,
     #[command(flatten)]
@@ -465,11 +473,14 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     let record = match &args.record {
         Some(dir) => {
             let mut recording = LiveOptions::recording(dir, args.snaplen);
+            recording.format = args.record_format.unwrap_or(record::FormatArg::Pcap).into();
             args.recording.apply(&mut recording, config.workers.max(1))?;
             Some(recording)
         }
-        None if args.recording.given() => {
-            anyhow::bail!("--rotate, --keep, --block-mib, --queue-blocks and --buffered need --record DIR")
+        None if args.recording.given() || args.record_format.is_some() => {
+            anyhow::bail!(
+                "--record-format, --rotate, --keep, --block-mib, --queue-blocks and --buffered need --record DIR"
+            )
         }
         None => None,
     };

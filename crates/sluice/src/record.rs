@@ -1,6 +1,6 @@
 //! `sluice record` and `sluice repair`: line-rate recording of an
-//! interface to rotating pcap files, and making the file a killed recorder
-//! left open readable again.
+//! interface to rotating pcap or pcapng files, and making the file a killed
+//! recorder left open readable again.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sluice_capture::live::{BatchTimestamps, LiveConfig, LiveSocket, LiveStats};
 use sluice_inject::parse_duration;
-use sluice_store::{MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
+use sluice_store::{CaptureFormat, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
 
 #[derive(clap::Args)]
 #[command(after_help = "\
 Examples:
   sluice record -i eth1 -w /data/cap --rotate 2GiB --keep 500GiB
-  sluice record -i eth1 -w /data/cap --rotate 1GiB --rotate 60s --snaplen 128")]
+  sluice record -i eth1 -w /data/cap --rotate 1GiB --rotate 60s --snaplen 128
+  sluice record -i eth1 -w /data/cap --format pcapng --rotate 1GiB")]
 pub struct RecordArgs {
     /// The network interface to capture on.
     #[arg(short, long)]
@@ -26,6 +27,11 @@ pub struct RecordArgs {
     /// record-summary.json (created if missing).
     #[arg(short = 'w', long = "dir", value_name = "DIR")]
     dir: PathBuf,
+    /// File format: pcap (nanosecond timestamps, files named .pcap) or
+    /// pcapng (one interface with nanosecond timestamps, one Enhanced
+    /// Packet Block a packet, files named .pcapng).
+    #[arg(long, value_enum, default_value_t = FormatArg::Pcap, alias = "record-format")]
+    format: FormatArg,
     #[command(flatten)]
     files: RecordingArgs,
     /// Bytes kept of each frame (the wire length is always recorded).
@@ -74,8 +80,26 @@ fn batch_timestamps_parser() -> impl clap::builder::TypedValueParser<Value = Bat
         .map(|name| name.parse::<BatchTimestamps>().expect("one of the possible values"))
 }
 
+/// The recordings' file format (`sluice record --format`, `sluice live
+/// --record-format`: `live`'s `--format` is that of its flow records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    Pcap,
+    Pcapng,
+}
+
+impl From<FormatArg> for CaptureFormat {
+    fn from(format: FormatArg) -> CaptureFormat {
+        match format {
+            FormatArg::Pcap => CaptureFormat::Pcap,
+            FormatArg::Pcapng => CaptureFormat::PcapNg,
+        }
+    }
+}
+
 /// How recordings are written, rotated and pruned: the options `sluice
-/// record` and `sluice live --record` share.
+/// record` and `sluice live --record` share (the format is apart, since
+/// `live` has a `--format` of its own).
 #[derive(clap::Args)]
 pub struct RecordingArgs {
     /// Start a new file when the current one would grow past a size
@@ -152,7 +176,9 @@ impl RecordingArgs {
 
 #[derive(clap::Args)]
 pub struct RepairArgs {
-    /// Capture files, or directories whose .pcap files are all checked.
+    /// Capture files, or directories whose .pcap and .pcapng files, and
+    /// those of their immediate subdirectories (`live --record`'s DIR/w0,
+    /// DIR/w1, ...), are all checked.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -226,6 +252,7 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     // A group of one: the socket captures only once it is fully set up.
     let mut socket = LiveSocket::open_group(&ring, 1)?.pop().expect("a group of one");
     let mut config = RecorderConfig::new(&args.dir, socket.link_type(), args.snaplen);
+    config.format = args.format.into();
     args.files.apply(&mut config, 1)?;
     let mut recorder = Recorder::start(config).with_context(|| format!("recording to {}", args.dir.display()))?;
 
@@ -329,6 +356,7 @@ fn summary_json(
         "filter": args.filter,
         "batch_timestamps": args.timestamps.mode.as_str(),
         "dir": args.dir.display().to_string(),
+        "format": CaptureFormat::from(args.format).extension(),
         "seconds": elapsed.as_secs_f64(),
         "packets": stats.packets,
         "bytes": stats.bytes,
@@ -385,17 +413,34 @@ fn record_block(socket: &mut LiveSocket, recorder: &mut Recorder, wait: Duration
     }
 }
 
+/// The .pcap and .pcapng files in `dir`, in name order; its
+/// subdirectories go to `subdirectories` if given.
+fn captures_in(dir: &Path, mut subdirectories: Option<&mut Vec<PathBuf>>) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry.with_context(|| format!("listing {}", dir.display()))?.path();
+        if path.extension().is_some_and(|e| e == "pcap" || e == "pcapng") {
+            found.push(path);
+        } else if let Some(subdirectories) = subdirectories.as_mut()
+            && path.is_dir()
+        {
+            subdirectories.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
 pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
     let mut files = Vec::new();
     for path in &args.paths {
         if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .with_context(|| format!("listing {}", path.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-                .collect();
-            found.sort();
-            files.extend(found);
+            let mut subdirectories = Vec::new();
+            files.extend(captures_in(path, Some(&mut subdirectories))?);
+            subdirectories.sort();
+            for sub in subdirectories {
+                files.extend(captures_in(&sub, None)?);
+            }
         } else {
             files.push(path.clone());
         }

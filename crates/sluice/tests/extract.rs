@@ -4,8 +4,13 @@
 //! --block-mib 1` on the other, so that there are several files of
 //! several blocks. Extraction by filter must equal what tcpdump and tshark
 //! select from the same files, by time what the files hold in the range,
-//! by flow the packets `sluice analyze` counted in the flow's record.
-//! Skipped, with a message, when not root or when `ip` is missing.
+//! by flow the packets `sluice analyze` counted in the flow's record. A
+//! second recorder, `--format pcapng`, records the same traffic beside the
+//! first: filters and time ranges must select from its files what tcpdump
+//! and tshark select from them, and the same frames as from the pcap files
+//! (each recorder stamps the packets itself, so the times differ by a few
+//! microseconds). Skipped, with a message, when not root or when `ip` is
+//! missing.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +30,8 @@ const PACKETS: u64 = 20_000;
 struct Recorded {
     _keep: tempfile::TempDir,
     dir: PathBuf,
+    /// The same traffic, recorded as pcapng.
+    dir_ng: PathBuf,
     /// `sluice analyze` of the recordings.
     flows: PathBuf,
 }
@@ -37,15 +44,26 @@ fn recorded() -> Option<&'static Recorded> {
 fn record() -> Option<Recorded> {
     let ns = Namespaces::create("ext")?;
     let keep = tempfile::tempdir().unwrap();
-    let dir = keep.path().join("rec");
-    let recorder = Command::new("ip")
-        .args(["netns", "exec", &ns.b, SLUICE, "record", "-i", "vb", "-w"])
-        .arg(&dir)
-        .args(["--duration", "4s", "--rotate", "2MiB", "--block-mib", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (dir, dir_ng) = (keep.path().join("rec"), keep.path().join("rec-ng"));
+    let recorders = [(&dir, "pcap"), (&dir_ng, "pcapng")].map(|(dir, format)| {
+        Command::new("ip")
+            .args(["netns", "exec", &ns.b, SLUICE, "record", "-i", "vb", "-w"])
+            .arg(dir)
+            .args([
+                "--duration",
+                "4s",
+                "--rotate",
+                "2MiB",
+                "--block-mib",
+                "1",
+                "--format",
+                format,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
     std::thread::sleep(Duration::from_millis(1500));
     let packets = PACKETS.to_string();
     let sender = Command::new("ip")
@@ -66,7 +84,9 @@ fn record() -> Option<Recorded> {
         .spawn()
         .unwrap();
     succeeded(sender);
-    succeeded(recorder);
+    for recorder in recorders {
+        succeeded(recorder);
+    }
     drop(ns);
     let out = keep.path().join("analyzed");
     let analyzed = Command::new(SLUICE)
@@ -85,6 +105,7 @@ fn record() -> Option<Recorded> {
     Some(Recorded {
         _keep: keep,
         dir,
+        dir_ng,
         flows: out.join("flows.jsonl"),
     })
 }
@@ -152,19 +173,35 @@ fn a_filter_selects_what_tcpdump_and_tshark_select() {
         }
     }
     let (host, _) = by_server.into_iter().max_by_key(|(h, n)| (*n, h.clone())).unwrap();
+    let from_pcap = filters_select_what_tools_select(&recorded.dir, &host);
+    let from_pcapng = filters_select_what_tools_select(&recorded.dir_ng, &host);
+    assert!(
+        frames(&from_pcap) == frames(&from_pcapng),
+        "the same frames from the pcap and the pcapng recordings"
+    );
+}
+
+/// Each extraction's frames (wire length and bytes), without the times.
+fn frames(extractions: &[Vec<Packet>]) -> Vec<Vec<(u32, &[u8])>> {
+    extractions
+        .iter()
+        .map(|packets| packets.iter().map(|p| (p.1, &p.2[..])).collect())
+        .collect()
+}
+
+/// Extracts from `dir` by three filters, and checks each against tcpdump
+/// (and the first against tshark) over the same files; returns what each
+/// extracted.
+fn filters_select_what_tools_select(dir: &Path, host: &str) -> Vec<Vec<Packet>> {
     let expression = format!("host {host} and port 443");
     let scratch = tempfile::tempdir().unwrap();
-    let (report, extracted) = extract(
-        &recorded.dir,
-        &["--filter", &expression],
-        &scratch.path().join("x.pcap"),
-    );
+    let (report, extracted) = extract(dir, &["--filter", &expression], &scratch.path().join("x.pcap"));
     assert!(!extracted.is_empty(), "{report}");
 
     let mut by_tcpdump = Vec::new();
     let mut by_tshark = Vec::new();
     let display = format!("ip.addr == {host} && (tcp.port == 443 || udp.port == 443 || sctp.port == 443)");
-    for (i, file) in recordings(&recorded.dir).iter().enumerate() {
+    for (i, file) in recordings(dir).iter().enumerate() {
         let out = scratch.path().join(format!("t{i}.pcap"));
         let file = file.to_str().unwrap();
         run(
@@ -207,16 +244,17 @@ fn a_filter_selects_what_tcpdump_and_tshark_select() {
         extracted.len(),
         by_tcpdump.len()
     );
-    let extracted: Vec<(u64, u32)> = extracted.iter().map(|p| (p.0, p.1)).collect();
-    assert_eq!(extracted, by_tshark);
+    let times: Vec<(u64, u32)> = extracted.iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(times, by_tshark);
+    let mut all = vec![extracted];
 
     // A broader expression, and one whose first load is past the end of
     // short frames, against tcpdump alone: tshark's `udp` also matches the
     // UDP headers quoted in ICMP errors.
     for expression in ["udp and not port 53", "tcp[tcpflags] & tcp-syn != 0 or ip[100] = 1"] {
-        let (report, extracted) = extract(&recorded.dir, &["--filter", expression], &scratch.path().join("y.pcap"));
+        let (report, extracted) = extract(dir, &["--filter", expression], &scratch.path().join("y.pcap"));
         let mut by_tcpdump = Vec::new();
-        for (i, file) in recordings(&recorded.dir).iter().enumerate() {
+        for (i, file) in recordings(dir).iter().enumerate() {
             let out = scratch.path().join(format!("u{i}.pcap"));
             run(
                 "tcpdump",
@@ -238,19 +276,32 @@ fn a_filter_selects_what_tcpdump_and_tshark_select() {
             extracted.len(),
             by_tcpdump.len()
         );
+        all.push(extracted);
     }
+    all
 }
 
 #[test]
 fn a_time_range_reads_fewer_blocks_and_keeps_the_packets_in_it() {
     let Some(recorded) = recorded() else { return };
-    let all = all_packets(&recorded.dir);
+    let from_pcap = time_range(&recorded.dir);
+    let from_pcapng = time_range(&recorded.dir_ng);
+    assert!(
+        frames(&[from_pcap]) == frames(&[from_pcapng]),
+        "the same frames from the pcap and the pcapng recordings"
+    );
+}
+
+/// Extracts the middle fifth of the packets in `dir` by time, checks it,
+/// and returns it; then checks that a file without its index is read whole.
+fn time_range(dir: &Path) -> Vec<Packet> {
+    let all = all_packets(dir);
     assert_eq!(all.len() as u64, PACKETS);
     let (from, to) = (all[all.len() * 2 / 5].0, all[all.len() * 3 / 5].0);
     // --from as Unix seconds, --to in RFC 3339, built from a recording's
     // name (sluice-YYYYMMDDTHHMMSS.nnnnnnnnnZ-…).
     let from_arg = format!("{}.{:09}", from / 1_000_000_000, from % 1_000_000_000);
-    let name = sluice_store::file_name(to, 0);
+    let name = sluice_store::file_name(to, 0, sluice_store::CaptureFormat::Pcap);
     let t = &name["sluice-".len()..];
     let to_arg = format!(
         "{}-{}-{}T{}:{}:{}{}",
@@ -264,7 +315,7 @@ fn a_time_range_reads_fewer_blocks_and_keeps_the_packets_in_it() {
     );
     let scratch = tempfile::tempdir().unwrap();
     let (report, extracted) = extract(
-        &recorded.dir,
+        dir,
         &["--from", &from_arg, "--to", &to_arg],
         &scratch.path().join("x.pcap"),
     );
@@ -281,7 +332,7 @@ fn a_time_range_reads_fewer_blocks_and_keeps_the_packets_in_it() {
     // Without an index, a file is read whole, and said to be.
     let copy = scratch.path().join("copy");
     std::fs::create_dir(&copy).unwrap();
-    let files = recordings(&recorded.dir);
+    let files = recordings(dir);
     for file in &files {
         std::fs::copy(file, copy.join(file.file_name().unwrap())).unwrap();
         let index = sluice_store::index_path(file);
@@ -295,6 +346,7 @@ fn a_time_range_reads_fewer_blocks_and_keeps_the_packets_in_it() {
         report.contains(&format!("read whole, no index covers it: {}", middle.display())),
         "{report}"
     );
+    extracted
 }
 
 #[test]

@@ -197,7 +197,7 @@ fn recordings_by_worker(dir: &Path) -> Vec<Vec<std::path::PathBuf>> {
             let mut files: Vec<_> = std::fs::read_dir(w)
                 .unwrap()
                 .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+                .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
                 .collect();
             files.sort();
             files
@@ -205,10 +205,12 @@ fn recordings_by_worker(dir: &Path) -> Vec<Vec<std::path::PathBuf>> {
         .collect()
 }
 
-/// `--record DIR`: one capture feeds the analysis and the recorders. Every
-/// packet captured is in the files, once; the files are valid captures,
-/// time-ordered within each worker's directory; and `sluice analyze` finds
-/// in them the flows `live` reported.
+/// `--record DIR --record-format pcapng`: one capture feeds the analysis and
+/// the recorders. Every packet captured is in the files, once; the files
+/// are valid captures, time-ordered within each worker's directory;
+/// `sluice analyze` finds in them the flows `live` reported; `sluice
+/// extract -r DIR` merges the workers' directories by timestamp, and
+/// `sluice repair DIR` finds every file in them whole.
 #[test]
 fn live_with_record_writes_every_packet_it_analyses() {
     let Some(ns) = Namespaces::create("live-rec") else {
@@ -220,7 +222,18 @@ fn live_with_record_writes_every_packet_it_analyses() {
         dir.path().join("rec"),
         dir.path().join("recorded.sluice"),
     );
-    let args = ["--duration", "8s", "-w", "2", "--rotate", "200kB", "-o"].map(OsStr::new);
+    let args = [
+        "--duration",
+        "8s",
+        "-w",
+        "2",
+        "--rotate",
+        "200kB",
+        "--record-format",
+        "pcapng",
+        "-o",
+    ]
+    .map(OsStr::new);
     let capture = live_while_sending(
         &ns,
         &[&args[..], &[live_out.as_os_str(), "--record".as_ref(), rec.as_os_str()]].concat(),
@@ -246,6 +259,7 @@ fn live_with_record_writes_every_packet_it_analyses() {
     assert!(recording["files_written"].as_u64().unwrap() > 2, "rotated: {recording}");
     assert_eq!(recording["files_deleted"], 0);
     assert!(["o_direct", "buffered"].contains(&recording["write_mode"].as_str().unwrap()));
+    assert_eq!(recording["format"], "pcapng");
 
     let workers = recordings_by_worker(&rec);
     assert_eq!(workers.len(), 2, "one directory per worker");
@@ -271,6 +285,7 @@ fn live_with_record_writes_every_packet_it_analyses() {
                 "{}: an index beside it",
                 file.display()
             );
+            assert!(file.extension().is_some_and(|e| e == "pcapng"));
             for packet in sluice_capture::CaptureFile::open(file).unwrap().reader().unwrap() {
                 assert!(packet.ts_ns >= previous, "time-ordered within a worker");
                 previous = packet.ts_ns;
@@ -298,6 +313,65 @@ fn live_with_record_writes_every_packet_it_analyses() {
     assert_eq!(live.len(), file.len());
     let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
     assert!(differing.is_empty(), "flows that differ: {differing:?}");
+
+    // Extracting from DIR reads both workers' directories and merges them
+    // by timestamp: every packet once, in time order, ties to w0.
+    let mut expected = Vec::new();
+    for (w, files) in workers.iter().enumerate() {
+        for file in files {
+            for p in sluice_capture::CaptureFile::open(file).unwrap().reader().unwrap() {
+                expected.push((p.ts_ns, w, p.wire_len, p.data.to_vec()));
+            }
+        }
+    }
+    expected.sort_by_key(|p| (p.0, p.1));
+    let expected: Vec<_> = expected.into_iter().map(|(ts, _, len, data)| (ts, len, data)).collect();
+    let extract = |args: &[&str]| -> (String, Vec<(u64, u32, Vec<u8>)>) {
+        let out = dir.path().join("extracted.pcap");
+        let output = Command::new(SLUICE)
+            .args(["extract", "-r"])
+            .arg(&rec)
+            .args(args)
+            .arg("-w")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let packets = sluice_capture::CaptureFile::open(&out)
+            .unwrap()
+            .reader()
+            .unwrap()
+            .map(|p| (p.ts_ns, p.wire_len, p.data.to_vec()))
+            .collect();
+        (String::from_utf8(output.stdout).unwrap(), packets)
+    };
+    let (report, merged) = extract(&[]);
+    assert!(
+        report.contains("recordings in 2 directories, merged by timestamp"),
+        "{report}"
+    );
+    assert_eq!(merged.len(), 5000, "{report}");
+    assert!(merged == expected, "every packet, in time order\n{report}");
+    // The first tenth of the time: the files that start later are skipped
+    // by their index.
+    let (from, to) = (expected[0].0, expected[expected.len() / 10].0);
+    let seconds = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let (report, early) = extract(&["--from", &seconds(from), "--to", &seconds(to)]);
+    let in_range: Vec<_> = expected.iter().filter(|p| p.0 >= from && p.0 < to).cloned().collect();
+    assert!(!in_range.is_empty() && early == in_range, "{report}");
+    let files_line = report.lines().find(|l| l.starts_with("files: ")).unwrap();
+    assert!(!files_line.ends_with(" 0 skipped by their index"), "{report}");
+
+    // Repair finds the workers' files in the subdirectories, all whole.
+    let repaired = Command::new(SLUICE).arg("repair").arg(&rec).output().unwrap();
+    assert!(
+        repaired.status.success(),
+        "{}",
+        String::from_utf8_lossy(&repaired.stderr)
+    );
+    let told = String::from_utf8(repaired.stdout).unwrap();
+    assert_eq!(told.lines().count(), all.len(), "{told}");
+    assert!(told.lines().all(|l| l.contains(", whole; index rebuilt")), "{told}");
 }
 
 /// `--batch-timestamps wdts`: the option is in summary.json's `capture`

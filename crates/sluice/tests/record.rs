@@ -60,23 +60,33 @@ impl Namespaces {
     }
 }
 
-/// The recordings in `dir`, in name order.
+/// The recordings in `dir` (pcap or pcapng), in name order.
 fn recordings(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
         .collect();
     files.sort();
     files
 }
 
-/// Each packet's timestamp and the offset and length of its record.
+fn is_pcapng(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "pcapng")
+}
+
+/// Each packet's timestamp and the offset and length of its record (a
+/// pcapng Enhanced Packet Block without options: 32 bytes, the data padded
+/// to 4).
 fn records(path: &Path) -> Vec<(u64, u64, u64)> {
     let file = sluice_capture::CaptureFile::open(path).unwrap();
+    let length = |data: usize| match is_pcapng(path) {
+        true => 32 + data.next_multiple_of(4) as u64,
+        false => 16 + data as u64,
+    };
     file.reader()
         .unwrap()
-        .map(|p| (p.ts_ns, p.offset, 16 + p.data.len() as u64))
+        .map(|p| (p.ts_ns, p.offset, length(p.data.len())))
         .collect()
 }
 
@@ -98,13 +108,25 @@ fn capinfos_accepts(path: &Path) {
 fn index_covers_every_record_once(path: &Path) {
     let index = Index::read(index_path(path)).unwrap();
     let records = records(path);
-    let mut at = 24;
+    // pcapng's header (a section header and an interface description)
+    // ends where the first EPB starts; pcap's is 24 bytes.
+    let mut at = match is_pcapng(path) {
+        true => records[0].1,
+        false => 24,
+    };
+    assert!(at >= 24);
     let mut next_record = records.iter().peekable();
     for block in &index.blocks {
         assert_eq!(block.offset, at, "{}: blocks tile the file", path.display());
         at += block.length;
         let inside: Vec<_> =
             std::iter::from_fn(|| next_record.next_if(|r| r.1 < block.offset + block.length)).collect();
+        assert_eq!(
+            inside.iter().map(|r| r.2).sum::<u64>(),
+            block.length,
+            "{}: a block is its whole records",
+            path.display()
+        );
         assert_eq!(inside.len() as u64, u64::from(block.packets));
         assert_eq!(inside.first().map(|r| r.0), Some(block.first_ts_ns));
         assert_eq!(inside.last().map(|r| r.0), Some(block.last_ts_ns));
@@ -291,24 +313,43 @@ fn files_rotate_by_size_and_retention_keeps_the_newest() {
     }
 }
 
+/// A pcap and a pcapng recorder, side by side on the same traffic, killed
+/// with SIGKILL halfway.
 #[test]
 fn repair_makes_the_files_of_a_killed_recorder_whole() {
     let Some(ns) = Namespaces::create("kill") else { return };
     let dir = disk_dir();
-    let rec = dir.path().join("rec");
-    let mut recorder = ns.record(&rec, &["--block-mib", "1", "--rotate", "4MiB"]);
+    let (rec, rec_ng) = (dir.path().join("rec"), dir.path().join("rec-ng"));
+    let args = ["--block-mib", "1", "--rotate", "4MiB"];
+    let mut recorders = [
+        ns.record(&rec, &args),
+        ns.record(&rec_ng, &[&args[..], &["--format", "pcapng"]].concat()),
+    ];
     let sender = ns.send();
     std::thread::sleep(Duration::from_millis(700));
     // `ip netns exec` becomes the recorder (it execs), so this is SIGKILL
     // to the recorder itself.
-    recorder.kill().unwrap();
-    let _ = recorder.wait();
+    for recorder in &mut recorders {
+        recorder.kill().unwrap();
+        let _ = recorder.wait();
+    }
     succeeded(sender);
+    repair_killed(&rec);
+    repair_killed(&rec_ng);
+}
 
-    let files = recordings(&rec);
+fn repair_killed(rec: &Path) {
+    let files = recordings(rec);
     assert!(!files.is_empty());
-    // What a reader that trusts only whole records finds before repair.
+    // What a reader that trusts only whole records finds before repair
+    // (sluice's own pcapng reader stops at a torn block).
     let whole_records = |path: &Path| -> u64 {
+        if is_pcapng(path) {
+            return match sluice_capture::CaptureFile::open(path) {
+                Ok(file) => file.reader().map_or(0, |r| r.count() as u64),
+                Err(_) => 0,
+            };
+        }
         let bytes = std::fs::read(path).unwrap();
         let (mut at, mut n) = (24usize, 0);
         while at + 16 <= bytes.len() {
@@ -322,7 +363,7 @@ fn repair_makes_the_files_of_a_killed_recorder_whole() {
         n
     };
     let before: Vec<u64> = files.iter().map(|f| whole_records(f)).collect();
-    let repaired = Command::new(SLUICE).arg("repair").arg(&rec).output().unwrap();
+    let repaired = Command::new(SLUICE).arg("repair").arg(rec).output().unwrap();
     assert!(
         repaired.status.success(),
         "{}",

@@ -2,16 +2,26 @@
 //! directory of recordings, reading only the blocks their indexes point
 //! at.
 //!
-//! Files are taken in name order, which is time order (a name is its
-//! first packet's timestamp), and each file's records in file order, so
-//! the output keeps the order in which packets were recorded. A file whose
-//! index covers it (its blocks tile the file from the header to its end)
-//! is skipped whole when its blocks' times miss the range, and otherwise
-//! read block by block: one positioned read per block the index selects.
-//! A file without such an index (none, an unreadable one, or one that
-//! lacks the last blocks after a crash or while recording) is read whole,
-//! and reported.
+//! The recordings of a directory are its own `sluice-*.pcap` and
+//! `sluice-*.pcapng` files and those of its immediate subdirectories
+//! (`sluice live --record DIR` gives each worker one: `DIR/w0/`,
+//! `DIR/w1/`, ...). Each directory is one recorder's stream: its files in
+//! name order, which is time order (a name is its first packet's
+//! timestamp), and each file's records in file order. One stream comes out
+//! in the order it was recorded; several are merged by timestamp, a k-way
+//! merge that holds one packet of each stream (ties go to the stream whose
+//! directory sorts first), so the output is in time order when each stream
+//! is.
+//!
+//! A file whose index covers it (its blocks tile the file from the end of
+//! its header to its end) is skipped whole when its blocks' times miss the
+//! range, and otherwise read block by block: one positioned read per block
+//! the index selects. A file without such an index (none, an unreadable
+//! one, or one that lacks the last blocks after a crash or while
+//! recording) is read whole, and reported.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::net::IpAddr;
@@ -20,12 +30,9 @@ use std::path::{Path, PathBuf};
 
 use sluice_wire::{FlowKey, IpVersion, LinkType};
 
+use crate::format::{CaptureFormat, FileHeader, RecordHeader};
 use crate::{Index, PcapWriter, index_path, is_recording};
 
-const FILE_HEADER: usize = 24;
-const RECORD_HEADER: usize = 16;
-/// Little-endian nanosecond pcap, what the recorder writes.
-const MAGIC_NS: u32 = 0xa1b2_3c4d;
 /// No recorded frame is longer (the recorder's largest snap length is
 /// 256 KiB); a longer one means the bytes are not a record header.
 const MAX_FRAME: u32 = 1 << 20;
@@ -54,7 +61,10 @@ pub struct Packet<'a> {
 /// What an extraction read, skipped and wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtractReport {
-    /// Recordings in the directory.
+    /// The directories that hold recordings (the one given, its
+    /// subdirectories, or both), in the order their streams are merged.
+    pub directories: Vec<PathBuf>,
+    /// Recordings in them.
     pub files: u64,
     /// Files left unread because their index says no packet is in range.
     pub files_skipped: u64,
@@ -76,198 +86,425 @@ pub struct ExtractReport {
     pub packets_written: u64,
 }
 
-/// The recordings in `dir` (`sluice-*.pcap`), in name order: time order.
+/// The recordings of one directory, in name order: one recorder's
+/// time-ordered stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordingSet {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+}
+
+/// The recordings (`sluice-*.pcap`, `sluice-*.pcapng`) of `dir` and of each
+/// of its immediate subdirectories that holds some: `dir`'s own first, then
+/// the subdirectories in natural name order (`w2` before `w10`). Each set's
+/// files are in name order, which is time order.
+pub fn recording_sets(dir: &Path) -> io::Result<Vec<RecordingSet>> {
+    let mut subdirectories = Vec::new();
+    let own = files_in(dir, Some(&mut subdirectories))?;
+    let mut sets = Vec::new();
+    if !own.is_empty() {
+        sets.push(RecordingSet {
+            dir: dir.to_path_buf(),
+            files: own,
+        });
+    }
+    subdirectories.sort_by_cached_key(|d| natural_key(d));
+    for sub in subdirectories {
+        let files = files_in(&sub, None)?;
+        if !files.is_empty() {
+            sets.push(RecordingSet { dir: sub, files });
+        }
+    }
+    Ok(sets)
+}
+
+/// Every recording of [`recording_sets`], set after set.
 pub fn recordings(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(recording_sets(dir)?.into_iter().flat_map(|s| s.files).collect())
+}
+
+/// The recordings in `dir`, in name order; its subdirectories go to
+/// `subdirectories` if given.
+fn files_in(dir: &Path, mut subdirectories: Option<&mut Vec<PathBuf>>) -> io::Result<Vec<PathBuf>> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))? {
-        let entry = entry?;
+    for entry in std::fs::read_dir(dir).map_err(named)? {
+        let entry = entry.map_err(named)?;
+        let path = entry.path();
         if entry.file_name().to_str().is_some_and(is_recording) {
-            files.push(entry.path());
+            files.push(path);
+        } else if let Some(subdirectories) = subdirectories.as_mut()
+            && path.is_dir()
+        {
+            subdirectories.push(path);
         }
     }
     files.sort();
     Ok(files)
 }
 
-/// Writes the packets of the recordings in `dir` that are in the time
-/// range of `selection` and that `matches` accepts to a nanosecond pcap
-/// file at `out`, in recorded order.
+/// Sorts `w2` before `w10`: a name's text before its trailing digits, then
+/// their value, then the name.
+fn natural_key(path: &Path) -> (String, u128, String) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    let number = name[stem.len()..].parse().unwrap_or(0);
+    (stem.to_string(), number, name)
+}
+
+/// Writes the packets of the recordings under `dir` (see
+/// [`recording_sets`]) that are in the time range of `selection` and that
+/// `matches` accepts to a nanosecond pcap file at `out`: one directory's
+/// in recorded order, several merged by timestamp.
 ///
 /// The output's link type is the recordings' (they must agree) and its
-/// snap length the largest of theirs, so frames are copied whole.
+/// snap length the largest of theirs, so frames are copied whole. pcap and
+/// pcapng recordings may be mixed.
 pub fn extract(
     dir: &Path,
     selection: &Selection,
     mut matches: impl FnMut(&Packet<'_>) -> bool,
     out: &Path,
 ) -> io::Result<ExtractReport> {
-    let files = recordings(dir)?;
-    if files.is_empty() {
+    let sets = recording_sets(dir)?;
+    if sets.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            format!("{}: no recordings (sluice-*.pcap)", dir.display()),
+            format!(
+                "{}: no recordings (sluice-*.pcap or sluice-*.pcapng, in it or in its subdirectories)",
+                dir.display()
+            ),
         ));
     }
     let mut report = ExtractReport {
-        files: files.len() as u64,
+        directories: sets.iter().map(|s| s.dir.clone()).collect(),
+        files: sets.iter().map(|s| s.files.len() as u64).sum(),
         ..ExtractReport::default()
     };
     // The output's header needs the link type and snap length of the files
     // that will be read, so all are planned before any is read; when none
     // is, the output is still a valid (empty) capture.
-    let mut plans = Vec::with_capacity(files.len());
-    for path in files {
-        let plan = plan(&path, selection, &mut report)?;
-        if let Some(plan) = plan {
-            plans.push((path, plan));
+    let mut streams = Vec::with_capacity(sets.len());
+    for set in sets {
+        let mut files = VecDeque::with_capacity(set.files.len());
+        for path in set.files {
+            if let Some(planned) = plan(path, selection, &mut report)? {
+                files.push_back(planned);
+            }
+        }
+        if !files.is_empty() {
+            streams.push(Stream::new(files));
         }
     }
-    let mut headers = Vec::with_capacity(plans.len());
-    for (path, _) in &plans {
-        headers.push(FileHeader::read(path)?);
-        report.bytes_read += FILE_HEADER as u64;
-    }
-    let link = headers.first().map_or(1, |h| h.linktype);
-    if let Some(((path, _), other)) = plans.iter().zip(&headers).find(|(_, h)| h.linktype != link) {
+    let planned = || streams.iter().flat_map(|s| &s.files);
+    let first = planned().next();
+    let link = first.map_or(1, |p| p.header.linktype);
+    if let Some(other) = planned().find(|p| p.header.linktype != link) {
         return Err(invalid(
-            path,
+            &other.path,
             format!(
                 "link type {} differs from {}'s {link}; extract from one kind of link at a time",
-                other.linktype,
-                plans[0].0.display()
+                other.header.linktype,
+                first.expect("one was planned").path.display()
             ),
         ));
     }
-    let snaplen = headers.iter().map(|h| h.snaplen).max().unwrap_or(262_144);
+    let snaplen = planned().map(|p| p.header.snaplen).max().unwrap_or(262_144);
+    let link_type = match first {
+        Some(first) => {
+            LinkType::from_linktype(link).ok_or_else(|| invalid(&first.path, format!("unknown link type {link}")))?
+        }
+        None => LinkType::Ethernet,
+    };
     let mut writer = PcapWriter::create(out, link, snaplen)?;
-    let link =
-        LinkType::from_linktype(link).ok_or_else(|| invalid(&plans[0].0, format!("unknown link type {link}")))?;
-    let mut buffer = Vec::new();
-    let mut examined = 0;
-    for (path, plan) in &plans {
-        let mut emit = |packet: &Packet<'_>| -> io::Result<()> {
-            if packet.ts_ns >= selection.from_ns && packet.ts_ns < selection.to_ns {
-                examined += 1;
-                if matches(packet) {
-                    writer.write(packet.ts_ns, packet.wire_len, packet.data)?;
-                }
-            }
-            Ok(())
-        };
-        let file = File::open(path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        match plan {
-            Plan::Blocks(blocks) => {
-                for &(offset, length) in blocks {
-                    let length = usize::try_from(length).map_err(|_| invalid(path, "index block too long".into()))?;
-                    buffer.resize(length, 0);
-                    file.read_exact_at(&mut buffer, offset)
-                        .map_err(|e| invalid(path, format!("reading the block at offset {offset}: {e}")))?;
-                    report.bytes_read += length as u64;
-                    report.blocks_read += 1;
-                    let mut at = 0;
-                    while at < buffer.len() {
-                        let header = RecordHeader::parse(&buffer[at..])
-                            .filter(|h| RECORD_HEADER + h.captured as usize <= buffer.len() - at)
-                            .ok_or_else(|| {
-                                invalid(
-                                    path,
-                                    format!(
-                                        "no whole record at offset {} inside the block the index puts at {offset}",
-                                        offset + at as u64
-                                    ),
-                                )
-                            })?;
-                        let data = &buffer[at + RECORD_HEADER..at + RECORD_HEADER + header.captured as usize];
-                        emit(&header.packet(data, link))?;
-                        at += RECORD_HEADER + header.captured as usize;
-                    }
-                }
-            }
-            Plan::Whole => {
-                let mut reader = BufReader::with_capacity(1 << 20, file);
-                reader.seek_relative(FILE_HEADER as i64)?;
-                let mut header = [0u8; RECORD_HEADER];
-                loop {
-                    match read_full(&mut reader, &mut header)? {
-                        0 => break,
-                        RECORD_HEADER => {}
-                        _ => {
-                            report.truncated.push(path.clone());
-                            break;
-                        }
-                    }
-                    report.bytes_read += RECORD_HEADER as u64;
-                    let Some(record) = RecordHeader::parse(&header) else {
-                        report.truncated.push(path.clone());
-                        break;
-                    };
-                    buffer.resize(record.captured as usize, 0);
-                    let got = read_full(&mut reader, &mut buffer)?;
-                    report.bytes_read += got as u64;
-                    if got < buffer.len() {
-                        report.truncated.push(path.clone());
-                        break;
-                    }
-                    emit(&record.packet(&buffer, link))?;
-                }
-            }
+    // One packet of each stream waits in the heap, keyed by its time.
+    let mut heap = BinaryHeap::with_capacity(streams.len());
+    for (i, stream) in streams.iter_mut().enumerate() {
+        if let Some(ts_ns) = stream.advance(selection, &mut report)? {
+            heap.push(Reverse((ts_ns, i)));
         }
     }
-    report.packets_examined = examined;
+    while let Some(Reverse((_, i))) = heap.pop() {
+        let stream = &mut streams[i];
+        let packet = stream.packet(link_type);
+        if matches(&packet) {
+            writer.write(packet.ts_ns, packet.wire_len, packet.data)?;
+        }
+        if let Some(ts_ns) = stream.advance(selection, &mut report)? {
+            heap.push(Reverse((ts_ns, i)));
+        }
+    }
     report.packets_written = writer.packets();
     writer.finish()?;
     Ok(report)
 }
 
+/// A file to read, with its header and what to read of it.
+struct Planned {
+    path: PathBuf,
+    header: FileHeader,
+    plan: Plan,
+}
+
 enum Plan {
     /// Offsets and lengths of the blocks to read, in file order.
-    Blocks(Vec<(u64, u64)>),
+    Blocks(VecDeque<(u64, u64)>),
     Whole,
 }
 
-/// Decides from a file's index what to read of it; `None` skips it.
-fn plan(path: &Path, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<Plan>> {
+/// Decides from a file's index what to read of it; `None` skips it. The
+/// header of a file that is read is read here, and counted.
+fn plan(path: PathBuf, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<Planned>> {
     if selection.from_ns >= selection.to_ns {
         report.files_skipped += 1;
         return Ok(None);
     }
-    let length = std::fs::metadata(path)
+    let length = std::fs::metadata(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
         .len();
-    let index = match Index::read(index_path(path)) {
-        Ok(index) if covers(&index, length) => index,
-        _ => {
-            report.unindexed.push(path.to_path_buf());
-            return Ok(Some(Plan::Whole));
-        }
+    let index = Index::read(index_path(&path)).ok().filter(|index| tiles(index, length));
+    let Some(index) = index else {
+        return whole(path, report).map(Some);
     };
     let last_ns = selection.to_ns - 1;
-    report.blocks += index.blocks.len() as u64;
     let in_time = index.blocks_for(selection.from_ns, last_ns, None).count() as u64;
-    let blocks: Vec<(u64, u64)> = index
+    let blocks: VecDeque<(u64, u64)> = index
         .blocks_for(selection.from_ns, last_ns, selection.flow_hash)
         .map(|b| (b.offset, b.length))
         .collect();
-    report.blocks_skipped_by_time += index.blocks.len() as u64 - in_time;
-    report.blocks_skipped_by_flow += in_time - blocks.len() as u64;
-    if blocks.is_empty() {
-        report.files_skipped += 1;
-        return Ok(None);
+    if !blocks.is_empty() {
+        // The index is trusted only if its first block starts where the
+        // header ends: checked once the file is opened anyway.
+        let header = read_header(&path, report)?;
+        if header.len != index.blocks[0].offset {
+            report.unindexed.push(path.clone());
+            return Ok(Some(Planned {
+                path,
+                header,
+                plan: Plan::Whole,
+            }));
+        }
+        count_blocks(report, &index, in_time, blocks.len() as u64);
+        return Ok(Some(Planned {
+            path,
+            header,
+            plan: Plan::Blocks(blocks),
+        }));
     }
-    Ok(Some(Plan::Blocks(blocks)))
+    count_blocks(report, &index, in_time, 0);
+    report.files_skipped += 1;
+    Ok(None)
 }
 
-/// Whether the index's blocks tile the file from its header to its end, so
-/// that every record is in a block it describes.
-fn covers(index: &Index, file_length: u64) -> bool {
-    let mut at = FILE_HEADER as u64;
+fn count_blocks(report: &mut ExtractReport, index: &Index, in_time: u64, selected: u64) {
+    report.blocks += index.blocks.len() as u64;
+    report.blocks_skipped_by_time += index.blocks.len() as u64 - in_time;
+    report.blocks_skipped_by_flow += in_time - selected;
+}
+
+fn whole(path: PathBuf, report: &mut ExtractReport) -> io::Result<Planned> {
+    let header = read_header(&path, report)?;
+    report.unindexed.push(path.clone());
+    Ok(Planned {
+        path,
+        header,
+        plan: Plan::Whole,
+    })
+}
+
+fn read_header(path: &Path, report: &mut ExtractReport) -> io::Result<FileHeader> {
+    let header = FileHeader::read(path)?;
+    if header.format == CaptureFormat::Pcap && !header.nanos {
+        return Err(invalid(
+            path,
+            "a microsecond pcap file; the recorder writes nanosecond ones".into(),
+        ));
+    }
+    report.bytes_read += header.len;
+    Ok(header)
+}
+
+/// Whether the index's blocks tile the file from its first block (where
+/// the header ends) to its end, so that every record is in a block it
+/// describes.
+fn tiles(index: &Index, file_length: u64) -> bool {
+    let Some(first) = index.blocks.first() else {
+        return false;
+    };
+    let mut at = first.offset;
     for block in &index.blocks {
         if block.offset != at {
             return false;
         }
         at = at.saturating_add(block.length);
     }
-    at == file_length
+    first.offset > 0 && at == file_length
+}
+
+/// One directory's recordings, read packet by packet in recorded order.
+struct Stream {
+    files: VecDeque<Planned>,
+    /// The file being read.
+    reading: Option<Reading>,
+    /// The block being read, or in a file read whole the current record.
+    buffer: Vec<u8>,
+    /// The current packet's header and where its bytes start in `buffer`.
+    current: Option<(RecordHeader, usize)>,
+}
+
+struct Reading {
+    path: PathBuf,
+    header: FileHeader,
+    source: Source,
+}
+
+enum Source {
+    /// Read by blocks: `at` is the next record's place in the buffer, which
+    /// holds the block read from `offset`; `blocks` are those still to read.
+    Blocks {
+        file: File,
+        blocks: VecDeque<(u64, u64)>,
+        offset: u64,
+        at: usize,
+    },
+    Whole(BufReader<File>),
+}
+
+impl Stream {
+    fn new(files: VecDeque<Planned>) -> Stream {
+        Stream {
+            files,
+            reading: None,
+            buffer: Vec::new(),
+            current: None,
+        }
+    }
+
+    /// Moves to the next packet in the time range; its timestamp, or
+    /// `None` at the end of the stream.
+    fn advance(&mut self, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<u64>> {
+        loop {
+            if self.reading.is_none() {
+                let Some(Planned { path, header, plan }) = self.files.pop_front() else {
+                    self.current = None;
+                    return Ok(None);
+                };
+                let file =
+                    File::open(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+                let source = match plan {
+                    Plan::Blocks(blocks) => Source::Blocks {
+                        file,
+                        blocks,
+                        offset: 0,
+                        at: 0,
+                    },
+                    Plan::Whole => {
+                        let mut reader = BufReader::with_capacity(1 << 20, file);
+                        reader.seek_relative(header.len as i64)?;
+                        Source::Whole(reader)
+                    }
+                };
+                self.buffer.clear();
+                self.reading = Some(Reading { path, header, source });
+            }
+            let reading = self.reading.as_mut().expect("a file is being read");
+            match reading.next_record(&mut self.buffer, report)? {
+                Some((record, data_at)) => {
+                    if record.ts_ns >= selection.from_ns && record.ts_ns < selection.to_ns {
+                        report.packets_examined += 1;
+                        self.current = Some((record, data_at));
+                        return Ok(Some(record.ts_ns));
+                    }
+                }
+                None => self.reading = None,
+            }
+        }
+    }
+
+    /// The current packet.
+    fn packet(&self, link: LinkType) -> Packet<'_> {
+        let (record, at) = self.current.expect("advance found a packet");
+        Packet {
+            ts_ns: record.ts_ns,
+            wire_len: record.wire_len.max(record.captured),
+            data: &self.buffer[at..at + record.captured as usize],
+            link,
+        }
+    }
+}
+
+impl Reading {
+    /// The next record of the file, and where its captured bytes start in
+    /// `buffer`; `None` at the end of the file (or where a file read whole
+    /// stops being a capture, which is reported).
+    fn next_record(
+        &mut self,
+        buffer: &mut Vec<u8>,
+        report: &mut ExtractReport,
+    ) -> io::Result<Option<(RecordHeader, usize)>> {
+        let (path, header) = (&self.path, &self.header);
+        let head_len = header.record_head_len();
+        match &mut self.source {
+            Source::Blocks {
+                file,
+                blocks,
+                offset,
+                at,
+            } => {
+                if *at >= buffer.len() {
+                    let Some((block_offset, length)) = blocks.pop_front() else {
+                        return Ok(None);
+                    };
+                    let length = usize::try_from(length).map_err(|_| invalid(path, "index block too long".into()))?;
+                    buffer.resize(length, 0);
+                    file.read_exact_at(buffer, block_offset)
+                        .map_err(|e| invalid(path, format!("reading the block at offset {block_offset}: {e}")))?;
+                    report.bytes_read += length as u64;
+                    report.blocks_read += 1;
+                    (*offset, *at) = (block_offset, 0);
+                }
+                let rest = &buffer[*at..];
+                let record = header
+                    .parse_record(rest, MAX_FRAME)
+                    .filter(|r| r.len <= rest.len() && header.record_complete(&rest[..r.len]))
+                    .ok_or_else(|| {
+                        invalid(
+                            path,
+                            format!(
+                                "no whole record at offset {} inside the block the index puts at {offset}",
+                                *offset + *at as u64
+                            ),
+                        )
+                    })?;
+                let data_at = *at + head_len;
+                *at += record.len;
+                Ok(Some((record, data_at)))
+            }
+            Source::Whole(reader) => {
+                buffer.resize(head_len, 0);
+                let got = read_full(reader, buffer)?;
+                report.bytes_read += got as u64;
+                if got == 0 {
+                    return Ok(None);
+                }
+                let Some(record) = header.parse_record(buffer, MAX_FRAME).filter(|_| got == head_len) else {
+                    report.truncated.push(path.clone());
+                    return Ok(None);
+                };
+                buffer.resize(record.len, 0);
+                let got = read_full(reader, &mut buffer[head_len..])?;
+                report.bytes_read += got as u64;
+                if head_len + got < record.len || !header.record_complete(buffer) {
+                    report.truncated.push(path.clone());
+                    return Ok(None);
+                }
+                Ok(Some((record, head_len)))
+            }
+        }
+    }
 }
 
 /// The link type of a recording, from its file header.
@@ -365,61 +602,6 @@ impl FlowSpan {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-struct FileHeader {
-    linktype: u32,
-    snaplen: u32,
-}
-
-impl FileHeader {
-    fn read(path: &Path) -> io::Result<FileHeader> {
-        let mut header = [0u8; FILE_HEADER];
-        File::open(path)
-            .and_then(|f| f.read_exact_at(&mut header, 0))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-        if u32_at(0) != MAGIC_NS {
-            return Err(invalid(
-                path,
-                "not a little-endian nanosecond pcap file, as the recorder writes".into(),
-            ));
-        }
-        Ok(FileHeader {
-            snaplen: u32_at(16),
-            linktype: u32_at(20),
-        })
-    }
-}
-
-struct RecordHeader {
-    ts_ns: u64,
-    captured: u32,
-    wire_len: u32,
-}
-
-impl RecordHeader {
-    /// The record header at the start of `bytes`, if it is plausible.
-    fn parse(bytes: &[u8]) -> Option<RecordHeader> {
-        let header: &[u8; RECORD_HEADER] = bytes.get(..RECORD_HEADER)?.try_into().ok()?;
-        let u32_at = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
-        let (seconds, nanos, captured, wire_len) = (u32_at(0), u32_at(4), u32_at(8), u32_at(12));
-        (nanos < 1_000_000_000 && captured <= MAX_FRAME).then(|| RecordHeader {
-            ts_ns: u64::from(seconds) * 1_000_000_000 + u64::from(nanos),
-            captured,
-            wire_len,
-        })
-    }
-
-    fn packet<'a>(&self, data: &'a [u8], link: LinkType) -> Packet<'a> {
-        Packet {
-            ts_ns: self.ts_ns,
-            wire_len: self.wire_len.max(self.captured),
-            data,
-            link,
-        }
-    }
-}
-
 /// Reads until `buffer` is full or the input ends; returns the bytes read.
 fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
@@ -464,8 +646,9 @@ mod tests {
         f
     }
 
-    fn record(dir: &Path) -> Vec<(u64, Vec<u8>)> {
+    fn record_as(dir: &Path, format: CaptureFormat) -> Vec<(u64, Vec<u8>)> {
         let mut c = RecorderConfig::new(dir, LinkType::Ethernet, 2000);
+        c.format = format;
         c.block_bytes = MIN_BLOCK_BYTES;
         c.queue_blocks = 2;
         c.rotate_bytes = Some(3 << 20);
@@ -496,15 +679,23 @@ mod tests {
 
     #[test]
     fn only_the_blocks_of_the_range_and_the_flow_are_read() {
+        let pcap = blocks_of_the_range_and_the_flow(CaptureFormat::Pcap);
+        let pcapng = blocks_of_the_range_and_the_flow(CaptureFormat::PcapNg);
+        assert!(pcap == pcapng, "the same pcap files from either format's recordings");
+    }
+
+    /// The extracted files, as bytes.
+    fn blocks_of_the_range_and_the_flow(format: CaptureFormat) -> [Vec<u8>; 2] {
         let dir = tempfile::tempdir().unwrap();
         let rec = dir.path().join("rec");
-        let sent = record(&rec);
+        let sent = record_as(&rec, format);
         assert!(recordings(&rec).unwrap().len() >= 3);
         let out = dir.path().join("out.pcap");
 
         let (from, to) = (sent[5000].0, sent[9000].0);
         let report = extract(&rec, &all(from, to), |_| true, &out).unwrap();
         assert_eq!(read(&out), sent[5000..9000]);
+        let by_time = std::fs::read(&out).unwrap();
         assert_eq!(report.packets_written, 4000);
         assert!(
             report.files_skipped > 0 && report.blocks_skipped_by_time > 0,
@@ -536,13 +727,20 @@ mod tests {
             report.blocks_read < 4 && report.blocks_skipped_by_flow > 0,
             "{report:?}"
         );
+        [by_time, std::fs::read(&out).unwrap()]
     }
 
     #[test]
     fn files_without_an_index_that_covers_them_are_read_whole() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            read_whole_without_an_index(format);
+        }
+    }
+
+    fn read_whole_without_an_index(format: CaptureFormat) {
         let dir = tempfile::tempdir().unwrap();
         let rec = dir.path().join("rec");
-        let sent = record(&rec);
+        let sent = record_as(&rec, format);
         let files = recordings(&rec).unwrap();
         // An index that lacks its last entry, as a crash leaves it...
         let index = index_path(&files[0]);
@@ -569,5 +767,94 @@ mod tests {
         assert_eq!(report.unindexed, [files[0].clone(), last.clone()]);
         assert_eq!(report.truncated, std::slice::from_ref(last));
         assert_eq!(read(&out), sent[..sent.len() - 1]);
+    }
+
+    /// Worker `w`'s packets: every packet `i` with `i % workers == w`, all
+    /// stamped `T0 + i * 1000`, except that pairs of workers share some
+    /// timestamps (ties).
+    fn worker_packets(w: u32, workers: u32) -> Vec<(u64, Vec<u8>)> {
+        (0..PACKETS)
+            .filter(|i| i % workers == w)
+            .map(|i| {
+                let tied = i / 2 * 2;
+                let ts = if i % 1000 < 10 { tied } else { i };
+                (T0 + u64::from(ts) * 1000, frame(i))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn worker_subdirectories_are_merged_by_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        // Two workers' directories, as `live --record` writes them (one in
+        // each format), and a stray directory without recordings.
+        let mut sent = Vec::new();
+        for (w, format) in [(1, CaptureFormat::PcapNg), (0, CaptureFormat::Pcap)] {
+            let mut c = RecorderConfig::new(rec.join(format!("w{w}")), LinkType::Ethernet, 2000);
+            c.format = format;
+            c.block_bytes = MIN_BLOCK_BYTES;
+            c.queue_blocks = 2;
+            c.rotate_bytes = Some(3 << 20);
+            let mut r = Recorder::start(c).unwrap();
+            for (ts, f) in worker_packets(w, 2) {
+                r.push(ts, f.len() as u32, &f).unwrap();
+                sent.push((ts, w, f));
+            }
+            r.finish().unwrap();
+        }
+        std::fs::create_dir(rec.join("notes")).unwrap();
+        let sets = recording_sets(&rec).unwrap();
+        assert_eq!(
+            sets.iter().map(|s| s.dir.clone()).collect::<Vec<_>>(),
+            [rec.join("w0"), rec.join("w1")]
+        );
+        assert!(sets.iter().all(|s| s.files.len() >= 2), "rotated: {sets:?}");
+        // In time order, ties by directory.
+        sent.sort_by_key(|(ts, w, _)| (*ts, *w));
+        let sent: Vec<(u64, Vec<u8>)> = sent.into_iter().map(|(ts, _, f)| (ts, f)).collect();
+
+        let out = dir.path().join("out.pcap");
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        assert_eq!(report.directories, [rec.join("w0"), rec.join("w1")]);
+        assert_eq!(report.packets_written, u64::from(PACKETS));
+        assert!(read(&out) == sent, "every packet, in time order");
+
+        // A time range reads only the blocks that hold it, in both.
+        let (from, to) = (sent[5000].0, sent[9000].0);
+        let report = extract(&rec, &all(from, to), |_| true, &out).unwrap();
+        let expected: Vec<_> = sent.iter().filter(|p| p.0 >= from && p.0 < to).cloned().collect();
+        assert!(read(&out) == expected);
+        assert!(
+            report.blocks_read < report.blocks && report.files_skipped > 0,
+            "{report:?}"
+        );
+        // A filter sees the merged stream.
+        let report = extract(&rec, &all(0, u64::MAX), |p| p.data.len() % 2 == 0, &out).unwrap();
+        let even: Vec<_> = sent.iter().filter(|p| p.1.len() % 2 == 0).cloned().collect();
+        assert!(read(&out) == even);
+        assert_eq!(report.packets_examined, u64::from(PACKETS));
+
+        // More workers' directories: w2 sorts before w10.
+        for (name, w) in [("w10", 2), ("w2", 3)] {
+            let mut c = RecorderConfig::new(rec.join(name), LinkType::Ethernet, 2000);
+            c.block_bytes = MIN_BLOCK_BYTES;
+            let mut r = Recorder::start(c).unwrap();
+            for (ts, f) in worker_packets(w, 4) {
+                r.push(ts, f.len() as u32, &f).unwrap();
+            }
+            r.finish().unwrap();
+        }
+        let names: Vec<_> = recording_sets(&rec)
+            .unwrap()
+            .iter()
+            .map(|s| s.dir.file_name().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["w0", "w1", "w2", "w10"]);
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        let merged = read(&out);
+        assert_eq!(merged.len() as u64, u64::from(PACKETS) * 3 / 2);
+        assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "in time order");
+        assert_eq!(report.directories.len(), 4);
     }
 }

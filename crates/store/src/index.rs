@@ -1,11 +1,12 @@
-//! The block index written beside each capture file (`NAME.pcap.idx`).
+//! The block index written beside each capture file (`NAME.pcap.idx`, or
+//! `NAME.pcapng.idx`).
 //!
 //! Layout, all integers little-endian:
 //!
 //! ```text
 //! header (16 bytes): magic "SLUICEIX", version u32 (= 1), bloom bits u32 (= 1024)
 //! entry (176 bytes), one per block, in file order:
-//!   offset u64       file offset of the block's first record header
+//!   offset u64       file offset of the block's first record (pcapng: EPB)
 //!   length u64       bytes from there to the end of its last record
 //!   first_ts_ns u64  timestamp of its first packet
 //!   last_ts_ns u64   timestamp of its last packet

@@ -1,14 +1,17 @@
 //! Writing packets to disk: a buffered pcap writer with nanosecond
 //! timestamps (used by the generator and by tests), and the line-rate
-//! [`Recorder`] with its block [`Index`] and crash [`repair`]; and reading
-//! recordings back by time, filter or flow with [`extract`].
+//! [`Recorder`] (pcap or pcapng) with its block [`Index`] and crash
+//! [`repair`]; and reading recordings back by time, filter or flow with
+//! [`extract`].
 
 pub mod extract;
+mod format;
 mod index;
 mod recorder;
 mod repair;
 
-pub use extract::{ExtractReport, FlowSpan, Selection, extract, link_type, recordings};
+pub use extract::{ExtractReport, FlowSpan, RecordingSet, Selection, extract, link_type, recording_sets, recordings};
+pub use format::CaptureFormat;
 pub use index::{BLOOM_BITS, BlockEntry, ENTRY_BYTES, FLAG_NON_IP, INDEX_MAGIC, INDEX_VERSION, Index, index_path};
 pub use recorder::{
     ALIGN, DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, RecorderSummary, WriteMode,

@@ -1,6 +1,6 @@
-//! Recording a capture to disk at line rate: pcap files written in large
-//! aligned blocks by a dedicated thread, rotated by size and time, pruned
-//! to a total size, each with a block index beside it.
+//! Recording a capture to disk at line rate: pcap (or pcapng) files
+//! written in large aligned blocks by a dedicated thread, rotated by size
+//! and time, pruned to a total size, each with a block index beside it.
 //!
 //! The capture side copies each packet's record into the block being
 //! filled. That copy cannot be avoided: the ring's blocks must go back to
@@ -9,7 +9,9 @@
 //! block boundaries, so that every block but a file's last is full and can
 //! be written with `O_DIRECT` (which needs aligned offsets and lengths);
 //! the last is zero-padded to the alignment, written, and the file cut
-//! back to its exact length.
+//! back to its exact length. The format only changes the bytes of the file
+//! header and of each record ([`CaptureFormat`]); blocks, the index and
+//! crash safety are the same for both.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -24,6 +26,7 @@ use std::time::Instant;
 
 use sluice_wire::LinkType;
 
+use crate::format::CaptureFormat;
 use crate::index::{BlockEntry, IndexWriter, index_path};
 
 /// What `O_DIRECT` asks of buffers, offsets and lengths on the file systems
@@ -31,8 +34,6 @@ use crate::index::{BlockEntry, IndexWriter, index_path};
 pub const ALIGN: usize = 4096;
 pub const DEFAULT_BLOCK_BYTES: usize = 4 << 20;
 pub const MIN_BLOCK_BYTES: usize = 1 << 20;
-const RECORD_HEADER: usize = 16;
-const FILE_HEADER: usize = 24;
 
 /// Where and how to record.
 #[derive(Clone, Debug)]
@@ -40,6 +41,8 @@ pub struct RecorderConfig {
     pub dir: PathBuf,
     pub link: LinkType,
     pub snaplen: u32,
+    /// pcap (the default) or pcapng, both with nanosecond timestamps.
+    pub format: CaptureFormat,
     /// Size of each write, a multiple of [`ALIGN`], at least
     /// [`MIN_BLOCK_BYTES`].
     pub block_bytes: usize,
@@ -64,6 +67,7 @@ impl RecorderConfig {
             dir: dir.into(),
             link,
             snaplen,
+            format: CaptureFormat::Pcap,
             block_bytes: DEFAULT_BLOCK_BYTES,
             queue_blocks: 16,
             rotate_bytes: None,
@@ -183,7 +187,8 @@ struct Shared {
     buffered_files: AtomicU64,
 }
 
-/// Records packets into rotating pcap files (nanosecond timestamps) through
+/// Records packets into rotating pcap or pcapng files (nanosecond
+/// timestamps) through
 /// a writer thread. Call [`Recorder::push`] for each packet and
 /// [`Recorder::finish`] at the end; dropping it instead loses the data not
 /// yet handed to the writer.
@@ -200,6 +205,8 @@ pub struct Recorder {
     /// Bytes of the open file so far, or `None` between files.
     file_bytes: Option<u64>,
     file_first_ts: u64,
+    /// The file header every file starts with.
+    file_header: Vec<u8>,
     sequence: u64,
     stats: RecorderStats,
 }
@@ -213,7 +220,10 @@ impl Recorder {
                 config.block_bytes
             ));
         }
-        if config.snaplen == 0 || config.snaplen as usize + RECORD_HEADER + FILE_HEADER > config.block_bytes {
+        let file_header = config.format.file_header(config.link.to_linktype(), config.snaplen);
+        if config.snaplen == 0
+            || config.snaplen as usize + config.format.max_record_overhead() + file_header.len() > config.block_bytes
+        {
             return invalid(format!(
                 "the snap length ({}) must be at least 1 and fit in a block",
                 config.snaplen
@@ -258,6 +268,7 @@ impl Recorder {
             entry: BlockEntry::empty(0),
             file_bytes: None,
             file_first_ts: 0,
+            file_header,
             sequence: 0,
             stats: RecorderStats::default(),
         })
@@ -267,7 +278,8 @@ impl Recorder {
     /// buffer is waiting for the disk (counted as a writer wait).
     pub fn push(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8]) -> io::Result<()> {
         let captured = &frame[..frame.len().min(self.config.snaplen as usize)];
-        let record_len = (RECORD_HEADER + captured.len()) as u64;
+        let format = self.config.format;
+        let record_len = format.record_len(captured.len()) as u64;
         if let Some(file_bytes) = self.file_bytes {
             let by_size = self
                 .config
@@ -277,7 +289,7 @@ impl Recorder {
                 .config
                 .rotate_ns
                 .is_some_and(|ns| ts_ns.saturating_sub(self.file_first_ts) >= ns);
-            if (by_size || by_time) && file_bytes > FILE_HEADER as u64 {
+            if (by_size || by_time) && file_bytes > self.file_header.len() as u64 {
                 self.close_file()?;
             }
         }
@@ -290,13 +302,13 @@ impl Recorder {
         }
         *file_bytes += record_len;
         self.entry.add(ts_ns, record_len, self.config.link, captured);
-        let mut header = [0u8; RECORD_HEADER];
-        header[..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
-        header[8..12].copy_from_slice(&(captured.len() as u32).to_le_bytes());
-        header[12..16].copy_from_slice(&wire_len.max(captured.len() as u32).to_le_bytes());
-        self.copy(&header)?;
+        let mut head = [0u8; 28];
+        let head_len = format.record_head(ts_ns, captured.len() as u32, wire_len, &mut head);
+        let mut trailer = [0u8; 8];
+        let trailer_len = format.record_trailer(captured.len() as u32, &mut trailer);
+        self.copy(&head[..head_len])?;
         self.copy(captured)?;
+        self.copy(&trailer[..trailer_len])?;
         self.stats.packets += 1;
         self.stats.bytes += captured.len() as u64;
         self.stats.wire_bytes += u64::from(wire_len.max(captured.len() as u32));
@@ -357,19 +369,20 @@ impl Recorder {
 
     fn open_file(&mut self, ts_ns: u64) -> io::Result<()> {
         self.sequence += 1;
-        let path = self.config.dir.join(file_name(ts_ns, self.sequence));
+        let path = self
+            .config
+            .dir
+            .join(file_name(ts_ns, self.sequence, self.config.format));
         self.send(Job::Open(path))?;
         self.file_bytes = Some(0);
         self.file_first_ts = ts_ns;
-        let mut header = [0u8; FILE_HEADER];
-        header[..4].copy_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-        header[4..6].copy_from_slice(&2u16.to_le_bytes());
-        header[6..8].copy_from_slice(&4u16.to_le_bytes());
-        header[16..20].copy_from_slice(&self.config.snaplen.to_le_bytes());
-        header[20..24].copy_from_slice(&self.config.link.to_linktype().to_le_bytes());
-        self.copy(&header)?;
-        self.file_bytes = Some(FILE_HEADER as u64);
-        Ok(())
+        // The header goes at the start of the file's first block, and is
+        // never rewritten (pcapng's section length is left unspecified).
+        let header = std::mem::take(&mut self.file_header);
+        let copied = self.copy(&header);
+        self.file_bytes = Some(header.len() as u64);
+        self.file_header = header;
+        copied
     }
 
     fn close_file(&mut self) -> io::Result<()> {
@@ -420,19 +433,20 @@ impl Recorder {
     }
 }
 
-/// `sluice-YYYYMMDDTHHMMSS.nnnnnnnnnZ-SEQ.pcap`, from the first packet's
-/// time in UTC: names sort by time, and the sequence number keeps names
-/// apart when two files start in the same nanosecond.
-pub fn file_name(ts_ns: u64, sequence: u64) -> String {
+/// `sluice-YYYYMMDDTHHMMSS.nnnnnnnnnZ-SEQ.pcap` (or `.pcapng`), from the
+/// first packet's time in UTC: names sort by time, and the sequence number
+/// keeps names apart when two files start in the same nanosecond.
+pub fn file_name(ts_ns: u64, sequence: u64, format: CaptureFormat) -> String {
     let secs = ts_ns / 1_000_000_000;
     let (year, month, day) = civil_from_days((secs / 86_400) as i64);
     let of_day = secs % 86_400;
     format!(
-        "sluice-{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:09}Z-{sequence:06}.pcap",
+        "sluice-{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:09}Z-{sequence:06}.{}",
         of_day / 3600,
         of_day / 60 % 60,
         of_day % 60,
-        ts_ns % 1_000_000_000
+        ts_ns % 1_000_000_000,
+        format.extension()
     )
 }
 
@@ -451,9 +465,10 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// Whether a file name is one of the recorder's capture files.
+/// Whether a file name is one of the recorder's capture files, of either
+/// format.
 pub fn is_recording(name: &str) -> bool {
-    name.starts_with("sluice-") && name.ends_with(".pcap")
+    name.starts_with("sluice-") && (name.ends_with(".pcap") || name.ends_with(".pcapng"))
 }
 
 /// The recordings already in `dir`, oldest first, with their sizes (index
@@ -630,15 +645,18 @@ mod tests {
 
     #[test]
     fn names_are_utc_times_that_sort() {
-        assert_eq!(file_name(0, 1), "sluice-19700101T000000.000000000Z-000001.pcap");
+        let pcap = CaptureFormat::Pcap;
+        assert_eq!(file_name(0, 1, pcap), "sluice-19700101T000000.000000000Z-000001.pcap");
         assert_eq!(
-            file_name(1_764_062_363_123_456_789, 42),
+            file_name(1_764_062_363_123_456_789, 42, pcap),
             "sluice-20251125T091923.123456789Z-000042.pcap"
         );
         assert_eq!(
-            file_name(951_782_400_000_000_000, 1),
-            "sluice-20000229T000000.000000000Z-000001.pcap"
+            file_name(951_782_400_000_000_000, 1, CaptureFormat::PcapNg),
+            "sluice-20000229T000000.000000000Z-000001.pcapng"
         );
+        assert!(is_recording("sluice-20000229T000000.000000000Z-000001.pcapng"));
+        assert!(!is_recording("sluice-20000229T000000.000000000Z-000001.pcapng.idx"));
     }
 
     fn frame(i: u32, len: usize) -> Vec<u8> {
@@ -685,9 +703,17 @@ mod tests {
 
     #[test]
     fn records_read_back_whole_across_blocks_and_the_index_covers_each_once() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            records_read_back_whole_in(format);
+        }
+    }
+
+    fn records_read_back_whole_in(format: CaptureFormat) {
         let dir = tempfile::tempdir().unwrap();
-        let summary = record(dir.path(), |_| {}, 5000);
+        let summary = record(dir.path(), |c| c.format = format, 5000);
         assert_eq!(summary.files.len(), 1);
+        let name = summary.files[0].file_name().unwrap().to_str().unwrap();
+        assert!(name.ends_with(&format!(".{}", format.extension())), "{name}");
         assert_eq!(summary.stats.packets, 5000);
         // /tmp on a disk takes O_DIRECT; on tmpfs the fallback is in use.
         let tmpfs = std::fs::read_to_string("/proc/mounts")
@@ -707,12 +733,43 @@ mod tests {
         assert!(size > 2 * MIN_BLOCK_BYTES as u64, "spans blocks");
         let index = Index::read(index_path(&summary.files[0])).unwrap();
         assert_eq!(index.packets(), 5000);
-        let mut next = FILE_HEADER as u64;
+        let mut next = format.file_header(1, 2000).len() as u64;
         for block in &index.blocks {
             assert_eq!(block.offset, next);
             next += block.length;
         }
         assert_eq!(next, size);
+        // Each entry's offset is where a record starts, and its length ends
+        // one: the records of a block parse back to its count and times.
+        let bytes = std::fs::read(&summary.files[0]).unwrap();
+        let header = crate::format::FileHeader::parse(&bytes).unwrap();
+        for block in &index.blocks {
+            let mut at = block.offset as usize;
+            let end = (block.offset + block.length) as usize;
+            let mut times = Vec::new();
+            while at < end {
+                let record = header.parse_record(&bytes[at..], 1 << 20).unwrap();
+                assert!(header.record_complete(&bytes[at..at + record.len]));
+                times.push(record.ts_ns);
+                at += record.len;
+            }
+            assert_eq!(at, end);
+            assert_eq!(times.len(), block.packets as usize);
+            assert_eq!(
+                (times[0], *times.last().unwrap()),
+                (block.first_ts_ns, block.last_ts_ns)
+            );
+        }
+        // capinfos, where installed, finds every packet.
+        if let Ok(output) = std::process::Command::new("capinfos")
+            .args(["-c", "-M"])
+            .arg(&summary.files[0])
+            .output()
+        {
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(output.status.success(), "{text}");
+            assert!(text.contains("5000"), "{text}");
+        }
     }
 
     #[test]
@@ -739,6 +796,34 @@ mod tests {
         names.sort();
         assert_eq!(names, summary.files, "names sort by time");
         for f in &summary.files {
+            assert!(std::fs::metadata(f).unwrap().len() <= 300_000);
+        }
+    }
+
+    #[test]
+    fn pcapng_files_rotate_and_retention_counts_both_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        // An earlier run's pcap files count towards --keep as much as
+        // this run's pcapng ones.
+        let earlier = record(dir.path(), |c| c.rotate_bytes = Some(300_000), 1000);
+        assert!(earlier.files.len() >= 2);
+        let summary = record(
+            dir.path(),
+            |c| {
+                c.format = CaptureFormat::PcapNg;
+                c.rotate_bytes = Some(300_000);
+                c.keep_bytes = Some(1_000_000);
+            },
+            5000,
+        );
+        assert!(
+            summary.stats.files_deleted > earlier.files.len() as u64,
+            "{:?}",
+            summary.stats
+        );
+        assert!(earlier.files.iter().all(|f| !f.exists()), "the oldest go first");
+        for f in &summary.files {
+            assert!(f.extension().is_some_and(|e| e == "pcapng"));
             assert!(std::fs::metadata(f).unwrap().len() <= 300_000);
         }
     }

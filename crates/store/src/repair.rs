@@ -1,10 +1,11 @@
 //! Making a recording whose writer was killed readable again.
 //!
 //! After `kill -9` (or a crash) the open file ends wherever its last block
-//! did: usually inside a record, and, if the kill came while the file was
-//! being closed, in the zero padding of its last `O_DIRECT` write. Repair
-//! keeps every complete record up to the first that is not plausible,
-//! cuts the rest, and writes the index again from the records kept.
+//! did: usually inside a record (a pcap record, or a pcapng Enhanced Packet
+//! Block), and, if the kill came while the file was being closed, in the
+//! zero padding of its last `O_DIRECT` write. Repair keeps every complete
+//! record up to the first that is not plausible, cuts the rest, and writes
+//! the index again from the records kept.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
@@ -12,6 +13,7 @@ use std::path::Path;
 
 use sluice_wire::LinkType;
 
+use crate::format::{FileHeader, HeaderProblem};
 use crate::index::{BlockEntry, IndexWriter, index_path};
 use crate::recorder::DEFAULT_BLOCK_BYTES;
 
@@ -22,7 +24,7 @@ pub struct RepairReport {
     /// The file's length before and after.
     pub bytes_before: u64,
     pub bytes_kept: u64,
-    /// The file held no pcap header (the recorder was killed before its
+    /// The file held no file header (the recorder was killed before its
     /// first block reached the disk) and was deleted.
     pub removed: bool,
 }
@@ -36,39 +38,35 @@ const MAX_STEP_BACK_NS: u64 = 60 * 1_000_000_000;
 /// GSO frames a little more.
 const MAX_WIRE_LEN: u32 = 1 << 20;
 
-/// Cuts a pcap file to its last complete, plausible record and rebuilds
-/// its index. A file that is already whole is left as it is (its index is
-/// still rebuilt).
+/// Cuts a pcap or pcapng file to its last complete, plausible record and
+/// rebuilds its index. A file that is already whole is left as it is (its
+/// index is still rebuilt).
 pub fn repair(path: &Path) -> io::Result<RepairReport> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let bytes_before = std::fs::metadata(path).map_err(named)?.len();
-    let mut input = BufReader::with_capacity(1 << 20, File::open(path).map_err(named)?);
-    let mut header = [0u8; 24];
-    let got = read_up_to(&mut input, &mut header).map_err(named)?;
-    if got < header.len() || header.iter().all(|&b| b == 0) {
-        std::fs::remove_file(path).map_err(named)?;
-        let _ = std::fs::remove_file(index_path(path));
-        return Ok(RepairReport {
-            packets: 0,
-            bytes_before,
-            bytes_kept: 0,
-            removed: true,
-        });
-    }
-    let nanos = match u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) {
-        0xa1b2_3c4d => true,
-        0xa1b2_c3d4 => false,
-        _ => {
-            return Err(named(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "not a little-endian pcap file (pcapng and big-endian files are not written by the recorder)",
-            )));
+    let mut head = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
+        .map_err(named)?;
+    let header = match FileHeader::parse(&head) {
+        Ok(header) => header,
+        Err(HeaderProblem::Incomplete) => {
+            std::fs::remove_file(path).map_err(named)?;
+            let _ = std::fs::remove_file(index_path(path));
+            return Ok(RepairReport {
+                packets: 0,
+                bytes_before,
+                bytes_kept: 0,
+                removed: true,
+            });
         }
+        Err(HeaderProblem::Invalid(why)) => return Err(named(io::Error::new(io::ErrorKind::InvalidData, why))),
     };
-    let snaplen = u32::from_le_bytes(header[16..20].try_into().expect("4 bytes"));
-    let linktype = u32::from_le_bytes(header[20..24].try_into().expect("4 bytes"));
-    let link = LinkType::from_linktype(linktype);
-    let scale = if nanos { 1 } else { 1000 };
+    drop(head);
+    let link = LinkType::from_linktype(header.linktype);
+    let snaplen = header.snaplen;
+    let mut input = BufReader::with_capacity(1 << 20, File::open(path).map_err(named)?);
+    input.seek_relative(header.len as i64).map_err(named)?;
 
     let index_file = index_path(path);
     let mut temp_name = index_file.as_os_str().to_owned();
@@ -76,31 +74,32 @@ pub fn repair(path: &Path) -> io::Result<RepairReport> {
     let temp = std::path::PathBuf::from(temp_name);
     let mut index = IndexWriter::create(&temp).map_err(named)?;
     let mut entry = BlockEntry::empty(0);
-    let mut kept = header.len() as u64;
+    let mut kept = header.len;
     let mut packets = 0;
     let mut previous_ts = 0u64;
-    let mut record = [0u8; 16];
-    let mut data = vec![0u8; snaplen.clamp(1, MAX_WIRE_LEN) as usize];
+    let head_len = header.record_head_len();
+    let mut record = vec![0u8; head_len + snaplen.clamp(1, MAX_WIRE_LEN) as usize + 8];
     loop {
-        if read_up_to(&mut input, &mut record).map_err(named)? < record.len() {
+        if read_up_to(&mut input, &mut record[..head_len]).map_err(named)? < head_len {
             break;
         }
-        let field = |at: usize| u32::from_le_bytes(record[at..at + 4].try_into().expect("4 bytes"));
-        let (secs, frac, caplen, wire_len) = (field(0), field(4), field(8), field(12));
-        let ts_ns = u64::from(secs) * 1_000_000_000 + u64::from(frac) * scale;
-        let plausible = caplen <= snaplen
-            && caplen <= wire_len
-            && wire_len > 0
-            && wire_len <= MAX_WIRE_LEN
-            && u64::from(frac) * scale < 1_000_000_000
-            && ts_ns + MAX_STEP_BACK_NS >= previous_ts;
+        let Some(parsed) = header.parse_record(&record, snaplen) else {
+            break;
+        };
+        let plausible = parsed.captured <= parsed.wire_len
+            && parsed.wire_len > 0
+            && parsed.wire_len <= MAX_WIRE_LEN
+            && parsed.ts_ns + MAX_STEP_BACK_NS >= previous_ts;
         if !plausible {
             break;
         }
-        let frame = &mut data[..caplen as usize];
-        if read_up_to(&mut input, frame).map_err(named)? < frame.len() {
+        let whole = &mut record[..parsed.len];
+        if read_up_to(&mut input, &mut whole[head_len..]).map_err(named)? < parsed.len - head_len
+            || !header.record_complete(whole)
+        {
             break;
         }
+        let frame = &whole[head_len..head_len + parsed.captured as usize];
         // Blocks as the recorder wrote them: the records that start in
         // each aligned stretch of the file.
         let block = kept / DEFAULT_BLOCK_BYTES as u64;
@@ -111,16 +110,16 @@ pub fn repair(path: &Path) -> io::Result<RepairReport> {
         if entry.packets == 0 {
             entry.offset = kept;
         }
-        let record_len = 16 + u64::from(caplen);
+        let record_len = parsed.len as u64;
         match link {
-            Some(link) => entry.add(ts_ns, record_len, link, frame),
+            Some(link) => entry.add(parsed.ts_ns, record_len, link, frame),
             // Unknown link types still get time ranges; no flow is
             // findable in them.
-            None => entry.add(ts_ns, record_len, LinkType::Ethernet, &[]),
+            None => entry.add(parsed.ts_ns, record_len, LinkType::Ethernet, &[]),
         }
         kept += record_len;
         packets += 1;
-        previous_ts = ts_ns;
+        previous_ts = parsed.ts_ns;
     }
     if entry.packets > 0 {
         index.append(&entry).map_err(named)?;
@@ -158,8 +157,8 @@ fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PcapWriter;
     use crate::index::Index;
+    use crate::{CaptureFormat, MIN_BLOCK_BYTES, PcapWriter, Recorder, RecorderConfig};
     use std::io::Write;
 
     fn write_100(path: &Path) {
@@ -209,5 +208,70 @@ mod tests {
         std::fs::write(&path, []).unwrap();
         assert!(repair(&path).unwrap().removed);
         assert!(!path.exists());
+    }
+
+    /// 100 packets of 101 bytes (so each EPB has three bytes of padding)
+    /// in a pcapng recording; its path and the bytes before the first EPB.
+    fn record_100_pcapng(dir: &Path) -> (std::path::PathBuf, u64) {
+        let _ = std::fs::remove_dir_all(dir);
+        let mut c = RecorderConfig::new(dir, LinkType::Ethernet, 1500);
+        c.format = CaptureFormat::PcapNg;
+        c.block_bytes = MIN_BLOCK_BYTES;
+        c.direct = false;
+        let mut r = Recorder::start(c).unwrap();
+        for i in 0..100u64 {
+            r.push(1_700_000_000_000_000_000 + i, 101, &[0xab; 101]).unwrap();
+        }
+        let files = r.finish().unwrap().files;
+        let header = CaptureFormat::PcapNg.file_header(1, 1500).len() as u64;
+        (files[0].clone(), header)
+    }
+
+    #[test]
+    fn pcapng_is_cut_after_its_last_complete_enhanced_packet_block() {
+        const EPB: u64 = 32 + 104;
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        let read = |path: &Path| {
+            let file = sluice_capture::CaptureFile::open(path).unwrap();
+            file.reader().unwrap().map(|p| p.ts_ns).collect::<Vec<_>>()
+        };
+        // Killed mid-stream: inside the 51st EPB's data, then inside its
+        // trailing length.
+        for torn in [70, EPB - 2] {
+            let (path, header) = record_100_pcapng(&rec);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), header + 100 * EPB);
+            cut_and_pad(&path, header + 50 * EPB + torn, 0);
+            let report = repair(&path).unwrap();
+            assert_eq!((report.packets, report.bytes_kept), (50, header + 50 * EPB));
+            assert_eq!(
+                read(&path),
+                (0..50).map(|i| 1_700_000_000_000_000_000 + i).collect::<Vec<_>>()
+            );
+            let index = Index::read(index_path(&path)).unwrap();
+            assert_eq!(index.packets(), 50);
+            assert_eq!((index.blocks[0].offset, index.blocks[0].length), (header, 50 * EPB));
+        }
+        // Killed while closing: zero padding after the last EPB.
+        let (path, header) = record_100_pcapng(&rec);
+        cut_and_pad(&path, header + 80 * EPB, 4000);
+        let report = repair(&path).unwrap();
+        assert_eq!((report.packets, report.bytes_kept), (80, header + 80 * EPB));
+        // A whole file is left as it is.
+        let (path, header) = record_100_pcapng(&rec);
+        let report = repair(&path).unwrap();
+        assert_eq!((report.packets, report.bytes_kept), (100, header + 100 * EPB));
+        assert_eq!(report.bytes_before, report.bytes_kept);
+        // A file cut inside its header holds nothing, and goes.
+        cut_and_pad(&path, header - 10, 0);
+        assert!(repair(&path).unwrap().removed);
+        assert!(!path.exists());
+        // A big-endian pcapng file is not the recorder's: refused.
+        let mut other = CaptureFormat::PcapNg.file_header(1, 1500);
+        other[8..12].copy_from_slice(&0x1a2b_3c4du32.to_be_bytes());
+        let alien = dir.path().join("alien.pcapng");
+        std::fs::write(&alien, &other).unwrap();
+        let error = repair(&alien).unwrap_err().to_string();
+        assert!(error.contains("big-endian"), "{error}");
     }
 }

@@ -35,7 +35,16 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            flows: FlowConfig::default(),
+            flows: FlowConfig {
+                // A closed connection has had its DESTROYED; it stays in
+                // the table only to absorb stragglers (the last ACK, a
+                // retransmitted FIN) that would otherwise open a flow of
+                // their own. Seconds cover any round trip, and keep the
+                // table small at hundreds of thousands of connections a
+                // second.
+                closed_linger_ns: 2_000_000_000,
+                ..FlowConfig::default()
+            },
             reassembly: ReassemblyConfig::default(),
             defrag: DefragConfig::default(),
             held_bytes: 64 << 10,
@@ -61,6 +70,9 @@ pub struct PacketCounters {
     /// Packets of a flow after its DESTROYED event, while the table still
     /// holds it.
     pub after_destroyed: u64,
+    /// TCP segments without data or SYN that would have begun a flow:
+    /// stragglers of connections already ended, or scans. No events.
+    pub tcp_without_stream: u64,
 }
 
 /// Everything counted over a run.
@@ -273,6 +285,13 @@ impl Core {
         let key = &flow.key;
         let stream = &mut flow.ext.stream;
         if !stream.sink.started() {
+            // A TCP flow begins with a SYN or with data: a lone ACK, FIN or
+            // RST is a straggler of a connection already gone (or a scan),
+            // with no stream to give an analyzer.
+            if l4 == L4::Tcp && payload.is_empty() && decoded.tcp.flags & tcp_flags::SYN == 0 {
+                counters.tcp_without_stream += 1;
+                return;
+            }
             stream
                 .sink
                 .start(l4, (key.src_ip(), key.src_port), (key.dst_ip(), key.dst_port), 0);
@@ -340,7 +359,7 @@ fn destroy(
     flow.ext.stream.destroyed = true;
     flow.ext.stream.sink.pending = Vec::new();
     // The flow is routed and its later packets skip the chain, but the
-    // table keeps it for `closed_linger_ns` (60 s of packet time): its
+    // table keeps it for `closed_linger_ns` (2 s of packet time): its
     // classification metadata (an HTTP flow's host, URI, user agent, ...)
     // would stay allocated all that time, about 0.5 KB per connection.
     flow.ext.class.release();

@@ -180,6 +180,11 @@ fn render(report: &Report) -> String {
         "packets {}  bytes {}  tcp segments {}  udp datagrams {}  other {}  not IP {}  undecodable {}",
         p.packets, p.bytes, p.tcp_segments, p.udp_datagrams, p.other_protocols, p.not_ip, p.undecodable
     );
+    let _ = writeln!(
+        s,
+        "after DESTROYED {}  TCP stragglers without a flow (no SYN, no data) {}",
+        p.after_destroyed, p.tcp_without_stream
+    );
     let f = &report.flows;
     let _ = writeln!(
         s,

@@ -347,8 +347,15 @@ fn the_http_analyzer_finds_the_exchanges_tshark_finds() {
             taps.to_str().unwrap(),
             "--wait",
         ]);
+        // The analyzer starts once the sockets exist, and ends when sluice,
+        // done, closes them.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !taps.join("tcp/http1").exists() {
+            assert!(Instant::now() < deadline, "sluice made no interfaces");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let analyzer = Command::new("python3")
-            .args(["-m", "sluice_tap.http", "--reconnect", "--balance", "2"])
+            .args(["-m", "sluice_tap.http", "--balance", "2"])
             .arg(taps.join("tcp/http"))
             .env("PYTHONPATH", &python)
             .stdout(Stdio::piped())
@@ -356,13 +363,8 @@ fn the_http_analyzer_finds_the_exchanges_tshark_finds() {
             .spawn()
             .unwrap();
         finished(run);
-        // With --reconnect the analyzer outlives sluice; stop it once the
-        // sockets are gone and it has printed what it read.
-        std::thread::sleep(Duration::from_millis(500));
-        let _ = Command::new("kill")
-            .args(["-TERM", &analyzer.id().to_string()])
-            .status();
         let output = analyzer.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let ours: BTreeSet<(String, String)> = String::from_utf8_lossy(&output.stdout)
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())

@@ -327,7 +327,9 @@ fn headers(data: &[u8], mut at: usize) -> Headers<'_> {
         let Some(rest) = data.get(at..) else {
             break;
         };
-        let Some(len) = rest.iter().position(|&b| b == b'\n') else {
+        // memchr: header blocks run to kilobytes (cookies, padding), and
+        // every HTTP flow's are read.
+        let Some(len) = memchr::memchr(b'\n', rest) else {
             break;
         };
         let line = &rest[..len];
@@ -338,7 +340,7 @@ fn headers(data: &[u8], mut at: usize) -> Headers<'_> {
             found.end = at;
             break;
         }
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
+        let Some(colon) = memchr::memchr(b':', line) else {
             continue;
         };
         let name = &line[..colon];

@@ -112,6 +112,8 @@ impl RecordingReport {
             bytes_deleted: total.bytes_deleted,
             files_left,
             write_mode: total.write_mode().as_str(),
+            direct_files: total.direct_files,
+            buffered_files: total.buffered_files,
             workers: each,
         }
     }

@@ -116,6 +116,10 @@ pub struct RecordingReport {
     pub files_left: u64,
     /// `o_direct`, `buffered`, `mixed` or `none`.
     pub write_mode: &'static str,
+    /// Files written with `O_DIRECT`, and through the page cache (where the
+    /// file system refused `O_DIRECT`, or with `--buffered`).
+    pub direct_files: u64,
+    pub buffered_files: u64,
     pub workers: Vec<WorkerRecording>,
 }
 

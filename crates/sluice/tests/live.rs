@@ -315,6 +315,10 @@ fn live_with_record_writes_every_packet_it_analyses() {
     assert!(recording["files_written"].as_u64().unwrap() > 2, "rotated: {recording}");
     assert_eq!(recording["files_deleted"], 0);
     assert!(["o_direct", "buffered"].contains(&recording["write_mode"].as_str().unwrap()));
+    assert_eq!(
+        recording["direct_files"].as_u64().unwrap() + recording["buffered_files"].as_u64().unwrap(),
+        recording["files_written"].as_u64().unwrap()
+    );
     assert_eq!(recording["format"], "pcapng");
 
     let workers = recordings_by_worker(&rec);

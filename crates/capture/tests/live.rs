@@ -651,6 +651,96 @@ fn a_quiet_link_still_delivers_after_the_block_timeout() {
     assert_eq!(block.packets().count(), 1);
 }
 
+/// What `drain_block` yields: each block's tags and whether the kernel
+/// closed it on its timer.
+fn drain(socket: &mut LiveSocket) -> Vec<(Vec<u64>, bool)> {
+    let mut blocks = Vec::new();
+    while let Some(mut block) = socket.drain_block().expect("drain_block") {
+        let timed_out = block.timed_out();
+        blocks.push((block.packets().filter_map(|p| tag_of(p.data)).collect(), timed_out));
+    }
+    blocks
+}
+
+/// A stop keeps what the kernel took: the blocks it handed over and the
+/// one it was still filling (closed by its timer, which the drain waits
+/// for) are all read, the kernel's count is exactly what was read, and
+/// frames sent after the stop are neither delivered nor counted.
+#[test]
+fn stop_drains_every_frame_the_kernel_took_and_takes_no_more() {
+    let Some(lab) = Lab::new() else { return };
+    // A long block timeout, so that the last block is still being filled
+    // at the stop.
+    let timeout = Duration::from_millis(400);
+    let mut socket = lab.open(&LiveConfig {
+        block_timeout_ms: timeout.as_millis() as u32,
+        ..small_config()
+    });
+    let peer = lab.inbound();
+    // About 225 kB: three full 64 KiB blocks and a partial one.
+    let frames = udp_frames(300);
+    peer.send_all(&frames);
+    // The frames reach the ring from the peer's backlog, not within the
+    // send: give them a moment, far less than the block timeout.
+    thread::sleep(Duration::from_millis(30));
+    socket.stop().unwrap();
+    let stopped = Instant::now();
+    peer.send_all(&frames[..50]);
+    let blocks = drain(&mut socket);
+    let waited = stopped.elapsed();
+    let tags: Vec<u64> = blocks.iter().flat_map(|b| b.0.iter().copied()).collect();
+    assert_eq!(
+        tags,
+        (0..300).collect::<Vec<_>>(),
+        "every frame before the stop, once, in order"
+    );
+    assert!(blocks.len() >= 4, "{} blocks", blocks.len());
+    assert!(
+        blocks.last().unwrap().1,
+        "the last block was the partial one, closed by the kernel's timer"
+    );
+    assert!(waited < 2 * timeout + Duration::from_millis(300), "{waited:?}");
+    assert_eq!(socket.unread().unwrap(), 0);
+    assert_eq!(socket.delivered(), 300);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        socket.stats().unwrap(),
+        LiveStats {
+            packets: 300,
+            drops: 0,
+            queue_freezes: 0
+        },
+        "frames sent after the stop are not counted"
+    );
+    assert!(socket.drain_block().unwrap().is_none(), "nothing more to drain");
+}
+
+/// With a full ring at the stop, what was read and what was dropped add
+/// up to the kernel's count, and the drain does not wait for anything.
+#[test]
+fn stop_with_a_full_ring_accounts_for_every_frame() {
+    let Some(lab) = Lab::new() else { return };
+    let mut socket = lab.open(&LiveConfig {
+        ring_bytes: 128 << 10,
+        block_bytes: 64 << 10,
+        ..small_config()
+    });
+    lab.inbound().send_all(&udp_frames(1000));
+    thread::sleep(Duration::from_millis(50));
+    socket.stop().unwrap();
+    let stopped = Instant::now();
+    let read: usize = drain(&mut socket).iter().map(|b| b.0.len()).sum();
+    assert!(
+        stopped.elapsed() < Duration::from_millis(50),
+        "no partial block to wait for"
+    );
+    let stats = socket.stats().unwrap();
+    assert!(read > 0 && stats.drops > 0, "{read} read, {stats:?}");
+    assert_eq!(read as u64 + stats.drops, 1000);
+    assert_eq!(stats.packets, 1000);
+    assert_eq!(socket.unread().unwrap(), 0);
+}
+
 #[test]
 fn promiscuous_mode_lasts_as_long_as_the_socket() {
     let Some(lab) = Lab::new() else { return };

@@ -6,6 +6,13 @@
 //! thread, no copy. Time comes from the kernel's timestamps and, on a
 //! quiet link, from the clock, so that idle flows still end.
 //!
+//! At a stop (the flag, or the duration) each worker stops its socket,
+//! which then takes no new frame, and drains it: every frame the kernel
+//! already put in the ring, the block it was still filling included, is
+//! analysed (and recorded) before the worker closes its flows, with no new
+//! time meanwhile. So the kernel's count is the packets processed plus its
+//! drops, and whatever a drain could not read is counted, not lost.
+//!
 //! With a recording (`--record DIR`), each worker also copies every packet
 //! of its block into its own [`Recorder`] before giving the block back:
 //! one capture feeds both consumers, the packets read once from the ring,
@@ -20,7 +27,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sluice_capture::live::{LiveConfig as RingConfig, LiveError, LiveSocket, LiveStats};
+use sluice_capture::live::{Block, LiveConfig as RingConfig, LiveError, LiveSocket, LiveStats};
 use sluice_store::{CaptureFormat, Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::{DecodeError, LinkType, decode};
 
@@ -105,6 +112,8 @@ impl RecordingReport {
             bytes_deleted: total.bytes_deleted,
             files_left,
             write_mode: total.write_mode().as_str(),
+            direct_files: total.direct_files,
+            buffered_files: total.buffered_files,
             workers: each,
         }
     }
@@ -139,8 +148,14 @@ impl RecordingReport {
 struct LiveCounters {
     packets: AtomicU64,
     bytes: AtomicU64,
+    /// The kernel's count of frames for the workers' sockets, the dropped
+    /// ones included.
+    kernel_packets: AtomicU64,
     kernel_drops: AtomicU64,
     queue_freezes: AtomicU64,
+    /// Frames the kernel had put in a ring that were still unread when the
+    /// worker gave up draining it.
+    unread_at_stop: AtomicU64,
     records: AtomicU64,
     /// Each recording worker's recorder counts, as of its last tick.
     recorders: Mutex<Vec<RecorderStats>>,
@@ -238,8 +253,10 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
     summary.bytes = c.bytes.load(Ordering::Relaxed);
     summary.drops.kernel_drops = c.kernel_drops.load(Ordering::Relaxed);
     summary.drops.queue_freezes = c.queue_freezes.load(Ordering::Relaxed);
+    summary.drops.unread_at_stop = c.unread_at_stop.load(Ordering::Relaxed);
     summary.capture = Some(CaptureReport {
         interface: options.ring.interface.clone(),
+        kernel_packets: c.kernel_packets.load(Ordering::Relaxed),
         packets: summary.packets,
         bytes: summary.bytes,
         batch_timestamps: options.ring.batch_timestamps.as_str(),
@@ -272,18 +289,21 @@ struct WorkerResult {
 fn run_worker(
     index: usize,
     mut socket: LiveSocket,
-    mut worker: Worker,
-    mut recorder: Option<Recorder>,
+    worker: Worker,
+    recorder: Option<Recorder>,
     counters: &LiveCounters,
     ends: &Ends,
 ) -> WorkerResult {
     let (stop, deadline) = (ends.stop, ends.deadline);
-    let mut record_error: Option<std::io::Error> = None;
-    let mut drops = Drops::default();
-    let mut packets: Vec<PacketDesc> = Vec::new();
-    // Frames are borrowed from the block being processed; the vector's
-    // memory is kept from block to block, its contents are not.
-    let mut spare: Vec<&'static [u8]> = Vec::new();
+    let mut consumer = Consumer {
+        worker,
+        recorder,
+        record_error: None,
+        drops: Drops::default(),
+        packets: Vec::new(),
+        spare: Vec::new(),
+        counters,
+    };
     let mut next_tick = Instant::now() + TICK;
     let mut records_told = 0;
     let mut told = LiveStats::default();
@@ -291,41 +311,8 @@ fn run_worker(
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
         match socket.next_block(POLL) {
             Ok(Some(mut block)) => {
-                packets.clear();
-                let mut frames: Vec<&[u8]> = std::mem::take(&mut spare).into_iter().map(|_| &[][..]).collect();
-                let (mut count, mut bytes) = (0u64, 0u64);
-                for raw in block.packets() {
-                    count += 1;
-                    bytes += u64::from(raw.wire_len);
-                    // Copied to the recorder's block while the frame is
-                    // in cache; decoded from the ring, where it stays.
-                    if let Some(r) = recorder.as_mut()
-                        && record_error.is_none()
-                        && let Err(e) = r.push(raw.ts_ns, raw.wire_len, raw.data)
-                    {
-                        record_error = Some(e);
-                    }
-                    match decode(raw.link, raw.data) {
-                        Ok(decoded) => {
-                            packets.push(PacketDesc {
-                                ts_ns: raw.ts_ns,
-                                offset: 0,
-                                captured: raw.data.len() as u32,
-                                wire_len: raw.wire_len,
-                                hash: decoded.key.symmetric_hash(),
-                                decoded,
-                            });
-                            frames.push(raw.data);
-                        }
-                        Err(e) => count_undecodable(&mut drops, e),
-                    }
-                }
-                worker.process(&packets, |i, _| frames[i]);
-                counters.packets.fetch_add(count, Ordering::Relaxed);
-                counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-                frames.clear();
-                spare = frames.into_iter().map(|_| &[][..]).collect();
-                if record_error.is_some() {
+                consumer.block(&mut block);
+                if consumer.record_error.is_some() {
                     // The disk failed: the recording is incomplete from
                     // here, so the whole run stops rather than go on
                     // without it.
@@ -348,19 +335,49 @@ fn run_worker(
                     break;
                 }
             }
-            worker.advance(wall_clock_ns());
-            let records = worker.records();
+            consumer.worker.advance(wall_clock_ns());
+            let records = consumer.worker.records();
             counters.records.fetch_add(records - records_told, Ordering::Relaxed);
             records_told = records;
-            if let Some(r) = &recorder {
+            if let Some(r) = &consumer.recorder {
                 counters.recorders.lock().expect("not poisoned")[index] = r.stats();
             }
         }
     }
-    // The kernel's counts since the last tick, so that none is lost.
+    // Stopped: the kernel takes no more frames, and those it already took
+    // (counted in its statistics) are read to the last, the block it was
+    // filling included. Time stands still meanwhile: the wall clock would
+    // end flows whose last packets are still in the ring.
+    if failure.is_none() {
+        loop {
+            match socket.drain_block() {
+                Ok(Some(mut block)) => consumer.block(&mut block),
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+    }
+    // The kernel's counts since the last tick, so that none is lost, and
+    // what the drain could not read.
     if let Ok(stats) = socket.stats() {
         tell_kernel_counts(counters, told, stats);
     }
+    if failure.is_none()
+        && let Ok(unread) = socket.unread()
+    {
+        counters.unread_at_stop.fetch_add(unread, Ordering::Relaxed);
+    }
+    drop(socket);
+    let Consumer {
+        worker,
+        recorder,
+        record_error,
+        drops,
+        ..
+    } = consumer;
     // Every packet counted was pushed: write out the last block.
     let recording = recorder.map(|r| {
         let so_far = r.stats();
@@ -386,9 +403,65 @@ fn run_worker(
     }
 }
 
+/// What a worker does with each block: records and analyses its packets.
+struct Consumer<'a> {
+    worker: Worker,
+    recorder: Option<Recorder>,
+    /// The recorder's first failure; nothing is pushed after it.
+    record_error: Option<std::io::Error>,
+    drops: Drops,
+    packets: Vec<PacketDesc>,
+    /// Frames are borrowed from the block being processed; this vector's
+    /// memory is kept from block to block, its contents are not.
+    spare: Vec<&'static [u8]>,
+    counters: &'a LiveCounters,
+}
+
+impl Consumer<'_> {
+    fn block(&mut self, block: &mut Block<'_>) {
+        self.packets.clear();
+        let mut frames: Vec<&[u8]> = std::mem::take(&mut self.spare).into_iter().map(|_| &[][..]).collect();
+        let (mut count, mut bytes) = (0u64, 0u64);
+        for raw in block.packets() {
+            count += 1;
+            bytes += u64::from(raw.wire_len);
+            // Copied to the recorder's block while the frame is in cache;
+            // decoded from the ring, where it stays.
+            if let Some(r) = self.recorder.as_mut()
+                && self.record_error.is_none()
+                && let Err(e) = r.push(raw.ts_ns, raw.wire_len, raw.data)
+            {
+                self.record_error = Some(e);
+            }
+            match decode(raw.link, raw.data) {
+                Ok(decoded) => {
+                    self.packets.push(PacketDesc {
+                        ts_ns: raw.ts_ns,
+                        offset: 0,
+                        captured: raw.data.len() as u32,
+                        wire_len: raw.wire_len,
+                        hash: decoded.key.symmetric_hash(),
+                        decoded,
+                    });
+                    frames.push(raw.data);
+                }
+                Err(e) => count_undecodable(&mut self.drops, e),
+            }
+        }
+        self.worker.process(&self.packets, |i, _| frames[i]);
+        self.counters.packets.fetch_add(count, Ordering::Relaxed);
+        self.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+        frames.clear();
+        self.spare = frames.into_iter().map(|_| &[][..]).collect();
+    }
+}
+
 /// Adds what the socket's running totals grew by since `told` to the run's
 /// counters, and returns the new totals.
 fn tell_kernel_counts(counters: &LiveCounters, told: LiveStats, now: LiveStats) -> LiveStats {
+    counters
+        .kernel_packets
+        .fetch_add(now.packets - told.packets, Ordering::Relaxed);
     counters
         .kernel_drops
         .fetch_add(now.drops - told.drops, Ordering::Relaxed);
@@ -481,14 +554,15 @@ mod tests {
     #[test]
     fn kernel_counts_are_added_once() {
         let counters = LiveCounters::default();
-        let totals = |drops, queue_freezes| LiveStats {
-            packets: 0,
+        let totals = |packets, drops, queue_freezes| LiveStats {
+            packets,
             drops,
             queue_freezes,
         };
-        let told = tell_kernel_counts(&counters, LiveStats::default(), totals(5, 1));
-        let told = tell_kernel_counts(&counters, told, totals(5, 1));
-        tell_kernel_counts(&counters, told, totals(12, 2));
+        let told = tell_kernel_counts(&counters, LiveStats::default(), totals(100, 5, 1));
+        let told = tell_kernel_counts(&counters, told, totals(150, 5, 1));
+        tell_kernel_counts(&counters, told, totals(400, 12, 2));
+        assert_eq!(counters.kernel_packets.load(Ordering::Relaxed), 400);
         assert_eq!(counters.kernel_drops.load(Ordering::Relaxed), 12);
         assert_eq!(counters.queue_freezes.load(Ordering::Relaxed), 2);
     }

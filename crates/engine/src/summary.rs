@@ -77,6 +77,10 @@ pub struct Drops {
     /// Live capture: how often a ring filled up and the kernel stopped
     /// filling it until a block came back.
     pub queue_freezes: u64,
+    /// Live capture: frames the kernel had put in a ring that were still
+    /// unread when the run ended. A stop drains the rings, so this is 0
+    /// unless the kernel kept a last block past its timeout.
+    pub unread_at_stop: u64,
 }
 
 impl Drops {
@@ -112,6 +116,10 @@ pub struct RecordingReport {
     pub files_left: u64,
     /// `o_direct`, `buffered`, `mixed` or `none`.
     pub write_mode: &'static str,
+    /// Files written with `O_DIRECT`, and through the page cache (where the
+    /// file system refused `O_DIRECT`, or with `--buffered`).
+    pub direct_files: u64,
+    pub buffered_files: u64,
     pub workers: Vec<WorkerRecording>,
 }
 
@@ -132,6 +140,9 @@ pub struct WorkerRecording {
 #[derive(Clone, Debug, Serialize)]
 pub struct CaptureReport {
     pub interface: String,
+    /// Frames the kernel counted for the workers' sockets: `packets` +
+    /// `drops.kernel_drops` + `drops.unread_at_stop`.
+    pub kernel_packets: u64,
     /// Frames the workers received (the kernel's drops are in `drops`).
     pub packets: u64,
     pub bytes: u64,
@@ -279,9 +290,10 @@ impl Summary {
         if let Some(capture) = &self.capture {
             let _ = writeln!(
                 s,
-                "capture: {} frames dropped by the kernel (ring full), {} queue freezes",
+                "capture: {} frames dropped by the kernel (ring full), {} queue freezes, {} left unread in the rings at the stop",
                 group(d.kernel_drops),
-                group(d.queue_freezes)
+                group(d.queue_freezes),
+                group(d.unread_at_stop)
             );
             if capture.batch_timestamps != "keep" {
                 let _ = writeln!(

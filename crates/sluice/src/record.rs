@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sluice_capture::live::{BatchTimestamps, LiveConfig, LiveSocket, LiveStats};
+use sluice_capture::live::{BatchTimestamps, Block, LiveConfig, LiveSocket, LiveStats};
 use sluice_inject::parse_duration;
 use sluice_store::{CaptureFormat, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
 
@@ -296,21 +296,28 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
             last = (stats.packets, stats.wire_bytes, now);
         }
     }
-    // What the kernel already holds was captured before the stop: the
-    // block it is filling is handed over within its timeout. On a busy
-    // link blocks keep coming, so the drain has a deadline too.
+    // Stopped: the kernel takes no more frames, and every frame it already
+    // took (and counted) is recorded, the block it was filling included.
+    // The socket says how many it could not get back, if any.
+    let mut unread = 0;
     if failure.is_none() {
-        let wait = Duration::from_millis(u64::from(ring.block_timeout_ms) * 3 + 20);
-        let drained_by = Instant::now() + wait;
-        while Instant::now() < drained_by {
-            match record_block(&mut socket, &mut recorder, wait) {
-                Ok(true) => {}
-                Ok(false) => break,
+        loop {
+            match socket.drain_block() {
+                Ok(Some(mut block)) => {
+                    if let Err(e) = record_packets(&mut block, &mut recorder) {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+                Ok(None) => break,
                 Err(e) => {
-                    failure = Some(e);
+                    failure = Some(e.into());
                     break;
                 }
             }
+        }
+        if failure.is_none() {
+            unread = socket.unread().unwrap_or(0);
         }
     }
     kernel = socket.stats().unwrap_or(kernel);
@@ -323,11 +330,11 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         Ok(summary) => (summary.stats, summary.files.len(), None),
         Err(e) => (so_far, 0, Some(e)),
     };
-    let summary = summary_json(&args, &stats, &kernel, files, elapsed);
+    let summary = summary_json(&args, &stats, &kernel, unread, files, elapsed);
     let path = args.dir.join("record-summary.json");
     std::fs::write(&path, format!("{summary:#}\n")).with_context(|| format!("writing {}", path.display()))?;
     if !args.quiet {
-        print!("{}", render(&args.interface, &stats, &kernel, elapsed, &path));
+        print!("{}", render(&args.interface, &stats, &kernel, unread, elapsed, &path));
         if args.timestamps.mode != BatchTimestamps::Keep {
             println!(
                 "timestamps: {} over each ring block, not the kernel's per-packet stamps",
@@ -348,6 +355,7 @@ fn summary_json(
     args: &RecordArgs,
     stats: &RecorderStats,
     kernel: &LiveStats,
+    unread_at_stop: u64,
     files_left: usize,
     elapsed: Duration,
 ) -> serde_json::Value {
@@ -365,6 +373,7 @@ fn summary_json(
         "kernel_packets": kernel.packets,
         "kernel_drops": kernel.drops,
         "queue_freezes": kernel.queue_freezes,
+        "unread_at_stop": unread_at_stop,
         "writer_waits": stats.writer_waits,
         "writer_wait_ms": stats.writer_wait_ns as f64 / 1e6,
         "files_written": stats.files_written,
@@ -372,15 +381,24 @@ fn summary_json(
         "bytes_deleted": stats.bytes_deleted,
         "files_left": files_left,
         "write_mode": stats.write_mode().as_str(),
+        "direct_files": stats.direct_files,
+        "buffered_files": stats.buffered_files,
     })
 }
 
-fn render(interface: &str, stats: &RecorderStats, kernel: &LiveStats, elapsed: Duration, path: &Path) -> String {
+fn render(
+    interface: &str,
+    stats: &RecorderStats,
+    kernel: &LiveStats,
+    unread: u64,
+    elapsed: Duration,
+    path: &Path,
+) -> String {
     let seconds = elapsed.as_secs_f64().max(1e-9);
     format!(
         "recorded {} packets from {interface} in {:.1} s ({:.0} pps, {:.1} Mbit/s)\n\
          written: {} bytes in {} files ({}), {} files deleted by retention ({} bytes)\n\
-         losses: {} kernel drops, {} queue freezes; writer waits: {} ({:.0} ms)\n\
+         losses: {} kernel drops, {} queue freezes, {unread} left unread in the ring at the stop; writer waits: {} ({:.0} ms)\n\
          summary: {}\n",
         stats.packets,
         seconds,
@@ -404,13 +422,18 @@ fn render(interface: &str, stats: &RecorderStats, kernel: &LiveStats, elapsed: D
 fn record_block(socket: &mut LiveSocket, recorder: &mut Recorder, wait: Duration) -> anyhow::Result<bool> {
     match socket.next_block(wait)? {
         Some(mut block) => {
-            for packet in block.packets() {
-                recorder.push(packet.ts_ns, packet.wire_len, packet.data)?;
-            }
+            record_packets(&mut block, recorder)?;
             Ok(true)
         }
         None => Ok(false),
     }
+}
+
+fn record_packets(block: &mut Block<'_>, recorder: &mut Recorder) -> anyhow::Result<()> {
+    for packet in block.packets() {
+        recorder.push(packet.ts_ns, packet.wire_len, packet.data)?;
+    }
+    Ok(())
 }
 
 /// The .pcap and .pcapng files in `dir`, in name order; its

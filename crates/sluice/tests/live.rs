@@ -62,6 +62,62 @@ fn live_while_sending(ns: &Namespaces, live_args: &[&std::ffi::OsStr], gen_args:
     capture
 }
 
+/// When the test sends SIGINT to `sluice live` or `sluice record`.
+#[derive(Clone, Copy)]
+enum Interrupt {
+    /// This long after the sender has finished.
+    AfterSending(std::time::Duration),
+    /// This long after the sender has started, while it still sends.
+    WhileSending(std::time::Duration),
+}
+
+/// Runs `sluice live -i vb ARGS` (without --duration) in namespace `b`
+/// while namespace `a` sends `sluice gen GEN -i va --rate RATE`, stops it
+/// with SIGINT as `interrupt` says, and returns its output.
+fn live_until_sigint(
+    ns: &Namespaces,
+    live_args: &[&OsStr],
+    gen_args: &[&str],
+    rate: &str,
+    interrupt: Interrupt,
+) -> std::process::Output {
+    let capture = Command::new("ip")
+        .args(["netns", "exec", &ns.b, SLUICE, "live", "-i", "vb"])
+        .args(live_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let sender = Command::new("ip")
+        .args(["netns", "exec", &ns.a, SLUICE])
+        .args(gen_args)
+        .args(["-i", "va", "--rate", rate])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let sender = match interrupt {
+        Interrupt::AfterSending(pause) => {
+            common::succeeded(sender);
+            std::thread::sleep(pause);
+            None
+        }
+        Interrupt::WhileSending(after) => {
+            std::thread::sleep(after);
+            Some(sender)
+        }
+    };
+    // `ip netns exec` execs sluice: the signal is sluice's.
+    common::run("kill", &["-INT", &capture.id().to_string()]);
+    let capture = capture.wait_with_output().unwrap();
+    assert!(capture.status.success(), "{}", String::from_utf8_lossy(&capture.stderr));
+    if let Some(sender) = sender {
+        common::succeeded(sender);
+    }
+    capture
+}
+
 /// Runs a `sluice` command that must succeed.
 fn sluice(args: &[&std::ffi::OsStr]) {
     let output = Command::new(SLUICE).args(args).output().unwrap();
@@ -259,6 +315,10 @@ fn live_with_record_writes_every_packet_it_analyses() {
     assert!(recording["files_written"].as_u64().unwrap() > 2, "rotated: {recording}");
     assert_eq!(recording["files_deleted"], 0);
     assert!(["o_direct", "buffered"].contains(&recording["write_mode"].as_str().unwrap()));
+    assert_eq!(
+        recording["direct_files"].as_u64().unwrap() + recording["buffered_files"].as_u64().unwrap(),
+        recording["files_written"].as_u64().unwrap()
+    );
     assert_eq!(recording["format"], "pcapng");
 
     let workers = recordings_by_worker(&rec);
@@ -409,4 +469,90 @@ fn live_with_batch_timestamps_reports_them_and_keeps_time_ordered() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "time-ordered");
     assert_eq!(summary["first_ts_ns"], times[0]);
     assert_eq!(summary["last_ts_ns"], times[2999]);
+}
+
+/// SIGINT right after the last frame was sent: the workers stop taking
+/// time, read what the kernel already put in their rings (the last,
+/// partly filled blocks included) and only then close their flows, so
+/// every frame sent is in the summary and in the flows, and the kernel
+/// counted no frame that the run did not process or count as dropped.
+#[test]
+fn sigint_right_after_a_burst_keeps_every_frame_the_kernel_took() {
+    let Some(ns) = Namespaces::create("live-int") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (pcap, file_out, live_out) = (
+        dir.path().join("mix.pcap"),
+        dir.path().join("file"),
+        dir.path().join("live"),
+    );
+    let gen_args = ["gen", "--profile", "mix", "--packets", "5000", "--seed", "11"];
+    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let args = ["-w", "2", "-q", "-o"].map(OsStr::new);
+    live_until_sigint(
+        &ns,
+        &[&args[..], &[live_out.as_os_str()]].concat(),
+        &gen_args,
+        "5000pps",
+        Interrupt::AfterSending(std::time::Duration::from_millis(2)),
+    );
+    sluice(&[
+        "analyze".as_ref(),
+        pcap.as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        file_out.as_os_str(),
+    ]);
+    let summary = summary(&live_out);
+    let (capture, drops) = (&summary["capture"], &summary["drops"]);
+    assert_eq!(summary["packets"], 5000, "every frame sent: {capture} {drops}");
+    assert_eq!(capture["kernel_packets"], 5000, "{capture} {drops}");
+    assert_eq!(drops["kernel_drops"], 0);
+    assert_eq!(drops["unread_at_stop"], 0);
+    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
+    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
+    assert_eq!(live.len(), file.len());
+    let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
+    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+}
+
+/// SIGINT in the middle of a burst, with `--record`: frames keep arriving
+/// as the workers stop, so their rings hold blocks not read yet and blocks
+/// being filled. The kernel's count is exactly what the workers processed
+/// plus what it dropped (nothing is left unread), and the recording holds
+/// every frame processed.
+#[test]
+fn sigint_while_sending_processes_every_frame_the_kernel_counted() {
+    let Some(ns) = Namespaces::create("live-int2") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (live_out, rec) = (dir.path().join("live"), dir.path().join("rec"));
+    let args = ["-w", "2", "-q", "-o"].map(OsStr::new);
+    live_until_sigint(
+        &ns,
+        &[&args[..], &[live_out.as_os_str(), "--record".as_ref(), rec.as_os_str()]].concat(),
+        &["gen", "--profile", "mix", "--packets", "30000", "--seed", "12"],
+        "15000pps",
+        Interrupt::WhileSending(std::time::Duration::from_millis(1000)),
+    );
+    let summary = summary(&live_out);
+    let get = |v: &Value| v.as_u64().unwrap();
+    let (packets, kernel) = (get(&summary["packets"]), get(&summary["capture"]["kernel_packets"]));
+    let (capture, drops) = (&summary["capture"], &summary["drops"]);
+    assert!(packets > 1000 && packets < 30_000, "stopped while sending: {capture}");
+    assert_eq!(drops["unread_at_stop"], 0, "{capture} {drops}");
+    assert_eq!(
+        kernel,
+        packets + get(&drops["kernel_drops"]),
+        "the kernel counted nothing the run did not process or count as dropped: {capture} {drops}"
+    );
+    assert_eq!(summary["recording"]["packets"], packets);
+    let recorded: u64 = recordings_by_worker(&rec)
+        .concat()
+        .iter()
+        .map(|f| sluice_capture::CaptureFile::open(f).unwrap().reader().unwrap().count() as u64)
+        .sum();
+    assert_eq!(recorded, packets);
 }

@@ -17,7 +17,7 @@ use sluice_store::{Index, index_path};
 
 mod common;
 
-use common::{Namespaces, SLUICE, run, succeeded};
+use common::{Namespaces, Ramfs, SLUICE, run, succeeded};
 
 const PACKETS: u64 = 20_000;
 
@@ -538,4 +538,81 @@ fn batch_timestamps_udts_spreads_each_block_evenly() {
     eprintln!("evenly spaced gaps: kernel {even_kernel:.3}, udts {even_udts:.3}");
     assert!(even_udts > 0.8, "UDTS spaces a block evenly: {even_udts}");
     assert!(even_kernel < 0.2, "the kernel's stamps are not even: {even_kernel}");
+}
+
+/// SIGINT 2 ms after the last frame was sent, to a recorder writing to a
+/// ramfs, which refuses O_DIRECT: the recorder reads every block the kernel
+/// filled, the one it was still filling included, so the files hold every
+/// frame sent and the kernel counted no other; every file went through the
+/// page cache, whole, and the summary counts it as buffered.
+#[test]
+fn sigint_right_after_a_burst_records_every_frame_buffered_where_o_direct_is_refused() {
+    let Some(ns) = Namespaces::create("rec-int") else {
+        return;
+    };
+    let Some(ramfs) = Ramfs::mount() else { return };
+    let rec = ramfs.path().join("rec");
+    let recorder = ns.record(&rec, &["--rotate", "1MiB", "--block-mib", "1"]);
+    succeeded(ns.send());
+    std::thread::sleep(Duration::from_millis(2));
+    run("kill", &["-INT", &recorder.id().to_string()]);
+    let output = recorder.wait_with_output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("recorded 20000 packets from vb"), "{stdout}");
+    assert!(stdout.contains("0 left unread in the ring at the stop"), "{stdout}");
+
+    let summary = read_summary(&rec);
+    assert_eq!(summary["packets"], PACKETS, "{summary}");
+    assert_eq!(summary["kernel_packets"], PACKETS, "{summary}");
+    assert_eq!(summary["kernel_drops"], 0);
+    assert_eq!(summary["unread_at_stop"], 0);
+    assert_eq!(summary["write_mode"], "buffered", "{summary}");
+    let files = recordings(&rec);
+    assert!(files.len() >= 5, "{} files", files.len());
+    assert_eq!(summary["files_written"], files.len());
+    assert_eq!(summary["buffered_files"], files.len(), "{summary}");
+    assert_eq!(summary["direct_files"], 0);
+    let mut total = 0;
+    for file in &files {
+        capinfos_accepts(file);
+        index_covers_every_record_once(file);
+        total += records(file).len() as u64;
+    }
+    assert_eq!(total, PACKETS);
+    let written: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+    assert_eq!(summary["written_bytes"], written, "no padding left in a buffered file");
+}
+
+/// SIGINT halfway through the burst: frames keep arriving as the recorder
+/// stops, so the ring holds blocks not read yet and one being filled. The
+/// kernel's count is exactly the frames recorded plus those it dropped,
+/// and nothing is left unread.
+#[test]
+fn sigint_while_sending_records_every_frame_the_kernel_counted() {
+    let Some(ns) = Namespaces::create("rec-int2") else {
+        return;
+    };
+    let dir = disk_dir();
+    let rec = dir.path().join("rec");
+    let recorder = ns.record(&rec, &[]);
+    let sender = ns.send();
+    std::thread::sleep(Duration::from_millis(500));
+    run("kill", &["-INT", &recorder.id().to_string()]);
+    succeeded(recorder);
+    succeeded(sender);
+    let summary = read_summary(&rec);
+    let get = |key: &str| summary[key].as_u64().unwrap();
+    assert!(
+        get("packets") > 1000 && get("packets") < PACKETS,
+        "stopped while sending: {summary}"
+    );
+    assert_eq!(get("unread_at_stop"), 0, "{summary}");
+    assert_eq!(
+        get("kernel_packets"),
+        get("packets") + get("kernel_drops"),
+        "the kernel counted nothing that was not recorded or counted as dropped: {summary}"
+    );
+    let recorded: u64 = recordings(&rec).iter().map(|f| records(f).len() as u64).sum();
+    assert_eq!(recorded, get("packets"));
 }

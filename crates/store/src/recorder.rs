@@ -537,7 +537,13 @@ impl Writer {
         let (file, direct) = match self.direct {
             true => match options.clone().custom_flags(libc::O_DIRECT).open(&path) {
                 Ok(file) => (file, true),
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (options.open(&path).map_err(named)?, false),
+                // The kernel refuses O_DIRECT only after it has created the
+                // file (ramfs, and tmpfs before Linux 6.6, do): open that
+                // empty file, or create it if it was not.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    let file = OpenOptions::new().write(true).create(true).truncate(true).open(&path);
+                    (file.map_err(named)?, false)
+                }
                 Err(e) => return Err(named(e)),
             },
             false => (options.open(&path).map_err(named)?, false),
@@ -825,6 +831,134 @@ mod tests {
         for f in &summary.files {
             assert!(f.extension().is_some_and(|e| e == "pcapng"));
             assert!(std::fs::metadata(f).unwrap().len() <= 300_000);
+        }
+    }
+
+    /// Whether `dir`'s file system takes `O_DIRECT`, as the kernel says
+    /// when asked to open a file with it.
+    fn takes_o_direct(dir: &Path) -> bool {
+        let probe = dir.join("o_direct-probe");
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&probe);
+        let _ = std::fs::remove_file(&probe);
+        match opened {
+            Ok(_) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => false,
+            Err(e) => panic!("probing {}: {e}", dir.display()),
+        }
+    }
+
+    /// A ramfs mounted on a temporary directory for as long as it lives:
+    /// ramfs has no direct I/O at all, so it refuses `O_DIRECT` on every
+    /// kernel (tmpfs accepts it since Linux 6.6).
+    struct Ramfs {
+        dir: tempfile::TempDir,
+    }
+
+    impl Ramfs {
+        /// `None`, with a message, where it cannot be mounted (not root).
+        fn mount() -> Option<Ramfs> {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "ramfs", "sluice-test"])
+                .arg(dir.path())
+                .stderr(std::process::Stdio::null())
+                .status();
+            if !mounted.is_ok_and(|s| s.success()) {
+                eprintln!("skipping the ramfs case: mounting a ramfs needs root and mount(8)");
+                return None;
+            }
+            Some(Ramfs { dir })
+        }
+    }
+
+    impl Drop for Ramfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+        }
+    }
+
+    /// Where O_DIRECT is refused (`EINVAL`, which the kernel returns after
+    /// creating the file), every file is written through the page cache:
+    /// complete, valid, indexed, and counted as buffered. On ramfs, and on
+    /// tmpfs (/dev/shm) as far as this kernel refuses O_DIRECT there; where
+    /// tmpfs takes it, the files must be the same, written directly.
+    #[test]
+    fn o_direct_refused_falls_back_to_buffered_files_that_are_whole() {
+        let ramfs = Ramfs::mount();
+        let shm = match Path::new("/dev/shm").is_dir() {
+            true => Some(tempfile::tempdir_in("/dev/shm").unwrap()),
+            false => {
+                eprintln!("skipping the tmpfs case: no /dev/shm");
+                None
+            }
+        };
+        if let Some(ramfs) = &ramfs {
+            assert!(!takes_o_direct(ramfs.dir.path()), "ramfs refuses O_DIRECT");
+        }
+        let dirs = [ramfs.as_ref().map(|r| r.dir.path()), shm.as_ref().map(|d| d.path())];
+        for dir in dirs.into_iter().flatten() {
+            let direct = takes_o_direct(dir);
+            eprintln!(
+                "{}: O_DIRECT {}",
+                dir.display(),
+                if direct { "taken" } else { "refused" }
+            );
+            for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+                let out = dir.join(format.extension());
+                let summary = record(
+                    &out,
+                    |c| {
+                        c.format = format;
+                        c.rotate_bytes = Some(400_000);
+                    },
+                    5000,
+                );
+                let stats = &summary.stats;
+                assert!(stats.files_written >= 5, "{stats:?}");
+                assert_eq!(summary.files.len() as u64, stats.files_written);
+                let (want, direct_files, buffered_files) = match direct {
+                    true => (WriteMode::Direct, stats.files_written, 0),
+                    false => (WriteMode::Buffered, 0, stats.files_written),
+                };
+                assert_eq!(stats.write_mode(), want, "{}: {stats:?}", out.display());
+                assert_eq!(
+                    (stats.direct_files, stats.buffered_files),
+                    (direct_files, buffered_files)
+                );
+                let packets = read_all(&summary.files);
+                assert_eq!(packets.len(), 5000, "{}: every packet", out.display());
+                for (i, (ts, data)) in packets.iter().enumerate() {
+                    assert_eq!(*ts, 1_700_000_000_000_000_000 + i as u64 * 1000);
+                    assert_eq!(*data, frame(i as u32, 60 + (i * 37) % 1400));
+                }
+                let mut sizes = 0;
+                for file in &summary.files {
+                    let size = std::fs::metadata(file).unwrap().len();
+                    assert!(size <= 400_000);
+                    sizes += size;
+                    let index = Index::read(index_path(file)).unwrap();
+                    let mut next = format.file_header(1, 2000).len() as u64;
+                    for block in &index.blocks {
+                        assert_eq!(block.offset, next, "{}: blocks tile the file", file.display());
+                        next += block.length;
+                    }
+                    assert_eq!(next, size, "{}: no padding left, nothing unindexed", file.display());
+                    if let Ok(output) = std::process::Command::new("capinfos")
+                        .args(["-c", "-M"])
+                        .arg(file)
+                        .output()
+                    {
+                        let text = String::from_utf8_lossy(&output.stdout);
+                        assert!(output.status.success(), "capinfos {}: {text}", file.display());
+                        assert!(text.contains(&index.packets().to_string()), "{text}");
+                    }
+                }
+                assert_eq!(sizes, stats.written_bytes, "the files hold exactly what was written");
+            }
         }
     }
 

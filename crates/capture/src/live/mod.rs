@@ -60,6 +60,20 @@
 //! on current kernels, so none is used. The spread is by the number of
 //! members when a packet arrives: opening or closing a socket moves flows
 //! between workers, hence [`LiveSocket::open_group`].
+//!
+//! # Stopping without losing what the kernel took
+//!
+//! The kernel counts a frame (`tp_packets` of `PACKET_STATISTICS`) when it
+//! puts it in the ring, and hands the block over only when the block is
+//! full or its timer closes it. Closing the socket at a stop would throw
+//! away the blocks not read yet and the one being filled, frames the
+//! statistics count as received. [`LiveSocket::stop`] instead swaps the
+//! capture filter for one that keeps nothing, so the kernel takes (and
+//! counts) no new frame, and [`LiveSocket::drain_block`] returns the blocks
+//! already handed over, then waits for the timer to close the last one if
+//! frames are still in it: afterwards `packets = frames read + drops`, and
+//! [`LiveSocket::unread`] says how many were left should the timer not
+//! have closed that block in time.
 
 mod block;
 mod filter;
@@ -300,6 +314,12 @@ pub struct LiveSocket {
     /// Times the blocks' packets by `LiveConfig::batch_timestamps`,
     /// holding the previous block's time.
     stamper: BatchStamper,
+    /// Frames in the blocks `next_block` has returned.
+    delivered: u64,
+    /// How long the kernel may take to close the block it is filling.
+    retire_within: Duration,
+    /// Set by `stop`: until when `drain_block` waits for that block.
+    drain_until: Option<Instant>,
 }
 
 /// Room for `Packets` to put a stripped 802.1Q tag back in front of a frame.
@@ -441,6 +461,9 @@ impl LiveSocket {
             fanout_group,
             totals: Cell::new(LiveStats::default()),
             stamper: BatchStamper::new(config.batch_timestamps),
+            delivered: 0,
+            retire_within: retire_within(config),
+            drain_until: None,
         })
     }
 
@@ -529,7 +552,64 @@ impl LiveSocket {
             self.snaplen,
         );
         block.time_with(&mut self.stamper);
+        self.delivered += block.len() as u64;
         Ok(Some(block))
+    }
+
+    /// Ends the capture: from now on the kernel takes no frame for this
+    /// socket (a filter that keeps 0 bytes replaces the capture filter, so
+    /// they are not counted either), while the frames it already took stay
+    /// in the ring for [`LiveSocket::drain_block`]. Closing the socket
+    /// would throw those away, although the statistics count them.
+    pub fn stop(&mut self) -> Result<(), LiveError> {
+        if self.drain_until.is_none() {
+            sys::keep_bytes(self.fd.as_fd(), 0).map_err(|e| {
+                LiveError::system(&self.interface, "stopping the capture (attaching a drop-all filter)", e)
+            })?;
+            self.drain_until = Some(Instant::now() + self.retire_within);
+        }
+        Ok(())
+    }
+
+    /// After [`LiveSocket::stop`] (which it calls if need be): the next
+    /// block holding frames the kernel took before the stop, or `None` once
+    /// every such frame has been returned. Blocks already handed over come
+    /// at once; when frames remain only in the block the kernel was
+    /// filling, it waits for the kernel to close that block on its timer,
+    /// which takes up to two `block_timeout_ms` (the timer closes only a
+    /// block that was already being filled when it last fired), and gives
+    /// up after that: [`LiveSocket::unread`] then says how many frames were
+    /// left.
+    pub fn drain_block(&mut self) -> Result<Option<Block<'_>>, LiveError> {
+        self.stop()?;
+        let wait = if self.status(self.next) & libc::TP_STATUS_USER != 0 {
+            Duration::ZERO
+        } else if self.unread()? == 0 {
+            return Ok(None);
+        } else {
+            let until = self.drain_until.expect("set by stop");
+            until.saturating_duration_since(Instant::now())
+        };
+        self.next_block(wait)
+    }
+
+    /// Frames the kernel has put in the ring that no block returned by
+    /// [`LiveSocket::next_block`] or [`LiveSocket::drain_block`] held yet:
+    /// in blocks handed over but not read, or in the block being filled.
+    /// It reads the statistics ([`LiveSocket::stats`]), so while the socket
+    /// captures it is already out of date; after [`LiveSocket::stop`] it
+    /// only goes down, and after `drain_block` returned `None` it is what
+    /// the drain could not read (0 unless the kernel never closed its last
+    /// block). Then `stats().packets` = frames returned + `stats().drops`
+    /// + `unread()`.
+    pub fn unread(&self) -> Result<u64, LiveError> {
+        let stats = self.stats()?;
+        Ok((stats.packets - stats.drops).saturating_sub(self.delivered))
+    }
+
+    /// Frames in the blocks returned so far.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
     }
 
     /// The kernel's counts since the socket opened. Reading them resets the
@@ -583,6 +663,20 @@ fn block_bytes_mut(ring: &mut MmapMut, offset: usize, len: usize) -> &mut [u8] {
     // touch the block again until `Block`'s drop sets it back, so the slice
     // is ours alone meanwhile.
     unsafe { std::slice::from_raw_parts_mut(ring.as_mut_ptr().add(offset), len) }
+}
+
+/// How long after a stop the kernel may take to close the block it is
+/// filling: it checks every `block_timeout_ms` and closes a block only if
+/// it was already the current one at the previous check, so two timeouts,
+/// and a margin for timer slack and for waking up. With a timeout of 0 the
+/// kernel derives one: 8 ms below 1 Gb/s, else the time the link takes to
+/// fill a block (`prb_calc_retire_blk_tmo`), at most that of 1 Gb/s.
+fn retire_within(config: &LiveConfig) -> Duration {
+    let timeout_ms = match config.block_timeout_ms {
+        0 => ((config.block_bytes as u64 * 8) >> 20).max(8),
+        ms => u64::from(ms),
+    };
+    Duration::from_millis(2 * timeout_ms + 50)
 }
 
 /// Joins or creates a fanout group and returns its id.

@@ -4,7 +4,8 @@
 
 #![allow(dead_code)] // Each test file uses its own part of this module.
 
-use std::process::{Child, Command, Output};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
 
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
 
@@ -80,4 +81,39 @@ pub fn succeeded(child: Child) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
     stderr
+}
+
+/// A ramfs mounted on a temporary directory, unmounted when dropped. ramfs
+/// has no direct I/O, so it refuses `O_DIRECT` (with `EINVAL`) on every
+/// kernel, where tmpfs accepts it since Linux 6.6. Mounted in the test's
+/// own mount namespace, so the commands that `ip netns exec` starts see it.
+pub struct Ramfs {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ramfs {
+    /// `None`, with a message, where it cannot be mounted.
+    pub fn mount() -> Option<Ramfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "ramfs", "sluice-test"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status();
+        if !mounted.is_ok_and(|s| s.success()) {
+            eprintln!("skipping: mounting a ramfs needs root and mount(8)");
+            return None;
+        }
+        Some(Ramfs { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Ramfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
 }

@@ -20,7 +20,7 @@ fi
 
 apt-get update
 apt-get install -y --no-install-recommends \
-    tshark tcpdump tcpreplay libndpi-bin hyperfine wireshark-common time \
+    tshark tcpdump tcpreplay libndpi-bin hyperfine wireshark-common time tcpflow \
     python3 python3-pip ca-certificates
 # Only the suricata package itself comes from backports; its dependencies
 # resolve from main. libvectorscan-dev conflicts with it, so it is not asked for.

@@ -20,6 +20,10 @@ log = logging.getLogger("sluice_tap")
 
 
 def balanced_interfaces(base: str, count: int) -> list[str]:
+    """The sockets of a rule with ``balance: count``; sluice numbers them
+    only when there are several, so ``balance: 1`` is the plain name."""
+    if count == 1:
+        return [base]
     return [f"{base}{i}" for i in range(count)]
 
 

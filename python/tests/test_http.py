@@ -384,3 +384,11 @@ class CliTest(TempDirTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BalancedInterfaceNamesTest(unittest.TestCase):
+    def test_names_follow_sluices_numbering(self) -> None:
+        from sluice_tap.balance import balanced_interfaces
+
+        self.assertEqual(balanced_interfaces("d/tcp/http", 1), ["d/tcp/http"])
+        self.assertEqual(balanced_interfaces("d/tcp/http", 3), ["d/tcp/http0", "d/tcp/http1", "d/tcp/http2"])

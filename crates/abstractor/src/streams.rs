@@ -111,14 +111,7 @@ impl Sink {
 
     pub fn created(&mut self, out: &mut Output, ts_ns: u64) {
         let header = out.header.created(&self.prefix, ts_ns);
-        deliver(
-            &mut self.route,
-            &mut self.pending,
-            &mut self.pending_events,
-            &mut out.interfaces,
-            header,
-            &[],
-        );
+        self.deliver(&mut out.interfaces, header, &[]);
     }
 
     pub fn data(&mut self, out: &mut Output, ts_ns: u64, from: From, bytes: &[u8]) {
@@ -130,14 +123,7 @@ impl Sink {
             self.gap(out, ts_ns, from, 0);
         }
         let header = out.header.data(&self.prefix, ts_ns, from, bytes.len());
-        if !deliver(
-            &mut self.route,
-            &mut self.pending,
-            &mut self.pending_events,
-            &mut out.interfaces,
-            header,
-            bytes,
-        ) {
+        if !self.deliver(&mut out.interfaces, header, bytes) {
             self.lost[i] += bytes.len() as u64;
         }
     }
@@ -147,14 +133,7 @@ impl Sink {
         let i = side(from);
         let total = self.lost[i] + len;
         let header = out.header.gap(&self.prefix, ts_ns, from, total);
-        if deliver(
-            &mut self.route,
-            &mut self.pending,
-            &mut self.pending_events,
-            &mut out.interfaces,
-            header,
-            &[],
-        ) {
+        if self.deliver(&mut out.interfaces, header, &[]) {
             self.lost[i] = 0;
         } else {
             self.lost[i] = total;
@@ -163,14 +142,25 @@ impl Sink {
 
     pub fn destroyed(&mut self, out: &mut Output, ts_ns: u64, reason: &str) {
         let header = out.header.destroyed(&self.prefix, ts_ns, reason);
-        deliver(
-            &mut self.route,
-            &mut self.pending,
-            &mut self.pending_events,
-            &mut out.interfaces,
-            header,
-            &[],
-        );
+        self.deliver(&mut out.interfaces, header, &[]);
+    }
+
+    /// Queues one event for the flow's consumer, or holds it while the flow
+    /// is unrouted. Returns false when it was dropped.
+    fn deliver(&mut self, interfaces: &mut Interfaces, header: &[u8], body: &[u8]) -> bool {
+        match self.route {
+            Route::Pending => {
+                self.pending.extend_from_slice(header);
+                self.pending.extend_from_slice(body);
+                self.pending_events += 1;
+                true
+            }
+            Route::To {
+                iface,
+                consumer: Some(c),
+            } => interfaces.send(iface, c, header, body),
+            Route::To { consumer: None, .. } => false,
+        }
     }
 
     /// Sends the held events to the interface chosen for the flow.
@@ -186,31 +176,6 @@ impl Sink {
             self.route = Route::To { iface, consumer: None };
         }
         self.pending_events = 0;
-    }
-}
-
-/// Queues one event for the flow's consumer, or holds it while the flow is
-/// unrouted. Returns false when it was dropped.
-fn deliver(
-    route: &mut Route,
-    pending: &mut Vec<u8>,
-    pending_events: &mut u64,
-    interfaces: &mut Interfaces,
-    header: &[u8],
-    body: &[u8],
-) -> bool {
-    match *route {
-        Route::Pending => {
-            pending.extend_from_slice(header);
-            pending.extend_from_slice(body);
-            *pending_events += 1;
-            true
-        }
-        Route::To {
-            iface,
-            consumer: Some(c),
-        } => interfaces.send(iface, c, header, body),
-        Route::To { consumer: None, .. } => false,
     }
 }
 

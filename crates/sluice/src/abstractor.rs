@@ -104,17 +104,34 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the signal handlers")?;
     }
     let mut partial = false;
+    let mut capture = None;
     if let Some(interface) = &args.interface {
-        capture_live(&mut abstractor, interface, &args, &stop)?;
+        capture = Some(capture_live(&mut abstractor, interface, &args, &stop)?);
     } else {
         for path in &args.read {
             partial |= read_file(&mut abstractor, path, &stop)?;
         }
     }
     let report = abstractor.finish(args.stall);
+    if let Some(c) = &capture {
+        println!(
+            "capture {}: kernel packets {}  kernel drops {}  queue freezes {}  unread at the stop {}",
+            c.interface, c.kernel_packets, c.kernel_drops, c.queue_freezes, c.unread_at_stop
+        );
+    }
     print!("{}", render(&report));
     if let Some(path) = &args.stats {
-        let json = serde_json::to_string_pretty(&report).expect("counters serialize");
+        let mut json = serde_json::to_value(&report).expect("counters serialize");
+        if let Some(c) = &capture {
+            json["capture"] = serde_json::json!({
+                "interface": c.interface,
+                "kernel_packets": c.kernel_packets,
+                "kernel_drops": c.kernel_drops,
+                "queue_freezes": c.queue_freezes,
+                "unread_at_stop": c.unread_at_stop,
+            });
+        }
+        let json = serde_json::to_string_pretty(&json).expect("counters serialize");
         std::fs::write(path, json + "\n").with_context(|| format!("{}: cannot write the counters", path.display()))?;
     }
     Ok(if partial { ExitCode::from(3) } else { ExitCode::SUCCESS })
@@ -141,12 +158,26 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
     Ok(reader.warning_count() > 0)
 }
 
+/// What the kernel counted on the interface, for the summary.
+struct CaptureReport {
+    interface: String,
+    /// Frames the kernel took for the socket.
+    kernel_packets: u64,
+    /// ... of which it dropped, the ring being full.
+    kernel_drops: u64,
+    queue_freezes: u64,
+    /// ... of which were still in the ring when the stop's drain gave up.
+    unread_at_stop: u64,
+}
+
+/// Captures until the stop, then drains what the kernel already took, so
+/// that `kernel_packets` = packets processed + drops + unread.
 fn capture_live(
     abstractor: &mut Abstractor,
     interface: &str,
     args: &AbstractArgs,
     stop: &AtomicBool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<CaptureReport> {
     let mut ring = LiveConfig::new(interface);
     ring.filter = args.filter.clone();
     let mut socket = LiveSocket::open(&ring)?;
@@ -161,14 +192,27 @@ fn capture_live(
             None => abstractor.poll(),
         }
     }
+    socket.stop()?;
+    while let Some(mut block) = socket.drain_block()? {
+        for packet in block.packets() {
+            abstractor.packet(packet.link, packet.ts_ns, packet.wire_len, packet.data);
+        }
+    }
     let stats = socket.stats()?;
-    if stats.drops > 0 {
+    let report = CaptureReport {
+        interface: interface.to_owned(),
+        kernel_packets: stats.packets,
+        kernel_drops: stats.drops,
+        queue_freezes: stats.queue_freezes,
+        unread_at_stop: socket.unread()?,
+    };
+    if report.kernel_drops > 0 || report.unread_at_stop > 0 {
         eprintln!(
-            "sluice abstract: {interface}: the kernel dropped {} packets (ring full)",
-            stats.drops
+            "sluice abstract: {interface}: the kernel dropped {} packets (ring full), {} were left unread at the stop",
+            report.kernel_drops, report.unread_at_stop
         );
     }
-    Ok(())
+    Ok(report)
 }
 
 fn render(report: &Report) -> String {

@@ -292,20 +292,6 @@ fn injected_flows_are_routed_one_hop_further_until_the_hop_limit() {
     assert_eq!(loopback["malformed"], 0);
 }
 
-fn ndpi_pcaps() -> Option<PathBuf> {
-    let dir = std::env::var_os("NDPI_DEV_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ndpi-dev"),
-        PathBuf::from,
-    );
-    let pcaps = dir.join("pcap");
-    if pcaps.is_dir() {
-        Some(pcaps)
-    } else {
-        eprintln!("skipping: {} not found (set NDPI_DEV_DIR)", pcaps.display());
-        None
-    }
-}
-
 fn has(program: &str) -> bool {
     let found = Command::new(program).arg("--version").output().is_ok();
     if !found {
@@ -318,7 +304,7 @@ fn has(program: &str) -> bool {
 /// requests and responses tshark finds in real captures.
 #[test]
 fn the_http_analyzer_finds_the_exchanges_tshark_finds() {
-    let Some(pcaps) = ndpi_pcaps() else { return };
+    let Some(pcaps) = common::ndpi_pcaps() else { return };
     if !has("tshark") || !has("python3") {
         return;
     }
@@ -477,6 +463,10 @@ fn live_capture_serves_the_streams_a_file_of_the_same_traffic_gives() {
     let (got, _) = consumers.join().unwrap();
     let stats = stats(&stats_path);
     assert_eq!(stats["packets"]["packets"], 3000, "every frame sent, and nothing else");
+    let capture = &stats["capture"];
+    assert_eq!(capture["kernel_packets"], 3000, "{capture}");
+    assert_eq!(capture["kernel_drops"], 0, "{capture}");
+    assert_eq!(capture["unread_at_stop"], 0, "{capture}");
     for iface in stats["interfaces"].as_array().unwrap() {
         assert_eq!(iface["dropped_events"], 0, "{iface}");
     }

@@ -21,6 +21,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+mod common;
+
 /// Every TCP flow with client data goes to `tcp/all`; the rest (server
 /// data only, or classified by a dissector instead of the rule) to
 /// `tcp/default`.
@@ -31,18 +33,6 @@ const CONFIG: &str = "all:\n  up: '(?s).*'\n  proto: TCP\n  if: all\n";
 const FOLLOW_BATCH: usize = 400;
 
 type Endpoint = (IpAddr, u16);
-
-fn dataset() -> Option<PathBuf> {
-    let dir = std::env::var_os("NDPI_DEV_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ndpi-dev"));
-    if dir.join("pcap").is_dir() {
-        Some(dir.join("pcap"))
-    } else {
-        eprintln!("skipping: {} not found (set NDPI_DEV_DIR)", dir.display());
-        None
-    }
-}
 
 fn tshark_present() -> bool {
     let found = Command::new("tshark")
@@ -123,7 +113,7 @@ impl Tally {
 
 #[test]
 fn delivered_tcp_bytes_equal_tsharks_follow() {
-    let Some(pcaps) = dataset() else { return };
+    let Some(pcaps) = common::ndpi_pcaps() else { return };
     if !tshark_present() {
         return;
     }

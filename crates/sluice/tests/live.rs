@@ -40,6 +40,16 @@ fn flows(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
         .collect()
 }
 
+/// The flows `sluice live` wrote to `live_out` are those `sluice analyze`
+/// wrote to `file_out`, with the same packets and bytes each way.
+fn assert_same_flows(live_out: &Path, file_out: &Path) {
+    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
+    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
+    assert_eq!(live.len(), file.len());
+    let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
+    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+}
+
 /// Runs `sluice live -i vb ARGS` in namespace `b` while namespace `a`
 /// sends `sluice gen GEN -i va` at 5000 packets a second, and returns live's
 /// output once it has stopped by itself (ARGS must give --duration).
@@ -159,11 +169,7 @@ fn live_capture_finds_the_flows_analyze_finds_in_the_same_traffic() {
         "every frame sent, and nothing else, was captured"
     );
     assert_eq!(summary["drops"]["kernel_drops"], 0);
-    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
-    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
-    assert_eq!(live.len(), file.len());
-    let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
-    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+    assert_same_flows(&live_out, &file_out);
 }
 
 #[test]
@@ -368,11 +374,7 @@ fn live_with_record_writes_every_packet_it_analyses() {
         "{}",
         String::from_utf8_lossy(&analyzed.stderr)
     );
-    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
-    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
-    assert_eq!(live.len(), file.len());
-    let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
-    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+    assert_same_flows(&live_out, &file_out);
 
     // Extracting from DIR reads both workers' directories and merges them
     // by timestamp: every packet once, in time order, ties to w0.
@@ -510,11 +512,7 @@ fn sigint_right_after_a_burst_keeps_every_frame_the_kernel_took() {
     assert_eq!(capture["kernel_packets"], 5000, "{capture} {drops}");
     assert_eq!(drops["kernel_drops"], 0);
     assert_eq!(drops["unread_at_stop"], 0);
-    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
-    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
-    assert_eq!(live.len(), file.len());
-    let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
-    assert!(differing.is_empty(), "flows that differ: {differing:?}");
+    assert_same_flows(&live_out, &file_out);
 }
 
 /// SIGINT in the middle of a burst, with `--record`: frames keep arriving

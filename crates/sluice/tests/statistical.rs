@@ -11,17 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-fn dataset() -> Option<PathBuf> {
-    let dir = std::env::var_os("NDPI_DEV_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ndpi-dev"));
-    if dir.join("pcap").is_dir() {
-        Some(dir.join("pcap"))
-    } else {
-        eprintln!("skipping: {} not found (set NDPI_DEV_DIR)", dir.display());
-        None
-    }
-}
+mod common;
 
 fn sluice<S: AsRef<OsStr>>(args: &[S]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -57,7 +47,7 @@ fn corpus() -> Option<&'static Corpus> {
     static CORPUS: OnceLock<Option<Corpus>> = OnceLock::new();
     CORPUS
         .get_or_init(|| {
-            let pcaps = dataset()?;
+            let pcaps = common::ndpi_pcaps()?;
             let mut captures: Vec<PathBuf> = std::fs::read_dir(pcaps)
                 .unwrap()
                 .map(|e| e.unwrap().path())

@@ -1,10 +1,11 @@
 //! What the tests on real interfaces share: a pair of network namespaces
 //! joined by a veth pair, created by the test and deleted even when it
-//! fails, and running commands that must succeed.
+//! fails, running commands that must succeed, and where nDPI's reference
+//! captures are.
 
 #![allow(dead_code)] // Each test file uses its own part of this module.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
@@ -115,5 +116,19 @@ impl Ramfs {
 impl Drop for Ramfs {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// The pcap folder of nDPI's reference captures (`../shared/data/ndpi-dev`,
+/// or `$NDPI_DEV_DIR`); `None`, with a message, when it is absent.
+pub fn ndpi_pcaps() -> Option<PathBuf> {
+    let dir = std::env::var_os("NDPI_DEV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ndpi-dev"));
+    if dir.join("pcap").is_dir() {
+        Some(dir.join("pcap"))
+    } else {
+        eprintln!("skipping: {} not found (set NDPI_DEV_DIR)", dir.display());
+        None
     }
 }

@@ -43,6 +43,10 @@ impl Default for Settings {
                 // table small at hundreds of thousands of connections a
                 // second.
                 closed_linger_ns: 2_000_000_000,
+                // A closed flow leaves at the sweep after its linger: with
+                // the default 10 s sweep, 100 K connections a second would
+                // keep over a million finished flows in the table.
+                sweep_period_ns: 1_000_000_000,
                 ..FlowConfig::default()
             },
             reassembly: ReassemblyConfig::default(),
@@ -297,6 +301,12 @@ impl Core {
                 .start(l4, (key.src_ip(), key.src_port), (key.dst_ip(), key.dst_port), 0);
             stream.sink.created(out, flow.first_ns);
         }
+        // When the chain decided on this very packet, routing now sends its
+        // data straight to the consumer rather than through the held buffer.
+        if flow.ext.stream.sink.route == Route::Pending && flow.ext.class.settled() {
+            route_flow(flow, config, out);
+        }
+        let stream = &mut flow.ext.stream;
         // The table may turn a flow around when a late SYN shows who the
         // client is; events keep the orientation their CREATED announced.
         let from = if decoded.key.src_port == stream.sink.client.1 && decoded.key.src_ip() == stream.sink.client.0 {
@@ -321,9 +331,7 @@ impl Core {
                 stream.sink.data(out, ts_ns, from, payload);
             }
         }
-        if flow.ext.stream.sink.route == Route::Pending
-            && (flow.ext.class.settled() || flow.ext.stream.sink.pending.len() > settings.held_bytes)
-        {
+        if flow.ext.stream.sink.route == Route::Pending && flow.ext.stream.sink.pending.len() > settings.held_bytes {
             route_flow(flow, config, out);
         }
     }

@@ -49,7 +49,12 @@ pub struct Sink {
     pub client: (IpAddr, u16),
     pub server: (IpAddr, u16),
     pub route: Route,
-    /// Whole events (headers and bodies) held until the flow is routed.
+    /// The time of the CREATED event while the flow is unrouted: it is
+    /// written only when the flow is routed, so that a flow classified
+    /// before its first data holds nothing at all.
+    created_ns: Option<u64>,
+    /// Whole events (headers and bodies) after CREATED, held until the
+    /// flow is routed.
     pub pending: Vec<u8>,
     pub pending_events: u64,
     /// Per direction, bytes dropped on their way to the consumer: the next
@@ -67,6 +72,7 @@ impl Default for Sink {
             client: nowhere,
             server: nowhere,
             route: Route::Pending,
+            created_ns: None,
             pending: Vec::new(),
             pending_events: 0,
             lost: [0; 2],
@@ -110,6 +116,10 @@ impl Sink {
     }
 
     pub fn created(&mut self, out: &mut Output, ts_ns: u64) {
+        if self.route == Route::Pending {
+            self.created_ns = Some(ts_ns);
+            return;
+        }
         let header = out.header.created(&self.prefix, ts_ns);
         self.deliver(&mut out.interfaces, header, &[]);
     }
@@ -168,13 +178,26 @@ impl Sink {
         let consumer = out.interfaces.assign(iface);
         self.route = Route::To { iface, consumer };
         let pending = std::mem::take(&mut self.pending);
-        if let Some(c) = consumer
-            && !out.interfaces.send_held(iface, c, &pending, self.pending_events)
-        {
-            // The consumer could not take the flow's start: what follows
-            // would make no sense to it.
-            self.route = Route::To { iface, consumer: None };
+        if let Some(c) = consumer {
+            let created = self.created_ns.take().is_none_or(|ts| {
+                let header = out.header.created(&self.prefix, ts);
+                out.interfaces.send(iface, c, header, &[])
+            });
+            let sent = if pending.is_empty() {
+                created
+            } else if created {
+                out.interfaces.send_held(iface, c, &pending, self.pending_events)
+            } else {
+                out.interfaces.count_dropped(iface, self.pending_events, pending.len());
+                false
+            };
+            if !sent {
+                // The consumer could not take the flow's start: what follows
+                // would make no sense to it.
+                self.route = Route::To { iface, consumer: None };
+            }
         }
+        self.created_ns = None;
         self.pending_events = 0;
     }
 }
@@ -262,4 +285,106 @@ pub fn route_flow(flow: &mut Flow<AbstractFlow>, config: &Config, out: &mut Outp
         flow.key.symmetric_hash(),
     );
     flow.ext.stream.sink.route_to(out, iface);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::InterfaceSpec;
+    use crate::interfaces::Delivery;
+
+    const CLIENT: (IpAddr, u16) = (IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40000);
+    const SERVER: (IpAddr, u16) = (IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)), 80);
+
+    /// An interface `tcp/x` with one connected consumer, and that consumer.
+    fn one_consumer(dir: &std::path::Path, buffer_bytes: usize) -> (Output, UnixStream) {
+        let specs = [InterfaceSpec {
+            path: "tcp/x".into(),
+            rule: None,
+        }];
+        let interfaces = Interfaces::open(dir, &specs, buffer_bytes, Delivery::Drop).unwrap();
+        let reader = UnixStream::connect(dir.join("tcp/x")).unwrap();
+        let mut out = Output {
+            interfaces,
+            header: Header::default(),
+        };
+        out.interfaces.accept();
+        (out, reader)
+    }
+
+    fn read_all(out: Output, mut reader: UnixStream) -> String {
+        let mut interfaces = out.interfaces;
+        interfaces.finish(Duration::from_secs(1));
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).unwrap();
+        String::from_utf8(got).unwrap()
+    }
+
+    #[test]
+    fn a_flow_routed_before_its_data_holds_nothing_and_starts_with_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut out, reader) = one_consumer(dir.path(), 1 << 20);
+        let mut sink = Sink::default();
+        sink.start(L4::Tcp, CLIENT, SERVER, 0);
+        sink.created(&mut out, 5);
+        assert!(sink.pending.is_empty() && sink.pending_events == 0);
+        sink.route_to(&mut out, 0);
+        sink.data(&mut out, 6, From::Client, b"GET / HTTP/1.0\r\n");
+        assert_eq!(sink.pending.capacity(), 0, "nothing was ever held");
+        let got = read_all(out, reader);
+        let lines: Vec<&str> = got.lines().collect();
+        assert!(lines[0].contains("event=CREATED") && lines[0].contains("ts=5"), "{got}");
+        assert!(lines[1].contains("event=DATA") && lines[1].ends_with("len=16"), "{got}");
+        assert_eq!(lines[2], "GET / HTTP/1.0");
+    }
+
+    #[test]
+    fn held_events_follow_created_when_the_flow_is_routed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut out, reader) = one_consumer(dir.path(), 1 << 20);
+        let mut sink = Sink::default();
+        sink.start(L4::Tcp, CLIENT, SERVER, 0);
+        sink.created(&mut out, 5);
+        sink.data(&mut out, 6, From::Client, b"hello");
+        sink.data(&mut out, 7, From::Server, b"world");
+        sink.route_to(&mut out, 0);
+        sink.destroyed(&mut out, 8, "fin");
+        let got = read_all(out, reader);
+        let events: Vec<&str> = got
+            .lines()
+            .filter_map(|l| l.split(",event=").nth(1))
+            .map(|e| e.split(',').next().unwrap())
+            .collect();
+        assert_eq!(events, ["CREATED", "DATA", "DATA", "DESTROYED"], "{got}");
+        assert!(got.contains("\nhello") && got.contains("\nworld"), "{got}");
+    }
+
+    /// A consumer that cannot take a flow's CREATED gets none of the flow:
+    /// the events held for it are counted as dropped, not lost silently.
+    #[test]
+    fn events_held_behind_a_dropped_created_are_counted_as_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        // Smaller than any CREATED header.
+        let (mut out, _reader) = one_consumer(dir.path(), 16);
+        let mut sink = Sink::default();
+        sink.start(L4::Tcp, CLIENT, SERVER, 0);
+        sink.created(&mut out, 5);
+        sink.data(&mut out, 6, From::Client, b"hello");
+        let held = sink.pending.len() as u64;
+        sink.route_to(&mut out, 0);
+        assert_eq!(
+            sink.route,
+            Route::To {
+                iface: 0,
+                consumer: None
+            }
+        );
+        let counters = &out.interfaces.report()[0].counters;
+        assert_eq!((counters.events, counters.dropped_events), (0, 2));
+        assert!(counters.dropped_bytes > held, "CREATED's bytes and the held DATA's");
+    }
 }

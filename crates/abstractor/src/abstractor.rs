@@ -2,7 +2,7 @@
 //! classify with the chain, reassemble TCP, and emit events.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sluice_classify::{Chain, ChainConfig};
@@ -109,11 +109,18 @@ pub struct Abstractor {
     core: Core,
     loopback: Loopback,
     since_poll: u32,
+    /// When the listening sockets were last asked for new connections.
+    last_accept: Instant,
 }
 
 /// Sockets are looked at every this many packets (and whenever the source
 /// is idle).
 const POLL_EVERY: u32 = 1024;
+
+/// New consumers and injectors are accepted at most this often: an accept
+/// on each of a dozen listeners every 1024 packets cost 5 % of the time at
+/// a million packets a second, to learn that no one had connected.
+const ACCEPT_EVERY: Duration = Duration::from_millis(10);
 
 impl Abstractor {
     /// Creates the interfaces under `dir` and the loopback socket.
@@ -130,6 +137,7 @@ impl Abstractor {
             defrag: Defragmenter::new(settings.defrag),
             loopback,
             since_poll: 0,
+            last_accept: Instant::now(),
             core: Core {
                 table: FlowTable::new(settings.flows),
                 memory: StreamMemory::new(settings.reassembly),
@@ -201,15 +209,28 @@ impl Abstractor {
         }
     }
 
-    /// Accepts consumers, writes what they take, and reads the loopback.
+    /// Accepts consumers (every `ACCEPT_EVERY`), writes what they take, and
+    /// reads the loopback.
     pub fn poll(&mut self) {
+        let now = Instant::now();
+        let accept = now.duration_since(self.last_accept) >= ACCEPT_EVERY;
+        if accept {
+            self.last_accept = now;
+        }
+        self.poll_sockets(accept);
+    }
+
+    fn poll_sockets(&mut self, accept: bool) {
         self.since_poll = 0;
         let core = &mut self.core;
-        core.out.interfaces.accept();
+        if accept {
+            core.out.interfaces.accept();
+        }
         self.loopback.poll(
             &core.config,
             core.settings.hop_limit,
             core.settings.held_bytes,
+            accept,
             &mut core.out,
         );
         core.out.interfaces.flush();
@@ -219,7 +240,7 @@ impl Abstractor {
     /// Ends every flow (`end_of_input`), delivers what is queued, and
     /// hangs up on the consumers.
     pub fn finish(mut self, stall: Duration) -> Report {
-        self.poll();
+        self.poll_sockets(true);
         let core = &mut self.core;
         let Core {
             table,

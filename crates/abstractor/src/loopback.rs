@@ -82,8 +82,10 @@ impl Loopback {
         })
     }
 
-    pub fn poll(&mut self, config: &Config, hop_limit: u8, held_bytes: usize, out: &mut Output) {
-        while let Ok((stream, _)) = self.listener.accept() {
+    /// Reads what the injectors sent, and first takes new injectors if
+    /// `accept`.
+    pub fn poll(&mut self, config: &Config, hop_limit: u8, held_bytes: usize, accept: bool, out: &mut Output) {
+        while accept && let Ok((stream, _)) = self.listener.accept() {
             if stream.set_nonblocking(true).is_ok() {
                 self.counters.connections += 1;
                 self.injectors.push(Injector {

@@ -11,6 +11,7 @@ use sluice_flow::reassembly::{ReassemblyConfig, ReassemblyCounters, StreamMemory
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
 use sluice_wire::{Decoded, LinkType, decode, tcp_flags};
 
+use crate::closed::{ClosedConnections, ClosedCounters};
 use crate::config::Config;
 use crate::event::{From, Header, L4};
 use crate::interfaces::{Delivery, InterfaceError, InterfaceReport, Interfaces};
@@ -36,16 +37,16 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             flows: FlowConfig {
-                // A closed connection has had its DESTROYED; it stays in
-                // the table only to absorb stragglers (the last ACK, a
-                // retransmitted FIN) that would otherwise open a flow of
-                // their own. Seconds cover any round trip, and keep the
-                // table small at hundreds of thousands of connections a
-                // second.
+                // A connection leaves the table at its DESTROYED and only
+                // its key is remembered this long (`ClosedConnections`),
+                // to recognise its stragglers (the last ACK, a
+                // retransmitted FIN): seconds cover any round trip. The
+                // table's own linger applies to connections it sees close
+                // before their streams do (a FIN past a gap).
                 closed_linger_ns: 2_000_000_000,
-                // A closed flow leaves at the sweep after its linger: with
-                // the default 10 s sweep, 100 K connections a second would
-                // keep over a million finished flows in the table.
+                // A flow leaves at the sweep after its time is up: with the
+                // default 10 s sweep, flows closed by the table would stay
+                // up to 12 s.
                 sweep_period_ns: 1_000_000_000,
                 ..FlowConfig::default()
             },
@@ -71,11 +72,12 @@ pub struct PacketCounters {
     pub other_protocols: u64,
     pub tcp_segments: u64,
     pub udp_datagrams: u64,
-    /// Packets of a flow after its DESTROYED event, while the table still
-    /// holds it.
+    /// TCP segments of a connection after its DESTROYED (within the 2 s it
+    /// is remembered), other than a SYN that opens a new one. No events.
     pub after_destroyed: u64,
     /// TCP segments without data or SYN that would have begun a flow:
-    /// stragglers of connections already ended, or scans. No events.
+    /// stragglers of connections ended before the capture or longer ago
+    /// than they are remembered, or scans. No events.
     pub tcp_without_stream: u64,
 }
 
@@ -84,6 +86,7 @@ pub struct PacketCounters {
 pub struct Report {
     pub packets: PacketCounters,
     pub flows: TableCounters,
+    pub closed_connections: ClosedCounters,
     pub defragmentation: DefragCounters,
     pub reassembly: ReassemblyCounters,
     pub loopback: LoopbackCounters,
@@ -96,6 +99,7 @@ struct Core {
     config: Arc<Config>,
     settings: Settings,
     table: FlowTable<AbstractFlow>,
+    closed: ClosedConnections,
     chain: Chain,
     memory: StreamMemory,
     out: Output,
@@ -140,6 +144,7 @@ impl Abstractor {
             last_accept: Instant::now(),
             core: Core {
                 table: FlowTable::new(settings.flows),
+                closed: ClosedConnections::new(settings.flows.closed_linger_ns, settings.flows.capacity),
                 memory: StreamMemory::new(settings.reassembly),
                 out: Output {
                     interfaces,
@@ -255,6 +260,7 @@ impl Abstractor {
         Report {
             packets: core.counters.clone(),
             flows: core.table.counters(),
+            closed_connections: core.closed.counters(),
             defragmentation: *self.defrag.counters(),
             reassembly: *core.memory.counters(),
             loopback: self.loopback.counters.clone(),
@@ -283,6 +289,7 @@ impl Core {
             config,
             settings,
             table,
+            closed,
             chain,
             memory,
             out,
@@ -295,28 +302,38 @@ impl Core {
             decoded,
         };
         let hash = decoded.key.symmetric_hash();
-        let (slot, dir) = table.process(&info, hash, AbstractFlow::default, &mut |flow, reason| {
-            end_flow(flow, reason, config, memory, out)
-        });
-        let flow = table.flow_mut(slot);
         let start = (decoded.payload_offset as usize).min(frame.len());
         let end = (start + decoded.payload_captured as usize).min(frame.len());
         let payload = &frame[start..end];
-        if flow.ext.stream.destroyed {
-            counters.after_destroyed += 1;
+        let admit = || {
+            if l4 == L4::Tcp {
+                let flags = decoded.tcp.flags;
+                if flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN {
+                    closed.remove(hash, &decoded.key);
+                } else if closed.contains(hash, &decoded.key, ts_ns) {
+                    counters.after_destroyed += 1;
+                    return None;
+                }
+                // A TCP flow begins with a SYN or with data: a lone ACK,
+                // FIN or RST is a straggler of a connection already gone
+                // (or a scan), with no stream to give an analyzer.
+                if payload.is_empty() && flags & tcp_flags::SYN == 0 {
+                    counters.tcp_without_stream += 1;
+                    return None;
+                }
+            }
+            Some(AbstractFlow::default())
+        };
+        let Some((slot, dir)) = table.process_admitted(&info, hash, admit, &mut |flow, reason| {
+            end_flow(flow, reason, config, memory, out)
+        }) else {
             return;
-        }
+        };
+        let flow = table.flow_mut(slot);
         chain.on_packet(flow, dir, decoded, payload);
         let key = &flow.key;
         let stream = &mut flow.ext.stream;
         if !stream.sink.started() {
-            // A TCP flow begins with a SYN or with data: a lone ACK, FIN or
-            // RST is a straggler of a connection already gone (or a scan),
-            // with no stream to give an analyzer.
-            if l4 == L4::Tcp && payload.is_empty() && decoded.tcp.flags & tcp_flags::SYN == 0 {
-                counters.tcp_without_stream += 1;
-                return;
-            }
             stream
                 .sink
                 .start(l4, (key.src_ip(), key.src_port), (key.dst_ip(), key.dst_port), 0);
@@ -342,8 +359,12 @@ impl Core {
                 tcp_segment(stream, memory, out, ts_ns, from, t, payload);
                 let reset = t.flags & tcp_flags::RST != 0;
                 if reset || (stream.reassembly[0].closed() && stream.reassembly[1].closed()) {
-                    let reason = if reset { "rst" } else { "fin" };
-                    destroy(flow, reason, ts_ns, config, memory, out);
+                    let reason = if reset { EndReason::Rst } else { EndReason::Fin };
+                    destroy(flow, reason.name(), ts_ns, config, memory, out);
+                    closed.insert(hash, flow.key, ts_ns);
+                    table.end(slot, reason, &mut |flow, reason| {
+                        end_flow(flow, reason, config, memory, out)
+                    });
                     return;
                 }
             }
@@ -387,9 +408,95 @@ fn destroy(
     flow.ext.stream.sink.destroyed(out, ts, reason);
     flow.ext.stream.destroyed = true;
     flow.ext.stream.sink.pending = Vec::new();
-    // The flow is routed and its later packets skip the chain, but the
-    // table keeps it for `closed_linger_ns` (2 s of packet time): its
-    // classification metadata (an HTTP flow's host, URI, user agent, ...)
-    // would stay allocated all that time, about 0.5 KB per connection.
-    flow.ext.class.release();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+
+    use etherparse::PacketBuilder;
+
+    use super::*;
+
+    const CLIENT: [u8; 4] = [10, 0, 0, 1];
+    const SERVER: [u8; 4] = [10, 0, 0, 2];
+
+    fn segment(client_port: u16, from_client: bool, seq: u32, flags: &str, ack: u32, payload: &[u8]) -> Vec<u8> {
+        let (src, dst, sport, dport) = if from_client {
+            (CLIENT, SERVER, client_port, 9)
+        } else {
+            (SERVER, CLIENT, 9, client_port)
+        };
+        let mut tcp = PacketBuilder::ethernet2([1; 6], [2; 6])
+            .ipv4(src, dst, 64)
+            .tcp(sport, dport, seq, 65535);
+        for flag in flags.chars() {
+            tcp = match flag {
+                'S' => tcp.syn(),
+                'F' => tcp.fin(),
+                'A' => tcp.ack(ack),
+                _ => unreachable!("flag {flag}"),
+            };
+        }
+        let mut frame = Vec::new();
+        tcp.write(&mut frame, payload).unwrap();
+        frame
+    }
+
+    #[test]
+    fn a_closed_connection_leaves_the_table_and_its_stragglers_open_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut abstractor = Abstractor::new(Arc::new(Config::builtin()), Settings::default(), dir.path()).unwrap();
+        let mut consumer = UnixStream::connect(dir.path().join("tcp/default")).unwrap();
+        assert!(
+            abstractor
+                .wait_for_consumers(&["tcp/default".into()], Duration::from_secs(5))
+                .is_empty()
+        );
+
+        let frames = [
+            segment(40000, true, 100, "S", 0, b""),
+            segment(40000, false, 500, "SA", 101, b""),
+            segment(40000, true, 101, "A", 501, b""),
+            segment(40000, true, 101, "A", 501, b"hello"),
+            segment(40000, false, 501, "FA", 106, b""),
+            segment(40000, true, 106, "FA", 502, b""),
+            // Stragglers: the last ACK, and the data sent again.
+            segment(40000, false, 502, "A", 107, b""),
+            segment(40000, true, 101, "A", 501, b"hello"),
+            // A new connection on the same ports.
+            segment(40000, true, 9000, "S", 0, b""),
+            // An ACK of a connection never seen.
+            segment(40001, true, 7, "A", 8, b""),
+        ];
+        for (i, frame) in frames.iter().enumerate() {
+            let ts = 1_000_000_000 + i as u64 * 1_000_000;
+            abstractor.packet(LinkType::Ethernet, ts, frame.len() as u32, frame);
+            if i == 5 {
+                assert_eq!(abstractor.core.table.len(), 0, "the connection left at its DESTROYED");
+            }
+        }
+        let report = abstractor.finish(Duration::from_secs(5));
+        assert_eq!(report.packets.after_destroyed, 2);
+        assert_eq!(report.packets.tcp_without_stream, 1);
+        assert_eq!(
+            (
+                report.flows.created,
+                report.flows.fin,
+                report.flows.end_of_input,
+                report.flows.peak_flows
+            ),
+            (2, 1, 1, 1)
+        );
+        assert_eq!(report.closed_connections.peak, 1);
+
+        let mut events = String::new();
+        consumer.read_to_string(&mut events).unwrap();
+        let count = |what: &str| events.matches(what).count();
+        assert_eq!(count("event=CREATED"), 2, "{events}");
+        assert_eq!(count("event=DATA"), 1, "{events}");
+        assert_eq!(count("reason=fin"), 1, "{events}");
+        assert_eq!(count("reason=end_of_input"), 1, "{events}");
+    }
 }

@@ -6,6 +6,7 @@
 //! sockets. `docs/abstractor.md` describes the interfaces and the format.
 
 mod abstractor;
+mod closed;
 pub mod config;
 pub mod event;
 pub mod interfaces;

@@ -84,8 +84,8 @@ impl Default for Sink {
 pub struct Stream {
     pub sink: Sink,
     pub reassembly: [StreamReassembler; 2],
-    /// DESTROYED was sent; later packets of the flow (while the table lets
-    /// it linger) are ignored.
+    /// DESTROYED was sent: ending the flow in the table, which follows at
+    /// once, must not send it again.
     pub destroyed: bool,
 }
 

@@ -166,6 +166,22 @@ impl<X> FlowTable<X> {
         new_ext: impl FnOnce() -> X,
         on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
     ) -> (u32, Direction) {
+        self.process_admitted(packet, hash, || Some(new_ext()), on_end)
+            .expect("every flow is admitted")
+    }
+
+    /// As [`FlowTable::process`], but a packet of no flow held begins one
+    /// only if `admit` gives its extension: an owner that knows better than
+    /// the table (the abstractor, which remembers connections it has closed)
+    /// may refuse it, and the packet is then not accounted.
+    #[inline]
+    pub fn process_admitted(
+        &mut self,
+        packet: &PacketInfo,
+        hash: u64,
+        admit: impl FnOnce() -> Option<X>,
+        on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
+    ) -> Option<(u32, Direction)> {
         let ts = packet.ts_ns;
         self.advance(ts, on_end);
         let key = packet.decoded.key;
@@ -187,11 +203,12 @@ impl<X> FlowTable<X> {
                 None => {
                     let dir = reorient_on_syn(flow, dir, packet);
                     flow.update(dir, packet);
-                    return (slot, dir);
+                    return Some((slot, dir));
                 }
-                Some(reason) => self.finish(slot, reason, on_end),
+                Some(reason) => self.end(slot, reason, on_end),
             }
         }
+        let ext = admit()?;
         let slot = self.allocate(on_end);
         // A SYN-ACK's sender is the server, whatever was seen first.
         let flags = packet.decoded.tcp.flags;
@@ -202,7 +219,7 @@ impl<X> FlowTable<X> {
         } else {
             (key, Direction::ClientToServer)
         };
-        let mut flow = Flow::new(oriented, hash, ts, packet.decoded.tunnel, new_ext());
+        let mut flow = Flow::new(oriented, hash, ts, packet.decoded.tunnel, ext);
         flow.update(dir, packet);
         if slot as usize == self.slots.len() {
             self.slots.push(flow);
@@ -213,7 +230,7 @@ impl<X> FlowTable<X> {
         self.live += 1;
         self.counters.created += 1;
         self.counters.peak_flows = self.counters.peak_flows.max(self.live as u64);
-        (slot, dir)
+        Some((slot, dir))
     }
 
     /// Why the flow must end before this packet can be counted, if it must.
@@ -276,11 +293,12 @@ impl<X> FlowTable<X> {
         for i in 0..candidates {
             prefetch(&self.slots[(self.cursor + i) % n].last_ns);
         }
-        self.finish(victim as u32, EndReason::Evicted, on_end);
-        self.free.pop().expect("finish frees the slot")
+        self.end(victim as u32, EndReason::Evicted, on_end);
+        self.free.pop().expect("ending a flow frees its slot")
     }
 
-    fn finish(&mut self, slot: u32, reason: EndReason, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
+    /// Ends the flow in `slot` now, for `reason`, through `on_end`.
+    pub fn end(&mut self, slot: u32, reason: EndReason, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         let flow = &mut self.slots[slot as usize];
         debug_assert!(flow.live);
         flow.live = false;
@@ -316,7 +334,7 @@ impl<X> FlowTable<X> {
                 continue;
             }
             if let Some(reason) = self.expired(&self.slots[slot], self.now_ns) {
-                self.finish(slot as u32, reason, on_end);
+                self.end(slot as u32, reason, on_end);
             }
         }
     }
@@ -326,7 +344,7 @@ impl<X> FlowTable<X> {
         for slot in 0..self.slots.len() {
             if self.slots[slot].live {
                 let reason = self.slots[slot].closing.unwrap_or(EndReason::EndOfInput);
-                self.finish(slot as u32, reason, on_end);
+                self.end(slot as u32, reason, on_end);
             }
         }
     }
@@ -440,6 +458,34 @@ mod tests {
         assert_eq!(flow.directions[0].payload_bytes, 100);
         assert_eq!(flow.first_directions, 0b0010);
         assert_eq!(run.table.len(), 1);
+    }
+
+    #[test]
+    fn a_refused_packet_opens_no_flow_and_an_ended_flow_leaves_at_once() {
+        let mut run = Run::new(FlowConfig::default());
+        let d = packet(true, ACK, 0);
+        let info = PacketInfo {
+            ts_ns: S,
+            wire_len: 60,
+            decoded: &d,
+        };
+        let hash = d.key.symmetric_hash();
+        let refused = run
+            .table
+            .process_admitted(&info, hash, || None, &mut |_, _| unreachable!());
+        assert_eq!(refused, None);
+        assert_eq!((run.table.len(), run.table.counters().created), (0, 0));
+
+        let (slot, _) = run.feed(S, &packet(true, SYN, 0));
+        run.feed(S + 1, &packet(false, SYN_ACK, 0));
+        let ended = &mut run.ended;
+        run.table
+            .end(slot, EndReason::Rst, &mut |f, r| ended.push((f.key, r, f.packets())));
+        assert_eq!(run.ended, vec![(packet(true, SYN, 0).key, EndReason::Rst, 2)]);
+        assert_eq!((run.table.len(), run.table.counters().rst), (0, 1));
+        // The slot is free again, and the next packet of the pair is a new flow.
+        assert_eq!(run.feed(S + 2, &packet(true, ACK, 0)).0, slot);
+        assert_eq!(run.table.counters().created, 2);
     }
 
     #[test]

@@ -229,6 +229,12 @@ fn render(report: &Report) -> String {
         "after DESTROYED {}  TCP stragglers without a flow (no SYN, no data) {}",
         p.after_destroyed, p.tcp_without_stream
     );
+    let c = &report.closed_connections;
+    let _ = writeln!(
+        s,
+        "closed connections remembered at most {}  forgotten before 2 s {}",
+        c.peak, c.forgotten_early
+    );
     let f = &report.flows;
     let _ = writeln!(
         s,

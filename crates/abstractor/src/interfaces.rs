@@ -318,8 +318,10 @@ impl Interfaces {
                 }
                 Delivery::Wait(stall) => self.write_until(stall, |s| !full(s)),
             }
+            // Only a write can find a consumer gone: not worth a look at
+            // every consumer on every event otherwise.
+            self.forget_broken();
         }
-        self.forget_broken();
         let i = &mut self.list[iface as usize];
         let Some(c) = i.consumers.iter_mut().find(|c| c.id == consumer) else {
             i.counters.dropped_events += events;
@@ -338,6 +340,9 @@ impl Interfaces {
         // Large writes, but not so late that the consumer idles.
         if c.pending() >= WRITE_AT {
             c.broken |= c.flush().is_err();
+            if c.broken {
+                self.forget_broken();
+            }
         }
         true
     }

@@ -72,7 +72,7 @@ pub struct PacketCounters {
     pub other_protocols: u64,
     pub tcp_segments: u64,
     pub udp_datagrams: u64,
-    /// TCP segments of a connection after its DESTROYED (within the 2 s it
+    /// TCP segments of a connection after its DESTROYED (within the 2 to 4 s it
     /// is remembered), other than a SYN that opens a new one. No events.
     pub after_destroyed: u64,
     /// TCP segments without data or SYN that would have begun a flow:

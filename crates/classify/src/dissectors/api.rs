@@ -217,9 +217,7 @@ impl Metadata {
         // and URIs of every flow come through here.
         let mut printable = bytes[..bytes.len().min(MAX_TEXT)].to_vec();
         for b in &mut printable {
-            if !(0x20..0x7f).contains(b) {
-                *b = b'.';
-            }
+            *b = if b.wrapping_sub(0x20) < 0x5f { *b } else { b'.' };
         }
         // Printable ASCII is UTF-8; going through bytes spares the
         // per-character encoding a `char` collect does.

@@ -315,6 +315,26 @@ impl Recorder {
         Ok(())
     }
 
+    /// Records the next packets as frames of `link`. A file's header names
+    /// one link type, so a change closes the open file and the next packet
+    /// starts a new one.
+    pub fn set_link(&mut self, link: LinkType) -> io::Result<()> {
+        if link == self.config.link {
+            return Ok(());
+        }
+        if self.file_bytes.is_some() {
+            self.close_file()?;
+        }
+        self.config.link = link;
+        self.file_header = self.config.format.file_header(link.to_linktype(), self.config.snaplen);
+        Ok(())
+    }
+
+    /// The link type of the packets being recorded.
+    pub fn link(&self) -> LinkType {
+        self.config.link
+    }
+
     /// The counts so far; the writer's are as of its last block.
     pub fn stats(&self) -> RecorderStats {
         let s = &self.shared;
@@ -958,6 +978,50 @@ mod tests {
                     }
                 }
                 assert_eq!(sizes, stats.written_bytes, "the files hold exactly what was written");
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_link_type_starts_a_new_file_with_its_own_header() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut c = RecorderConfig::new(dir.path(), LinkType::Ethernet, 2000);
+            c.block_bytes = MIN_BLOCK_BYTES;
+            c.format = format;
+            let mut r = Recorder::start(c).unwrap();
+            let ethernet = frame(1, 100);
+            let raw = ethernet[14..].to_vec();
+            for i in 0..10u64 {
+                r.push(1_000 + i, 100, &ethernet).unwrap();
+            }
+            r.set_link(LinkType::Ethernet).unwrap();
+            r.set_link(LinkType::RawIp).unwrap();
+            for i in 10..15u64 {
+                r.push(1_000 + i, 86, &raw).unwrap();
+            }
+            let summary = r.finish().unwrap();
+            assert_eq!(
+                summary.files.len(),
+                2,
+                "setting the same link type again changes nothing"
+            );
+            let links: Vec<_> = summary
+                .files
+                .iter()
+                .map(|p| {
+                    let file = sluice_capture::CaptureFile::open(p).unwrap();
+                    let packets: Vec<_> = file.reader().unwrap().collect();
+                    (packets[0].link, packets.len())
+                })
+                .collect();
+            assert_eq!(links, [(LinkType::Ethernet, 10), (LinkType::RawIp, 5)]);
+            for file in &summary.files {
+                let index = Index::read(index_path(file)).unwrap();
+                assert_eq!(
+                    index.blocks[0].flags, 0,
+                    "both decode as IP: the index uses each file's link type"
+                );
             }
         }
     }

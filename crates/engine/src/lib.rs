@@ -16,4 +16,6 @@ pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
 #[cfg(target_os = "linux")]
 pub use live::{LiveOptions, LiveReport, live};
 pub use sampling::Sampling;
-pub use summary::{CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, Summary, WorkerRecording};
+pub use summary::{
+    CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, Summary, WarningReport, WorkerRecording,
+};

@@ -1,6 +1,19 @@
 //! The `sluice` command line. Subcommands are thin: each parses its
 //! arguments into a library call and reports the result.
 
+/// The exit statuses, as a literal that other help texts can `concat!`.
+macro_rules! exit_codes {
+    () => {
+        "\
+Exit status:
+  0  every input was read completely
+  1  error: nothing could be analysed, or the output could not be written
+  2  the command line was wrong
+  3  partial result: some input was malformed, truncated or unreadable
+     (each problem is listed with its file and byte offset)"
+    };
+}
+
 mod abstractor;
 mod extract;
 mod record;
@@ -26,13 +39,7 @@ use sluice_learn::Model;
 use sluice_store::PcapWriter;
 use std::sync::atomic::AtomicBool;
 
-const EXIT_CODES: &str = "\
-Exit status:
-  0  every input was read completely
-  1  error: nothing could be analysed, or the output could not be written
-  2  the command line was wrong
-  3  partial result: some input was malformed, truncated or unreadable
-     (each problem is listed with its file and byte offset)";
+const EXIT_CODES: &str = exit_codes!();
 
 #[derive(Parser)]
 #[command(name = "sluice", version, about, after_help = EXIT_CODES)]
@@ -66,15 +73,17 @@ enum Command {
     /// root or CAP_NET_RAW.
     #[command(after_help = EXIT_CODES)]
     Live(LiveArgs),
-    /// Record every packet of a network interface to pcap (or pcapng) files.
+    /// Record every packet of a network interface (-i), or of capture files
+    /// (-r), to pcap (or pcapng) files.
     ///
     /// Nanosecond timestamps, written in large aligned blocks by a writer
     /// thread (O_DIRECT where the file system allows it), rotated by size
     /// and/or time, the oldest deleted beyond --keep, each file with a
-    /// block index beside it (NAME.pcap.idx or NAME.pcapng.idx). Prints a status line every
-    /// second; stops on SIGINT or SIGTERM (or after --duration) and writes
+    /// block index beside it (NAME.pcap.idx or NAME.pcapng.idx). Prints a
+    /// status line every second; with -i, stops on SIGINT or SIGTERM (or
+    /// after --duration), with -r at the end of the last file, and writes
     /// DIR/record-summary.json. Kernel drops and waits for the disk are
-    /// counted. Needs root or CAP_NET_RAW. See docs/recording.md.
+    /// counted. -i needs root or CAP_NET_RAW. See docs/recording.md.
     Record(record::RecordArgs),
     /// Make recordings left by a killed `sluice record` (or `live --record`)
     /// readable: cut each file (pcap or pcapng) after its last complete

@@ -2,6 +2,8 @@
 //! interface to rotating pcap or pcapng files, and making the file a killed
 //! recorder left open readable again.
 
+mod files;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,15 +16,35 @@ use sluice_inject::parse_duration;
 use sluice_store::{CaptureFormat, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, is_recording, repair};
 
 #[derive(clap::Args)]
-#[command(after_help = "\
+#[command(
+    group(clap::ArgGroup::new("source").required(true).args(["interface", "read"])),
+    after_help = concat!("\
+Reading files (-r): the packets of pcap and pcapng files (format told by the
+magic number), read in the order given, go through the same writer, blocks,
+rotation, retention and index as a live capture, with their own timestamps
+and lengths, as fast as the files can be read and the disk written. A change
+of link type starts a new file. --filter keeps what `tcpdump -r FILE EXPR`
+would; --snaplen (default 262144) cuts frames. Malformed input is reported as
+`sluice analyze` reports it, with the file and byte offset, and what could be
+read is recorded; the exit status is then 3 (1 if no file could be read).
+
 Examples:
   sluice record -i eth1 -w /data/cap --rotate 2GiB --keep 500GiB
   sluice record -i eth1 -w /data/cap --rotate 1GiB --rotate 60s --snaplen 128
-  sluice record -i eth1 -w /data/cap --format pcapng --rotate 1GiB")]
+  sluice record -i eth1 -w /data/cap --format pcapng --rotate 1GiB
+  sluice record -r old1.pcap -r old2.pcapng -w /data/cap --rotate 1GiB
+
+", exit_codes!())
+)]
 pub struct RecordArgs {
     /// The network interface to capture on.
     #[arg(short, long)]
-    interface: String,
+    interface: Option<String>,
+    /// Record the packets of this capture file (pcap or pcapng) instead
+    /// of an interface. May be given several times: the files are read in
+    /// order, as one capture.
+    #[arg(short = 'r', long = "read", value_name = "FILE", conflicts_with_all = ["duration", "ring_mib", "no_promiscuous", "mode"])]
+    read: Vec<PathBuf>,
     /// Directory for the capture files, their indexes and
     /// record-summary.json (created if missing).
     #[arg(short = 'w', long = "dir", value_name = "DIR")]
@@ -38,17 +60,19 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = LiveConfig::DEFAULT_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144))]
     snaplen: u32,
     /// Stop after this long (10s, 5m, 1h) instead of at SIGINT/SIGTERM.
+    /// Not with -r.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Size of the kernel ring in MiB.
+    /// Size of the kernel ring in MiB. Not with -r.
     #[arg(long, default_value_t = (LiveConfig::DEFAULT_RING_BYTES >> 20) as u32, value_parser = clap::value_parser!(u32).range(2..=4095))]
     ring_mib: u32,
-    /// Do not put the interface in promiscuous mode.
+    /// Do not put the interface in promiscuous mode. Not with -r.
     #[arg(long)]
     no_promiscuous: bool,
     /// Record only the frames this tcpdump expression matches (see
     /// pcap-filter(7)), e.g. 'udp' or 'not port 22'; the kernel drops the
-    /// others before they reach the ring.
+    /// others before they reach the ring. With -r, each frame goes through
+    /// libpcap's interpreter, as with `tcpdump -r FILE EXPR`.
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
     #[command(flatten)]
@@ -231,7 +255,14 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
-    let mut ring = LiveConfig::new(&args.interface);
+    match args.interface.clone() {
+        Some(interface) => run_interface(args, &interface),
+        None => files::run(&args),
+    }
+}
+
+fn run_interface(args: RecordArgs, interface: &str) -> anyhow::Result<ExitCode> {
+    let mut ring = LiveConfig::new(interface);
     ring.ring_bytes = (args.ring_mib as usize) << 20;
     // A frame never spans ring blocks: a block holds the largest one.
     ring.block_bytes = ring
@@ -282,7 +313,7 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
                 let seconds = now.duration_since(last.2).as_secs_f64();
                 eprintln!(
                     "record {} {:.0} s: {} packets ({:.0} pps, {:.1} Mbit/s), {} files, {} kernel drops, {} writer waits ({:.0} ms)",
-                    args.interface,
+                    interface,
                     now.duration_since(started).as_secs_f64(),
                     stats.packets,
                     (stats.packets - last.0) as f64 / seconds,
@@ -330,11 +361,11 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         Ok(summary) => (summary.stats, summary.files.len(), None),
         Err(e) => (so_far, 0, Some(e)),
     };
-    let summary = summary_json(&args, &stats, &kernel, unread, files, elapsed);
+    let summary = summary_json(&args, interface, &stats, &kernel, unread, files, elapsed);
     let path = args.dir.join("record-summary.json");
     std::fs::write(&path, format!("{summary:#}\n")).with_context(|| format!("writing {}", path.display()))?;
     if !args.quiet {
-        print!("{}", render(&args.interface, &stats, &kernel, unread, elapsed, &path));
+        print!("{}", render(interface, &stats, &kernel, unread, elapsed, &path));
         if args.timestamps.mode != BatchTimestamps::Keep {
             println!(
                 "timestamps: {} over each ring block, not the kernel's per-packet stamps",
@@ -353,6 +384,7 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 
 fn summary_json(
     args: &RecordArgs,
+    interface: &str,
     stats: &RecorderStats,
     kernel: &LiveStats,
     unread_at_stop: u64,
@@ -360,7 +392,7 @@ fn summary_json(
     elapsed: Duration,
 ) -> serde_json::Value {
     serde_json::json!({
-        "interface": args.interface,
+        "interface": interface,
         "filter": args.filter,
         "batch_timestamps": args.timestamps.mode.as_str(),
         "dir": args.dir.display().to_string(),
@@ -370,6 +402,7 @@ fn summary_json(
         "bytes": stats.bytes,
         "wire_bytes": stats.wire_bytes,
         "written_bytes": stats.written_bytes,
+        "written_mb_per_s": mb_per_s(stats.written_bytes, elapsed),
         "kernel_packets": kernel.packets,
         "kernel_drops": kernel.drops,
         "queue_freezes": kernel.queue_freezes,
@@ -384,6 +417,11 @@ fn summary_json(
         "direct_files": stats.direct_files,
         "buffered_files": stats.buffered_files,
     })
+}
+
+/// Bytes written per second, in MB/s (10^6 bytes).
+fn mb_per_s(bytes: u64, elapsed: Duration) -> f64 {
+    bytes as f64 / elapsed.as_secs_f64().max(1e-9) / 1e6
 }
 
 fn render(

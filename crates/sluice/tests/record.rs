@@ -6,6 +6,12 @@
 //! recorder killed with SIGKILL must leave files that `sluice repair`
 //! makes whole. Skipped, with a message, when not root or when `ip` is
 //! missing; the namespaces go away even when a test fails.
+//!
+//! `sluice record -r` records nDPI's reference captures instead: the files
+//! must hold exactly the frames tshark and Sluice's reader find in the
+//! inputs, malformed inputs must give the warnings and exit status of
+//! `sluice analyze`, and a filter, at recording or through `sluice
+//! extract`, must select what tcpdump and tshark select.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -615,4 +621,363 @@ fn sigint_while_sending_records_every_frame_the_kernel_counted() {
     );
     let recorded: u64 = recordings(&rec).iter().map(|f| records(f).len() as u64).sum();
     assert_eq!(recorded, get("packets"));
+}
+
+// `sluice record -r`: capture files instead of an interface. These need
+// neither root nor a network namespace, only nDPI's reference captures
+// (skipped, with a message, without them), tshark, capinfos and tcpdump.
+
+/// Captures of five link types and both formats, Ethernet first twice so
+/// that one output file holds two inputs: 1kxun.pcap (pcap, µs),
+/// alexa-app.pcapng, log4j-webapp-exploit.pcap (Linux SLL),
+/// pgsql2.pcapng (BSD null), codm.pcap (raw IP).
+const MIXED_INPUTS: [&str; 5] = [
+    "1kxun.pcap",
+    "alexa-app.pcapng",
+    "log4j-webapp-exploit.pcap",
+    "pgsql2.pcapng",
+    "codm.pcap",
+];
+
+/// Runs `sluice record -r INPUT... -w DIR ARGS`.
+fn record_files(inputs: &[PathBuf], dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new(SLUICE);
+    command.arg("record");
+    for input in inputs {
+        command.arg("-r").arg(input);
+    }
+    command.arg("-w").arg(dir).args(args).output().unwrap()
+}
+
+/// tshark's view of each frame of `files`, in order: the time to the
+/// nanosecond, the wire length and the captured length.
+fn tshark_frames(files: &[PathBuf], display_filter: Option<&str>) -> Vec<String> {
+    let mut frames = Vec::new();
+    for file in files {
+        let mut args = vec!["-r", file.to_str().unwrap()];
+        if let Some(filter) = display_filter {
+            args.extend(["-Y", filter]);
+        }
+        args.extend([
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
+        ]);
+        let output = run("tshark", &args);
+        frames.extend(String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned));
+    }
+    frames
+}
+
+/// Each packet's timestamp, wire length and captured bytes, as Sluice's
+/// reader finds them.
+fn packets_of(files: &[PathBuf]) -> Vec<(u64, u32, Vec<u8>)> {
+    files
+        .iter()
+        .flat_map(|f| {
+            let file = sluice_capture::CaptureFile::open(f).unwrap();
+            file.reader()
+                .unwrap()
+                .map(|p| (p.ts_ns, p.wire_len, p.data.to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn stderr_of(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn reading_files_records_exactly_their_packets() {
+    let Some(pcaps) = common::ndpi_pcaps() else { return };
+    let inputs: Vec<PathBuf> = MIXED_INPUTS.iter().map(|name| pcaps.join(name)).collect();
+    let dir = disk_dir();
+    for format in ["pcap", "pcapng"] {
+        let rec = dir.path().join(format);
+        let output = record_files(&inputs, &rec, &["--format", format]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains("read from 5 files"), "{stdout}");
+
+        // One file a link type: Ethernet (two inputs), SLL, null, raw IP.
+        // Their first packets' times rise in this order, so the files'
+        // names sort in the order they were recorded.
+        let files = recordings(&rec);
+        assert_eq!(files.len(), 4, "{files:?}");
+        let expected = tshark_frames(&inputs, None);
+        assert!(expected.len() > 5000, "{} frames", expected.len());
+        assert_eq!(
+            tshark_frames(&files, None),
+            expected,
+            "{format}: tshark sees the same frames"
+        );
+        assert!(packets_of(&files) == packets_of(&inputs), "{format}: the same bytes");
+        for file in &files {
+            capinfos_accepts(file);
+            index_covers_every_record_once(file);
+        }
+        let encapsulations: Vec<String> = files
+            .iter()
+            .map(|f| {
+                let output = run("capinfos", &["-E", "-M", f.to_str().unwrap()]);
+                let text = String::from_utf8(output.stdout).unwrap();
+                text.lines().find(|l| l.contains("encapsulation")).unwrap().to_string()
+            })
+            .collect();
+        for (file, want) in encapsulations.iter().zip(["ether", "linux-sll", "null", "rawip"]) {
+            assert!(file.contains(want), "{file} (want {want})");
+        }
+
+        let summary = read_summary(&rec);
+        let total = expected.len() as u64;
+        assert_eq!(summary["packets_read"], total, "{summary}");
+        assert_eq!(summary["packets"], total);
+        assert_eq!(summary["filtered_out"], 0);
+        assert_eq!(summary["read_warnings"], 0);
+        assert_eq!(summary["files_written"], 4);
+        let on_disk: u64 = files.iter().map(|f| std::fs::metadata(f).unwrap().len()).sum();
+        assert_eq!(summary["written_bytes"], on_disk);
+        let seconds = summary["seconds"].as_f64().unwrap();
+        let rate = summary["written_mb_per_s"].as_f64().unwrap();
+        assert!(
+            (rate - on_disk as f64 / seconds / 1e6).abs() < 1e-6 * rate.max(1.0),
+            "{summary}"
+        );
+        assert_eq!(summary["inputs"].as_array().unwrap().len(), 5);
+        assert_eq!(summary["inputs"][1]["format"], "pcapng");
+        if file_system(&rec) != "tmpfs" {
+            assert_eq!(summary["write_mode"], "o_direct", "{summary}");
+        }
+    }
+}
+
+#[test]
+fn reading_files_rotates_by_size_into_valid_files() {
+    let Some(pcaps) = common::ndpi_pcaps() else { return };
+    let inputs = [pcaps.join("1kxun.pcap"), pcaps.join("alexa-app.pcapng")];
+    let dir = disk_dir();
+    for format in ["pcap", "pcapng"] {
+        let rec = dir.path().join(format);
+        let args = ["--format", format, "--rotate", "300KiB", "--block-mib", "1", "-q"];
+        let output = record_files(&inputs, &rec, &args);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+        assert!(output.stdout.is_empty(), "quiet");
+        // Names start with the first packet's time, and 1kxun.pcap's
+        // times jump past alexa-app.pcapng's: the run's sequence number,
+        // at the end of the name, gives the order of recording.
+        let mut files = recordings(&rec);
+        let sequence = |f: &PathBuf| -> u64 {
+            let name = f.file_stem().unwrap().to_str().unwrap();
+            name.rsplit('-').next().unwrap().parse().unwrap()
+        };
+        files.sort_by_key(sequence);
+        assert!(files.len() >= 10, "{} files", files.len());
+        assert!(files.iter().map(sequence).eq(1..=files.len() as u64));
+        let summary = read_summary(&rec);
+        assert_eq!(summary["files_written"], files.len(), "{summary}");
+        for file in &files {
+            capinfos_accepts(file);
+            index_covers_every_record_once(file);
+            assert!(std::fs::metadata(file).unwrap().len() <= 300 << 10);
+        }
+        assert_eq!(tshark_frames(&files, None), tshark_frames(&inputs, None));
+    }
+}
+
+/// The warning lines of a run's standard error.
+fn warnings(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("warning: ")).collect()
+}
+
+#[test]
+fn malformed_files_give_the_warnings_and_exit_status_of_analyze() {
+    let Some(pcaps) = common::ndpi_pcaps() else { return };
+    let mut fuzzed: Vec<PathBuf> = std::fs::read_dir(&pcaps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().contains("fuzz"))
+        .collect();
+    fuzzed.sort();
+    assert!(!fuzzed.is_empty());
+    let dir = disk_dir();
+    let mut partial = 0;
+    for (i, file) in fuzzed.iter().enumerate() {
+        let rec = dir.path().join(format!("rec{i}"));
+        let recorded = record_files(std::slice::from_ref(file), &rec, &["-q"]);
+        let analyzed = Command::new(SLUICE)
+            .arg("analyze")
+            .arg(file)
+            .args(["-q", "--format", "none", "-o"])
+            .arg(dir.path().join(format!("analyzed{i}")))
+            .output()
+            .unwrap();
+        let (recorded_err, analyzed_err) = (stderr_of(&recorded), stderr_of(&analyzed));
+        assert!(!recorded_err.contains("panicked"), "{recorded_err}");
+        assert_eq!(
+            recorded.status.code(),
+            analyzed.status.code(),
+            "{}: {recorded_err}",
+            file.display()
+        );
+        assert_eq!(warnings(&recorded_err), warnings(&analyzed_err), "{}", file.display());
+        let summary = read_summary(&rec);
+        let readable = packets_of(std::slice::from_ref(file)).len() as u64;
+        assert_eq!(summary["packets"], readable, "{}: what could be read", file.display());
+        let files = recordings(&rec);
+        for file in &files {
+            capinfos_accepts(file);
+            index_covers_every_record_once(file);
+        }
+        if recorded.status.code() == Some(3) {
+            partial += 1;
+            assert!(summary["read_warnings"].as_u64().unwrap() > 0, "{summary}");
+            let warning = warnings(&recorded_err)[0];
+            let named = format!("warning: {}: byte offset ", file.display());
+            assert!(warning.starts_with(&named), "{warning}");
+            assert!(packets_of(&files) == packets_of(std::slice::from_ref(file)));
+        }
+    }
+    assert!(partial > 0, "some fuzzed capture is malformed: {fuzzed:?}");
+
+    // One good input and one that is not a capture: a partial result; a
+    // file that is not a capture alone: an error, and still a summary.
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "not a capture\n").unwrap();
+    let good = pcaps.join("1kxun.pcap");
+    let rec = dir.path().join("mixed");
+    let output = record_files(&[good.clone(), text.clone()], &rec, &["-q"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains(&format!("error: {}: not a pcap", text.display())));
+    let summary = read_summary(&rec);
+    assert_eq!(summary["unreadable_files"], 1);
+    assert_eq!(summary["packets"], packets_of(&[good]).len());
+    let rec = dir.path().join("none");
+    let output = record_files(&[text], &rec, &["-q"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("none of the inputs could be read"));
+    assert_eq!(read_summary(&rec)["packets"], 0);
+}
+
+#[test]
+fn live_only_options_with_read_are_command_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcap");
+    let rec = dir.path().join("rec");
+    for (args, named) in [
+        (&["-r", "in.pcap", "--ring-mib", "8"][..], "--ring-mib"),
+        (&["-r", "in.pcap", "--duration", "5s"], "--duration"),
+        (&["-r", "in.pcap", "--no-promiscuous"], "--no-promiscuous"),
+        (&["-r", "in.pcap", "--batch-timestamps", "udts"], "--batch-timestamps"),
+        (&["-r", "in.pcap", "-i", "eth0"], "--interface"),
+    ] {
+        let output = Command::new(SLUICE)
+            .current_dir(dir.path())
+            .arg("record")
+            .args(args)
+            .arg("-w")
+            .arg(&rec)
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("'--read <FILE>' cannot be used with") && stderr.contains(named),
+            "{args:?}: {stderr}"
+        );
+    }
+    let output = Command::new(SLUICE).arg("record").arg("-w").arg(&rec).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr_of(&output).contains("<--interface <INTERFACE>|--read <FILE>>"));
+    assert!(!input.exists() && !rec.exists(), "nothing created");
+}
+
+#[test]
+fn a_filter_and_extract_on_read_files_select_what_tcpdump_and_tshark_select() {
+    let Some(pcaps) = common::ndpi_pcaps() else { return };
+    let input = pcaps.join("1kxun.pcap");
+    let dir = disk_dir();
+    let rec = dir.path().join("rec");
+    let output = record_files(
+        std::slice::from_ref(&input),
+        &rec,
+        &["--rotate", "500KiB", "--block-mib", "1", "-q"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(recordings(&rec).len() >= 4);
+
+    // The IPv4 address seen most often on port 443.
+    let shown = run(
+        "tshark",
+        &[
+            "-r",
+            input.to_str().unwrap(),
+            "-Y",
+            "ip && tcp.port == 443",
+            "-T",
+            "fields",
+            "-e",
+            "ip.dst",
+        ],
+    );
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for address in String::from_utf8(shown.stdout).unwrap().lines() {
+        *counts.entry(address.to_string()).or_default() += 1;
+    }
+    let (host, _) = counts.into_iter().max_by_key(|(h, n)| (*n, h.clone())).unwrap();
+    let expression = format!("host {host} and port 443");
+    let display = format!("ip.addr == {host} && (tcp.port == 443 || udp.port == 443 || sctp.port == 443)");
+
+    let by_tcpdump = dir.path().join("tcpdump.pcap");
+    run(
+        "tcpdump",
+        &[
+            "--time-stamp-precision=nano",
+            "-r",
+            input.to_str().unwrap(),
+            "-w",
+            by_tcpdump.to_str().unwrap(),
+            &expression,
+        ],
+    );
+    let by_tcpdump = packets_of(&[by_tcpdump]);
+    assert!(by_tcpdump.len() > 10, "{expression}: {} packets", by_tcpdump.len());
+    let by_tshark = tshark_frames(std::slice::from_ref(&input), Some(&display));
+
+    let extracted = dir.path().join("extracted.pcap");
+    let output = Command::new(SLUICE)
+        .arg("extract")
+        .arg("-r")
+        .arg(&rec)
+        .args(["--filter", &expression, "-w"])
+        .arg(&extracted)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let extracted = vec![extracted];
+    assert!(packets_of(&extracted) == by_tcpdump, "extract equals tcpdump -r");
+    assert_eq!(tshark_frames(&extracted, None), by_tshark, "extract equals tshark -Y");
+
+    // The same filter applied while recording.
+    let filtered = dir.path().join("filtered");
+    let output = record_files(
+        std::slice::from_ref(&input),
+        &filtered,
+        &["--filter", &expression, "-q"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let files = recordings(&filtered);
+    assert!(packets_of(&files) == by_tcpdump, "record --filter equals tcpdump -r");
+    assert_eq!(tshark_frames(&files, None), by_tshark);
+    let summary = read_summary(&filtered);
+    assert_eq!(summary["filter"], expression.as_str());
+    assert_eq!(
+        summary["packets"].as_u64().unwrap() + summary["filtered_out"].as_u64().unwrap(),
+        summary["packets_read"].as_u64().unwrap()
+    );
 }

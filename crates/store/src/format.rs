@@ -110,6 +110,24 @@ impl CaptureFormat {
         }
     }
 
+    /// How many bytes of a record come before its captured bytes.
+    pub(crate) fn record_head_len(self) -> usize {
+        match self {
+            CaptureFormat::Pcap => PCAP_RECORD_HEADER,
+            CaptureFormat::PcapNg => EPB_HEAD,
+        }
+    }
+
+    /// The captured length in the head of a record this crate wrote
+    /// (`head` holds at least [`CaptureFormat::record_head_len`] bytes).
+    pub(crate) fn captured_len(self, head: &[u8]) -> usize {
+        let at = match self {
+            CaptureFormat::Pcap => 8,
+            CaptureFormat::PcapNg => 20,
+        };
+        u32::from_le_bytes(head[at..at + 4].try_into().expect("4 bytes")) as usize
+    }
+
     /// What goes before a record's captured bytes; `captured` bytes follow,
     /// then [`CaptureFormat::record_trailer`].
     pub(crate) fn record_head(self, ts_ns: u64, captured: u32, wire_len: u32, out: &mut [u8; EPB_HEAD]) -> usize {

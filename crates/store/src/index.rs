@@ -72,12 +72,24 @@ impl BlockEntry {
     /// Adds one record of `record_len` bytes (header included) that follows
     /// the block's previous ones.
     pub(crate) fn add(&mut self, ts_ns: u64, record_len: u64, link: LinkType, frame: &[u8]) {
+        self.add_record(ts_ns, record_len);
+        self.add_flow(link, frame);
+    }
+
+    /// The record's place and time, without its flow: cheap, for the
+    /// capture side, which leaves [`BlockEntry::add_flow`] to another
+    /// thread.
+    pub(crate) fn add_record(&mut self, ts_ns: u64, record_len: u64) {
         if self.packets == 0 {
             self.first_ts_ns = ts_ns;
         }
         self.last_ts_ns = ts_ns;
         self.packets += 1;
         self.length += record_len;
+    }
+
+    /// Puts the frame's flow in the Bloom filter, or flags it as not IP.
+    pub(crate) fn add_flow(&mut self, link: LinkType, frame: &[u8]) {
         match sluice_wire::decode(link, frame) {
             Ok(decoded) => {
                 for bit in bloom_bits(decoded.key.symmetric_hash()) {
@@ -86,6 +98,13 @@ impl BlockEntry {
             }
             Err(_) => self.flags |= FLAG_NON_IP,
         }
+    }
+
+    /// Makes the filter say that every flow may be in the block: for a
+    /// block whose records could not all be found again, which must then
+    /// be read for any flow rather than skipped.
+    pub(crate) fn hold_every_flow(&mut self) {
+        self.bloom = [u64::MAX; BLOOM_BITS / 64];
     }
 
     /// False only when no packet of the flow with this symmetric hash can

@@ -12,6 +12,11 @@
 //! back to its exact length. The format only changes the bytes of the file
 //! header and of each record ([`CaptureFormat`]); blocks, the index and
 //! crash safety are the same for both.
+//!
+//! Between the capture side and the writer, an indexer thread decodes the
+//! records of each filled block for the index's Bloom filter: that decode
+//! costs more than the copy, and the capture side, which must keep up with
+//! the ring (or, reading a file, with the disk), does nothing but copy.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -161,13 +166,19 @@ impl AlignedBuf {
     fn bytes(&mut self) -> &mut [u8] {
         &mut self.storage[self.start..self.start + self.len]
     }
+
+    fn filled(&self, len: usize) -> &[u8] {
+        &self.storage[self.start..self.start + len]
+    }
 }
 
 enum Job {
-    Open(PathBuf),
+    /// A new file, whose frames are of this link type.
+    Open(PathBuf, LinkType),
     /// `len` is the whole buffer except in a file's last block. `entry`
     /// describes the records that start in the block; the last may end in
-    /// the next one.
+    /// the next one. The capture side fills in its place, times and count;
+    /// the indexer its Bloom filter and flags.
     Data {
         buf: AlignedBuf,
         len: usize,
@@ -188,10 +199,15 @@ struct Shared {
 }
 
 /// Records packets into rotating pcap or pcapng files (nanosecond
-/// timestamps) through
-/// a writer thread. Call [`Recorder::push`] for each packet and
-/// [`Recorder::finish`] at the end; dropping it instead loses the data not
-/// yet handed to the writer.
+/// timestamps) through an indexer thread and a writer thread. Call
+/// [`Recorder::push`] for each packet and [`Recorder::finish`] at the end;
+/// dropping it instead loses the data not yet handed to the writer.
+///
+/// Decoding each frame for the index's Bloom filter costs more than
+/// copying it, so the capture side only copies: the indexer finds the
+/// records again in each filled block, decodes them, and passes the block
+/// on to the writer. It holds a block until the next one arrives, since a
+/// block's last record may end in the next.
 pub struct Recorder {
     config: RecorderConfig,
     jobs: Option<SyncSender<Job>>,
@@ -200,7 +216,7 @@ pub struct Recorder {
     shared: Arc<Shared>,
     current: Option<AlignedBuf>,
     filled: usize,
-    /// The records that started in `current`.
+    /// The records that started in `current` (without their flows).
     entry: BlockEntry,
     /// Bytes of the open file so far, or `None` between files.
     file_bytes: Option<u64>,
@@ -232,9 +248,9 @@ impl Recorder {
         std::fs::create_dir_all(&config.dir)
             .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", config.dir.display())))?;
         let retained = earlier_recordings(&config.dir)?;
-        // Two blocks beyond the queue: the one being filled and the one
-        // being written.
-        let pool = config.queue_blocks.max(1) + 2;
+        // Three blocks beyond the queue: the one being filled, the one the
+        // indexer holds and the one being written.
+        let pool = config.queue_blocks.max(1) + 3;
         let (free_tx, free) = mpsc::channel();
         for _ in 0..pool {
             free_tx
@@ -244,6 +260,7 @@ impl Recorder {
         // Opens and closes travel with the blocks; the pool bounds the
         // blocks, so this bound is never what stops a send.
         let (jobs, job_rx) = mpsc::sync_channel(2 * pool + 4);
+        let (indexed, indexed_rx) = mpsc::sync_channel(2 * pool + 4);
         let shared = Arc::new(Shared::default());
         let mut writer = Writer {
             direct: config.direct,
@@ -256,7 +273,27 @@ impl Recorder {
         };
         let writer = std::thread::Builder::new()
             .name("sluice-writer".into())
-            .spawn(move || writer.run(job_rx))?;
+            .spawn(move || writer.run(indexed_rx))?;
+        let mut indexer = Indexer {
+            format: config.format,
+            link: config.link,
+            next_offset: 0,
+            held: None,
+            scratch: Vec::new(),
+            out: indexed,
+        };
+        // The indexer owns the writer: it joins it when the capture side
+        // hangs up, or when the writer stops taking blocks, and returns its
+        // result.
+        let writer = std::thread::Builder::new()
+            .name("sluice-indexer".into())
+            .spawn(move || {
+                indexer.run(job_rx);
+                drop(indexer);
+                writer
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("the writer thread panicked")))
+            })?;
         Ok(Recorder {
             config,
             jobs: Some(jobs),
@@ -301,7 +338,7 @@ impl Recorder {
             self.entry.offset = *file_bytes;
         }
         *file_bytes += record_len;
-        self.entry.add(ts_ns, record_len, self.config.link, captured);
+        self.entry.add_record(ts_ns, record_len);
         let mut head = [0u8; 28];
         let head_len = format.record_head(ts_ns, captured.len() as u32, wire_len, &mut head);
         let mut trailer = [0u8; 8];
@@ -369,7 +406,7 @@ impl Recorder {
         self.jobs = None;
         match self.writer.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(io::Error::other("the writer thread panicked")),
+            Some(Err(_)) => Err(io::Error::other("the indexer thread panicked")),
             None => Err(io::Error::other("the writer already stopped")),
         }
     }
@@ -393,7 +430,7 @@ impl Recorder {
             .config
             .dir
             .join(file_name(ts_ns, self.sequence, self.config.format));
-        self.send(Job::Open(path))?;
+        self.send(Job::Open(path, self.config.link))?;
         self.file_bytes = Some(0);
         self.file_first_ts = ts_ns;
         // The header goes at the start of the file's first block, and is
@@ -512,6 +549,134 @@ fn recording_size(path: &Path) -> u64 {
     size(path) + size(&index_path(path))
 }
 
+/// A filled block that waits for the next one before it is indexed.
+struct Held {
+    buf: AlignedBuf,
+    len: usize,
+    entry: BlockEntry,
+    /// The file offset of the block's first byte.
+    start: u64,
+}
+
+/// Between the capture side and the writer: fills in each block's Bloom
+/// filter and flags from the records in it.
+struct Indexer {
+    format: CaptureFormat,
+    link: LinkType,
+    /// The file offset of the next block of the open file.
+    next_offset: u64,
+    held: Option<Held>,
+    /// The record that runs on from one block into the next, put together.
+    scratch: Vec<u8>,
+    out: SyncSender<Job>,
+}
+
+impl Indexer {
+    /// Returns when the capture side hangs up or the writer stops.
+    fn run(&mut self, jobs: Receiver<Job>) {
+        for job in jobs {
+            let sent = match job {
+                Job::Open(path, link) => {
+                    self.link = link;
+                    self.next_offset = 0;
+                    self.out.send(Job::Open(path, link)).is_ok()
+                }
+                Job::Data { buf, len, entry } => {
+                    let block = Held {
+                        buf,
+                        len,
+                        entry,
+                        start: self.next_offset,
+                    };
+                    self.next_offset += len as u64;
+                    match self.held.replace(block) {
+                        Some(previous) => {
+                            let next = self.held.as_ref().map(|h| h.buf.filled(h.len));
+                            let previous = index(self.format, self.link, previous, next, &mut self.scratch);
+                            self.out.send(previous).is_ok()
+                        }
+                        None => true,
+                    }
+                }
+                // A file's last block has no record that runs on.
+                Job::Close => match self.held.take() {
+                    Some(last) => {
+                        let last = index(self.format, self.link, last, None, &mut self.scratch);
+                        self.out.send(last).is_ok() && self.out.send(Job::Close).is_ok()
+                    }
+                    None => self.out.send(Job::Close).is_ok(),
+                },
+            };
+            if !sent {
+                return;
+            }
+        }
+    }
+}
+
+/// Decodes the records that start in `block` for its Bloom filter; the
+/// last may run on into `next`. Returns the block as the writer's job.
+fn index(format: CaptureFormat, link: LinkType, block: Held, next: Option<&[u8]>, scratch: &mut Vec<u8>) -> Job {
+    let Held {
+        buf,
+        len,
+        mut entry,
+        start,
+    } = block;
+    let bytes = buf.filled(len);
+    let head_len = format.record_head_len();
+    let mut at = entry.offset.saturating_sub(start) as usize;
+    for n in 0..entry.packets {
+        let whole = bytes
+            .get(at..)
+            .filter(|rest| rest.len() >= head_len)
+            .map(|rest| (rest, format.captured_len(rest)))
+            .filter(|(rest, captured)| format.record_len(*captured) <= rest.len());
+        let frame = match whole {
+            Some((rest, captured)) => {
+                at += format.record_len(captured);
+                &rest[head_len..head_len + captured]
+            }
+            None => {
+                // The block's last record, which runs on into the next.
+                let last = n + 1 == entry.packets;
+                let tail = bytes.get(at..).unwrap_or_default();
+                match next
+                    .filter(|_| last)
+                    .and_then(|next| straddling(format, tail, next, scratch))
+                {
+                    Some(frame) => frame,
+                    None => {
+                        // Not where it should be. A block that no flow
+                        // lookup skips still makes a correct index.
+                        entry.hold_every_flow();
+                        break;
+                    }
+                }
+            }
+        };
+        entry.add_flow(link, frame);
+    }
+    Job::Data { buf, len, entry }
+}
+
+/// The captured bytes of the record that starts with `tail` and goes on
+/// at the start of `next`, put together in `scratch`.
+fn straddling<'a>(format: CaptureFormat, tail: &[u8], next: &[u8], scratch: &'a mut Vec<u8>) -> Option<&'a [u8]> {
+    let head_len = format.record_head_len();
+    scratch.clear();
+    scratch.extend_from_slice(tail);
+    if scratch.len() < head_len {
+        scratch.extend_from_slice(next.get(..head_len - scratch.len())?);
+    }
+    let wanted = head_len + format.captured_len(scratch);
+    if scratch.len() < wanted {
+        let taken = scratch.len() - tail.len();
+        scratch.extend_from_slice(next.get(taken..taken + wanted - scratch.len())?);
+    }
+    scratch.get(head_len..wanted)
+}
+
 struct OpenFile {
     path: PathBuf,
     file: File,
@@ -536,7 +701,7 @@ impl Writer {
     fn run(&mut self, jobs: Receiver<Job>) -> io::Result<Vec<PathBuf>> {
         for job in jobs {
             match job {
-                Job::Open(path) => self.open(path)?,
+                Job::Open(path, _) => self.open(path)?,
                 Job::Data { mut buf, len, entry } => {
                     let written = self.write(&mut buf, len, entry);
                     // The capture side has stopped if this fails, and then
@@ -786,6 +951,11 @@ mod tests {
                 (block.first_ts_ns, block.last_ts_ns)
             );
         }
+        assert_eq!(
+            index.blocks,
+            rebuilt_index(&bytes, &index),
+            "the indexer's Bloom filters and flags"
+        );
         // capinfos, where installed, finds every packet.
         if let Ok(output) = std::process::Command::new("capinfos")
             .args(["-c", "-M"])
@@ -795,6 +965,85 @@ mod tests {
             let text = String::from_utf8_lossy(&output.stdout);
             assert!(output.status.success(), "{text}");
             assert!(text.contains("5000"), "{text}");
+        }
+    }
+
+    /// The entries `index` should hold, made again from the records in the
+    /// file as the capture side made them before the indexer thread did.
+    fn rebuilt_index(bytes: &[u8], index: &Index) -> Vec<BlockEntry> {
+        let header = crate::format::FileHeader::parse(bytes).unwrap();
+        index
+            .blocks
+            .iter()
+            .map(|block| {
+                let mut entry = BlockEntry::empty(block.offset);
+                let mut at = block.offset as usize;
+                while at < (block.offset + block.length) as usize {
+                    let record = header.parse_record(&bytes[at..], 1 << 20).unwrap();
+                    let data = at + header.record_head_len();
+                    let frame = &bytes[data..data + record.captured as usize];
+                    entry.add(record.ts_ns, record.len as u64, LinkType::Ethernet, frame);
+                    at += record.len;
+                }
+                entry
+            })
+            .collect()
+    }
+
+    /// A record cut by a block boundary at every place: in its head, its
+    /// data and (pcapng) its trailer. The indexer must find its frame in
+    /// the two blocks, and the flow must be in the first block's filter.
+    #[test]
+    fn a_record_split_anywhere_between_blocks_is_indexed() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let header_len = format.file_header(1, 2000).len();
+            let straddler = frame(999, 200);
+            let straddler_len = format.record_len(straddler.len());
+            // pcapng records are multiples of 4 bytes, and so are the
+            // places where a block can cut them.
+            let step = if format == CaptureFormat::Pcap { 1 } else { 4 };
+            for cut in (step..straddler_len).step_by(step) {
+                let dir = tempfile::tempdir().unwrap();
+                let mut c = RecorderConfig::new(dir.path(), LinkType::Ethernet, 2000);
+                c.block_bytes = MIN_BLOCK_BYTES;
+                c.queue_blocks = 1;
+                c.format = format;
+                c.direct = false;
+                let mut r = Recorder::start(c).unwrap();
+                // Records up to `cut` bytes before the first block's end.
+                let mut left = MIN_BLOCK_BYTES - header_len - cut;
+                let mut i = 0;
+                while left > 0 {
+                    let len = if left <= format.record_len(1000) {
+                        left - format.record_len(0)
+                    } else if left - format.record_len(1000) < format.record_len(60) {
+                        500
+                    } else {
+                        1000
+                    };
+                    let f = frame(i, len);
+                    left -= format.record_len(len);
+                    r.push(u64::from(i), len as u32, &f).unwrap();
+                    i += 1;
+                }
+                r.push(u64::from(i), straddler.len() as u32, &straddler).unwrap();
+                for j in 0..10 {
+                    let f = frame(j, 100);
+                    r.push(u64::from(i + 1 + j), 100, &f).unwrap();
+                }
+                let summary = r.finish().unwrap();
+                let file = &summary.files[0];
+                let bytes = std::fs::read(file).unwrap();
+                let index = Index::read(index_path(file)).unwrap();
+                assert_eq!(index.blocks.len(), 2, "{format:?} cut {cut}");
+                assert_eq!(index.blocks, rebuilt_index(&bytes, &index), "{format:?} cut {cut}");
+                let hash = sluice_wire::decode(LinkType::Ethernet, &straddler)
+                    .unwrap()
+                    .key
+                    .symmetric_hash();
+                assert!(index.blocks[0].may_hold_flow(hash), "{format:?} cut {cut}");
+                assert_eq!(index.blocks[0].flags, 0);
+            }
         }
     }
 

@@ -52,10 +52,14 @@ pub struct LiveOptions {
 
 impl LiveOptions {
     /// Recorder settings for [`LiveOptions::record`], with the defaults of
-    /// [`RecorderConfig::new`]; the link type is the interface's, set when
+    /// [`RecorderConfig::new`] but no index thread; the link type is the interface's, set when
     /// the rings are open, and the snap length should be the ring's.
     pub fn recording(dir: impl Into<PathBuf>, snaplen: u32) -> RecorderConfig {
-        RecorderConfig::new(dir, LinkType::Ethernet, snaplen)
+        let mut config = RecorderConfig::new(dir, LinkType::Ethernet, snaplen);
+        // The workers keep every core busy: an indexer thread for each
+        // would only add work (it reads each block again).
+        config.index_thread = false;
+        config
     }
 }
 

@@ -64,6 +64,13 @@ pub struct RecorderConfig {
     pub keep_bytes: Option<u64>,
     /// Try `O_DIRECT`; false writes through the page cache.
     pub direct: bool,
+    /// Build the index's Bloom filters on a thread of their own, so that
+    /// the capture side only copies. Worth it where a core would otherwise
+    /// idle (one capture thread); where every core is busy already, as with
+    /// `sluice live`'s workers, the extra thread only adds work (it reads
+    /// each block again), and the capture side decodes for the index
+    /// itself.
+    pub index_thread: bool,
 }
 
 impl RecorderConfig {
@@ -79,6 +86,7 @@ impl RecorderConfig {
             rotate_ns: None,
             keep_bytes: None,
             direct: true,
+            index_thread: true,
         }
     }
 }
@@ -233,7 +241,8 @@ struct Shared {
 }
 
 /// Records packets into rotating pcap or pcapng files (nanosecond
-/// timestamps) through an indexer thread and a writer thread. Call
+/// timestamps) through an indexer thread (unless
+/// [`RecorderConfig::index_thread`] is off) and a writer thread. Call
 /// [`Recorder::push`] for each packet and [`Recorder::finish`] at the end;
 /// dropping it instead loses the data not yet handed to the writer.
 ///
@@ -282,9 +291,9 @@ impl Recorder {
         std::fs::create_dir_all(&config.dir)
             .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", config.dir.display())))?;
         let retained = earlier_recordings(&config.dir)?;
-        // Three blocks beyond the queue: the one being filled, the one the
-        // indexer holds and the one being written.
-        let pool = config.queue_blocks.max(1) + 3;
+        // Blocks beyond the queue: the one being filled, the one being
+        // written, and the one the indexer holds.
+        let pool = config.queue_blocks.max(1) + 2 + usize::from(config.index_thread);
         let (free_tx, free) = mpsc::channel();
         for _ in 0..pool {
             free_tx
@@ -294,7 +303,6 @@ impl Recorder {
         // Opens and closes travel with the blocks; the pool bounds the
         // blocks, so this bound is never what stops a send.
         let (jobs, job_rx) = mpsc::sync_channel(2 * pool + 4);
-        let (indexed, indexed_rx) = mpsc::sync_channel(2 * pool + 4);
         let shared = Arc::new(Shared::default());
         let mut writer = Writer {
             direct: config.direct,
@@ -305,6 +313,13 @@ impl Recorder {
             retained,
             ours: Vec::new(),
         };
+        if !config.index_thread {
+            let writer = std::thread::Builder::new()
+                .name("sluice-writer".into())
+                .spawn(move || writer.run(job_rx))?;
+            return Ok(Recorder::new(config, jobs, free, writer, shared, file_header));
+        }
+        let (indexed, indexed_rx) = mpsc::sync_channel(2 * pool + 4);
         let writer = std::thread::Builder::new()
             .name("sluice-writer".into())
             .spawn(move || writer.run(indexed_rx))?;
@@ -328,7 +343,18 @@ impl Recorder {
                     .join()
                     .unwrap_or_else(|_| Err(io::Error::other("the writer thread panicked")))
             })?;
-        Ok(Recorder {
+        Ok(Recorder::new(config, jobs, free, writer, shared, file_header))
+    }
+
+    fn new(
+        config: RecorderConfig,
+        jobs: SyncSender<Job>,
+        free: Receiver<AlignedBuf>,
+        writer: JoinHandle<io::Result<Vec<PathBuf>>>,
+        shared: Arc<Shared>,
+        file_header: Vec<u8>,
+    ) -> Recorder {
+        Recorder {
             config,
             jobs: Some(jobs),
             free,
@@ -342,7 +368,7 @@ impl Recorder {
             file_header,
             sequence: 0,
             stats: RecorderStats::default(),
-        })
+        }
     }
 
     /// Records one packet, cut to the snap length. Blocks only when every
@@ -372,7 +398,10 @@ impl Recorder {
             self.entry.offset = *file_bytes;
         }
         *file_bytes += record_len;
-        self.entry.add_record(ts_ns, record_len);
+        match self.config.index_thread {
+            true => self.entry.add_record(ts_ns, record_len),
+            false => self.entry.add(ts_ns, record_len, self.config.link, captured),
+        }
         let mut head = [0u8; 28];
         let head_len = format.record_head(ts_ns, captured.len() as u32, wire_len, &mut head);
         let mut trailer = [0u8; 8];
@@ -440,7 +469,7 @@ impl Recorder {
         self.jobs = None;
         match self.writer.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(io::Error::other("the indexer thread panicked")),
+            Some(Err(_)) => Err(io::Error::other("a recording thread panicked")),
             None => Err(io::Error::other("the writer already stopped")),
         }
     }
@@ -929,13 +958,22 @@ mod tests {
     #[test]
     fn records_read_back_whole_across_blocks_and_the_index_covers_each_once() {
         for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
-            records_read_back_whole_in(format);
+            for index_thread in [true, false] {
+                records_read_back_whole_in(format, index_thread);
+            }
         }
     }
 
-    fn records_read_back_whole_in(format: CaptureFormat) {
+    fn records_read_back_whole_in(format: CaptureFormat, index_thread: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let summary = record(dir.path(), |c| c.format = format, 5000);
+        let summary = record(
+            dir.path(),
+            |c| {
+                c.format = format;
+                c.index_thread = index_thread;
+            },
+            5000,
+        );
         assert_eq!(summary.files.len(), 1);
         let name = summary.files[0].file_name().unwrap().to_str().unwrap();
         assert!(name.ends_with(&format!(".{}", format.extension())), "{name}");

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Recording benchmark: the highest loss-free packet rate through a veth pair
-# for `sluice record`, `tcpdump -w`, Suricata (af-packet) and `sluice live`,
-# and the recorder's write rate against `dd oflag=direct bs=4M` on the same
-# file system. Prints Markdown tables (also written to $BENCH_DIR/record.md).
+# for `sluice record`, `tcpdump -w`, Suricata (af-packet) and `sluice live`;
+# then bench/record_disk.sh, the recorder's write rate (`sluice record -r`)
+# against `dd oflag=direct bs=4M` and `tcpdump -r -w` on the same file
+# system. Prints Markdown tables (also written to $BENCH_DIR/record.md).
 #
 # Needs root (network namespaces, raw sockets), tcpdump, capinfos, suricata,
 # GNU time and taskset. Everything runs in two network namespaces this script
@@ -20,7 +21,8 @@
 #   TOOLS       receivers   [sluice-record tcpdump tcpdump-default suricata sluice-live]
 #   TCPDUMP_B   tcpdump's -B (KiB); 65536 = the 64 MiB ring sluice uses [65536]
 #               (tcpdump-default runs tcpdump without -B: libpcap's 2 MiB)
-#   DD_COUNT    4 MiB blocks per dd run (3 runs)     [512]
+#   DISK        1 runs bench/record_disk.sh after the steps, with this
+#               BENCH_DIR and SLUICE (see its variables)  [1]
 #   SENDER_CPU / RECEIVER_CPU   taskset CPUs         [0 / 1]
 #   NS_A / NS_B namespace names                      [sluice-bench-a / sluice-bench-b]
 set -euo pipefail
@@ -32,7 +34,7 @@ RATES=${RATES:-100 200 300 400 500 max}
 PROFILES=${PROFILES:-worst-case mix}
 TOOLS=${TOOLS:-sluice-record tcpdump tcpdump-default suricata sluice-live}
 TCPDUMP_B=${TCPDUMP_B:-65536}
-DD_COUNT=${DD_COUNT:-512}
+DISK=${DISK:-1}
 SENDER_CPU=${SENDER_CPU:-0}
 RECEIVER_CPU=${RECEIVER_CPU:-1}
 NS_A=${NS_A:-sluice-bench-a}
@@ -41,7 +43,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 SLUICE=$(readlink -f "$SLUICE")
 [ -x "$SLUICE" ] || { echo "no sluice binary at $SLUICE (set SLUICE)" >&2; exit 1; }
-for t in tcpdump capinfos /usr/bin/time taskset python3 dd; do
+for t in tcpdump capinfos /usr/bin/time taskset python3; do
     command -v "$t" >/dev/null || { echo "missing: $t" >&2; exit 1; }
 done
 if [[ " $TOOLS " == *" suricata "* ]] && ! command -v suricata >/dev/null; then
@@ -220,17 +222,12 @@ for profile in $PROFILES; do
     done
 done
 
-# --- the disk: dd oflag=direct bs=4M on BENCH_DIR's file system ---
-DD="$BENCH_DIR/dd.tsv"
-: >"$DD"
-for i in 1 2 3; do
-    dd if=/dev/zero of="$BENCH_DIR/dd.bin" bs=4M count="$DD_COUNT" oflag=direct 2>"$BENCH_DIR/dd.err"
-    # "N bytes (..) copied, S s, .."
-    sed -n 's/^\([0-9]*\) bytes .* copied, \([0-9.]*\) s.*/\1\t\2/p' "$BENCH_DIR/dd.err" >>"$DD"
-    rm -f "$BENCH_DIR/dd.bin"
-done
-
-python3 "$HERE/record_bench.py" "$STEPS" "$DD" \
-    --fs "$(df -T "$BENCH_DIR" | awk 'NR == 2 {print $2}')" \
+python3 "$HERE/record_bench.py" "$STEPS" \
     --live-record "$LIVE_RECORD" --step-secs "$STEP_SECS" --tcpdump-b "$TCPDUMP_B" \
     | tee "$BENCH_DIR/record.md"
+
+# --- the disk: the recorder fed from a file, against dd and tcpdump ---
+if [ "$DISK" = 1 ]; then
+    SLUICE=$SLUICE BENCH_DIR=$BENCH_DIR bash "$HERE/record_disk.sh"
+    cat "$BENCH_DIR/record-disk.md" >>"$BENCH_DIR/record.md"
+fi

@@ -1,12 +1,9 @@
 #!/usr/bin/env python3
-"""Markdown tables for bench/record.sh from its steps.tsv and dd.tsv."""
+"""Markdown tables for bench/record.sh from its steps.tsv."""
 import argparse
-import statistics
 
 p = argparse.ArgumentParser()
 p.add_argument("steps")
-p.add_argument("dd")
-p.add_argument("--fs", default="?")
 p.add_argument("--live-record", default="no")
 p.add_argument("--step-secs", default="?")
 p.add_argument("--tcpdump-b", default="?")
@@ -110,43 +107,5 @@ for profile in profiles:
             print(f"| {profile} | {NAMES[t1]} / {NAMES[t2]} | {ratio(profile, t1, t2)} |")
 print()
 
-dd = []
-for line in open(a.dd):
-    b, s = line.split()
-    dd.append(int(b) / float(s) / 1e6)
-print(f"#### Disk (file system: {a.fs})\n")
-print("| writer | MB/s | note |")
-print("|---|--:|---|")
-if dd:
-    ddm = statistics.median(dd)
-    print(f"| dd oflag=direct bs=4M | {ddm:.0f} | median of {len(dd)}: "
-          + ", ".join(f"{x:.0f}" for x in dd) + " |")
-else:
-    ddm = None
-for profile in profiles:
-    good, bad, rs = summary(profile, "sluice-record")
-    rec = [r for r in rs if r["written"] not in ("-", "")]
-    if not rec:
-        continue
-    top = max(rec, key=lambda r: int(r["written"]) / r["secs"])
-    mbs = int(top["written"]) / top["secs"] / 1e6
-    bottleneck = (not top["lossless"]) and top["waits"] not in ("0", "-")
-    note = (f"{profile}, step {step_name(top)}: {int(top['written']):,} B written over the "
-            f"{top['secs']:.2f} s of sending, writer waits {top['waits']}, {top['mode']}, "
-            + ("lost packets while waiting for the disk" if bottleneck
-               else "recorded every packet" if top["lossless"] else "lost packets (not waiting for the disk)"))
-    print(f"| sluice record | {mbs:.0f} | {note} |")
-    if ddm:
-        if bottleneck:
-            result[("disk", profile)] = f"{mbs / ddm:.2f} of dd (recorder disk-bound)"
-        else:
-            result[("disk", profile)] = (
-                f"not measurable: the recorder kept up with {mbs:.0f} MB/s "
-                f"(the sender's limit), the disk does {ddm:.0f} MB/s")
-print()
-for profile in profiles:
-    if ("disk", profile) in result:
-        print(f"- {profile}: recording / dd: {result[('disk', profile)]}")
-print()
 print(f"Steps of {a.step_secs} s; a step is loss-free when the receiver captured every frame "
       "the generator sent and its kernel counter shows no drop.")

@@ -23,6 +23,7 @@
 #               (tcpdump-default runs tcpdump without -B: libpcap's 2 MiB)
 #   DISK        1 runs bench/record_disk.sh after the steps, with this
 #               BENCH_DIR and SLUICE (see its variables)  [1]
+#   DISK_TOOLS  its TOOLS (TOOLS above are the receivers) [dd sluice tcpdump]
 #   SENDER_CPU / RECEIVER_CPU   taskset CPUs         [0 / 1]
 #   NS_A / NS_B namespace names                      [sluice-bench-a / sluice-bench-b]
 set -euo pipefail
@@ -228,6 +229,7 @@ python3 "$HERE/record_bench.py" "$STEPS" \
 
 # --- the disk: the recorder fed from a file, against dd and tcpdump ---
 if [ "$DISK" = 1 ]; then
-    SLUICE=$SLUICE BENCH_DIR=$BENCH_DIR bash "$HERE/record_disk.sh"
+    SLUICE=$SLUICE BENCH_DIR=$BENCH_DIR TOOLS=${DISK_TOOLS:-dd sluice tcpdump} \
+        bash "$HERE/record_disk.sh"
     cat "$BENCH_DIR/record-disk.md" >>"$BENCH_DIR/record.md"
 fi

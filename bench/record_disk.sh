@@ -142,6 +142,7 @@ print(s["written_bytes"], "%.0f/%d/%s" % (s["written_mb_per_s"], s["writer_waits
             bytes=$(stat -c %s "$RUN/t.pcap")
             extra=$synced
             ;;
+        *) die "unknown tool in TOOLS: $tool (dd, sluice, tcpdump)" ;;
         esac
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$bytes" "$secs" "$user" "$sys" "$extra" >>"$RESULTS"
         log "run $run $tool: $bytes bytes in $secs s ($extra)"

@@ -28,7 +28,6 @@ const PACKETS: u64 = 20_000;
 
 /// The recorded directory, made once for all the tests of this file.
 struct Recorded {
-    _keep: tempfile::TempDir,
     dir: PathBuf,
     /// The same traffic, recorded as pcapng.
     dir_ng: PathBuf,
@@ -43,8 +42,8 @@ fn recorded() -> Option<&'static Recorded> {
 
 fn record() -> Option<Recorded> {
     let ns = Namespaces::create("ext")?;
-    let keep = tempfile::tempdir().unwrap();
-    let (dir, dir_ng) = (keep.path().join("rec"), keep.path().join("rec-ng"));
+    let keep = common::shared_scratch("extract-recorded");
+    let (dir, dir_ng) = (keep.join("rec"), keep.join("rec-ng"));
     let recorders = [(&dir, "pcap"), (&dir_ng, "pcapng")].map(|(dir, format)| {
         Command::new("ip")
             .args(["netns", "exec", &ns.b, SLUICE, "record", "-i", "vb", "-w"])
@@ -88,7 +87,7 @@ fn record() -> Option<Recorded> {
         succeeded(recorder);
     }
     drop(ns);
-    let out = keep.path().join("analyzed");
+    let out = keep.join("analyzed");
     let analyzed = Command::new(SLUICE)
         .arg("analyze")
         .args(recordings(&dir))
@@ -103,7 +102,6 @@ fn record() -> Option<Recorded> {
         String::from_utf8_lossy(&analyzed.stderr)
     );
     Some(Recorded {
-        _keep: keep,
         dir,
         dir_ng,
         flows: out.join("flows.jsonl"),

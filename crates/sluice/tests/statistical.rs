@@ -34,7 +34,6 @@ fn succeed<S: AsRef<OsStr>>(args: &[S]) -> Output {
 }
 
 struct Corpus {
-    _dir: tempfile::TempDir,
     captures: Vec<PathBuf>,
     flows_jsonl: PathBuf,
     flows_csv: PathBuf,
@@ -54,20 +53,19 @@ fn corpus() -> Option<&'static Corpus> {
                 .filter(|p| p.is_file())
                 .collect();
             captures.sort();
-            let dir = tempfile::tempdir().unwrap();
+            let dir = common::shared_scratch("statistical-corpus");
             for format in ["jsonl", "csv"] {
-                let out = dir.path().join(format);
+                let out = dir.join(format);
                 let mut args: Vec<&OsStr> = vec!["analyze".as_ref(), "-q".as_ref(), "--format".as_ref()];
                 args.extend([OsStr::new(format), "-o".as_ref(), out.as_os_str()]);
                 args.extend(captures.iter().map(|p| p.as_os_str()));
                 succeed(&args);
             }
             Some(Corpus {
-                flows_jsonl: dir.path().join("jsonl/flows.jsonl"),
-                flows_csv: dir.path().join("csv/flows.csv"),
-                work: dir.path().to_path_buf(),
+                flows_jsonl: dir.join("jsonl/flows.jsonl"),
+                flows_csv: dir.join("csv/flows.csv"),
+                work: dir,
                 captures,
-                _dir: dir,
             })
         })
         .as_ref()

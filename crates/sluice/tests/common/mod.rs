@@ -132,3 +132,14 @@ pub fn ndpi_pcaps() -> Option<PathBuf> {
         None
     }
 }
+
+/// A directory for what a test file makes once and shares through a static.
+/// Statics are never dropped, so a temporary directory there would outlive
+/// every run: this one is fixed under the build's scratch space and emptied
+/// by the next run instead.
+pub fn shared_scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    dir
+}

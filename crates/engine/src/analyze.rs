@@ -275,16 +275,7 @@ struct Reader {
 
 impl Reader {
     fn read_file(&mut self, path: &Path) -> FileReport {
-        let mut report = FileReport {
-            path: path.to_path_buf(),
-            format: None,
-            packets: 0,
-            bytes: 0,
-            error: None,
-            warnings: Vec::new(),
-            warning_count: 0,
-            skipped_blocks: 0,
-        };
+        let mut report = FileReport::new(path);
         let file = match CaptureFile::open(path) {
             Ok(file) => file,
             Err(e) => {

@@ -44,6 +44,44 @@ pub struct FileReport {
     pub skipped_blocks: u64,
 }
 
+impl FileReport {
+    /// Nothing read yet.
+    pub fn new(path: &std::path::Path) -> FileReport {
+        FileReport {
+            path: path.to_path_buf(),
+            format: None,
+            packets: 0,
+            bytes: 0,
+            error: None,
+            warnings: Vec::new(),
+            warning_count: 0,
+            skipped_blocks: 0,
+        }
+    }
+
+    /// The file's error if it could not be read, and its warnings, one line
+    /// each with the file and byte offset.
+    pub fn render_problems(&self, s: &mut String) {
+        if let Some(error) = &self.error {
+            let _ = writeln!(s, "error: {error}");
+        }
+        for w in &self.warnings {
+            let _ = writeln!(
+                s,
+                "warning: {}: byte offset {}: {}{}",
+                self.path.display(),
+                w.offset,
+                w.message,
+                if w.fatal { " (rest of file skipped)" } else { "" }
+            );
+        }
+        let hidden = self.warning_count.saturating_sub(self.warnings.len() as u64);
+        if hidden > 0 {
+            let _ = writeln!(s, "warning: {}: {hidden} more warnings not shown", self.path.display());
+        }
+    }
+}
+
 /// Everything a run counted: what was read, what became flows, and every
 /// place where something was dropped, cut or skipped.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -323,23 +361,7 @@ impl Summary {
     pub fn render_problems(&self) -> String {
         let mut s = String::new();
         for f in &self.files {
-            if let Some(error) = &f.error {
-                let _ = writeln!(s, "error: {error}");
-            }
-            for w in &f.warnings {
-                let _ = writeln!(
-                    s,
-                    "warning: {}: byte offset {}: {}{}",
-                    f.path.display(),
-                    w.offset,
-                    w.message,
-                    if w.fatal { " (rest of file skipped)" } else { "" }
-                );
-            }
-            let hidden = f.warning_count.saturating_sub(f.warnings.len() as u64);
-            if hidden > 0 {
-                let _ = writeln!(s, "warning: {}: {hidden} more warnings not shown", f.path.display());
-            }
+            f.render_problems(&mut s);
         }
         s
     }

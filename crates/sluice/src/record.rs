@@ -391,10 +391,29 @@ fn summary_json(
     files_left: usize,
     elapsed: Duration,
 ) -> serde_json::Value {
-    serde_json::json!({
+    let mut summary = serde_json::json!({
         "interface": interface,
         "filter": args.filter,
         "batch_timestamps": args.timestamps.mode.as_str(),
+        "kernel_packets": kernel.packets,
+        "kernel_drops": kernel.drops,
+        "queue_freezes": kernel.queue_freezes,
+        "unread_at_stop": unread_at_stop,
+    });
+    add_recorder_json(&mut summary, args, stats, files_left, elapsed);
+    summary
+}
+
+/// The fields of record-summary.json that say what was written, the same
+/// whether the packets came from an interface or from files.
+pub(crate) fn add_recorder_json(
+    summary: &mut serde_json::Value,
+    args: &RecordArgs,
+    stats: &RecorderStats,
+    files_left: usize,
+    elapsed: Duration,
+) {
+    let serde_json::Value::Object(fields) = serde_json::json!({
         "dir": args.dir.display().to_string(),
         "format": CaptureFormat::from(args.format).extension(),
         "seconds": elapsed.as_secs_f64(),
@@ -403,10 +422,6 @@ fn summary_json(
         "wire_bytes": stats.wire_bytes,
         "written_bytes": stats.written_bytes,
         "written_mb_per_s": mb_per_s(stats.written_bytes, elapsed),
-        "kernel_packets": kernel.packets,
-        "kernel_drops": kernel.drops,
-        "queue_freezes": kernel.queue_freezes,
-        "unread_at_stop": unread_at_stop,
         "writer_waits": stats.writer_waits,
         "writer_wait_ms": stats.writer_wait_ns as f64 / 1e6,
         "files_written": stats.files_written,
@@ -416,7 +431,12 @@ fn summary_json(
         "write_mode": stats.write_mode().as_str(),
         "direct_files": stats.direct_files,
         "buffered_files": stats.buffered_files,
-    })
+    }) else {
+        unreachable!("a JSON object literal")
+    };
+    if let Some(summary) = summary.as_object_mut() {
+        summary.extend(fields);
+    }
 }
 
 /// Bytes written per second, in MB/s (10^6 bytes).

@@ -12,10 +12,10 @@ use anyhow::Context;
 use sluice_capture::live::{CompiledFilter, LiveConfig};
 use sluice_capture::{CaptureFile, FileBytes};
 use sluice_engine::{FileReport, WarningReport};
-use sluice_store::{CaptureFormat, Recorder, RecorderConfig, RecorderStats};
+use sluice_store::{Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::LinkType;
 
-use super::{RecordArgs, mb_per_s};
+use super::{RecordArgs, add_recorder_json, mb_per_s};
 
 /// How far ahead of the packet being read the file is mapped in, and how
 /// much is read before what lies behind is dropped from this process's
@@ -49,7 +49,9 @@ pub(super) fn run(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     for path in &args.read {
         let (report, result) = reading.file(path, &mut recorder);
         // Quiet drops the report, never the news that input was lost.
-        eprint!("{}", problems(&report));
+        let mut problems = String::new();
+        report.render_problems(&mut problems);
+        eprint!("{problems}");
         inputs.push(report);
         if let Err(e) = result {
             failure = Some(e);
@@ -95,16 +97,7 @@ impl Reading<'_> {
     /// filter's), which ends the run. Problems with the file itself are in
     /// the report.
     fn file(&mut self, path: &Path, recorder: &mut Recorder) -> (FileReport, anyhow::Result<()>) {
-        let mut report = FileReport {
-            path: path.to_path_buf(),
-            format: None,
-            packets: 0,
-            bytes: 0,
-            error: None,
-            warnings: Vec::new(),
-            warning_count: 0,
-            skipped_blocks: 0,
-        };
+        let mut report = FileReport::new(path);
         let file = match CaptureFile::open(path) {
             Ok(file) => file,
             Err(e) => {
@@ -252,35 +245,6 @@ impl Status {
     }
 }
 
-/// An unreadable file and the warnings of a file, one line each, with
-/// file and byte offset, as `sluice analyze` prints them.
-fn problems(report: &FileReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    if let Some(error) = &report.error {
-        let _ = writeln!(s, "error: {error}");
-    }
-    for w in &report.warnings {
-        let _ = writeln!(
-            s,
-            "warning: {}: byte offset {}: {}{}",
-            report.path.display(),
-            w.offset,
-            w.message,
-            if w.fatal { " (rest of file skipped)" } else { "" }
-        );
-    }
-    let hidden = report.warning_count.saturating_sub(report.warnings.len() as u64);
-    if hidden > 0 {
-        let _ = writeln!(
-            s,
-            "warning: {}: {hidden} more warnings not shown",
-            report.path.display()
-        );
-    }
-    s
-}
-
 fn summary_json(
     args: &RecordArgs,
     inputs: &[FileReport],
@@ -289,32 +253,17 @@ fn summary_json(
     files_left: usize,
     elapsed: Duration,
 ) -> serde_json::Value {
-    serde_json::json!({
+    let mut summary = serde_json::json!({
         "read": args.read.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "filter": args.filter,
-        "dir": args.dir.display().to_string(),
-        "format": CaptureFormat::from(args.format).extension(),
-        "seconds": elapsed.as_secs_f64(),
         "packets_read": reading.packets_read,
         "filtered_out": reading.filtered_out,
-        "packets": stats.packets,
-        "bytes": stats.bytes,
-        "wire_bytes": stats.wire_bytes,
-        "written_bytes": stats.written_bytes,
-        "written_mb_per_s": mb_per_s(stats.written_bytes, elapsed),
         "read_warnings": inputs.iter().map(|r| r.warning_count).sum::<u64>(),
         "unreadable_files": inputs.iter().filter(|r| r.error.is_some()).count(),
-        "writer_waits": stats.writer_waits,
-        "writer_wait_ms": stats.writer_wait_ns as f64 / 1e6,
-        "files_written": stats.files_written,
-        "files_deleted": stats.files_deleted,
-        "bytes_deleted": stats.bytes_deleted,
-        "files_left": files_left,
-        "write_mode": stats.write_mode().as_str(),
-        "direct_files": stats.direct_files,
-        "buffered_files": stats.buffered_files,
         "inputs": inputs,
-    })
+    });
+    add_recorder_json(&mut summary, args, stats, files_left, elapsed);
+    summary
 }
 
 fn render(

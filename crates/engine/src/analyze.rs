@@ -14,7 +14,7 @@ use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode};
 
 use crate::sampling::{Sampler, Sampling};
-use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker, WarningReport};
+use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker};
 use crate::talkers::Talkers;
 use sluice_classify::media::Media;
 use sluice_classify::{ChainConfig, Classifier};
@@ -347,17 +347,7 @@ impl Reader {
         }
 
         self.progress.file_done(file.len());
-        report.warnings = packets
-            .warnings()
-            .iter()
-            .map(|w| WarningReport {
-                offset: w.offset,
-                message: w.message.clone(),
-                fatal: w.fatal,
-            })
-            .collect();
-        report.warning_count = packets.warning_count();
-        report.skipped_blocks = packets.skipped_blocks();
+        report.read_with(&packets);
         self.drops.read_warnings += report.warning_count;
         report
     }

@@ -59,6 +59,22 @@ impl FileReport {
         }
     }
 
+    /// Takes what the reader of the file met: its warnings and the blocks
+    /// it skipped.
+    pub fn read_with(&mut self, packets: &sluice_capture::PacketReader) {
+        self.warnings = packets
+            .warnings()
+            .iter()
+            .map(|w| WarningReport {
+                offset: w.offset,
+                message: w.message.clone(),
+                fatal: w.fatal,
+            })
+            .collect();
+        self.warning_count = packets.warning_count();
+        self.skipped_blocks = packets.skipped_blocks();
+    }
+
     /// The file's error if it could not be read, and its warnings, one line
     /// each with the file and byte offset.
     pub fn render_problems(&self, s: &mut String) {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sluice_capture::live::{CompiledFilter, LiveConfig};
 use sluice_capture::{CaptureFile, FileBytes};
-use sluice_engine::{FileReport, WarningReport};
+use sluice_engine::FileReport;
 use sluice_store::{Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::LinkType;
 
@@ -146,17 +146,7 @@ impl Reading<'_> {
             }
         }
         self.packets_read += report.packets;
-        report.warnings = packets
-            .warnings()
-            .iter()
-            .map(|w| WarningReport {
-                offset: w.offset,
-                message: w.message.clone(),
-                fatal: w.fatal,
-            })
-            .collect();
-        report.warning_count = packets.warning_count();
-        report.skipped_blocks = packets.skipped_blocks();
+        report.read_with(&packets);
         (report, result)
     }
 

@@ -4,7 +4,6 @@
 //! `docs/abstractor.md` is the reference; consumers ignore keys they do
 //! not know.
 
-use std::io::Write;
 use std::net::IpAddr;
 
 /// Longest prefix: two IPv6 addresses of 39 characters, five-digit ports,
@@ -102,25 +101,10 @@ impl FlowPrefix {
         self.len += bytes.len() as u8;
     }
 
-    /// IPv4 by hand, as every flow of a busy link needs one: the
-    /// formatting machinery was a tenth of the abstractor's time at SF-TAP's
-    /// connection rates. IPv6's shortest form is left to the standard library.
     fn ip(&mut self, ip: IpAddr) {
-        match ip {
-            IpAddr::V4(v4) => {
-                for (i, octet) in v4.octets().into_iter().enumerate() {
-                    if i > 0 {
-                        self.push(b".");
-                    }
-                    self.push(decimal(octet.into(), &mut [0; 20]));
-                }
-            }
-            IpAddr::V6(v6) => {
-                let mut cursor = std::io::Cursor::new(&mut self.bytes[self.len as usize..]);
-                write!(cursor, "{v6}").expect("the longest prefix fits");
-                self.len += cursor.position() as u8;
-            }
-        }
+        let mut cursor = std::io::Cursor::new(&mut self.bytes[self.len as usize..]);
+        sluice_wire::write_ip(&mut cursor, ip).expect("the longest prefix fits");
+        self.len += cursor.position() as u8;
     }
 
     pub fn as_bytes(&self) -> &[u8] {

@@ -1,4 +1,3 @@
-use std::io::Write;
 use std::net::IpAddr;
 
 use crate::jsonl::write_f64;
@@ -92,7 +91,7 @@ impl FieldSink for CsvEncoder {
 
     fn ip(&mut self, _: &'static str, value: IpAddr) {
         self.sep();
-        let _ = write!(self.out, "{value}");
+        let _ = sluice_wire::write_ip(&mut self.out, value);
     }
 
     fn list(&mut self, _: &'static str, values: &[u64]) {

@@ -71,7 +71,9 @@ impl FieldSink for JsonlEncoder {
 
     fn ip(&mut self, name: &'static str, value: IpAddr) {
         self.key(name);
-        let _ = write!(self.out, "\"{value}\"");
+        self.out.push(b'"');
+        let _ = sluice_wire::write_ip(&mut self.out, value);
+        self.out.push(b'"');
     }
 
     fn opt_str(&mut self, name: &'static str, value: Option<&str>) {

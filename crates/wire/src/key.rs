@@ -105,6 +105,37 @@ fn addr(version: IpVersion, bytes: &[u8; 16]) -> IpAddr {
     }
 }
 
+/// Writes `ip` as `Display` does. IPv4, which nearly every record and
+/// event has two of, is done by hand: through the formatting machinery it
+/// was a tenth of the time of a flow abstractor event stream and a good
+/// share of a JSON record's. IPv6's shortest form is left to `Display`.
+pub fn write_ip(out: &mut impl std::io::Write, ip: IpAddr) -> std::io::Result<()> {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut text = [0u8; 15];
+            let mut len = 0;
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    text[len] = b'.';
+                    len += 1;
+                }
+                if octet >= 100 {
+                    text[len] = b'0' + octet / 100;
+                    len += 1;
+                }
+                if octet >= 10 {
+                    text[len] = b'0' + octet / 10 % 10;
+                    len += 1;
+                }
+                text[len] = b'0' + octet % 10;
+                len += 1;
+            }
+            out.write_all(&text[..len])
+        }
+        IpAddr::V6(v6) => write!(out, "{v6}"),
+    }
+}
+
 /// The name nDPI and Sluice's records use for an IP protocol number, or
 /// `None` when the number itself should be printed.
 pub fn l4_name(proto: u8) -> Option<&'static str> {
@@ -122,6 +153,24 @@ pub fn l4_name(proto: u8) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_ip_matches_display() {
+        for text in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "255.255.255.255",
+            "192.168.1.105",
+            "::",
+            "2001:db8::1",
+            "::ffff:1.2.3.4",
+        ] {
+            let ip: IpAddr = text.parse().unwrap();
+            let mut out = Vec::new();
+            write_ip(&mut out, ip).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), ip.to_string());
+        }
+    }
 
     fn key(a: u8, ap: u16, b: u8, bp: u16) -> FlowKey {
         let mut k = FlowKey {

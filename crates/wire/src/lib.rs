@@ -14,6 +14,6 @@ mod tunnel;
 mod test_frames;
 
 pub use decode::{DecodeError, Decoded, Fragment, TcpMeta, decode, tcp_flags};
-pub use key::{FlowKey, IpVersion, l4_name};
+pub use key::{FlowKey, IpVersion, l4_name, write_ip};
 pub use link::LinkType;
 pub use tunnel::TunnelKind;

@@ -176,6 +176,12 @@ impl Abstractor {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        // One more pass: a consumer of another interface that connected
+        // while the last pass ran, after its interface was looked at but
+        // before the awaited one was, would otherwise wait for the next
+        // poll, and flows routed before it (all of a short capture's) would
+        // find no consumer there.
+        interfaces.accept();
         interfaces.unconnected(names).into_iter().map(str::to_owned).collect()
     }
 

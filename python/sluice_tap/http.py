@@ -13,6 +13,11 @@ per exchange, in the spirit of SF-TAP's HTTP analyzer::
 when no complete response was seen: the flow ended first, or a capture gap
 or unparseable data made the server's side unreadable. A request cut off by
 the end of the flow, a gap or unparseable data is not reported.
+
+With ``--loopback DIR/loopback7`` the inside of each CONNECT tunnel (what
+follows a 2xx answer, in both directions) is written back into sluice's L7
+loopback, which classifies it and serves it one hop further (a TLS session
+through a proxy appears on ``tcp/tls``).
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from types import FrameType
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Protocol, TextIO
 
 from .balance import balanced_interfaces, run_balanced
-from .client import connect
-from .events import CREATED, DATA, DESTROYED, FROM_CLIENT, GAP, Event, FlowKey, ProtocolError
+from .client import Injector, connect
+from .events import CREATED, DATA, DESTROYED, FROM_CLIENT, FROM_SERVER, GAP, Event, FlowKey, ProtocolError
 from .http1 import NO_BODY, Framing, HttpParseError, Message, MessageReader, request_framing, response_framing
 
 log = logging.getLogger("sluice_tap")
@@ -52,6 +57,8 @@ class Stats:
     parse_errors: int = 0
     # Flows that switched protocols (CONNECT, Upgrade) and were no longer followed.
     tunnels: int = 0
+    # CONNECT tunnels whose inside was written to sluice's L7 loopback.
+    injected: int = 0
 
     def __str__(self) -> str:
         return " ".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
@@ -68,13 +75,28 @@ def _is_interim(response: Message) -> bool:
     return response.code is not None and 100 <= response.code < 200 and response.code != 101
 
 
+class TunnelSink(Protocol):
+    """Where the inside of a CONNECT tunnel goes: an :class:`Injector`."""
+
+    def created(self, flow: FlowKey, ts_ns: int | None = None) -> None: ...
+
+    def data(self, flow: FlowKey, from_: int, payload: bytes, ts_ns: int | None = None) -> None: ...
+
+    def destroyed(self, flow: FlowKey, reason: str = "fin", ts_ns: int | None = None) -> None: ...
+
+
 class _Flow:
     """One TCP connection: a reader per direction, and the exchanges in order."""
 
-    def __init__(self, key: FlowKey, emit: Callable[[Record], None], stats: Stats) -> None:
+    def __init__(
+        self, key: FlowKey, emit: Callable[[Record], None], stats: Stats, tunnels: TunnelSink | None = None
+    ) -> None:
         self.key = key
         self._emit = emit
         self._stats = stats
+        self._tunnels = tunnels
+        # The tunnel's inside is being passed to `tunnels`.
+        self._tunnelling = False
         self._exchanges: deque[_Exchange] = deque()
         self._answering: _Exchange | None = None
         self._saw_parse_error = False
@@ -82,10 +104,18 @@ class _Flow:
         self.server = MessageReader(False, self._response_head, self._response_complete)
 
     def data(self, event: Event) -> None:
+        if self._tunnelling:
+            assert self._tunnels is not None
+            self._tunnels.data(self.key, event.from_, event.data or b"", event.ts_ns)
+            return
         reader = self._reader(event)
         self._guarded(reader, lambda: reader.feed(event.data or b"", event.ts_ns))
 
     def gap(self, event: Event) -> None:
+        if self._tunnelling:
+            # The inner stream has a hole sluice cannot be told of: end it.
+            self._end_tunnel("gap")
+            return
         reader = self._reader(event)
         if reader.alive:
             # Past a hole there is no telling where the next message starts.
@@ -94,6 +124,8 @@ class _Flow:
             self._emit_ready()
 
     def end(self) -> None:
+        if self._tunnelling:
+            self._end_tunnel("fin")
         self._guarded(self.server, self.server.end_of_stream)
         self.client.stop()
         self._emit_ready()
@@ -140,11 +172,31 @@ class _Flow:
         code = response.code or 0
         if code == 101 or (exchange.request.method == "CONNECT" and 200 <= code < 300):
             self._stats.tunnels += 1
+            if exchange.request.method == "CONNECT" and self._tunnels is not None:
+                self._start_tunnel()
             self.client.stop()
             self.server.stop()
         elif self.client.paused and exchange is self._exchanges[-1]:
             self._guarded(self.client, self.client.resume)
         self._emit_ready()
+
+    def _start_tunnel(self) -> None:
+        """Write the tunnel's inside to `tunnels` from here on, beginning with
+        what each side sent past the CONNECT request and its answer (a client
+        may send its TLS ClientHello before the answer comes)."""
+        assert self._tunnels is not None
+        early = self.client.detach(), self.server.detach()
+        self._tunnels.created(self.key)
+        self._tunnelling = True
+        self._stats.injected += 1
+        for from_, data in zip((FROM_CLIENT, FROM_SERVER), early):
+            if data:
+                self._tunnels.data(self.key, from_, data)
+
+    def _end_tunnel(self, reason: str) -> None:
+        assert self._tunnels is not None
+        self._tunnelling = False
+        self._tunnels.destroyed(self.key, reason)
 
     def _emit_ready(self) -> None:
         """Report, in order, the exchanges that can no longer change."""
@@ -199,9 +251,10 @@ def exchange_record(key: FlowKey, request: Message, response: Message | None) ->
 class HttpAnalyzer:
     """Feed it the events of an interface; it calls ``emit`` with one record per exchange."""
 
-    def __init__(self, emit: Callable[[Record], None]) -> None:
+    def __init__(self, emit: Callable[[Record], None], tunnels: TunnelSink | None = None) -> None:
         self.stats = Stats()
         self._emit = emit
+        self._tunnels = tunnels
         self._flows: dict[FlowKey, _Flow] = {}
 
     def feed(self, event: Event) -> None:
@@ -209,7 +262,7 @@ class HttpAnalyzer:
         if event.kind == CREATED:
             # A key seen again without DESTROYED: the old flow is over.
             self._end(key)
-            self._flows[key] = _Flow(key, self._emit, self.stats)
+            self._flows[key] = _Flow(key, self._emit, self.stats, self._tunnels)
             self.stats.flows += 1
             return
         flow = self._flows.get(key)
@@ -303,6 +356,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--retry-interval", type=float, default=1.0, metavar="SECONDS", help="how often to retry (default 1)"
     )
+    parser.add_argument(
+        "--loopback",
+        metavar="PATH",
+        help="write the inside of CONNECT tunnels into sluice's L7 loopback socket (DIR/loopback7)",
+    )
     parser.add_argument("--stats", action="store_true", help="print counts to stderr at exit")
     args = parser.parse_args(argv)
     if args.balance is not None and args.balance < 1:
@@ -318,13 +376,20 @@ def _child_command(args: argparse.Namespace, socket: str) -> list[str]:
         command.append("--reconnect")
     if args.stats:
         command.append("--stats")
+    if args.loopback:
+        command += ["--loopback", args.loopback]
     return [*command, socket]
 
 
 def _analyze(args: argparse.Namespace) -> int:
     shutdown = _Shutdown()
     shutdown.install()
-    analyzer = HttpAnalyzer(lambda record: shutdown.write_line(sys.stdout, json.dumps(record) + "\n"))
+    try:
+        tunnels = Injector(args.loopback) if args.loopback else None
+    except OSError as e:
+        _say(f"--loopback: {e}")
+        return 1
+    analyzer = HttpAnalyzer(lambda record: shutdown.write_line(sys.stdout, json.dumps(record) + "\n"), tunnels)
     status = 0
     with shutdown.watching():
         try:
@@ -333,6 +398,8 @@ def _analyze(args: argparse.Namespace) -> int:
         except (OSError, ProtocolError) as e:
             _say(str(e))
             status = 1
+    if tunnels is not None:
+        tunnels.close()
     if args.stats:
         _say(f"{args.socket}: {analyzer.stats}")
     return status

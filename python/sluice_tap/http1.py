@@ -205,6 +205,13 @@ class MessageReader:
         self._buf = bytearray()
         self._message = None
 
+    def detach(self) -> bytes:
+        """Stop, and return the bytes received past the last message: the
+        start of whatever protocol the connection switched to."""
+        rest = bytes(self._buf)
+        self.stop()
+        return rest
+
     def _run(self) -> None:
         try:
             while self.alive and not self.paused and self._step():

@@ -24,6 +24,14 @@ if str(PYTHON_DIR) not in sys.path:
 
 TIMEOUT = 10.0
 
+REPO = PYTHON_DIR.parent
+# The release build the workspace's tests make, unless SLUICE names another.
+SLUICE = Path(
+    os.environ.get("SLUICE")
+    or Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release" / "sluice"
+)
+NDPI_PCAPS = Path(os.environ.get("NDPI_DEV_DIR") or REPO.parent / "shared" / "data" / "ndpi-dev") / "pcap"
+
 
 class Flow:
     """Writes the events of one flow; ts grows by 1000 ns per event."""
@@ -110,6 +118,31 @@ class EventServer:
 
     def join(self) -> None:
         self._thread.join(TIMEOUT)
+
+
+class Recorder:
+    """A stand-in for sluice's loopback socket: records everything written to it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.received = b""
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(path)
+        self._listener.listen(1)
+        self._listener.settimeout(TIMEOUT)
+        self._thread = threading.Thread(target=self._record, daemon=True)
+        self._thread.start()
+
+    def _record(self) -> None:
+        with self._listener:
+            conn, _ = self._listener.accept()
+        with conn:
+            while chunk := conn.recv(4096):
+                self.received += chunk
+
+    def wait(self) -> bytes:
+        self._thread.join(TIMEOUT)
+        return self.received
 
 
 def one_byte_at_a_time(stream: bytes) -> list[bytes]:

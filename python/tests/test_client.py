@@ -5,7 +5,7 @@ import threading
 import time
 import unittest
 
-from tap_testing import TIMEOUT, EventServer, Flow, TempDirTestCase, one_byte_at_a_time
+from tap_testing import TIMEOUT, EventServer, Flow, Recorder, TempDirTestCase, one_byte_at_a_time
 
 from sluice_tap import (
     CREATED,
@@ -118,31 +118,6 @@ class ConnectTest(TempDirTestCase):
         events.close()
         self.assertEqual([e.kind for e in received], [CREATED, DATA, CREATED, DATA, DESTROYED])
         self.assertIn("inside an event", logs.output[0])
-
-
-class Recorder:
-    """A stand-in for sluice's loopback socket: records everything written to it."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.received = b""
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(path)
-        self._listener.listen(1)
-        self._listener.settimeout(TIMEOUT)
-        self._thread = threading.Thread(target=self._record, daemon=True)
-        self._thread.start()
-
-    def _record(self) -> None:
-        with self._listener:
-            conn, _ = self._listener.accept()
-        with conn:
-            while chunk := conn.recv(4096):
-                self.received += chunk
-
-    def wait(self) -> bytes:
-        self._thread.join(TIMEOUT)
-        return self.received
 
 
 class InjectorTest(TempDirTestCase):

@@ -7,10 +7,14 @@ import signal
 import subprocess
 import time
 import unittest
+from pathlib import Path
 
 from tap_testing import (
+    NDPI_PCAPS,
+    SLUICE,
     TIMEOUT,
     EventServer,
+    Recorder,
     Flow,
     TempDirTestCase,
     cli_command,
@@ -20,7 +24,7 @@ from tap_testing import (
     stats_of,
 )
 
-from sluice_tap import EventParser
+from sluice_tap import CREATED, DATA, DESTROYED, EventParser, FlowKey, Injector, connect
 from sluice_tap.http import HttpAnalyzer, Stats
 
 REQUESTS = (
@@ -51,9 +55,25 @@ def keep_alive_flow(flow: Flow) -> bytes:
     return flow.created() + keep_alive_exchanges(flow)
 
 
-def analyze(stream: bytes) -> tuple[list[dict], Stats]:
+class TunnelRecorder:
+    """Takes the calls the analyzer makes on an Injector."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def created(self, flow: FlowKey, ts_ns: int | None = None) -> None:
+        self.calls.append(("created",))
+
+    def data(self, flow: FlowKey, from_: int, payload: bytes, ts_ns: int | None = None) -> None:
+        self.calls.append(("data", from_, payload))
+
+    def destroyed(self, flow: FlowKey, reason: str = "fin", ts_ns: int | None = None) -> None:
+        self.calls.append(("destroyed", reason))
+
+
+def analyze(stream: bytes, tunnels: TunnelRecorder | None = None) -> tuple[list[dict], Stats]:
     records: list[dict] = []
-    analyzer = HttpAnalyzer(records.append)
+    analyzer = HttpAnalyzer(records.append, tunnels)
     parser = EventParser()
     for event in parser.feed(stream):
         analyzer.feed(event)
@@ -222,6 +242,29 @@ class AnalyzerTest(unittest.TestCase):
         self.assertEqual(summary(records), [("CONNECT", "example.com:443", 200)])
         self.assertEqual((stats.tunnels, stats.parse_errors), (1, 0))
 
+    def test_connect_tunnel_inside_goes_to_the_loopback(self) -> None:
+        flow = Flow(port2=3128)
+        stream = flow.created() + flow.request(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        stream += flow.request(TLS_HELLO)  # sent early, before the answer
+        stream += flow.response(b"HTTP/1.1 200 Connection established\r\n\r\n" + bytes(range(100)))
+        stream += flow.request(b"more") + flow.gap(2, 10) + flow.request(b"lost") + flow.destroyed()
+        sink = TunnelRecorder()
+        records, stats = analyze(stream, sink)
+        self.assertEqual(summary(records), [("CONNECT", "example.com:443", 200)])
+        self.assertEqual(
+            [call[:3] for call in sink.calls],
+            [("created",), ("data", 1, TLS_HELLO), ("data", 2, bytes(range(100))), ("data", 1, b"more"), ("destroyed", "gap")],
+        )
+        self.assertEqual((stats.tunnels, stats.injected), (1, 1))
+
+    def test_refused_connect_injects_nothing(self) -> None:
+        flow = Flow(port2=3128)
+        stream = flow.created() + flow.request(b"CONNECT example.com:443 HTTP/1.1\r\n\r\n")
+        stream += flow.response(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n") + flow.destroyed()
+        sink = TunnelRecorder()
+        self.assertEqual(analyze(stream, sink)[1].injected, 0)
+        self.assertEqual(sink.calls, [])
+
     def test_connect_whose_answer_is_lost(self) -> None:
         flow = Flow(port2=3128)
         stream = flow.created() + flow.request(b"CONNECT example.com:443 HTTP/1.1\r\n\r\n") + flow.gap(2, 39)
@@ -311,7 +354,7 @@ class CliTest(TempDirTestCase):
         )
         self.assertEqual(
             stats_of(result.stderr, server.path),
-            {"flows": 4, "exchanges": 5, "unanswered": 1, "gaps": 1, "parse_errors": 1, "tunnels": 0},
+            {"flows": 4, "exchanges": 5, "unanswered": 1, "gaps": 1, "parse_errors": 1, "tunnels": 0, "injected": 0},
         )
 
     def test_one_byte_at_a_time(self) -> None:
@@ -380,6 +423,69 @@ class CliTest(TempDirTestCase):
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=TIMEOUT)
         self.assertEqual(process.returncode, 0, stderr)
+
+
+class RealTunnelTest(TempDirTestCase):
+    """sluice abstract serves a real capture of a CONNECT tunnel; what the
+    analyzer injects must be the tunnel's inside, byte for byte as tshark
+    reassembles it past the CONNECT request and its answer."""
+
+    def test_inside_of_a_real_connect_tunnel_is_injected_whole(self) -> None:
+        capture = NDPI_PCAPS / "http_connect.pcap"
+        for needed, what in ((capture, "the nDPI capture"), (SLUICE, "a release build of sluice")):
+            if not needed.exists():
+                self.skipTest(f"{needed} is absent: {what} is needed")
+        if subprocess.run(["tshark", "--version"], capture_output=True).returncode != 0:
+            self.skipTest("tshark is not installed")
+        taps = self.sock_path("t")
+        recorder = Recorder(self.sock_path("loopback7"))
+        sluice = subprocess.Popen(
+            [str(SLUICE), "abstract", "-r", str(capture), "--dir", taps, "--wait-for", "tcp/http"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        records: list[dict] = []
+        with Injector(recorder.path) as injector:
+            analyzer = HttpAnalyzer(records.append, injector)
+            http = os.path.join(taps, "tcp", "http")
+            deadline = time.monotonic() + TIMEOUT
+            while not os.path.exists(http) and time.monotonic() < deadline and sluice.poll() is None:
+                time.sleep(0.02)
+            for event in connect(http):
+                analyzer.feed(event)
+            analyzer.flush()
+        _, stderr = sluice.communicate(timeout=TIMEOUT)
+        self.assertEqual(sluice.returncode, 0, stderr.decode())
+        self.assertEqual(summary(records), [("CONNECT", "apache.org:443", 200)])
+
+        parser = EventParser()
+        injected = list(parser.feed(recorder.wait()))
+        parser.finish()
+        self.assertEqual((injected[0].kind, injected[-1].kind), (CREATED, DESTROYED))
+        sides = {from_: b"".join(e.data or b"" for e in injected if e.kind == DATA and e.from_ == from_) for from_ in (1, 2)}
+        client, server = tshark_follow(capture, port=8080)
+        self.assertEqual(sides[1], client[client.index(b"\r\n\r\n") + 4 :])
+        self.assertEqual(sides[2], server[server.index(b"\r\n\r\n") + 4 :])
+        self.assertEqual(sides[1][:1], b"\x16", "a TLS handshake record opens the inside")
+
+
+def tshark_follow(capture: Path, port: int) -> tuple[bytes, bytes]:
+    """Both directions of the TCP stream to `port`, as tshark reassembles them."""
+    for stream in range(8):
+        out = subprocess.run(
+            ["tshark", "-r", str(capture), "-q", "-z", f"follow,tcp,raw,{stream}"],
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        lines = out.splitlines()
+        nodes = [i for i, line in enumerate(lines) if line.startswith("Node ")]
+        if len(nodes) == 2 and lines[nodes[1]].endswith(f":{port}"):
+            # Unindented hex lines were sent by node 0 (the client), indented ones by node 1.
+            data = [line for line in lines[nodes[1] + 1 :] if line and not line.startswith("=")]
+            client = bytes.fromhex("".join(line for line in data if not line.startswith("\t")))
+            server = bytes.fromhex("".join(line.strip() for line in data if line.startswith("\t")))
+            return client, server
+    raise AssertionError(f"no TCP stream to port {port} in {capture}")
 
 
 if __name__ == "__main__":

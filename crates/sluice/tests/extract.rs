@@ -201,19 +201,9 @@ fn filters_select_what_tools_select(dir: &Path, host: &str) -> Vec<Vec<Packet>> 
     let display = format!("ip.addr == {host} && (tcp.port == 443 || udp.port == 443 || sctp.port == 443)");
     for (i, file) in recordings(dir).iter().enumerate() {
         let out = scratch.path().join(format!("t{i}.pcap"));
-        let file = file.to_str().unwrap();
-        run(
-            "tcpdump",
-            &[
-                "--time-stamp-precision=nano",
-                "-r",
-                file,
-                "-w",
-                out.to_str().unwrap(),
-                &expression,
-            ],
-        );
+        common::tcpdump_select(file, &out, &expression);
         by_tcpdump.extend(packets(&out));
+        let file = file.to_str().unwrap();
         let shown = run(
             "tshark",
             &[
@@ -254,17 +244,7 @@ fn filters_select_what_tools_select(dir: &Path, host: &str) -> Vec<Vec<Packet>> 
         let mut by_tcpdump = Vec::new();
         for (i, file) in recordings(dir).iter().enumerate() {
             let out = scratch.path().join(format!("u{i}.pcap"));
-            run(
-                "tcpdump",
-                &[
-                    "--time-stamp-precision=nano",
-                    "-r",
-                    file.to_str().unwrap(),
-                    "-w",
-                    out.to_str().unwrap(),
-                    expression,
-                ],
-            );
+            common::tcpdump_select(file, &out, expression);
             by_tcpdump.extend(packets(&out));
         }
         assert!(!extracted.is_empty(), "{expression}: {report}");

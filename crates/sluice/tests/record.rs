@@ -934,17 +934,7 @@ fn a_filter_and_extract_on_read_files_select_what_tcpdump_and_tshark_select() {
     let display = format!("ip.addr == {host} && (tcp.port == 443 || udp.port == 443 || sctp.port == 443)");
 
     let by_tcpdump = dir.path().join("tcpdump.pcap");
-    run(
-        "tcpdump",
-        &[
-            "--time-stamp-precision=nano",
-            "-r",
-            input.to_str().unwrap(),
-            "-w",
-            by_tcpdump.to_str().unwrap(),
-            &expression,
-        ],
-    );
+    common::tcpdump_select(&input, &by_tcpdump, &expression);
     let by_tcpdump = packets_of(&[by_tcpdump]);
     assert!(by_tcpdump.len() > 10, "{expression}: {} packets", by_tcpdump.len());
     let by_tshark = tshark_frames(std::slice::from_ref(&input), Some(&display));

@@ -143,3 +143,19 @@ pub fn shared_scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
     dir
 }
+
+/// What libpcap's own filter selects from `input`, written to `output` with
+/// nanosecond timestamps kept: the reference for Sluice's filters.
+pub fn tcpdump_select(input: &Path, output: &Path, expression: &str) {
+    run(
+        "tcpdump",
+        &[
+            "--time-stamp-precision=nano",
+            "-r",
+            input.to_str().unwrap(),
+            "-w",
+            output.to_str().unwrap(),
+            expression,
+        ],
+    );
+}

@@ -48,6 +48,44 @@ impl FileBytes {
     }
 }
 
+/// What a sequential reader of a mapped file has populated ahead of itself
+/// and released behind: the page-table work is done in large calls rather
+/// than a fault at a time, and the resident size stays small however long
+/// the file. One per file read.
+#[derive(Default)]
+pub struct ReadWindow {
+    /// File bytes before this offset have been populated.
+    populated: usize,
+    /// File bytes before this offset have been released.
+    released: usize,
+}
+
+impl ReadWindow {
+    /// Page tables are populated this far ahead of the reader.
+    const POPULATE_AHEAD: usize = 16 << 20;
+    /// Resident file pages are released in steps of this many bytes.
+    const RELEASE_STEP: usize = 2 << 20;
+
+    /// The reader is at `position`: keep the next bytes populated.
+    pub fn populate_ahead(&mut self, bytes: &FileBytes, position: usize) {
+        if self.populated < position + Self::POPULATE_AHEAD / 2 {
+            let start = self.populated.max(position);
+            let end = position + Self::POPULATE_AHEAD;
+            bytes.populate(start..end);
+            self.populated = end;
+        }
+    }
+
+    /// Nothing before `needed` will be read again: release it.
+    pub fn release_before(&mut self, bytes: &FileBytes, needed: usize) {
+        let upto = needed - needed % Self::RELEASE_STEP;
+        if upto > self.released {
+            bytes.release(self.released..upto);
+            self.released = upto;
+        }
+    }
+}
+
 impl std::ops::Deref for FileBytes {
     type Target = [u8];
 

@@ -8,4 +8,4 @@ pub mod live;
 mod pcap;
 mod pcapng;
 
-pub use file::{CaptureFile, FileBytes, FileFormat, OpenError, PacketReader, RawPacket, ReadWarning};
+pub use file::{CaptureFile, FileBytes, FileFormat, OpenError, PacketReader, RawPacket, ReadWarning, ReadWindow};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_capture::CaptureFile;
+use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode};
@@ -105,8 +105,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         recycle: recycle_rx,
         spare: Vec::new(),
         in_flight: vec![std::collections::VecDeque::new(); workers],
-        released: 0,
-        populated: 0,
+        window: ReadWindow::default(),
         file_seq: 0,
         pending: (0..workers).map(|_| new_batch()).collect(),
         fragments: FragmentResolver::new(1 << 16),
@@ -236,11 +235,6 @@ fn new_batch() -> Batch {
     }
 }
 
-/// Resident file pages are released in steps of this many bytes.
-const RELEASE_STEP: usize = 2 << 20;
-/// Page tables are populated this far ahead of the reader.
-const POPULATE_AHEAD: usize = 16 << 20;
-
 fn total_size(inputs: &[PathBuf]) -> u64 {
     inputs
         .iter()
@@ -261,10 +255,7 @@ struct Reader {
     /// finishes its batches in order.
     in_flight: Vec<std::collections::VecDeque<(usize, usize)>>,
     file_seq: usize,
-    /// File bytes before this offset have been released.
-    released: usize,
-    /// File bytes before this offset have been populated.
-    populated: usize,
+    window: ReadWindow,
     pending: Vec<Batch>,
     fragments: FragmentResolver,
     drops: Drops,
@@ -293,10 +284,9 @@ impl Reader {
             batch.bytes = Some(bytes.clone());
             batch.worker = w;
         }
-        self.released = 0;
-        self.populated = 0;
+        self.window = ReadWindow::default();
         self.file_seq += 1;
-        self.populate_ahead(&bytes, 0);
+        self.window.populate_ahead(&bytes, 0);
         let mut since_progress = 0u32;
         while let Some(raw) = packets.next() {
             report.packets += 1;
@@ -336,7 +326,7 @@ impl Reader {
                 self.progress.advance_to(packets.position());
                 let position = raw.data.as_ptr() as usize - base;
                 self.release_finished(&bytes, position);
-                self.populate_ahead(&bytes, position);
+                self.window.populate_ahead(&bytes, position);
             }
         }
         for w in 0..self.pending.len() {
@@ -394,20 +384,7 @@ impl Reader {
             .flatten()
             .min()
             .unwrap_or(position);
-        let upto = needed - needed % RELEASE_STEP;
-        if upto > self.released {
-            bytes.release(self.released..upto);
-            self.released = upto;
-        }
-    }
-
-    fn populate_ahead(&mut self, bytes: &sluice_capture::FileBytes, position: usize) {
-        if self.populated < position + POPULATE_AHEAD / 2 {
-            let start = self.populated.max(position);
-            let end = position + POPULATE_AHEAD;
-            bytes.populate(start..end);
-            self.populated = end;
-        }
+        self.window.release_before(bytes, needed);
     }
 
     fn count_undecodable(&mut self, e: DecodeError) {

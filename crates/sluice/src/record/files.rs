@@ -10,19 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sluice_capture::live::{CompiledFilter, LiveConfig};
-use sluice_capture::{CaptureFile, FileBytes};
+use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_engine::FileReport;
 use sluice_store::{Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::LinkType;
 
 use super::{RecordArgs, add_recorder_json, mb_per_s};
-
-/// How far ahead of the packet being read the file is mapped in, and how
-/// much is read before what lies behind is dropped from this process's
-/// memory: the page-table work is done in large calls rather than a fault
-/// at a time, and the resident size stays small however long the file.
-const POPULATE_AHEAD: usize = 16 << 20;
-const RELEASE_STEP: usize = 2 << 20;
 
 /// Packets between two looks at the clock for the status line.
 const CLOCK_EVERY: u32 = 4096;
@@ -107,8 +100,8 @@ impl Reading<'_> {
         };
         report.format = Some(file.format().to_string());
         let bytes = file.bytes();
-        let mut memory = Memory::default();
-        memory.advance(&bytes, 0);
+        let mut window = ReadWindow::default();
+        window.populate_ahead(&bytes, 0);
         let mut packets = file.reader().expect("headers were checked when the file was opened");
         let mut result = Ok(());
         let mut until_clock = CLOCK_EVERY;
@@ -139,7 +132,11 @@ impl Reading<'_> {
             until_clock -= 1;
             if until_clock == 0 {
                 until_clock = CLOCK_EVERY;
-                memory.advance(&bytes, raw.offset as usize);
+                // Each packet is copied into the recorder's block before the
+                // next is read: nothing behind the reader is needed again.
+                let position = raw.offset as usize;
+                window.populate_ahead(&bytes, position);
+                window.release_before(&bytes, position);
                 if let Some(status) = &mut self.status {
                     status.tick(path, recorder, self.packets_read + report.packets);
                 }
@@ -167,32 +164,6 @@ impl Reading<'_> {
         }
         let (_, filter) = self.filter.as_ref().expect("compiled above");
         Ok(filter.matches(frame, wire_len))
-    }
-}
-
-/// Which part of a mapped file is populated ahead of the reader and
-/// released behind it.
-#[derive(Default)]
-struct Memory {
-    populated: usize,
-    released: usize,
-}
-
-impl Memory {
-    /// The reader is at `position`, and needs nothing before it: each
-    /// packet is copied into the recorder's block before the next is read.
-    fn advance(&mut self, bytes: &FileBytes, position: usize) {
-        if self.populated < position + POPULATE_AHEAD / 2 {
-            let start = self.populated.max(position);
-            let end = position + POPULATE_AHEAD;
-            bytes.populate(start..end);
-            self.populated = end;
-        }
-        let upto = position - position % RELEASE_STEP;
-        if upto > self.released {
-            bytes.release(self.released..upto);
-            self.released = upto;
-        }
     }
 }
 

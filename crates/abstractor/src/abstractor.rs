@@ -302,10 +302,14 @@ impl Core {
             counters,
             ..
         } = self;
+        // One reader in arrival order: the frames counted so far number
+        // the packets, and so order what one teaches the chain about others.
+        let order = counters.packets;
         let info = PacketInfo {
             ts_ns,
             wire_len,
             decoded,
+            order,
         };
         let hash = decoded.key.symmetric_hash();
         let start = (decoded.payload_offset as usize).min(frame.len());
@@ -336,7 +340,7 @@ impl Core {
             return;
         };
         let flow = table.flow_mut(slot);
-        chain.on_packet(flow, dir, decoded, payload);
+        chain.on_packet(flow, dir, decoded, payload, order);
         let key = &flow.key;
         let stream = &mut flow.ext.stream;
         if !stream.sink.started() {

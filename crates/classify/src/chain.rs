@@ -9,6 +9,7 @@ use sluice_wire::Decoded;
 
 use crate::dissectors::{self, Context, Dissector, Expectation, Found, Metadata, Packet, Side, Transport, Verdict};
 use crate::expect::Expectations;
+use crate::learned::History;
 use crate::media::{self, Media, MediaConfig};
 use crate::names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 use crate::rules::{RuleCursor, RuleSet};
@@ -66,8 +67,8 @@ impl Default for ChainConfig {
             head_bytes: 4096,
             follow_packets: 1024,
             rules: Arc::new(RuleSet::default_rules()),
-            expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY)),
-            names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY)),
+            expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY, History::Latest)),
+            names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::Latest)),
             stats: None,
             iat_scale: 1.0,
             media: Some(Arc::new(MediaConfig::default())),
@@ -180,9 +181,18 @@ impl Chain {
     }
 
     /// Called for every packet of a flow, after the flow table counted it;
-    /// `payload` is the transport payload as captured.
+    /// `payload` is the transport payload as captured, and `order` the
+    /// packet's position in the input, which stamps what it teaches about
+    /// other flows (`learned.rs`).
     #[inline]
-    pub fn on_packet<X: Classified>(&mut self, flow: &mut Flow<X>, dir: Direction, decoded: &Decoded, payload: &[u8]) {
+    pub fn on_packet<X: Classified>(
+        &mut self,
+        flow: &mut Flow<X>,
+        dir: Direction,
+        decoded: &Decoded,
+        payload: &[u8],
+        order: u64,
+    ) {
         if flow.key.proto == UDP
             && self.config.mode != Mode::Off
             && let Some(media) = &self.media
@@ -192,7 +202,7 @@ impl Chain {
         match flow.ext.class().stage {
             Stage::Done => return,
             Stage::Fresh => {
-                self.start(flow);
+                self.start(flow, order);
                 if flow.ext.class().stage == Stage::Done {
                     return;
                 }
@@ -202,12 +212,12 @@ impl Chain {
         if payload.is_empty() {
             return;
         }
-        if let Next::Finish = self.inspect(flow, dir, decoded, payload) {
+        if let Next::Finish = self.inspect(flow, dir, decoded, payload, order) {
             finish(flow.ext.class_mut());
         }
     }
 
-    fn start<X: Classified>(&mut self, flow: &mut Flow<X>) {
+    fn start<X: Classified>(&mut self, flow: &mut Flow<X>, order: u64) {
         let (client, server) = endpoints(flow);
         let class = flow.ext.class_mut();
         class.stage = Stage::Done;
@@ -226,7 +236,16 @@ impl Chain {
         if let Some(rule) = self.config.rules.by_port(transport, client.1, server.1) {
             class.decide(rule.label, Classifier::Port);
         }
-        if let Some(label) = self.config.expectations.lookup(server, client, transport, flow.last_ns) {
+        // Kept in input order, the table may not know yet what a control
+        // session on another worker announced before this packet: the flow
+        // then asks once every worker has read that far (`prior`), and is
+        // inspected meanwhile.
+        let expectations = &self.config.expectations;
+        if expectations.history() == History::Latest
+            && let Some(label) = [server, client]
+                .into_iter()
+                .find_map(|end| expectations.lookup(end, transport, order, flow.last_ns))
+        {
             class.decide(label, Classifier::DynamicPort);
             return;
         }
@@ -241,6 +260,7 @@ impl Chain {
         dir: Direction,
         decoded: &Decoded,
         payload: &[u8],
+        order: u64,
     ) -> Next {
         let Some(transport) = transport_of(flow.key.proto) else {
             return Next::Finish;
@@ -331,7 +351,7 @@ impl Chain {
                 new,
                 index,
                 other_index,
-                now_ns,
+                Stamp { order, now_ns },
             );
             if exhausted {
                 next = Next::Finish;
@@ -363,7 +383,7 @@ impl Chain {
         new: &[u8],
         index: u32,
         other_index: u32,
-        now_ns: u64,
+        stamp: Stamp,
     ) -> Next {
         if let Some(cursor) = rules {
             let set = &self.config.rules;
@@ -454,19 +474,27 @@ impl Chain {
             }
         }
         for e in self.expect.drain(..) {
-            self.config.expectations.announce(&e, now_ns);
+            self.config.expectations.announce(&e, stamp.order, stamp.now_ns);
         }
         if !self.resolved.is_empty() {
             let host = class.meta.as_deref().and_then(|m| m.host.as_deref());
             if let Some(app) = host.and_then(service_for_host) {
                 for &addr in &self.resolved {
-                    self.config.names.learn(addr, app, now_ns);
+                    self.config.names.learn(addr, app, stamp.order, stamp.now_ns);
                 }
             }
             self.resolved.clear();
         }
         next
     }
+}
+
+/// Where and when the packet being inspected sits: what it teaches is
+/// stamped with both.
+#[derive(Clone, Copy)]
+struct Stamp {
+    order: u64,
+    now_ns: u64,
 }
 
 /// The label a dissector's finding gives: its app, else the service of the
@@ -548,11 +576,48 @@ fn finish(class: &mut FlowClass) {
     }
 }
 
+/// What the run had learned about a flow's endpoints before the flow
+/// began: a port a control session announced, a service a DNS answer put
+/// behind the address. Asked for both endpoints, as the flow may yet turn
+/// around on a late SYN; `None` from [`prior`] when nothing was learned,
+/// which is nearly always.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prior {
+    endpoints: [(IpAddr, u16); 2],
+    announced: [Option<Label>; 2],
+    named: [Option<&'static str>; 2],
+}
+
+impl Prior {
+    fn side(&self, endpoint: (IpAddr, u16)) -> Option<usize> {
+        self.endpoints.iter().position(|&e| e == endpoint)
+    }
+}
+
+/// Asks the shared tables what was learned before the flow's first packet,
+/// at input position `order` (`u64::MAX`: whatever is known now).
+pub fn prior<X>(flow: &Flow<X>, order: u64, expectations: &Expectations, names: &AddressNames) -> Option<Prior> {
+    let endpoints = [
+        (flow.key.src_ip(), flow.key.src_port),
+        (flow.key.dst_ip(), flow.key.dst_port),
+    ];
+    let announced = match transport_of(flow.key.proto) {
+        Some(t) => endpoints.map(|end| expectations.lookup(end, t, order, flow.first_ns)),
+        None => [None; 2],
+    };
+    let named = endpoints.map(|(addr, _)| names.lookup(addr, order, flow.first_ns));
+    (announced.iter().any(Option::is_some) || named.iter().any(Option::is_some)).then_some(Prior {
+        endpoints,
+        announced,
+        named,
+    })
+}
+
 /// Settles a flow whose record is about to be written: keeps what its
 /// inspection found, unless a control session announced the flow's port
 /// before it began (announcements win at the flow's start too), and names
 /// the service of a flow that showed none from what DNS said of its server.
-pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, expectations: &Expectations, names: &AddressNames) {
+pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, prior: Option<&Prior>) {
     let class = flow.ext.class_mut();
     if class.stage != Stage::Done {
         finish(class);
@@ -585,23 +650,21 @@ pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, expectations: &Expectation
             Classifier::Behaviour,
         );
     }
-    let Some(transport) = transport_of(flow.key.proto) else {
+    let Some(prior) = prior else {
         return;
     };
     let (client, server) = endpoints(flow);
-    // The control session that announced this flow may sit on another
-    // worker that read its announcement after this flow's first packet:
-    // asking again now, in the flow's own time, gives every run the same
-    // answer as if the announcement had been seen first.
+    let (server, client) = (prior.side(server), prior.side(client));
+    // The server's port first: a client port announced too is a coincidence.
     if flow.ext.class_mut().classifier != Classifier::DynamicPort
-        && let Some(label) = expectations.lookup(server, client, transport, flow.first_ns)
+        && let Some(label) = [server, client].into_iter().flatten().find_map(|i| prior.announced[i])
     {
         flow.ext.class_mut().decide(label, Classifier::DynamicPort);
     }
     let class = flow.ext.class_mut();
     if class.label.app.is_none()
         && names_its_service(class)
-        && let Some(app) = names.lookup(server.0, flow.first_ns)
+        && let Some(app) = server.and_then(|i| prior.named[i])
         && app != class.label.master
     {
         class.label.app = Some(app);

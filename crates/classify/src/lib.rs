@@ -11,6 +11,7 @@
 mod chain;
 pub mod dissectors;
 mod expect;
+mod learned;
 pub mod media;
 mod names;
 mod ports;
@@ -18,10 +19,11 @@ pub mod rules;
 pub mod services;
 mod stats;
 
-pub use chain::{Chain, ChainConfig, Mode, finish_flow};
+pub use chain::{Chain, ChainConfig, EXPECTATIONS_CAPACITY, Mode, Prior, finish_flow, prior};
 pub use dissectors::{Metadata, Transport};
 pub use expect::Expectations;
-pub use names::AddressNames;
+pub use learned::History;
+pub use names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 pub use ports::port_label;
 pub use rules::{RuleError, RuleSet};
 pub use stats::{BUILTIN_MODEL, StatsClassifier, StatsScope, StatsVerdict};

@@ -17,9 +17,12 @@ use crate::sampling::{Sampler, Sampling};
 use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker};
 use crate::talkers::Talkers;
 use sluice_classify::media::Media;
-use sluice_classify::{ChainConfig, Classifier};
+use sluice_classify::{
+    ADDRESS_NAMES_CAPACITY, AddressNames, ChainConfig, Classifier, EXPECTATIONS_CAPACITY, Expectations, History,
+};
 
-use crate::worker::{self, Batch, PacketDesc, WorkerOutput, l4_label};
+use crate::order::InputOrder;
+use crate::worker::{self, Asking, Batch, PacketDesc, WorkerOutput, l4_label};
 
 /// Everything `analyze` needs to know.
 #[derive(Clone, Debug)]
@@ -71,7 +74,11 @@ pub enum AnalyzeError {
 /// packet, small enough that a batch (~60 KiB) stays in cache.
 const BATCH: usize = 512;
 /// Batches in flight per worker: the buffer that absorbs a slow moment.
-const QUEUE_DEPTH: usize = 64;
+/// No deeper: a worker runs at most this far ahead of a slower one, and
+/// its flows that end meanwhile wait in memory for the slower one to read
+/// past their start (`order.rs`); at 64 they took 15 MiB more on the
+/// realistic mix, for no gain in speed.
+const QUEUE_DEPTH: usize = 16;
 
 /// Runs the whole pipeline over the inputs and returns what it counted.
 pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
@@ -82,6 +89,14 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let mut queues = Vec::with_capacity(workers);
     let mut handles = Vec::with_capacity(workers);
     let input_done = Arc::new(Barrier::new(workers));
+    // What one worker learns labels other workers' flows in input order
+    // (`order.rs`), in tables of this run's own.
+    let input_order = Arc::new(InputOrder::new(workers));
+    let classify = ChainConfig {
+        expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY, History::InputOrder)),
+        names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::InputOrder)),
+        ..config.classify.clone()
+    };
     for i in 0..workers {
         let (tx, rx) = bounded::<Batch>(QUEUE_DEPTH);
         queues.push(tx);
@@ -89,12 +104,16 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         let records = output.queue();
         let format = config.format;
         let flow = config.flow;
-        let classify = config.classify.clone();
+        let classify = classify.clone();
+        let asking = Asking::in_order(input_order.clone(), i);
         let input_done = input_done.clone();
         handles.push(
             thread::Builder::new()
                 .name(format!("sluice-worker-{i}"))
-                .spawn(move || worker::run(rx, recycle, records, format, flow, classify, &input_done))
+                .spawn(move || {
+                    let worker = worker::Worker::new(records, format, flow, classify, asking);
+                    worker::run(rx, recycle, worker, &input_done)
+                })
                 .expect("spawning a worker thread"),
         );
     }
@@ -107,6 +126,8 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         in_flight: vec![std::collections::VecDeque::new(); workers],
         window: ReadWindow::default(),
         file_seq: 0,
+        dealt: 0,
+        clock_ns: 0,
         pending: (0..workers).map(|_| new_batch()).collect(),
         fragments: FragmentResolver::new(1 << 16),
         drops: Drops::default(),
@@ -140,7 +161,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         policy: policy.to_string(),
         sampled_out_packets: sampled_out,
     });
-    finish_summary(&mut summary, config, started, records_path)?;
+    finish_summary(&mut summary, config, &classify, started, records_path)?;
     if summary.files.iter().all(|f| f.error.is_some()) {
         return Err(AnalyzeError::NothingRead(Box::new(summary)));
     }
@@ -210,11 +231,12 @@ impl RecordOutput {
 pub(crate) fn finish_summary(
     summary: &mut Summary,
     config: &AnalyzeConfig,
+    classify: &ChainConfig,
     started: Instant,
     records_path: Option<PathBuf>,
 ) -> Result<(), AnalyzeError> {
-    summary.drops.dropped_port_announcements = config.classify.expectations.dropped();
-    summary.drops.dropped_dns_names = config.classify.names.dropped();
+    summary.drops.dropped_port_announcements = classify.expectations.dropped();
+    summary.drops.dropped_dns_names = classify.names.dropped();
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
     summary.bits_per_second = summary.bytes as f64 * 8.0 / summary.wall_seconds.max(1e-9);
@@ -232,6 +254,8 @@ fn new_batch() -> Batch {
         bytes: None,
         packets: Vec::with_capacity(BATCH),
         worker: 0,
+        upto: 0,
+        clock_ns: 0,
     }
 }
 
@@ -255,6 +279,10 @@ struct Reader {
     /// finishes its batches in order.
     in_flight: Vec<std::collections::VecDeque<(usize, usize)>>,
     file_seq: usize,
+    /// Packets dealt so far: the next one's position in the input.
+    dealt: u64,
+    /// The latest packet time dealt so far.
+    clock_ns: u64,
     window: ReadWindow,
     pending: Vec<Batch>,
     fragments: FragmentResolver,
@@ -316,13 +344,22 @@ impl Reader {
                 wire_len: raw.wire_len,
                 hash,
                 decoded,
+                order: self.dealt,
             });
+            self.dealt += 1;
+            self.clock_ns = self.clock_ns.max(raw.ts_ns);
             if batch.packets.len() == BATCH {
                 self.send(w, Some(&bytes));
             }
             since_progress += 1;
             if since_progress == 1 << 16 {
                 since_progress = 0;
+                // Every worker hears of the input's position and clock
+                // now and then, even one that no packet went to lately:
+                // the others' flows wait for it to read past theirs.
+                for w in 0..self.pending.len() {
+                    self.send(w, Some(&bytes));
+                }
                 self.progress.advance_to(packets.position());
                 let position = raw.data.as_ptr() as usize - base;
                 self.release_finished(&bytes, position);
@@ -330,9 +367,7 @@ impl Reader {
             }
         }
         for w in 0..self.pending.len() {
-            if !self.pending[w].packets.is_empty() {
-                self.send(w, None);
-            }
+            self.send(w, None);
             self.pending[w].bytes = None;
         }
 
@@ -349,10 +384,12 @@ impl Reader {
         let mut fresh = self.spare.pop().unwrap_or_else(new_batch);
         fresh.bytes = bytes.cloned();
         fresh.worker = w;
-        let full = std::mem::replace(&mut self.pending[w], fresh);
-        if let Some(first) = full.packets.first() {
-            self.in_flight[w].push_back((self.file_seq, first.offset));
-        }
+        let mut full = std::mem::replace(&mut self.pending[w], fresh);
+        full.upto = self.dealt;
+        full.clock_ns = self.clock_ns;
+        // An empty batch needs no bytes, but comes back like the others.
+        let first = full.packets.first().map_or(usize::MAX, |p| p.offset);
+        self.in_flight[w].push_back((self.file_seq, first));
         // A worker only hangs up by panicking, which `analyze` reports.
         let _ = self.queues[w].send(full);
     }
@@ -372,7 +409,7 @@ impl Reader {
         let oldest_in_flight = self
             .in_flight
             .iter()
-            .filter_map(|q| q.iter().find(|(s, _)| *s == seq).map(|(_, offset)| *offset))
+            .flat_map(|q| q.iter().filter(|(s, _)| *s == seq).map(|(_, offset)| *offset))
             .min();
         let oldest_pending = self
             .pending

@@ -7,6 +7,7 @@
 mod analyze;
 #[cfg(target_os = "linux")]
 mod live;
+mod order;
 mod sampling;
 mod summary;
 mod talkers;

@@ -33,7 +33,7 @@ use sluice_wire::{DecodeError, LinkType, decode};
 
 use crate::analyze::{AnalyzeConfig, AnalyzeError, RecordOutput, finish_summary, merge};
 use crate::summary::{CaptureReport, Drops, RecordingReport, Summary, WorkerRecording};
-use crate::worker::{PacketDesc, Worker, WorkerOutput};
+use crate::worker::{Asking, PacketDesc, Worker, WorkerOutput};
 
 /// What `live` needs beyond an analysis's settings.
 #[derive(Clone, Debug)]
@@ -209,7 +209,13 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
             .zip(recorders)
             .enumerate()
             .map(|(i, (socket, recorder))| {
-                let worker = Worker::new(output.queue(), config.format, config.flow, config.classify.clone());
+                let worker = Worker::new(
+                    output.queue(),
+                    config.format,
+                    config.flow,
+                    config.classify.clone(),
+                    Asking::AtEnd,
+                );
                 let counters = &counters;
                 let input_done = &input_done;
                 thread::Builder::new()
@@ -269,7 +275,7 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
         .record
         .as_ref()
         .map(|template| RecordingReport::new(template.dir.clone(), template.format, recorded));
-    finish_summary(&mut summary, config, started, records_path)?;
+    finish_summary(&mut summary, config, &config.classify, started, records_path)?;
     Ok(LiveReport {
         recording: summary.recording.clone(),
         summary,
@@ -446,6 +452,8 @@ impl Consumer<'_> {
                         wire_len: raw.wire_len,
                         hash: decoded.key.symmetric_hash(),
                         decoded,
+                        // Arrival is the only order a live link has.
+                        order: raw.ts_ns,
                     });
                     frames.push(raw.data);
                 }

@@ -2,17 +2,20 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crossbeam_channel::{Receiver, Sender};
 use sluice_capture::FileBytes;
+use std::collections::VecDeque;
 use std::sync::{Arc, Barrier};
 
 use sluice_classify::media::Media;
 use sluice_classify::{
-    AddressNames, Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, StatsClassifier, finish_flow,
+    AddressNames, Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, Prior, StatsClassifier, finish_flow,
+    prior,
 };
 use sluice_export::schema::Record;
 use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
 use sluice_wire::{Decoded, l4_name};
 
+use crate::order::InputOrder;
 use crate::summary::Counts;
 use crate::talkers::Talkers;
 
@@ -26,6 +29,8 @@ pub(crate) struct PacketDesc {
     pub wire_len: u32,
     pub hash: u64,
     pub decoded: Decoded,
+    /// Its position in the input, as the reader dealt it.
+    pub order: u64,
 }
 
 /// Packets of one file for one worker. Batches travel back to the reader
@@ -35,6 +40,13 @@ pub(crate) struct Batch {
     pub packets: Vec<PacketDesc>,
     /// The worker it was dealt to.
     pub worker: usize,
+    /// Every packet before this position that goes to this worker is in
+    /// this batch or an earlier one.
+    pub upto: u64,
+    /// The latest packet time the reader had dealt when it sent the batch:
+    /// flows expire by the whole input's clock, not by whichever of its
+    /// packets happened to reach this worker.
+    pub clock_ns: u64,
 }
 
 const PREFETCH_BUCKET_AHEAD: usize = 16;
@@ -71,7 +83,46 @@ struct Sink {
     expectations: Arc<Expectations>,
     names: Arc<AddressNames>,
     stats: Option<Arc<StatsClassifier>>,
+    asking: Asking,
     out: WorkerOutput,
+}
+
+/// When a flow asks what the run learned before it began (a port a control
+/// session announced, a service a DNS answer named).
+pub(crate) enum Asking {
+    /// On a live link: when the flow ends, of whatever is known by then.
+    AtEnd,
+    /// Reading files: once every worker has read past the flow's first
+    /// packet, so that the answer is the same for any number of workers.
+    InOrder(InOrder),
+}
+
+impl Asking {
+    pub(crate) fn in_order(shared: Arc<InputOrder>, me: usize) -> Asking {
+        Asking::InOrder(InOrder {
+            shared,
+            me,
+            waiting: VecDeque::new(),
+            held: HashMap::default(),
+            told: HashMap::default(),
+            asked_before: 0,
+        })
+    }
+}
+
+pub(crate) struct InOrder {
+    shared: Arc<InputOrder>,
+    me: usize,
+    /// Flows yet to ask, oldest first: their first packet's position and
+    /// their slot in the table.
+    waiting: VecDeque<(u64, u32)>,
+    /// Flows that ended before they could ask, by first position, with
+    /// how they ended: their records wait for the answer.
+    held: HashMap<u64, (Flow<FlowClass>, EndReason)>,
+    /// What open flows were told, by first position, when it was anything.
+    told: HashMap<u64, Prior>,
+    /// Every flow that began before this position has asked.
+    asked_before: u64,
 }
 
 /// Where a worker sends full chunks of encoded records, and where the
@@ -84,7 +135,23 @@ pub(crate) struct RecordQueue {
 
 impl Sink {
     fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
-        finish_flow(flow, &self.expectations, &self.names);
+        let prior = match &mut self.asking {
+            Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names),
+            Asking::InOrder(o) if flow.order >= o.asked_before => {
+                let ext = std::mem::take(&mut flow.ext);
+                let mut held = flow.clone();
+                held.ext = ext;
+                o.held.insert(flow.order, (held, end));
+                return;
+            }
+            Asking::InOrder(o) if o.told.is_empty() => None,
+            Asking::InOrder(o) => o.told.remove(&flow.order),
+        };
+        self.write(flow, end, prior.as_ref());
+    }
+
+    fn write(&mut self, flow: &mut Flow<FlowClass>, end: EndReason, prior: Option<&Prior>) {
+        finish_flow(flow, prior);
         let stats = self.stats.as_ref().and_then(|s| s.apply(flow));
         let counts = Counts {
             flows: 1,
@@ -186,6 +253,7 @@ impl Worker {
         format: Format,
         flow_config: FlowConfig,
         classify: ChainConfig,
+        asking: Asking,
     ) -> Worker {
         let expectations = classify.expectations.clone();
         let names = classify.names.clone();
@@ -200,6 +268,7 @@ impl Worker {
                 expectations,
                 names,
                 stats,
+                asking,
                 out: WorkerOutput {
                     counters: TableCounters::default(),
                     l4: Box::new([Counts::default(); 256]),
@@ -220,7 +289,6 @@ impl Worker {
     #[inline]
     pub(crate) fn process<'f>(&mut self, packets: &[PacketDesc], frame: impl Fn(usize, &PacketDesc) -> &'f [u8]) {
         let Worker { table, chain, sink } = self;
-        let mut on_end = |flow: &mut Flow<FlowClass>, end| sink.end(flow, end);
         for (i, p) in packets.iter().enumerate() {
             // Flow lookups are cache misses: ask for the index bucket of a
             // packet 16 ahead and for the flow of a packet 8 ahead, so the
@@ -236,12 +304,58 @@ impl Worker {
                 ts_ns: p.ts_ns,
                 wire_len: p.wire_len,
                 decoded: &p.decoded,
+                order: p.order,
             };
-            let (slot, dir) = table.process(&info, p.hash, FlowClass::default, &mut on_end);
+            let (slot, dir) = table.process(&info, p.hash, FlowClass::default, &mut |flow, end| sink.end(flow, end));
+            let flow = table.flow_mut(slot);
+            if let Asking::InOrder(o) = &mut sink.asking
+                && flow.order == p.order
+            {
+                o.waiting.push_back((p.order, slot));
+            }
             let d = &p.decoded;
             let start = (d.payload_offset as usize).min(frame.len());
             let end = (start + d.payload_captured as usize).min(frame.len());
-            chain.on_packet(table.flow_mut(slot), dir, d, &frame[start..end]);
+            chain.on_packet(flow, dir, d, &frame[start..end], p.order);
+        }
+    }
+
+    /// The reader has dealt this worker every packet before `upto` and the
+    /// input's clock stands at `clock_ns`: expire flows by it and let the
+    /// flows that began before the position every worker has read to ask
+    /// what was learned before them.
+    pub(crate) fn reached(&mut self, upto: u64, clock_ns: u64) {
+        self.advance(clock_ns);
+        if let Asking::InOrder(o) = &self.sink.asking {
+            let read = o.shared.read_before(o.me, upto);
+            self.ask_before(read);
+        }
+    }
+
+    /// Flows that began before `order` ask, and the records of those that
+    /// ended meanwhile are written.
+    fn ask_before(&mut self, order: u64) {
+        let Worker { table, sink, .. } = self;
+        loop {
+            let Asking::InOrder(o) = &mut sink.asking else {
+                return;
+            };
+            let Some(&(first, slot)) = o.waiting.front().filter(|w| w.0 < order) else {
+                o.asked_before = order;
+                let forget = o.shared.asked_before(o.me, order);
+                sink.expectations.forget_before(forget);
+                sink.names.forget_before(forget);
+                return;
+            };
+            o.waiting.pop_front();
+            if let Some(flow) = table.live_flow_mut(slot).filter(|f| f.order == first) {
+                if let Some(told) = prior(flow, first, &sink.expectations, &sink.names) {
+                    o.told.insert(first, told);
+                }
+            } else if let Some((mut flow, end)) = o.held.remove(&first) {
+                let told = prior(&flow, first, &sink.expectations, &sink.names);
+                sink.write(&mut flow, end, told.as_ref());
+            }
         }
     }
 
@@ -260,9 +374,13 @@ impl Worker {
     /// Ends every flow still open, hands over the last records and returns
     /// what the worker counted.
     pub(crate) fn finish(mut self) -> WorkerOutput {
+        self.ask_before(u64::MAX);
         let Worker { table, sink, .. } = &mut self;
         table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end));
         sink.flush();
+        if let Asking::InOrder(o) = &self.sink.asking {
+            debug_assert!(o.held.is_empty() && o.waiting.is_empty());
+        }
         self.sink.out.counters = self.table.counters();
         self.sink.out
     }
@@ -271,29 +389,24 @@ impl Worker {
 pub(crate) fn run(
     batches: Receiver<Batch>,
     recycle: Sender<Batch>,
-    records: Option<RecordQueue>,
-    format: Format,
-    flow_config: FlowConfig,
-    classify: ChainConfig,
+    mut worker: Worker,
     input_done: &Barrier,
 ) -> WorkerOutput {
     let mut arrival = Arrival {
         barrier: input_done,
         arrived: false,
     };
-    let mut worker = Worker::new(records, format, flow_config, classify);
     for mut batch in batches {
-        let Some(bytes) = batch.bytes.take() else {
-            continue;
-        };
-        worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);
+        if let Some(bytes) = batch.bytes.take() {
+            worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);
+        }
+        worker.reached(batch.upto, batch.clock_ns);
         batch.packets.clear();
         // The reader may have finished already; then the batch is dropped.
         let _ = recycle.send(batch);
     }
-    // A flow still open at the end may use a port that a control session
-    // on another worker announced: every worker reads all its packets, and
-    // so makes all its announcements, before any flow is closed.
+    // Every worker has read everything once all have arrived: the flows
+    // still waiting to ask can, and the rest of the records follow.
     arrival.wait();
     worker.finish()
 }

@@ -38,7 +38,7 @@ pub trait FieldSink {
 pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     let f = r.flow;
     let k = &f.key;
-    out.str("flow_id", format_id(f.id, &mut [0; 16]));
+    out.str("flow_id", format_id(f.id(), &mut [0; 16]));
     out.ip("src_ip", k.src_ip());
     out.u64("src_port", k.src_port as u64);
     out.ip("dst_ip", k.dst_ip());
@@ -297,6 +297,7 @@ pub(crate) fn sample_flow() -> Flow<FlowClass> {
             ts_ns: 0,
             wire_len: 0,
             decoded: &decoded,
+            order: 0,
         },
         0,
         FlowClass::default,

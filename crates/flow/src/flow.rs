@@ -54,6 +54,8 @@ pub struct PacketInfo<'a> {
     /// Frame length on the wire, link header included.
     pub wire_len: u32,
     pub decoded: &'a Decoded,
+    /// The packet's position in the input, as its reader numbers packets.
+    pub order: u64,
 }
 
 /// Sequence-space bookkeeping for one direction of a TCP flow: the next
@@ -186,9 +188,8 @@ pub struct Flow<X> {
     pub last_ns: u64,
     pub first_ns: u64,
     pub(crate) hash: u64,
-    /// Stable id, derived from the key and the first timestamp, so it does
-    /// not depend on the number of workers or the order of processing.
-    pub id: u64,
+    /// The input position of the flow's first packet (`PacketInfo::order`).
+    pub order: u64,
     /// Oriented key: `src` is the client (or the first sender).
     pub key: FlowKey,
     pub first_sizes: [u16; FIRST_PACKETS],
@@ -200,11 +201,18 @@ pub struct Flow<X> {
 }
 
 impl<X> Flow<X> {
-    pub(crate) fn new(key: FlowKey, hash: u64, ts_ns: u64, tunnel: TunnelKind, ext: X) -> Self {
-        let id = hash ^ ts_ns.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    /// Stable id, derived from the key and the first timestamp, so it does
+    /// not depend on the number of workers or the order of processing.
+    pub fn id(&self) -> u64 {
+        self.hash ^ self.first_ns.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+    }
+
+    pub(crate) fn new(key: FlowKey, hash: u64, packet: &PacketInfo, ext: X) -> Self {
+        let ts_ns = packet.ts_ns;
+        let tunnel = packet.decoded.tunnel;
         Flow {
             key,
-            id,
+            order: packet.order,
             hash,
             live: true,
             first_ns: ts_ns,

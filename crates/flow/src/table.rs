@@ -154,6 +154,12 @@ impl<X> FlowTable<X> {
         &mut self.slots[slot as usize]
     }
 
+    /// The flow in `slot`, if the slot holds one: a slot remembered from
+    /// earlier may have been freed since (or reused: compare the id).
+    pub fn live_flow_mut(&mut self, slot: u32) -> Option<&mut Flow<X>> {
+        self.slots.get_mut(slot as usize).filter(|f| f.live)
+    }
+
     /// Accounts one packet: finds or creates its flow (ending a flow whose
     /// time is up first), updates the flow's metrics and returns its slot
     /// and the packet's direction. Flows that end on the way are handed to
@@ -219,7 +225,7 @@ impl<X> FlowTable<X> {
         } else {
             (key, Direction::ClientToServer)
         };
-        let mut flow = Flow::new(oriented, hash, ts, packet.decoded.tunnel, ext);
+        let mut flow = Flow::new(oriented, hash, packet, ext);
         flow.update(dir, packet);
         if slot as usize == self.slots.len() {
             self.slots.push(flow);
@@ -339,11 +345,18 @@ impl<X> FlowTable<X> {
         }
     }
 
-    /// Ends every flow still held (end of input, or shutdown).
+    /// Ends every flow still held (end of input, or shutdown). A flow whose
+    /// time was already up ends for that reason, whether or not the sweep
+    /// had reached it: which slots a sweep has visited depends on how the
+    /// flows were spread over workers, and the records must not.
     pub fn flush(&mut self, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         for slot in 0..self.slots.len() {
             if self.slots[slot].live {
-                let reason = self.slots[slot].closing.unwrap_or(EndReason::EndOfInput);
+                let flow = &self.slots[slot];
+                let reason = self
+                    .expired(flow, self.now_ns)
+                    .or(flow.closing)
+                    .unwrap_or(EndReason::EndOfInput);
                 self.end(slot as u32, reason, on_end);
             }
         }
@@ -422,6 +435,7 @@ mod tests {
                     ts_ns: ts,
                     wire_len: 60 + d.payload_len as u32,
                     decoded: d,
+                    order: 0,
                 },
                 d.key.symmetric_hash(),
                 || (),
@@ -468,6 +482,7 @@ mod tests {
             ts_ns: S,
             wire_len: 60,
             decoded: &d,
+            order: 0,
         };
         let hash = d.key.symmetric_hash();
         let refused = run
@@ -543,6 +558,22 @@ mod tests {
         assert_eq!(run.ended, vec![(run.ended[0].0, EndReason::Fin, 5)]);
         run.flush();
         assert_eq!(run.ended[1].1, EndReason::EndOfInput);
+    }
+
+    #[test]
+    fn a_flow_whose_time_was_up_ends_idle_at_the_end_of_input_swept_or_not() {
+        let config = FlowConfig::default();
+        let mut run = Run::new(config);
+        for port in 0..100 {
+            run.feed(S, &packet_for_port(1000 + port));
+        }
+        // Its packet moves the clock past every other flow's idle timeout;
+        // the sweep step it triggers visits only some of their slots.
+        run.feed(S + config.tcp_idle_timeout_ns + 1, &packet_for_port(2000));
+        assert!(run.ended.len() < 100, "one step swept {} flows", run.ended.len());
+        run.flush();
+        let idle = run.ended.iter().filter(|e| e.1 == EndReason::Idle).count();
+        assert_eq!((idle, run.ended.len()), (100, 101));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The set of flow records does not depend on the number of workers.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -53,6 +55,45 @@ fn one_two_and_three_workers_write_identical_records() {
     assert!(sets[0].len() > 5_000, "only {} flows", sets[0].len());
     assert_eq!(sets[0], sets[1], "1 vs 2 workers");
     assert_eq!(sets[0], sets[2], "1 vs 3 workers");
+}
+
+/// Real traffic teaches across workers: a DNS answer names the service of
+/// a TLS flow on another worker, an FTP or SIP session announces the port
+/// of a flow that hashes elsewhere. And the captures, read one after the
+/// other, move the clock back and forth. None of it may depend on which
+/// worker happened to run ahead.
+#[test]
+fn every_ndpi_capture_read_at_once_gives_the_same_records_for_one_two_and_three_workers() {
+    let Some(pcaps) = common::ndpi_pcaps() else {
+        return;
+    };
+    let mut inputs: Vec<String> = std::fs::read_dir(&pcaps)
+        .unwrap()
+        .map(|e| e.unwrap().path().to_str().unwrap().to_string())
+        .collect();
+    inputs.sort();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sets = Vec::new();
+    for workers in ["1", "2", "3"] {
+        let out = tmp.path().join(format!("out{workers}"));
+        let mut args = vec!["analyze", "-o", out.to_str().unwrap(), "-q", "--workers", workers];
+        args.extend(inputs.iter().map(String::as_str));
+        // Some captures are broken on purpose: a partial result (status 3).
+        let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(&args)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(3), "{status}");
+        sets.push(records(&out));
+    }
+    let count = |what: &str| sets[0].iter().filter(|r| r.contains(what)).count();
+    assert!(count(r#""classifier":"dynamic-port""#) > 0, "no announced flow");
+    assert!(count(r#""end_reason":"idle""#) > 0, "no flow went idle");
+    for (i, set) in sets.iter().enumerate().skip(1) {
+        let differ: Vec<_> = sets[0].symmetric_difference(set).take(4).collect();
+        assert!(differ.is_empty(), "1 vs {} workers: {differ:#?}", i + 1);
+    }
 }
 
 #[test]

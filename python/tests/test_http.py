@@ -5,6 +5,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 import unittest
 from pathlib import Path
@@ -467,6 +468,53 @@ class RealTunnelTest(TempDirTestCase):
         self.assertEqual(sides[1], client[client.index(b"\r\n\r\n") + 4 :])
         self.assertEqual(sides[2], server[server.index(b"\r\n\r\n") + 4 :])
         self.assertEqual(sides[1][:1], b"\x16", "a TLS handshake record opens the inside")
+
+
+class LoopbackThroughSluiceTest(TempDirTestCase):
+    """With --linger, `sluice abstract -r` takes back what the HTTP analyzer
+    injects into its own loopback about a real CONNECT tunnel, and serves it
+    one hop further, classified as TLS, on DIR/tcp/tls."""
+
+    def test_a_tunnels_inside_comes_back_one_hop_further_on_the_tls_interface(self) -> None:
+        capture = NDPI_PCAPS / "http_connect.pcap"
+        for needed, what in ((capture, "the nDPI capture"), (SLUICE, "a release build of sluice")):
+            if not needed.exists():
+                self.skipTest(f"{needed} is absent: {what} is needed")
+        if subprocess.run(["tshark", "--version"], capture_output=True).returncode != 0:
+            self.skipTest("tshark is not installed")
+        taps = self.sock_path("t")
+        http, tls = os.path.join(taps, "tcp", "http"), os.path.join(taps, "tcp", "tls")
+        sluice = subprocess.Popen(
+            [str(SLUICE), "abstract", "-r", str(capture), "--dir", taps]
+            + ["--wait-for", "tcp/http,tcp/tls", "--linger", "2s"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + TIMEOUT
+        while not os.path.exists(tls) and time.monotonic() < deadline and sluice.poll() is None:
+            time.sleep(0.02)
+        tls_events: list = []
+        tls_reader = threading.Thread(target=lambda: tls_events.extend(connect(tls)))
+        tls_reader.start()
+        records: list[dict] = []
+        with Injector(os.path.join(taps, "loopback7")) as injector:
+            analyzer = HttpAnalyzer(records.append, injector)
+            for event in connect(http):
+                analyzer.feed(event)
+            analyzer.flush()
+        _, stderr = sluice.communicate(timeout=TIMEOUT)
+        tls_reader.join(TIMEOUT)
+        self.assertEqual(sluice.returncode, 0, stderr.decode())
+        self.assertEqual(summary(records), [("CONNECT", "apache.org:443", 200)])
+
+        # The capture's own TLS flow is there too, at hop 0.
+        self.assertEqual(sorted({e.hop for e in tls_events}), [0, 1])
+        inner = [e for e in tls_events if e.hop == 1]
+        self.assertEqual((inner[0].kind, inner[-1].kind), (CREATED, DESTROYED))
+        sides = {n: b"".join(e.data or b"" for e in inner if e.kind == DATA and e.from_ == n) for n in (1, 2)}
+        client, server = tshark_follow(capture, port=8080)
+        self.assertEqual(sides[1], client[client.index(b"\r\n\r\n") + 4 :])
+        self.assertEqual(sides[2], server[server.index(b"\r\n\r\n") + 4 :])
 
 
 def tshark_follow(capture: Path, port: int) -> tuple[bytes, bytes]:

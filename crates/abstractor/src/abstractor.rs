@@ -126,17 +126,22 @@ const POLL_EVERY: u32 = 1024;
 /// a million packets a second, to learn that no one had connected.
 const ACCEPT_EVERY: Duration = Duration::from_millis(10);
 
+/// How often the sockets are looked at while lingering, with no packets
+/// to pace the polls.
+const LINGER_POLL: Duration = Duration::from_millis(5);
+
 impl Abstractor {
     /// Creates the interfaces under `dir` and the loopback socket.
     pub fn new(config: Arc<Config>, settings: Settings, dir: &std::path::Path) -> Result<Abstractor, InterfaceError> {
         let interfaces = Interfaces::open(dir, &config.interfaces, settings.buffer_bytes, settings.delivery)?;
-        let loopback = Loopback::open(dir)?;
-        let chain = Chain::new(ChainConfig {
+        let chain_config = ChainConfig {
             rules: config.rules.clone(),
             // Routing needs the label, not real-time media detection.
             media: None,
             ..ChainConfig::default()
-        });
+        };
+        let loopback = Loopback::open(dir, Chain::new(chain_config.clone()))?;
+        let chain = Chain::new(chain_config);
         Ok(Abstractor {
             defrag: Defragmenter::new(settings.defrag),
             loopback,
@@ -246,6 +251,35 @@ impl Abstractor {
         );
         core.out.interfaces.flush();
         self.defrag.expire(core.table_now());
+    }
+
+    /// After the input: ends every captured flow (`end_of_input`), then
+    /// goes on serving what analyzers inject into the loopback until
+    /// nothing has come in for `quiet`, or `keep_going` says to stop. An
+    /// analyzer injects the inside of a tunnel as it reads the tunnel, and
+    /// ends it when the tunnel ends: for the last flows of a capture file,
+    /// that is after the input has run out.
+    pub fn linger(&mut self, quiet: Duration, keep_going: impl Fn() -> bool) {
+        self.poll_sockets(true);
+        let Core {
+            table,
+            memory,
+            out,
+            config,
+            ..
+        } = &mut self.core;
+        table.flush(&mut |flow, reason| end_flow(flow, reason, config, memory, out));
+        let mut seen = self.loopback.activity();
+        let mut since = Instant::now();
+        while keep_going() && since.elapsed() < quiet {
+            std::thread::sleep(LINGER_POLL);
+            self.poll();
+            let now = self.loopback.activity();
+            if now != seen {
+                seen = now;
+                since = Instant::now();
+            }
+        }
     }
 
     /// Ends every flow (`end_of_input`), delivers what is queued, and

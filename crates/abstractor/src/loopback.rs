@@ -12,7 +12,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use sluice_classify::{Classifier, FlowClass, Transport};
+use sluice_classify::{Chain, Classifier, FlowClass, Transport};
 
 use crate::config::Config;
 use crate::event::{L4, ParsedEvent, parse_header};
@@ -63,12 +63,15 @@ struct Injector {
 pub struct Loopback {
     path: PathBuf,
     listener: UnixListener,
+    /// The dissectors' view of injected streams, for the rules that name
+    /// an `app` (the built-in configuration's TLS, SMTP).
+    chain: Chain,
     injectors: Vec<Injector>,
     pub counters: LoopbackCounters,
 }
 
 impl Loopback {
-    pub fn open(dir: &Path) -> Result<Loopback, InterfaceError> {
+    pub fn open(dir: &Path, chain: Chain) -> Result<Loopback, InterfaceError> {
         let path = dir.join("loopback7");
         std::fs::create_dir_all(dir).map_err(|source| InterfaceError::Directory {
             path: dir.to_owned(),
@@ -76,6 +79,7 @@ impl Loopback {
         })?;
         Ok(Loopback {
             listener: listen(&path)?,
+            chain,
             path,
             injectors: Vec::new(),
             counters: LoopbackCounters::default(),
@@ -100,7 +104,11 @@ impl Loopback {
         while i < self.injectors.len() {
             let injector = &mut self.injectors[i];
             let open = injector.read();
-            let parsed = injector.parse(config, hop_limit, held_bytes, out, &mut self.counters);
+            let mut router = Router {
+                config,
+                chain: &mut self.chain,
+            };
+            let parsed = injector.parse(&mut router, hop_limit, held_bytes, out, &mut self.counters);
             if let Err(message) = &parsed {
                 eprintln!(
                     "sluice abstract: {}: {message}; closing that connection",
@@ -110,17 +118,26 @@ impl Loopback {
             }
             if !open || parsed.is_err() {
                 let mut gone = self.injectors.swap_remove(i);
-                gone.end_all(config, out);
+                gone.end_all(&mut router, out);
             } else {
                 i += 1;
             }
         }
     }
 
+    /// Changes whenever an injector connects or sends anything.
+    pub fn activity(&self) -> (u64, u64) {
+        (self.counters.connections, self.counters.bytes)
+    }
+
     /// Ends the injected flows of every connection.
     pub fn finish(&mut self, config: &Config, out: &mut Output) {
+        let mut router = Router {
+            config,
+            chain: &mut self.chain,
+        };
         for mut injector in self.injectors.drain(..) {
-            injector.end_all(config, out);
+            injector.end_all(&mut router, out);
         }
     }
 }
@@ -154,7 +171,7 @@ impl Injector {
     /// Acts on every complete event in the input.
     fn parse(
         &mut self,
-        config: &Config,
+        router: &mut Router,
         hop_limit: u8,
         held_bytes: usize,
         out: &mut Output,
@@ -230,12 +247,12 @@ impl Injector {
                             let side = &mut flow.heads[usize::from(from == crate::event::From::Server)];
                             let room = DEPTH.saturating_sub(side.len());
                             side.extend_from_slice(&body[..room.min(body.len())]);
-                            route_if_known(flow, config, held_bytes, out, false);
+                            route_if_known(flow, router, held_bytes, out, false);
                         }
                     }
                     ParsedEvent::Destroyed => {
                         let mut flow = self.flows.remove(&id).expect("the flow was just found");
-                        route_if_known(&mut flow, config, held_bytes, out, true);
+                        route_if_known(&mut flow, router, held_bytes, out, true);
                         flow.sink.destroyed(out, ts, "fin");
                     }
                     ParsedEvent::Created | ParsedEvent::Other => {}
@@ -248,23 +265,32 @@ impl Injector {
         result
     }
 
-    fn end_all(&mut self, config: &Config, out: &mut Output) {
+    fn end_all(&mut self, router: &mut Router, out: &mut Output) {
         let ts = now_ns();
         for (_, mut flow) in self.flows.drain() {
             if !flow.over_limit {
-                route_if_known(&mut flow, config, usize::MAX, out, true);
+                route_if_known(&mut flow, router, usize::MAX, out, true);
                 flow.sink.destroyed(out, ts, "end_of_input");
             }
         }
     }
 }
 
-/// Routes an injected flow once a rule's patterns match its first bytes,
-/// once those are spent, or when it ends.
-fn route_if_known(flow: &mut Injected, config: &Config, held_bytes: usize, out: &mut Output, ending: bool) {
+/// What routes an injected flow: the rules, and the dissectors for the
+/// rules that name an `app`.
+struct Router<'a> {
+    config: &'a Config,
+    chain: &'a mut Chain,
+}
+
+/// Routes an injected flow once a rule's patterns match its first bytes or
+/// a dissector names its protocol, once those bytes are spent, or when it
+/// ends.
+fn route_if_known(flow: &mut Injected, router: &mut Router, held_bytes: usize, out: &mut Output, ending: bool) {
     if flow.sink.route != Route::Pending {
         return;
     }
+    let config = router.config;
     let t = match flow.sink.l4 {
         Some(L4::Udp) => Transport::Udp,
         _ => Transport::Tcp,
@@ -280,14 +306,33 @@ fn route_if_known(flow: &mut Injected, config: &Config, held_bytes: usize, out: 
             flow.sink.server.1,
         )
         .and_then(|rule| rules.iter().position(|r| std::ptr::eq(r, rule)));
+    let (client_port, server_port) = (flow.sink.client.1, flow.sink.server.1);
+    // A dissector's label routes the flow only through a rule that names it
+    // (`app`); a label no rule names leaves the patterns to match once the
+    // other direction has spoken.
+    let dissected = match matched {
+        Some(_) => None,
+        None => router
+            .chain
+            .classify_stream(t, flow.sink.client, flow.sink.server, [&flow.heads[0], &flow.heads[1]])
+            .filter(|&label| {
+                config.app_rules.iter().any(|&r| {
+                    let rule = &rules[r as usize];
+                    rule.admits(t, client_port, server_port) && rule.matches_app(label)
+                })
+            }),
+    };
     let spent = flow.heads.iter().all(|h| h.len() >= DEPTH) || flow.sink.pending.len() > held_bytes;
-    if matched.is_none() && !spent && !ending {
+    if matched.is_none() && dissected.is_none() && !spent && !ending {
         return;
     }
     let mut class = FlowClass::default();
     if let Some(r) = matched {
         class.label = rules[r].label;
         class.classifier = Classifier::Rule;
+    } else if let Some(label) = dissected {
+        class.label = label;
+        class.classifier = Classifier::Dissector;
     }
     let hash = {
         use std::hash::{Hash, Hasher};

@@ -180,6 +180,68 @@ impl Chain {
         &self.config
     }
 
+    /// The dissectors' label for a stream that arrives whole rather than
+    /// as packets (a flow injected through the abstractor's L7 loopback):
+    /// the client's first bytes, then the server's, each seen as one
+    /// payload. `None` while no dissector has decided. What the dissectors
+    /// note or announce is dropped: an injected flow has no record and
+    /// teaches nothing about captured ones.
+    pub fn classify_stream(
+        &mut self,
+        transport: Transport,
+        client: (IpAddr, u16),
+        server: (IpAddr, u16),
+        heads: [&[u8]; 2],
+    ) -> Option<Label> {
+        let candidates = match transport {
+            Transport::Tcp => self.tcp,
+            Transport::Udp => self.udp,
+        };
+        let sides = [
+            (Side::Up, heads[0], 0),
+            (Side::Down, heads[1], u32::from(!heads[0].is_empty())),
+        ];
+        let mut found = None;
+        'dissectors: for (w, &word) in candidates.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let d = w * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
+                    let packet = Packet {
+                        transport,
+                        side,
+                        client: client.0,
+                        client_port: client.1,
+                        server: server.0,
+                        server_port: server.1,
+                        data,
+                        index: 0,
+                        other_index,
+                    };
+                    let mut ctx = Context {
+                        meta: &mut self.scratch,
+                        expect: &mut self.expect,
+                        resolved: &mut self.resolved,
+                    };
+                    match (self.dissectors[d].inspect)(&packet, &mut ctx) {
+                        Verdict::Yes(f) => {
+                            found = Some(found_label(f, &self.scratch));
+                            break 'dissectors;
+                        }
+                        Verdict::No => break,
+                        Verdict::Maybe => {}
+                    }
+                }
+                self.scratch = Metadata::default();
+            }
+        }
+        self.scratch = Metadata::default();
+        self.expect.clear();
+        self.resolved.clear();
+        found
+    }
+
     /// Called for every packet of a flow, after the flow table counted it;
     /// `payload` is the transport payload as captured, and `order` the
     /// packet's position in the input, which stamps what it teaches about
@@ -680,5 +742,31 @@ fn names_its_service(class: &FlowClass) -> bool {
         Classifier::Port | Classifier::DynamicPort => true,
         Classifier::Dissector | Classifier::Rule => matches!(class.label.master, "TLS" | "QUIC" | "DTLS"),
         Classifier::None | Classifier::Protocol | Classifier::Stats | Classifier::Behaviour => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_that_arrives_whole_is_labelled_by_the_dissectors() {
+        let mut chain = Chain::new(ChainConfig::default());
+        let client = (IpAddr::from([10, 0, 0, 1]), 40000);
+        let server = (IpAddr::from([10, 0, 0, 2]), 8080);
+        let request = b"GET /watch HTTP/1.1\r\nHost: www.youtube.com\r\nUser-Agent: t\r\n\r\n";
+        let response = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let label = chain
+            .classify_stream(Transport::Tcp, client, server, [request, response])
+            .unwrap();
+        assert_eq!((label.master, label.app), ("HTTP", Some("YouTube")));
+        let banner = b"SSH-2.0-OpenSSH_9.2\r\n";
+        let label = chain.classify_stream(Transport::Tcp, client, server, [b"", banner]);
+        assert_eq!(label.map(|l| l.master), Some("SSH"));
+        let noise = [0x5a_u8; 64];
+        assert_eq!(
+            chain.classify_stream(Transport::Tcp, client, server, [&noise, b""]),
+            None
+        );
     }
 }

@@ -47,6 +47,12 @@ pub struct AbstractArgs {
     /// cut off (and its losses counted).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     stall: Duration,
+    /// After the input (or the capture's stop), keep serving what analyzers
+    /// inject into DIR/loopback7 until nothing has come in for this long.
+    /// With -r, the inside of the last flows' tunnels is injected only once
+    /// those flows have ended, which is after the file has run out.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    linger: Option<Duration>,
     /// Injected (L7 loopback) flows whose hop count would pass this are
     /// dropped.
     #[arg(long, value_name = "N", default_value_t = 4)]
@@ -111,6 +117,9 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
         for path in &args.read {
             partial |= read_file(&mut abstractor, path, &stop)?;
         }
+    }
+    if let Some(quiet) = args.linger {
+        abstractor.linger(quiet, || !stop.load(Ordering::Relaxed));
     }
     let report = abstractor.finish(args.stall);
     if let Some(c) = &capture {

@@ -13,15 +13,19 @@
 //! bytes, so a batch job loses nothing, unless the consumer stops reading
 //! for longer than the stall timeout, which disconnects it.
 
-use std::io::{self, ErrorKind, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::io::{self, ErrorKind};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
 use crate::config::InterfaceSpec;
+use crate::writer::{self, Job, Shared};
 
 /// What to do when a consumer's buffer is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,47 +62,54 @@ pub struct InterfaceReport {
     pub counters: InterfaceCounters,
 }
 
-/// Queued bytes are written once a consumer has this many.
+/// Queued bytes go to the writer thread once a consumer has this many.
 const WRITE_AT: usize = 256 << 10;
+/// Emptied buffers kept for reuse: fresh memory is slow to fault in.
+const SPARE_BUFFERS: usize = 64;
 
 /// A consumer a flow was given to; events of that flow go there only.
 pub type ConsumerId = u64;
 
 struct Consumer {
     id: ConsumerId,
-    stream: UnixStream,
-    /// A write failed: the consumer left. Removed at the next flush.
-    broken: bool,
-    /// Events not yet written, from `sent` on.
+    /// Events not yet handed to the writer.
     out: Vec<u8>,
-    sent: usize,
+    shared: Arc<Shared>,
 }
 
 impl Consumer {
+    /// Bytes queued and not yet written.
     fn pending(&self) -> usize {
-        self.out.len() - self.sent
+        self.out.len() + self.shared.in_flight.load(Ordering::Acquire)
     }
 
-    /// Writes what the socket takes without blocking. `Err` means the
-    /// consumer is gone.
-    fn flush(&mut self) -> io::Result<()> {
-        while self.sent < self.out.len() {
-            match self.stream.write(&self.out[self.sent..]) {
-                Ok(0) => return Err(ErrorKind::WriteZero.into()),
-                Ok(n) => self.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+    /// The writer found it gone, or cut it off for not reading.
+    fn broken(&self) -> bool {
+        self.shared.broken.load(Ordering::Acquire)
+    }
+}
+
+/// Capture's end of the writer thread.
+struct ToWriter {
+    jobs: Sender<Job>,
+    spare: Receiver<Vec<u8>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ToWriter {
+    /// Hands what the consumer has queued to the writer.
+    fn hand(&self, c: &mut Consumer) {
+        if c.out.is_empty() {
+            return;
         }
-        if self.sent == self.out.len() {
-            self.out.clear();
-            self.sent = 0;
-        } else if self.sent > self.out.len() / 2 {
-            self.out.drain(..self.sent);
-            self.sent = 0;
-        }
-        Ok(())
+        let fresh = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(2 * WRITE_AT));
+        let full = std::mem::replace(&mut c.out, fresh);
+        c.shared.in_flight.fetch_add(full.len(), Ordering::Release);
+        // The writer goes away only by panicking, which the join reports.
+        let _ = self.jobs.send(Job::Write(c.id, full));
     }
 }
 
@@ -141,6 +152,7 @@ pub struct Interfaces {
     buffer_bytes: usize,
     delivery: Delivery,
     next_id: ConsumerId,
+    writer: ToWriter,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -216,11 +228,26 @@ impl Interfaces {
                 counters: InterfaceCounters::default(),
             });
         }
+        let (jobs, todo) = mpsc::channel();
+        let (recycle, spare) = mpsc::sync_channel(SPARE_BUFFERS);
+        let stall = match delivery {
+            Delivery::Wait(stall) => Some(stall),
+            Delivery::Drop => None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("sluice-writer".into())
+            .spawn(move || writer::run(todo, recycle, stall))
+            .expect("spawning the socket writer");
         Ok(Interfaces {
             list,
             buffer_bytes,
             delivery,
             next_id: 1,
+            writer: ToWriter {
+                jobs,
+                spare,
+                thread: Some(thread),
+            },
         })
     }
 
@@ -235,12 +262,12 @@ impl Interfaces {
                         }
                         widen_send_buffer(&stream);
                         iface.counters.connections += 1;
+                        let shared = Arc::new(Shared::default());
+                        let _ = self.writer.jobs.send(Job::Attach(self.next_id, stream, shared.clone()));
                         iface.consumers.push(Consumer {
                             id: self.next_id,
-                            stream,
-                            broken: false,
                             out: Vec::new(),
-                            sent: 0,
+                            shared,
                         });
                         self.next_id += 1;
                     }
@@ -302,24 +329,27 @@ impl Interfaces {
     fn queue(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: &[u8], events: u64) -> bool {
         let len = header.len() + body.len();
         let limit = self.buffer_bytes;
-        let full = |s: &Interfaces| {
-            s.list[iface as usize]
-                .consumers
-                .iter()
-                .find(|c| c.id == consumer)
-                .is_some_and(|c| !c.broken && c.pending() + len > limit)
-        };
-        if full(self) {
-            match self.delivery {
-                Delivery::Drop => {
-                    if let Some(c) = self.consumer(iface, consumer) {
-                        c.broken |= c.flush().is_err();
-                    }
-                }
-                Delivery::Wait(stall) => self.write_until(stall, |s| !full(s)),
+        let full = self.list[iface as usize]
+            .consumers
+            .iter()
+            .any(|c| c.id == consumer && c.pending() + len > limit);
+        if full {
+            // Everything queued goes to the writer, for every consumer: one
+            // that is behind must not leave the others idle while capture
+            // waits for it.
+            for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
+                self.writer.hand(c);
             }
-            // Only a write can find a consumer gone: not worth a look at
-            // every consumer on every event otherwise.
+            if let Delivery::Wait(stall) = self.delivery
+                && let Some(c) = self.list[iface as usize].consumers.iter().find(|c| c.id == consumer)
+            {
+                wait_for_room(c, len, limit, stall);
+            }
+        }
+        let i = &mut self.list[iface as usize];
+        // Only the writer finds a consumer gone: not worth a look at every
+        // consumer on every event otherwise.
+        if i.consumers.iter().any(|c| c.id == consumer && c.broken()) {
             self.forget_broken();
         }
         let i = &mut self.list[iface as usize];
@@ -338,69 +368,26 @@ impl Interfaces {
         i.counters.events += events;
         i.counters.bytes += len as u64;
         // Large writes, but not so late that the consumer idles.
-        if c.pending() >= WRITE_AT {
-            c.broken |= c.flush().is_err();
-            if c.broken {
-                self.forget_broken();
-            }
+        if c.out.len() >= WRITE_AT {
+            self.writer.hand(c);
         }
         true
     }
 
-    fn consumer(&mut self, iface: u16, consumer: ConsumerId) -> Option<&mut Consumer> {
-        self.list[iface as usize]
-            .consumers
-            .iter_mut()
-            .find(|c| c.id == consumer)
-    }
-
-    /// Drops the consumers a write found gone, counting them.
+    /// Drops the consumers the writer found gone, counting them.
     fn forget_broken(&mut self) {
         for iface in &mut self.list {
             let before = iface.consumers.len();
-            iface.consumers.retain(|c| !c.broken);
+            iface.consumers.retain(|c| !c.broken());
             iface.counters.disconnects += (before - iface.consumers.len()) as u64;
         }
     }
 
-    /// Writes to every consumer that can take bytes until `done` holds, or
-    /// until no consumer has taken anything for `stall`. It waits on all
-    /// of them at once (poll), not on the one it needs room in, so that a
-    /// consumer that is behind never leaves the others idle.
-    fn write_until(&mut self, stall: Duration, mut done: impl FnMut(&Interfaces) -> bool) {
-        let mut deadline = Instant::now() + stall;
-        let mut waiting = Vec::new();
-        loop {
-            let mut wrote = false;
-            waiting.clear();
-            for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
-                if c.broken || c.pending() == 0 {
-                    continue;
-                }
-                let before = c.pending();
-                c.broken |= c.flush().is_err();
-                wrote |= c.pending() < before;
-                if !c.broken && c.pending() > 0 {
-                    waiting.push(c.stream.as_raw_fd());
-                }
-            }
-            if done(self) || waiting.is_empty() {
-                return;
-            }
-            let now = Instant::now();
-            if wrote {
-                deadline = now + stall;
-            } else if now >= deadline {
-                return;
-            }
-            wait_writable(&waiting, deadline - now);
-        }
-    }
-
-    /// Writes what the consumers take now; forgets those that left.
+    /// Hands what the consumers have queued to the writer; forgets those
+    /// that left.
     pub fn flush(&mut self) {
         for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
-            c.broken |= c.flush().is_err();
+            self.writer.hand(c);
         }
         self.forget_broken();
     }
@@ -409,15 +396,16 @@ impl Interfaces {
     /// `stall` without progress, then hangs up, so that consumers see the
     /// end. Consumers left with bytes unwritten count as disconnects.
     pub fn finish(&mut self, stall: Duration) {
-        self.write_until(stall, |s| {
-            s.list
-                .iter()
-                .flat_map(|i| i.consumers.iter())
-                .all(|c| c.broken || c.pending() == 0)
-        });
+        for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
+            self.writer.hand(c);
+        }
+        let _ = self.writer.jobs.send(Job::Finish(stall));
+        if let Some(thread) = self.writer.thread.take() {
+            thread.join().expect("the socket writer panicked");
+        }
         for iface in &mut self.list {
             for c in iface.consumers.drain(..) {
-                if c.broken || c.pending() > 0 {
+                if c.broken() {
                     iface.counters.disconnects += 1;
                 }
             }
@@ -441,23 +429,14 @@ impl Interfaces {
     }
 }
 
-/// Sleeps until one of `fds` can be written to, or `timeout` passes.
-#[allow(unsafe_code)]
-fn wait_writable(fds: &[RawFd], timeout: Duration) {
-    let mut polled: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLOUT,
-            revents: 0,
-        })
-        .collect();
-    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: `polled` is a live, exclusively borrowed array of `len`
-    // pollfd structures for the whole call, as poll(2) requires; the
-    // descriptors belong to streams that outlive the call.
-    unsafe {
-        libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms);
+/// Waits until the consumer has room for `len` more bytes or is gone: the
+/// writer cuts it off once it has taken nothing for `stall`. The writer
+/// keeps writing to every consumer meanwhile, not only to this one.
+fn wait_for_room(c: &Consumer, len: usize, limit: usize, stall: Duration) {
+    // Only if the writer itself were stuck would this be reached.
+    let give_up = Instant::now() + 2 * stall + Duration::from_secs(1);
+    while !c.broken() && c.pending() + len > limit && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
@@ -550,29 +529,28 @@ mod tests {
         let mut ifaces = Interfaces::open(dir.path(), &two, limit, Delivery::Wait(Duration::from_millis(300))).unwrap();
         let _stuck = UnixStream::connect(dir.path().join("tcp/x0")).unwrap();
         let mut reading = UnixStream::connect(dir.path().join("tcp/x1")).unwrap();
+        let chunk = vec![1u8; 64 << 10];
+        let expected = 3 * chunk.len();
         let reader = std::thread::spawn(move || {
-            let mut got = Vec::new();
-            reading.read_to_end(&mut got).unwrap();
-            got.len()
+            let mut got = vec![0; expected];
+            reading.read_exact(&mut got).map(|_| got.len())
         });
         ifaces.accept();
         let (stuck, fast) = (ifaces.assign(0).unwrap(), ifaces.assign(1).unwrap());
-        let chunk = vec![1u8; 64 << 10];
-        // Fill the stuck consumer's queue (and its socket), and queue for
-        // the other less than a write's worth, which waits in the queue.
-        while ifaces.send(0, stuck, b"", &chunk) {}
+        // Less than a write's worth for the reading consumer, which waits
+        // in its queue; then more than the stuck one will ever take.
         for _ in 0..3 {
             assert!(ifaces.send(1, fast, b"", &chunk));
         }
         let started = Instant::now();
-        assert!(
-            !ifaces.send(0, stuck, b"", &chunk),
-            "the stuck consumer never makes room"
-        );
+        while ifaces.send(0, stuck, b"", &chunk) {}
         assert!(started.elapsed() >= Duration::from_millis(300));
-        // While it waited, the reading consumer got everything queued for it.
-        ifaces.list[0].consumers.clear();
-        ifaces.list[1].consumers.clear();
-        assert_eq!(reader.join().unwrap(), 3 * chunk.len());
+        // While capture waited, the reading consumer got all that was
+        // queued for it; the stuck one was cut off for taking nothing.
+        assert_eq!(reader.join().unwrap().unwrap(), expected);
+        let r = &ifaces.report()[0];
+        assert_eq!((r.consumers, r.counters.disconnects), (0, 1));
+        assert!(r.counters.dropped_events > 0);
+        ifaces.finish(Duration::from_millis(100));
     }
 }

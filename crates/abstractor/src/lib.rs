@@ -12,6 +12,7 @@ pub mod event;
 pub mod interfaces;
 mod loopback;
 mod streams;
+mod writer;
 
 pub use abstractor::{Abstractor, PacketCounters, Report, Settings};
 pub use config::{Config, ConfigError};

@@ -1,0 +1,196 @@
+//! The thread that writes the interfaces' queued events into the
+//! consumers' sockets.
+//!
+//! Copying the bytes into a UNIX socket is the kernel's work, on the
+//! writing thread: it was nearly half the abstractor's time with SF-TAP's
+//! workload. Here it runs beside capture, which hands over whole buffers
+//! (`interfaces.rs`) and gets them back empty.
+//!
+//! One thread writes to every consumer, without blocking on any: a
+//! consumer that is behind must not leave the others idle. What a consumer
+//! has not taken yet is accounted in its [`Shared`] state, which capture
+//! reads to apply the buffer limit.
+
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::time::{Duration, Instant};
+
+use crate::interfaces::ConsumerId;
+
+/// What capture and the writer both know of a consumer.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Bytes handed to the writer and not yet written.
+    pub in_flight: AtomicUsize,
+    /// The consumer left, or was cut off for taking nothing for the stall
+    /// time: the writer threw its bytes away, and capture forgets it.
+    pub broken: AtomicBool,
+}
+
+pub(crate) enum Job {
+    Attach(ConsumerId, UnixStream, Arc<Shared>),
+    Write(ConsumerId, Vec<u8>),
+    /// Write what is left, waiting up to this long without progress (then
+    /// cutting the consumer off), and hang up on every consumer.
+    Finish(Duration),
+}
+
+struct Consumer {
+    id: ConsumerId,
+    stream: UnixStream,
+    shared: Arc<Shared>,
+    queue: VecDeque<Vec<u8>>,
+    /// Bytes of the front buffer already written.
+    written: usize,
+    /// When it last took a byte, or got some to take after having none.
+    progress: Instant,
+}
+
+impl Consumer {
+    fn pending(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Writes what the socket takes without blocking. `Err` means the
+    /// consumer is gone.
+    fn write(&mut self, recycle: &SyncSender<Vec<u8>>) -> io::Result<bool> {
+        let mut wrote = false;
+        while let Some(front) = self.queue.front() {
+            match self.stream.write(&front[self.written..]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    wrote = true;
+                    self.written += n;
+                    self.shared.in_flight.fetch_sub(n, Ordering::Release);
+                    if self.written == front.len() {
+                        let mut done = self.queue.pop_front().expect("the front buffer");
+                        self.written = 0;
+                        done.clear();
+                        // Back to capture for reuse; dropped when it has enough.
+                        let _ = recycle.try_send(done);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if wrote {
+            self.progress = Instant::now();
+        }
+        Ok(wrote)
+    }
+
+    /// Throws the queue away: the consumer will not take it.
+    fn cut_off(&mut self) {
+        self.shared.broken.store(true, Ordering::Release);
+        let left: usize = self.queue.iter().map(Vec::len).sum::<usize>() - self.written;
+        self.queue.clear();
+        self.written = 0;
+        self.shared.in_flight.fetch_sub(left, Ordering::Release);
+    }
+}
+
+/// The writer thread's loop. With `stall`, a consumer with bytes pending
+/// that takes none for that long is cut off (capture files, for which
+/// capture waits on consumers rather than drop).
+pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Option<Duration>) {
+    let mut consumers: Vec<Consumer> = Vec::new();
+    let mut stall = stall;
+    let mut finishing = false;
+    let mut fds: Vec<RawFd> = Vec::new();
+    loop {
+        let any_pending = consumers.iter().any(Consumer::pending);
+        if finishing && !any_pending {
+            break;
+        }
+        // Nothing to write: sleep until capture hands something over.
+        let first = if any_pending || finishing {
+            match jobs.try_recv() {
+                Ok(job) => Some(job),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) if finishing => None,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        } else {
+            match jobs.recv_timeout(Duration::from_millis(100)) {
+                Ok(job) => Some(job),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        };
+        for job in first.into_iter().chain(std::iter::from_fn(|| jobs.try_recv().ok())) {
+            match job {
+                Job::Attach(id, stream, shared) => consumers.push(Consumer {
+                    id,
+                    stream,
+                    shared,
+                    queue: VecDeque::new(),
+                    written: 0,
+                    progress: Instant::now(),
+                }),
+                Job::Write(id, bytes) => match consumers.iter_mut().find(|c| c.id == id) {
+                    Some(c) => {
+                        if !c.pending() {
+                            c.progress = Instant::now();
+                        }
+                        c.queue.push_back(bytes);
+                    }
+                    None => unreachable!("capture writes only to consumers it attached"),
+                },
+                Job::Finish(patience) => {
+                    finishing = true;
+                    stall = Some(patience);
+                }
+            }
+        }
+        let mut wrote = false;
+        let now = Instant::now();
+        fds.clear();
+        for c in &mut consumers {
+            if !c.pending() {
+                continue;
+            }
+            match c.write(&recycle) {
+                Ok(w) => wrote |= w,
+                Err(_) => c.cut_off(),
+            }
+            if c.pending() && stall.is_some_and(|stall| now.duration_since(c.progress) >= stall) {
+                c.cut_off();
+            }
+            if c.pending() {
+                fds.push(c.stream.as_raw_fd());
+            }
+        }
+        consumers.retain(|c| !c.shared.broken.load(Ordering::Relaxed));
+        if !wrote && !fds.is_empty() {
+            wait_writable(&fds, Duration::from_millis(1));
+        }
+    }
+    // Consumers see the end of the stream as their sockets close here.
+}
+
+/// Sleeps until one of `fds` can be written to, or `timeout` passes.
+#[allow(unsafe_code)]
+fn wait_writable(fds: &[RawFd], timeout: Duration) {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: `polled` is a live, exclusively borrowed array of `len`
+    // pollfd structures for the whole call, as poll(2) requires; the
+    // descriptors belong to streams that outlive the call.
+    unsafe {
+        libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, ms);
+    }
+}

@@ -32,12 +32,9 @@
 # (RssAnon, sampled every 50 ms) is its own memory.
 set -euo pipefail
 
-usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ $# -eq 0 ] || usage
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(dirname "$HERE")
-SLUICE=${SLUICE:-$REPO_ROOT/target/release/sluice}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-abstract}
 CONNECTIONS=${CONNECTIONS:-1000000}
 HTTP_CONNECTIONS=${HTTP_CONNECTIONS:-100000}
@@ -50,8 +47,6 @@ SEED=${SEED:-1}
 PACKETS_PER_CONNECTION=8
 PAYLOAD=1400
 
-log() { echo "abstract.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 for n in "$CONNECTIONS" "$HTTP_CONNECTIONS" "$RUNS" "$SLOW_RUNS"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] ||

@@ -25,18 +25,13 @@
 # asked, and connections/s is what was actually sent and delivered.
 set -euo pipefail
 
-usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ $# -eq 0 ] || usage
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(dirname "$HERE")
-SLUICE=${SLUICE:-$REPO_ROOT/target/release/sluice}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-abstract}
 RATES=${RATES:-100000 200000 400000 600000 800000}
 SECONDS_EACH=${SECONDS_EACH:-4}
 
-log() { echo "abstract_live.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (it creates network namespaces)"
 [ -x "$SLUICE" ] || die "no Sluice binary at $SLUICE; build it first: cargo build --release"
 

@@ -33,12 +33,9 @@
 #   KEEP_BIG     1 keeps BIG.pcap for a later run                   [0]
 set -euo pipefail
 
-usage() { sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 [ $# -eq 0 ] || usage
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(dirname "$HERE")
-SLUICE=${SLUICE:-$REPO_ROOT/target/release/sluice}
 BENCH_DIR=${BENCH_DIR:-/tmp/sluice-bench-record}
 PACKETS=${PACKETS:-5000000}
 RUNS=${RUNS:-5}
@@ -46,10 +43,8 @@ TOOLS=${TOOLS:-dd sluice tcpdump}
 SLUICE_ARGS=${SLUICE_ARGS:-}
 KEEP_BIG=${KEEP_BIG:-0}
 
-log() { echo "record_disk.sh: $*" >&2; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
-die() { log "$*"; exit 1; }
 
 for n in "$PACKETS" "$RUNS"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] || die "PACKETS and RUNS must be positive integers (got '$n')"

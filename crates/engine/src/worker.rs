@@ -336,6 +336,10 @@ impl Worker {
     /// ended meanwhile are written.
     fn ask_before(&mut self, order: u64) {
         let Worker { table, sink, .. } = self;
+        // Everything taught before `order` is in the tables by now: if they
+        // are empty, no flow waiting has anything to be told, and its slot,
+        // most likely out of cache, need not be looked at.
+        let nothing_taught = sink.expectations.announced() == 0 && sink.names.learned() == 0;
         loop {
             let Asking::InOrder(o) = &mut sink.asking else {
                 return;
@@ -348,6 +352,9 @@ impl Worker {
                 return;
             };
             o.waiting.pop_front();
+            if nothing_taught && o.held.is_empty() {
+                continue;
+            }
             if let Some(flow) = table.live_flow_mut(slot).filter(|f| f.order == first) {
                 if let Some(told) = prior(flow, first, &sink.expectations, &sink.names) {
                     o.told.insert(first, told);

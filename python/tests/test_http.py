@@ -432,12 +432,7 @@ class RealTunnelTest(TempDirTestCase):
     reassembles it past the CONNECT request and its answer."""
 
     def test_inside_of_a_real_connect_tunnel_is_injected_whole(self) -> None:
-        capture = NDPI_PCAPS / "http_connect.pcap"
-        for needed, what in ((capture, "the nDPI capture"), (SLUICE, "a release build of sluice")):
-            if not needed.exists():
-                self.skipTest(f"{needed} is absent: {what} is needed")
-        if subprocess.run(["tshark", "--version"], capture_output=True).returncode != 0:
-            self.skipTest("tshark is not installed")
+        capture = http_connect_capture(self)
         taps = self.sock_path("t")
         recorder = Recorder(self.sock_path("loopback7"))
         sluice = subprocess.Popen(
@@ -476,12 +471,7 @@ class LoopbackThroughSluiceTest(TempDirTestCase):
     one hop further, classified as TLS, on DIR/tcp/tls."""
 
     def test_a_tunnels_inside_comes_back_one_hop_further_on_the_tls_interface(self) -> None:
-        capture = NDPI_PCAPS / "http_connect.pcap"
-        for needed, what in ((capture, "the nDPI capture"), (SLUICE, "a release build of sluice")):
-            if not needed.exists():
-                self.skipTest(f"{needed} is absent: {what} is needed")
-        if subprocess.run(["tshark", "--version"], capture_output=True).returncode != 0:
-            self.skipTest("tshark is not installed")
+        capture = http_connect_capture(self)
         taps = self.sock_path("t")
         http, tls = os.path.join(taps, "tcp", "http"), os.path.join(taps, "tcp", "tls")
         sluice = subprocess.Popen(
@@ -515,6 +505,18 @@ class LoopbackThroughSluiceTest(TempDirTestCase):
         client, server = tshark_follow(capture, port=8080)
         self.assertEqual(sides[1], client[client.index(b"\r\n\r\n") + 4 :])
         self.assertEqual(sides[2], server[server.index(b"\r\n\r\n") + 4 :])
+
+
+def http_connect_capture(test: unittest.TestCase) -> Path:
+    """nDPI's capture of a CONNECT tunnel; skips the test without it, without
+    a release build of sluice, or without tshark to check against."""
+    capture = NDPI_PCAPS / "http_connect.pcap"
+    for needed, what in ((capture, "the nDPI capture"), (SLUICE, "a release build of sluice")):
+        if not needed.exists():
+            test.skipTest(f"{needed} is absent: {what} is needed")
+    if subprocess.run(["tshark", "--version"], capture_output=True).returncode != 0:
+        test.skipTest("tshark is not installed")
+    return capture
 
 
 def tshark_follow(capture: Path, port: int) -> tuple[bytes, bytes]:

@@ -208,17 +208,7 @@ impl Chain {
                 let d = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
-                    let packet = Packet {
-                        transport,
-                        side,
-                        client: client.0,
-                        client_port: client.1,
-                        server: server.0,
-                        server_port: server.1,
-                        data,
-                        index: 0,
-                        other_index,
-                    };
+                    let packet = view(transport, side, (client, server), data, (0, other_index));
                     let mut ctx = Context {
                         meta: &mut self.scratch,
                         expect: &mut self.expect,
@@ -460,17 +450,7 @@ impl Chain {
             }
         }
 
-        let packet = Packet {
-            transport,
-            side,
-            client: client.0,
-            client_port: client.1,
-            server: server.0,
-            server_port: server.1,
-            data,
-            index,
-            other_index,
-        };
+        let packet = view(transport, side, (client, server), data, (index, other_index));
         let mut next = Next::Continue;
         if let Some(d) = *refining {
             let meta = class.meta.get_or_insert_with(Default::default);
@@ -548,6 +528,29 @@ impl Chain {
             self.resolved.clear();
         }
         next
+    }
+}
+
+/// One direction of a flow as the dissectors see it: `data` from the
+/// direction's first byte, `index` and `other_index` its and the other
+/// direction's payload packets before it.
+fn view(
+    transport: Transport,
+    side: Side,
+    (client, server): ((IpAddr, u16), (IpAddr, u16)),
+    data: &[u8],
+    (index, other_index): (u32, u32),
+) -> Packet<'_> {
+    Packet {
+        transport,
+        side,
+        client: client.0,
+        client_port: client.1,
+        server: server.0,
+        server_port: server.1,
+        data,
+        index,
+        other_index,
     }
 }
 

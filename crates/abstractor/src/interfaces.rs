@@ -43,6 +43,8 @@ pub struct InterfaceCounters {
     pub flows: u64,
     /// Flows routed here while no consumer was connected: not delivered.
     pub flows_without_consumer: u64,
+    /// Events queued for consumers, less those lost with a consumer that
+    /// left or was cut off (which count as dropped).
     pub events: u64,
     pub bytes: u64,
     /// Events (with their bodies) a full buffer or a lost consumer dropped.
@@ -72,8 +74,9 @@ pub type ConsumerId = u64;
 
 struct Consumer {
     id: ConsumerId,
-    /// Events not yet handed to the writer.
+    /// Events not yet handed to the writer, and how many.
     out: Vec<u8>,
+    out_events: u64,
     shared: Arc<Shared>,
 }
 
@@ -107,9 +110,10 @@ impl ToWriter {
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(2 * WRITE_AT));
         let full = std::mem::replace(&mut c.out, fresh);
+        let events = std::mem::take(&mut c.out_events);
         c.shared.in_flight.fetch_add(full.len(), Ordering::Release);
         // The writer goes away only by panicking, which the join reports.
-        let _ = self.jobs.send(Job::Write(c.id, full));
+        let _ = self.jobs.send(Job::Write(c.id, full, events));
     }
 }
 
@@ -267,6 +271,7 @@ impl Interfaces {
                         iface.consumers.push(Consumer {
                             id: self.next_id,
                             out: Vec::new(),
+                            out_events: 0,
                             shared,
                         });
                         self.next_id += 1;
@@ -365,6 +370,7 @@ impl Interfaces {
         }
         c.out.extend_from_slice(header);
         c.out.extend_from_slice(body);
+        c.out_events += events;
         i.counters.events += events;
         i.counters.bytes += len as u64;
         // Large writes, but not so late that the consumer idles.
@@ -374,12 +380,17 @@ impl Interfaces {
         true
     }
 
-    /// Drops the consumers the writer found gone, counting them.
+    /// Drops the consumers the writer found gone, counting them and what
+    /// they did not take.
     fn forget_broken(&mut self) {
         for iface in &mut self.list {
-            let before = iface.consumers.len();
-            iface.consumers.retain(|c| !c.broken());
-            iface.counters.disconnects += (before - iface.consumers.len()) as u64;
+            let counters = &mut iface.counters;
+            iface.consumers.retain(|c| {
+                if c.broken() {
+                    count_lost(counters, c);
+                }
+                !c.broken()
+            });
         }
     }
 
@@ -406,7 +417,7 @@ impl Interfaces {
         for iface in &mut self.list {
             for c in iface.consumers.drain(..) {
                 if c.broken() {
-                    iface.counters.disconnects += 1;
+                    count_lost(&mut iface.counters, &c);
                 }
             }
         }
@@ -427,6 +438,18 @@ impl Interfaces {
             })
             .collect()
     }
+}
+
+/// A consumer gone: a disconnect, and the events it had not taken move
+/// from the delivered counts to the dropped ones.
+fn count_lost(counters: &mut InterfaceCounters, c: &Consumer) {
+    counters.disconnects += 1;
+    let events = c.out_events + c.shared.lost_events.load(Ordering::Acquire);
+    let bytes = c.out.len() as u64 + c.shared.lost_bytes.load(Ordering::Acquire);
+    counters.events = counters.events.saturating_sub(events);
+    counters.bytes = counters.bytes.saturating_sub(bytes);
+    counters.dropped_events += events;
+    counters.dropped_bytes += bytes;
 }
 
 /// Waits until the consumer has room for `len` more bytes or is gone: the
@@ -543,14 +566,24 @@ mod tests {
             assert!(ifaces.send(1, fast, b"", &chunk));
         }
         let started = Instant::now();
-        while ifaces.send(0, stuck, b"", &chunk) {}
+        let mut offered = 1;
+        while ifaces.send(0, stuck, b"", &chunk) {
+            offered += 1;
+        }
         assert!(started.elapsed() >= Duration::from_millis(300));
         // While capture waited, the reading consumer got all that was
         // queued for it; the stuck one was cut off for taking nothing.
         assert_eq!(reader.join().unwrap().unwrap(), expected);
         let r = &ifaces.report()[0];
         assert_eq!((r.consumers, r.counters.disconnects), (0, 1));
-        assert!(r.counters.dropped_events > 0);
+        // What the socket took before it filled counts as delivered; the
+        // rest, queued or refused, as dropped.
+        assert!(r.counters.dropped_events > 1);
+        assert_eq!(r.counters.events + r.counters.dropped_events, offered);
+        assert_eq!(
+            r.counters.bytes + r.counters.dropped_bytes,
+            offered * chunk.len() as u64
+        );
         ifaces.finish(Duration::from_millis(100));
     }
 }

@@ -16,7 +16,7 @@ use std::io::{self, ErrorKind, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -30,11 +30,17 @@ pub(crate) struct Shared {
     /// The consumer left, or was cut off for taking nothing for the stall
     /// time: the writer threw its bytes away, and capture forgets it.
     pub broken: AtomicBool,
+    /// What the writer threw away then: the events of every buffer not
+    /// wholly written (a buffer cut in the middle counts whole), and the
+    /// bytes not written.
+    pub lost_events: AtomicU64,
+    pub lost_bytes: AtomicU64,
 }
 
 pub(crate) enum Job {
     Attach(ConsumerId, UnixStream, Arc<Shared>),
-    Write(ConsumerId, Vec<u8>),
+    /// A buffer, and how many events it holds.
+    Write(ConsumerId, Vec<u8>, u64),
     /// Write what is left, waiting up to this long without progress (then
     /// cutting the consumer off), and hang up on every consumer.
     Finish(Duration),
@@ -44,7 +50,7 @@ struct Consumer {
     id: ConsumerId,
     stream: UnixStream,
     shared: Arc<Shared>,
-    queue: VecDeque<Vec<u8>>,
+    queue: VecDeque<(Vec<u8>, u64)>,
     /// Bytes of the front buffer already written.
     written: usize,
     /// When it last took a byte, or got some to take after having none.
@@ -60,7 +66,7 @@ impl Consumer {
     /// consumer is gone.
     fn write(&mut self, recycle: &SyncSender<Vec<u8>>) -> io::Result<bool> {
         let mut wrote = false;
-        while let Some(front) = self.queue.front() {
+        while let Some((front, _)) = self.queue.front() {
             match self.stream.write(&front[self.written..]) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(n) => {
@@ -68,7 +74,7 @@ impl Consumer {
                     self.written += n;
                     self.shared.in_flight.fetch_sub(n, Ordering::Release);
                     if self.written == front.len() {
-                        let mut done = self.queue.pop_front().expect("the front buffer");
+                        let (mut done, _) = self.queue.pop_front().expect("the front buffer");
                         self.written = 0;
                         done.clear();
                         // Back to capture for reuse; dropped when it has enough.
@@ -88,11 +94,14 @@ impl Consumer {
 
     /// Throws the queue away: the consumer will not take it.
     fn cut_off(&mut self) {
-        self.shared.broken.store(true, Ordering::Release);
-        let left: usize = self.queue.iter().map(Vec::len).sum::<usize>() - self.written;
+        let left: usize = self.queue.iter().map(|(b, _)| b.len()).sum::<usize>() - self.written;
+        let events: u64 = self.queue.iter().map(|(_, n)| n).sum();
         self.queue.clear();
         self.written = 0;
+        self.shared.lost_events.fetch_add(events, Ordering::Relaxed);
+        self.shared.lost_bytes.fetch_add(left as u64, Ordering::Relaxed);
         self.shared.in_flight.fetch_sub(left, Ordering::Release);
+        self.shared.broken.store(true, Ordering::Release);
     }
 }
 
@@ -134,12 +143,12 @@ pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Opti
                     written: 0,
                     progress: Instant::now(),
                 }),
-                Job::Write(id, bytes) => match consumers.iter_mut().find(|c| c.id == id) {
+                Job::Write(id, bytes, events) => match consumers.iter_mut().find(|c| c.id == id) {
                     Some(c) => {
                         if !c.pending() {
                             c.progress = Instant::now();
                         }
-                        c.queue.push_back(bytes);
+                        c.queue.push_back((bytes, events));
                     }
                     None => unreachable!("capture writes only to consumers it attached"),
                 },

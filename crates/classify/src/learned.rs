@@ -16,6 +16,7 @@
 //! Judged in packet time as well: a fact holds for flows that began after
 //! it was taught and within its time to live.
 
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,9 +27,12 @@ const SHARDS: usize = 16;
 /// One bit per hash of a key ever taught: nearly every flow asks about
 /// keys nobody taught anything, and learns so without a lock.
 const SEEN_BITS: usize = 1 << 16;
-/// Versions of one key kept at most, whatever is still pending: a key
-/// taught this often within one reading lag is a flood, not a service.
-const MAX_VERSIONS: usize = 32;
+/// Versions of one key kept at most, whatever is still pending. Versions
+/// older than the workers' slowest position are forgotten as new ones come,
+/// so a key holds about as many as it was taught within one reading lag
+/// (up to 16 batches of 512 packets per worker): a popular address can be
+/// answered dozens of times in that span; thousands is a flood.
+const MAX_VERSIONS: usize = 4096;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum History {
@@ -51,7 +55,7 @@ struct Version<V> {
 
 #[derive(Debug)]
 pub(crate) struct Learned<K, V> {
-    shards: Vec<Mutex<HashMap<K, Vec<Version<V>>>>>,
+    shards: Vec<Mutex<HashMap<K, VecDeque<Version<V>>>>>,
     per_shard: usize,
     ttl_ns: u64,
     history: History,
@@ -85,7 +89,7 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
         self.history
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<HashMap<K, Vec<Version<V>>>> {
+    fn shard(&self, hash: u64) -> &Mutex<HashMap<K, VecDeque<Version<V>>>> {
         &self.shards[(hash >> 60) as usize % SHARDS]
     }
 
@@ -95,7 +99,7 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
         let mut shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
         if shard.len() >= self.per_shard && !shard.contains_key(&key) {
             let ttl = self.ttl_ns;
-            shard.retain(|_, versions| versions.last().is_some_and(|v| v.last_ns.saturating_add(ttl) > now_ns));
+            shard.retain(|_, versions| versions.back().is_some_and(|v| v.last_ns.saturating_add(ttl) > now_ns));
             if shard.len() >= self.per_shard {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return;

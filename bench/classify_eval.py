@@ -19,6 +19,7 @@ import csv
 import ipaddress
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,8 @@ def main():
             for r in records:
                 fid = flow_id(name, r["l4"], endpoint(r["src_ip"], r["src_port"]), endpoint(r["dst_ip"], r["dst_port"]))
                 ours.setdefault(fid, r)
+    if not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
 
     reference = []
     with open(os.path.join(args.dataset, "flows.csv")) as f:

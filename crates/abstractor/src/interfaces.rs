@@ -112,6 +112,7 @@ impl ToWriter {
         let full = std::mem::replace(&mut c.out, fresh);
         let events = std::mem::take(&mut c.out_events);
         c.shared.in_flight.fetch_add(full.len(), Ordering::Release);
+        c.shared.in_flight_events.fetch_add(events, Ordering::Release);
         // The writer goes away only by panicking, which the join reports.
         let _ = self.jobs.send(Job::Write(c.id, full, events));
     }
@@ -444,8 +445,10 @@ impl Interfaces {
 /// from the delivered counts to the dropped ones.
 fn count_lost(counters: &mut InterfaceCounters, c: &Consumer) {
     counters.disconnects += 1;
-    let events = c.out_events + c.shared.lost_events.load(Ordering::Acquire);
-    let bytes = c.out.len() as u64 + c.shared.lost_bytes.load(Ordering::Acquire);
+    // Once `broken` is set the writer no longer changes the counts: what is
+    // still in flight, or queued here, never reached the consumer.
+    let events = c.out_events + c.shared.in_flight_events.load(Ordering::Acquire);
+    let bytes = c.pending() as u64;
     counters.events = counters.events.saturating_sub(events);
     counters.bytes = counters.bytes.saturating_sub(bytes);
     counters.dropped_events += events;
@@ -516,6 +519,30 @@ mod tests {
         let r = &ifaces.report()[0].counters;
         assert!(sent < 10_000 && r.dropped_events > 0);
         assert_eq!(r.events + r.dropped_events, 10_000);
+    }
+
+    /// A consumer that hangs up mid-flow: what capture still hands over for
+    /// it, before it learns that it left, is counted as dropped, once.
+    #[test]
+    fn a_consumer_that_leaves_loses_its_events_counted_and_capture_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ifaces = Interfaces::open(dir.path(), &specs(), 64 << 20, Delivery::Drop).unwrap();
+        let leaving = UnixStream::connect(dir.path().join("tcp/x")).unwrap();
+        ifaces.accept();
+        let c = ifaces.assign(0).unwrap();
+        drop(leaving);
+        let body = vec![7u8; 64 << 10];
+        let mut offered = 0;
+        let started = Instant::now();
+        while ifaces.report()[0].counters.disconnects == 0 && started.elapsed() < Duration::from_secs(10) {
+            ifaces.send(0, c, b"h\n", &body);
+            offered += 1;
+        }
+        ifaces.finish(Duration::from_millis(100));
+        let r = &ifaces.report()[0].counters;
+        assert_eq!(r.disconnects, 1);
+        assert_eq!(r.events + r.dropped_events, offered);
+        assert_eq!(r.bytes + r.dropped_bytes, offered * (body.len() as u64 + 2));
     }
 
     #[test]

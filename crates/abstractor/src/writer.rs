@@ -27,14 +27,13 @@ use crate::interfaces::ConsumerId;
 pub(crate) struct Shared {
     /// Bytes handed to the writer and not yet written.
     pub in_flight: AtomicUsize,
+    /// Events of the buffers handed to the writer and not wholly written.
+    pub in_flight_events: AtomicU64,
     /// The consumer left, or was cut off for taking nothing for the stall
-    /// time: the writer threw its bytes away, and capture forgets it.
+    /// time: the writer writes nothing more to it and throws away what it
+    /// gets for it, leaving both counts above as they were, and capture
+    /// counts them as lost when it forgets the consumer.
     pub broken: AtomicBool,
-    /// What the writer threw away then: the events of every buffer not
-    /// wholly written (a buffer cut in the middle counts whole), and the
-    /// bytes not written.
-    pub lost_events: AtomicU64,
-    pub lost_bytes: AtomicU64,
 }
 
 pub(crate) enum Job {
@@ -74,7 +73,8 @@ impl Consumer {
                     self.written += n;
                     self.shared.in_flight.fetch_sub(n, Ordering::Release);
                     if self.written == front.len() {
-                        let (mut done, _) = self.queue.pop_front().expect("the front buffer");
+                        let (mut done, events) = self.queue.pop_front().expect("the front buffer");
+                        self.shared.in_flight_events.fetch_sub(events, Ordering::Release);
                         self.written = 0;
                         done.clear();
                         // Back to capture for reuse; dropped when it has enough.
@@ -94,13 +94,8 @@ impl Consumer {
 
     /// Throws the queue away: the consumer will not take it.
     fn cut_off(&mut self) {
-        let left: usize = self.queue.iter().map(|(b, _)| b.len()).sum::<usize>() - self.written;
-        let events: u64 = self.queue.iter().map(|(_, n)| n).sum();
         self.queue.clear();
         self.written = 0;
-        self.shared.lost_events.fetch_add(events, Ordering::Relaxed);
-        self.shared.lost_bytes.fetch_add(left as u64, Ordering::Relaxed);
-        self.shared.in_flight.fetch_sub(left, Ordering::Release);
         self.shared.broken.store(true, Ordering::Release);
     }
 }
@@ -150,7 +145,13 @@ pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Opti
                         }
                         c.queue.push_back((bytes, events));
                     }
-                    None => unreachable!("capture writes only to consumers it attached"),
+                    // Cut off (or gone) since capture handed this over: it
+                    // counts the bytes as lost when it sees `broken`.
+                    None => {
+                        let mut spare = bytes;
+                        spare.clear();
+                        let _ = recycle.try_send(spare);
+                    }
                 },
                 Job::Finish(patience) => {
                     finishing = true;

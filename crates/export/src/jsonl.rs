@@ -18,24 +18,18 @@ const KEY_BYTES: usize = 32;
 
 struct Key {
     name: &'static str,
-    bytes: [u8; KEY_BYTES],
+    /// The key's text, padded with zeros to at least `KEY_BYTES`.
+    bytes: Vec<u8>,
     len: usize,
 }
 
 impl Key {
     fn new(name: &'static str, first: bool) -> Key {
-        let mut text = if first { String::new() } else { ",".to_string() };
-        text.push('"');
-        text.push_str(name);
-        text.push_str("\":");
-        let mut bytes = [0; KEY_BYTES];
-        let len = text.len().min(KEY_BYTES);
-        bytes[..len].copy_from_slice(&text.as_bytes()[..len]);
-        Key {
-            name,
-            bytes,
-            len: text.len(),
-        }
+        let text = format!("{}\"{name}\":", if first { "" } else { "," });
+        let mut bytes = text.into_bytes();
+        let len = bytes.len();
+        bytes.resize(len.max(KEY_BYTES), 0);
+        Key { name, bytes, len }
     }
 }
 
@@ -61,15 +55,10 @@ impl JsonlEncoder {
         let key = &self.keys[i];
         if key.len <= KEY_BYTES {
             self.out.reserve(KEY_BYTES);
-            self.out.spare_capacity_mut()[..KEY_BYTES].write_copy_of_slice(&key.bytes);
+            self.out.spare_capacity_mut()[..KEY_BYTES].write_copy_of_slice(&key.bytes[..KEY_BYTES]);
             set_len(&mut self.out, key.len);
         } else {
-            if i > 0 {
-                self.out.push(b',');
-            }
-            self.out.push(b'"');
-            self.out.extend_from_slice(name.as_bytes());
-            self.out.extend_from_slice(b"\":");
+            self.out.extend_from_slice(&key.bytes[..key.len]);
         }
     }
 
@@ -95,7 +84,7 @@ fn set_len(out: &mut Vec<u8>, n: usize) {
 /// each cost more than the JSON encoding itself (it was 11 % of a
 /// worker's time). Up to 32 bytes go as two overlapping fixed-size moves.
 #[inline(always)]
-pub(crate) fn put(out: &mut Vec<u8>, bytes: &[u8]) {
+fn put(out: &mut Vec<u8>, bytes: &[u8]) {
     let n = bytes.len();
     if n > 32 {
         out.extend_from_slice(bytes);

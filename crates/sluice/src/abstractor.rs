@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sluice_abstractor::{Abstractor, Config, Delivery, Report, Settings};
-use sluice_capture::CaptureFile;
 use sluice_capture::live::{LiveConfig, LiveSocket};
+use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_inject::parse_duration;
 
 #[derive(clap::Args)]
@@ -150,9 +150,20 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
 fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> anyhow::Result<bool> {
     let file = CaptureFile::open(path)?;
     let mut reader = file.reader()?;
+    // Nothing keeps a packet's bytes past its call (reassembly and
+    // defragmentation copy what they hold), so the file is released right
+    // behind the reader: the resident size stays small however long the file.
+    let bytes = file.bytes();
+    let mut window = ReadWindow::default();
+    window.populate_ahead(&bytes, 0);
     for (n, packet) in reader.by_ref().enumerate() {
-        if n % 4096 == 0 && stop.load(Ordering::Relaxed) {
-            break;
+        if n % 32768 == 0 {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let position = packet.data.as_ptr() as usize - bytes.as_ptr() as usize;
+            window.release_before(&bytes, position);
+            window.populate_ahead(&bytes, position);
         }
         abstractor.packet(packet.link, packet.ts_ns, packet.wire_len, packet.data);
     }

@@ -133,7 +133,13 @@ pub struct Chain {
     scratch: Metadata,
     /// The media detector's configuration with this run's `iat_scale`.
     media: Option<MediaConfig>,
+    /// Inspections of decided flows, kept for the next flows.
+    spare: Vec<Box<Inspection>>,
 }
+
+/// Spare inspections a chain keeps at most: each holds up to two stream
+/// heads of `head_bytes`.
+const SPARE_INSPECTIONS: usize = 64;
 
 fn transport_of(proto: u8) -> Option<Transport> {
     match proto {
@@ -173,6 +179,7 @@ impl Chain {
             resolved: Vec::new(),
             scratch: Metadata::default(),
             media,
+            spare: Vec::new(),
         }
     }
 
@@ -320,26 +327,9 @@ impl Chain {
         let (client, server) = endpoints(flow);
         let now_ns = flow.last_ns;
         let class = flow.ext.class_mut();
-        // Most flows are decided, or shown to be nothing the chain knows,
-        // on their first payload packet: their inspection lives on the
-        // stack and is boxed only when the flow needs another look.
-        let mut boxed = class.inspection.take();
-        let mut local = None;
-        let inspection: &mut Inspection = match &mut boxed {
+        let mut inspection = match class.inspection.take() {
             Some(b) => b,
-            None => local.insert(Inspection {
-                candidates: if transport == Transport::Tcp {
-                    self.tcp
-                } else {
-                    self.udp
-                },
-                rules: self
-                    .config
-                    .rules
-                    .has_patterns(transport)
-                    .then(|| self.config.rules.cursor(transport)),
-                ..Inspection::default()
-            }),
+            None => self.fresh_inspection(transport),
         };
         let Inspection {
             candidates,
@@ -347,7 +337,7 @@ impl Chain {
             following,
             rules,
             sides,
-        } = inspection;
+        } = &mut *inspection;
         let (side, i) = match dir {
             Direction::ClientToServer => (Side::Up, 0),
             Direction::ServerToClient => (Side::Down, 1),
@@ -360,7 +350,7 @@ impl Chain {
         };
         let state = &mut sides[i];
         if state.packets >= depth {
-            class.inspection = boxed.or_else(|| local.map(Box::new));
+            class.inspection = Some(inspection);
             return Next::Continue;
         }
         let index = state.packets;
@@ -409,13 +399,57 @@ impl Chain {
                 next = Next::Finish;
             }
         }
-        if let Next::Continue = next {
-            if unstored {
-                sides[i].head.extend_from_slice(new);
+        match next {
+            Next::Continue => {
+                if unstored {
+                    sides[i].head.extend_from_slice(new);
+                }
+                class.inspection = Some(inspection);
             }
-            class.inspection = boxed.or_else(|| local.map(Box::new));
+            Next::Finish => self.recycle(inspection),
         }
         next
+    }
+
+    /// An inspection for a flow's first payload, from the spares when
+    /// there are any: most flows are decided within a packet or two, and
+    /// an allocation for the box, its stream heads and its rule matches
+    /// per flow cost more than the rest of its inspection.
+    fn fresh_inspection(&mut self, transport: Transport) -> Box<Inspection> {
+        let mut inspection = self.spare.pop().unwrap_or_default();
+        let Inspection {
+            candidates,
+            refining,
+            following,
+            rules,
+            sides,
+        } = &mut *inspection;
+        *candidates = match transport {
+            Transport::Tcp => self.tcp,
+            Transport::Udp => self.udp,
+        };
+        *refining = None;
+        *following = false;
+        let set = &self.config.rules;
+        match rules {
+            Some(cursor) if set.has_patterns(transport) => set.reset_cursor(transport, cursor),
+            _ => *rules = set.has_patterns(transport).then(|| set.cursor(transport)),
+        }
+        for side in sides {
+            let head = std::mem::take(&mut side.head);
+            *side = SideState {
+                head,
+                ..SideState::default()
+            };
+            side.head.clear();
+        }
+        inspection
+    }
+
+    fn recycle(&mut self, inspection: Box<Inspection>) {
+        if self.spare.len() < SPARE_INSPECTIONS {
+            self.spare.push(inspection);
+        }
     }
 
     /// Runs the rules and the dissectors over one packet's view of a flow.

@@ -365,6 +365,13 @@ impl RuleSet {
         }
     }
 
+    /// Sets `cursor` back to the start, keeping its memory.
+    pub(crate) fn reset_cursor(&self, t: Transport, cursor: &mut RuleCursor) {
+        let rules = self.transport(t);
+        cursor.state = [0, 1].map(|i| rules.matchers[i].as_ref().map(|m| m.start));
+        cursor.matched.iter_mut().for_each(Vec::clear);
+    }
+
     /// Feeds the next bytes of one side. `restart` begins a new message
     /// (a UDP datagram) at the automaton's start. Returns whether a rule
     /// pattern matched for the first time.

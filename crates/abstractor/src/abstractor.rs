@@ -13,7 +13,7 @@ use sluice_wire::{Decoded, LinkType, decode, tcp_flags};
 
 use crate::closed::{ClosedConnections, ClosedCounters};
 use crate::config::Config;
-use crate::event::{From, Header, L4};
+use crate::event::{From, L4};
 use crate::interfaces::{Delivery, InterfaceError, InterfaceReport, Interfaces};
 use crate::loopback::{Loopback, LoopbackCounters};
 use crate::streams::{AbstractFlow, Output, Route, finish_streams, route_flow, tcp_segment};
@@ -151,10 +151,7 @@ impl Abstractor {
                 table: FlowTable::new(settings.flows),
                 closed: ClosedConnections::new(settings.flows.closed_linger_ns, settings.flows.capacity),
                 memory: StreamMemory::new(settings.reassembly),
-                out: Output {
-                    interfaces,
-                    header: Header::default(),
-                },
+                out: Output::new(interfaces),
                 chain,
                 config,
                 settings,

@@ -133,7 +133,9 @@ pub struct Chain {
     scratch: Metadata,
     /// The media detector's configuration with this run's `iat_scale`.
     media: Option<MediaConfig>,
-    /// Inspections of decided flows, kept for the next flows.
+    /// Inspections of decided flows, kept for the next flows. Boxed as the
+    /// flows hold them, so that handing one over moves a pointer.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Inspection>>,
 }
 

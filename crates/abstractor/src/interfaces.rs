@@ -64,10 +64,11 @@ pub struct InterfaceReport {
     pub counters: InterfaceCounters,
 }
 
-/// Queued bytes go to the writer thread once a consumer has this many.
-const WRITE_AT: usize = 256 << 10;
+/// Queued bytes go to the writer thread once a consumer has this many:
+/// each hand-over may cost a wake-up of the writer.
+const WRITE_AT: usize = 1 << 20;
 /// Emptied buffers kept for reuse: fresh memory is slow to fault in.
-const SPARE_BUFFERS: usize = 64;
+const SPARE_BUFFERS: usize = 16;
 
 /// A consumer a flow was given to; events of that flow go there only.
 pub type ConsumerId = u64;

@@ -17,6 +17,7 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
+use regex_syntax::hir::{Hir, HirKind, Repetition};
 use serde::Deserialize;
 
 use crate::Label;
@@ -198,6 +199,19 @@ pub fn read_rules(path: &Path) -> Result<Vec<Rule>, RuleError> {
 }
 
 fn compile(patterns: &[&str]) -> Result<dense::DFA<Vec<u32>>, String> {
+    // Payloads are bytes, not text: `.` is any byte but `\n`, and classes
+    // are ASCII.
+    let syntax = syntax::Config::new().unicode(false).utf8(false);
+    let hirs: Vec<Hir> = syntax::parse_many_with(patterns, &syntax)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(prefix_only)
+        .collect();
+    let nfa = thompson::Compiler::new()
+        .syntax(syntax)
+        .configure(thompson::Config::new().utf8(false))
+        .build_many_from_hir(&hirs)
+        .map_err(|e| e.to_string())?;
     dense::Builder::new()
         .configure(
             dense::Config::new()
@@ -206,12 +220,45 @@ fn compile(patterns: &[&str]) -> Result<dense::DFA<Vec<u32>>, String> {
                 .dfa_size_limit(Some(DFA_SIZE_LIMIT))
                 .determinize_size_limit(Some(DFA_SIZE_LIMIT)),
         )
-        // Payloads are bytes, not text: `.` is any byte but `\n`, and
-        // classes are ASCII.
-        .syntax(syntax::Config::new().unicode(false).utf8(false))
-        .thompson(thompson::Config::new().utf8(false))
-        .build_many(patterns)
+        .build_from_nfa(&nfa)
         .map_err(|e| e.to_string())
+}
+
+/// A pattern that matches a prefix of some input exactly when `hir` does,
+/// cut short where more could only make a match longer: a trailing `X+`
+/// becomes `X`, a trailing `X*` or `X?` nothing. A rule asks only whether
+/// a direction begins with a match, and the automaton keeps stepping while
+/// a longer match is possible: HTTP's `([-a-zA-Z]+:.+\r?\n)+` walked every
+/// header line of every request, when the first one decides.
+///
+/// Each rewrite keeps a subset of the matches, and every match of the
+/// original has a prefix that is a match of the rewrite: `X{m,n}` keeps
+/// its first `m` repetitions, with the last of them cut short in turn; a
+/// concatenation cuts its last part; an alternation each branch.
+fn prefix_only(hir: Hir) -> Hir {
+    match hir.into_kind() {
+        HirKind::Concat(mut parts) => {
+            let last = parts.pop().map(prefix_only);
+            parts.extend(last);
+            Hir::concat(parts)
+        }
+        HirKind::Alternation(branches) => Hir::alternation(branches.into_iter().map(prefix_only).collect()),
+        HirKind::Capture(capture) => prefix_only(*capture.sub),
+        HirKind::Repetition(repetition) if repetition.min == 0 => Hir::empty(),
+        HirKind::Repetition(repetition) => {
+            let first = Hir::repetition(Repetition {
+                min: repetition.min - 1,
+                max: Some(repetition.min - 1),
+                greedy: repetition.greedy,
+                sub: repetition.sub.clone(),
+            });
+            Hir::concat(vec![first, prefix_only(*repetition.sub)])
+        }
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(literal) => Hir::literal(literal.0),
+        HirKind::Class(class) => Hir::class(class),
+        HirKind::Look(look) => Hir::look(look),
+    }
 }
 
 /// One direction's automaton and which rule each of its patterns is.
@@ -641,6 +688,88 @@ dns_udp:
         assert_eq!(set.rule_of_label(set.rules()[2].label), Some(2));
         assert_eq!(set.rule_of_label(set.rules()[0].label), Some(0));
         assert_eq!(set.rule_of_label(tls), None);
+    }
+
+    /// The rewrite for prefix matching (`prefix_only`) must change no
+    /// answer: a direction begins with a match of the rewritten pattern
+    /// exactly when it begins with a match of the pattern as written, for
+    /// every pattern of the shipped and Figure 3 rules and a few with
+    /// nested repetitions.
+    #[test]
+    fn prefix_only_patterns_match_the_prefixes_the_written_ones_match() {
+        use proptest::prelude::*;
+        use regex_automata::meta::Regex;
+        use regex_automata::{Input, dfa::Automaton};
+        let mut rules = parse_rules(SF_TAP_FIGURE_3, "figure 3").unwrap();
+        rules.extend(parse_rules(DEFAULT_RULES, "default").unwrap());
+        let mut patterns: Vec<String> = rules
+            .iter()
+            .flat_map(|r| [r.up.clone(), r.down.clone()])
+            .flatten()
+            .collect();
+        patterns.extend([
+            "(ab)+c?".into(),
+            "a(b|c{2,3})*".into(),
+            "(a|b+)+x*$".into(),
+            "x?".into(),
+            "(?:GET )+(a{1,})+".into(),
+        ]);
+        let written: Vec<Regex> = patterns
+            .iter()
+            .map(|p| {
+                Regex::builder()
+                    .configure(Regex::config().utf8_empty(false))
+                    .syntax(syntax::Config::new().unicode(false).utf8(false))
+                    .build(p)
+                    .unwrap()
+            })
+            .collect();
+        let rewritten: Vec<_> = patterns.iter().map(|p| compile(&[p.as_str()]).unwrap()).collect();
+        let piece = prop_oneof![
+            Just(b"GET ".to_vec()),
+            Just(b"HTTP/1.1\r\n".to_vec()),
+            Just(b"HTTP/1.0 200 OK\r\n".to_vec()),
+            Just(b"Host: a.example\r\n".to_vec()),
+            Just(b"SSH-2.0-x\r\n".to_vec()),
+            Just(b"ab".to_vec()),
+            Just(b"c".to_vec()),
+            Just(b"x".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..6),
+        ];
+        let text = proptest::collection::vec(piece, 0..10).prop_map(|p| p.concat());
+        proptest!(|(bytes in text)| {
+            for (i, pattern) in patterns.iter().enumerate() {
+                let input = Input::new(&bytes).anchored(Anchored::Yes);
+                let want = written[i].is_match(input.clone());
+                let got = rewritten[i].try_search_fwd(&input).unwrap().is_some();
+                prop_assert_eq!(want, got, "pattern {:?} on {:?}", pattern, String::from_utf8_lossy(&bytes));
+            }
+        });
+    }
+
+    /// Once every pattern of a direction has matched or failed, its
+    /// automaton is dead and the rest of the stream is not looked at: a
+    /// request's first header line decides, however many follow.
+    #[test]
+    fn a_request_is_walked_only_up_to_its_first_header_line() {
+        let set = RuleSet::compile(
+            parse_rules(
+                "http:\n  up: '^[-a-zA-Z]+ .+ HTTP/1\\.(0\\r?\\n|1\\r?\\n([-a-zA-Z]+:.+\\r?\\n)+)'\n",
+                "x",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let mut cursor = set.cursor(Transport::Tcp);
+        let request = b"GET / HTTP/1.1\r\nHost: a\r\nUser-Agent: b\r\nAccept: */*\r\n";
+        assert!(set.feed(Transport::Tcp, &mut cursor, Side::Up, request, false));
+        // Matches are seen a byte late: the automaton dies on the byte
+        // after the first header line.
+        assert!(
+            cursor.state[0].is_none(),
+            "the first header line ends what the rule can match"
+        );
+        assert!(set.decided(Transport::Tcp, &cursor, 40000, 80).is_some());
     }
 
     /// Skipping through accelerated states must find what stepping byte by

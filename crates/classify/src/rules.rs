@@ -5,7 +5,9 @@
 //! All rules of a transport compile into one anchored multi-pattern DFA per
 //! direction. A flow keeps one DFA state per direction and feeds it each new
 //! in-order byte once, so a rule set of any size costs one table lookup per
-//! inspected byte, and nothing is ever scanned twice. A dense DFA rather
+//! inspected byte, and nothing is ever scanned twice; patterns are cut for
+//! prefix matching first (`prefix_only`), so that an automaton dies as soon
+//! as its direction is decided. A dense DFA rather
 //! than a lazy one because a lazy DFA's states are invalidated when its
 //! cache is cleared, and ours live in thousands of flows at once.
 

@@ -419,25 +419,18 @@ impl Chain {
     /// per flow cost more than the rest of its inspection.
     fn fresh_inspection(&mut self, transport: Transport) -> Box<Inspection> {
         let mut inspection = self.spare.pop().unwrap_or_default();
-        let Inspection {
-            candidates,
-            refining,
-            following,
-            rules,
-            sides,
-        } = &mut *inspection;
-        *candidates = match transport {
+        inspection.candidates = match transport {
             Transport::Tcp => self.tcp,
             Transport::Udp => self.udp,
         };
-        *refining = None;
-        *following = false;
+        inspection.refining = None;
+        inspection.following = false;
         let set = &self.config.rules;
-        match rules {
+        match &mut inspection.rules {
             Some(cursor) if set.has_patterns(transport) => set.reset_cursor(transport, cursor),
-            _ => *rules = set.has_patterns(transport).then(|| set.cursor(transport)),
+            rules => *rules = set.has_patterns(transport).then(|| set.cursor(transport)),
         }
-        for side in sides {
+        for side in &mut inspection.sides {
             let head = std::mem::take(&mut side.head);
             *side = SideState {
                 head,

@@ -692,6 +692,26 @@ dns_udp:
         assert_eq!(set.rule_of_label(tls), None);
     }
 
+    /// Inputs for the rule automata: HTTP-like pieces (whose header
+    /// patterns' `.+` states are accelerated), pieces of the repetitions
+    /// the prefix rewrite cuts, and stray bytes.
+    fn rule_text() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            Just(b"GET ".to_vec()),
+            Just(b"/announce?info_hash=x&y ".to_vec()),
+            Just(b"HTTP/1.1\r\n".to_vec()),
+            Just(b"HTTP/1.0 200 OK\r\n".to_vec()),
+            Just(b"Host: a.example\r\n".to_vec()),
+            Just(b"SSH-2.0-x\r\n".to_vec()),
+            Just(b"ab".to_vec()),
+            Just(b"c".to_vec()),
+            Just(b"x".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ];
+        proptest::collection::vec(piece, 0..12).prop_map(|p| p.concat())
+    }
+
     /// The rewrite for prefix matching (`prefix_only`) must change no
     /// answer: a direction begins with a match of the rewritten pattern
     /// exactly when it begins with a match of the pattern as written, for
@@ -727,19 +747,7 @@ dns_udp:
             })
             .collect();
         let rewritten: Vec<_> = patterns.iter().map(|p| compile(&[p.as_str()]).unwrap()).collect();
-        let piece = prop_oneof![
-            Just(b"GET ".to_vec()),
-            Just(b"HTTP/1.1\r\n".to_vec()),
-            Just(b"HTTP/1.0 200 OK\r\n".to_vec()),
-            Just(b"Host: a.example\r\n".to_vec()),
-            Just(b"SSH-2.0-x\r\n".to_vec()),
-            Just(b"ab".to_vec()),
-            Just(b"c".to_vec()),
-            Just(b"x".to_vec()),
-            proptest::collection::vec(any::<u8>(), 0..6),
-        ];
-        let text = proptest::collection::vec(piece, 0..10).prop_map(|p| p.concat());
-        proptest!(|(bytes in text)| {
+        proptest!(|(bytes in rule_text())| {
             for (i, pattern) in patterns.iter().enumerate() {
                 let input = Input::new(&bytes).anchored(Anchored::Yes);
                 let want = written[i].is_match(input.clone());
@@ -784,17 +792,7 @@ dns_udp:
         let mut rules = parse_rules(SF_TAP_FIGURE_3, "figure 3").unwrap();
         rules.extend(parse_rules(DEFAULT_RULES, "default").unwrap());
         let set = RuleSet::compile(rules).unwrap();
-        let piece = prop_oneof![
-            Just(b"GET ".to_vec()),
-            Just(b"/announce?info_hash=x&y ".to_vec()),
-            Just(b"HTTP/1.1\r\n".to_vec()),
-            Just(b"HTTP/1.0 200 OK\r\n".to_vec()),
-            Just(b"Host: a.example\r\n".to_vec()),
-            Just(b"SSH-2.0-x\r\n".to_vec()),
-            proptest::collection::vec(any::<u8>(), 0..8),
-        ];
-        let text = proptest::collection::vec(piece, 0..12).prop_map(|p| p.concat());
-        proptest!(|(up in text.clone(), down in text)| {
+        proptest!(|(up in rule_text(), down in rule_text())| {
             let whole = set.decide(Transport::Tcp, &up, &down, 40000, 80).map(|r| r.name.clone());
             let mut cursor = set.cursor(Transport::Tcp);
             for b in up.chunks(1) {

@@ -399,6 +399,34 @@ mod tests {
         assert!(got.contains("\nhello") && got.contains("\nworld"), "{got}");
     }
 
+    /// The buffer that held one flow's events is handed to the next flow
+    /// that holds some, emptied: nothing of the first may reach the
+    /// second's consumer.
+    #[test]
+    fn a_reused_held_buffer_carries_nothing_of_its_last_flow() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut out, reader) = one_consumer(dir.path(), 1 << 20);
+        let mut first = Sink::default();
+        first.start(L4::Tcp, CLIENT, SERVER, 0);
+        first.data(&mut out, 6, From::Client, b"first flow's bytes");
+        let held_at = first.pending.as_ptr();
+        first.route_to(&mut out, 0);
+        let mut second = Sink::default();
+        second.start(L4::Tcp, (CLIENT.0, 40001), SERVER, 0);
+        second.data(&mut out, 7, From::Client, b"second");
+        assert_eq!(second.pending.as_ptr(), held_at, "the first flow's buffer was reused");
+        assert!(
+            second.pending.ends_with(b"len=6\nsecond"),
+            "{:?}",
+            String::from_utf8_lossy(&second.pending)
+        );
+        assert!(!second.pending.windows(5).any(|w| w == b"first"));
+        second.route_to(&mut out, 0);
+        let got = read_all(out, reader);
+        assert_eq!(got.matches("first flow's bytes").count(), 1, "{got}");
+        assert_eq!(got.matches("port1=40001").count(), 1, "{got}");
+    }
+
     /// A consumer that cannot take a flow's CREATED gets none of the flow:
     /// the events held for it are counted as dropped, not lost silently.
     #[test]

@@ -407,11 +407,9 @@ impl RuleSet {
     }
 
     pub(crate) fn cursor(&self, t: Transport) -> RuleCursor {
-        let rules = self.transport(t);
-        RuleCursor {
-            state: [0, 1].map(|i| rules.matchers[i].as_ref().map(|m| m.start)),
-            matched: Default::default(),
-        }
+        let mut cursor = RuleCursor::default();
+        self.reset_cursor(t, &mut cursor);
+        cursor
     }
 
     /// Sets `cursor` back to the start, keeping its memory.

@@ -94,6 +94,26 @@ impl std::ops::Deref for FileBytes {
     }
 }
 
+/// How far ahead of the reader a record's cache line is requested.
+const PREFETCH_AHEAD: usize = 2048;
+
+/// Asks for the cache line some records ahead of a reader at `pos`.
+/// Records are read in file order, but the hardware's stream prefetcher
+/// stops at each 4 KiB page, so without this the reader's first record in
+/// each page waits on memory (a sixth of the reading thread's time on the
+/// realistic mix).
+#[inline(always)]
+#[allow(unsafe_code)]
+pub(crate) fn prefetch_ahead(bytes: &[u8], pos: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(byte) = bytes.get(pos + PREFETCH_AHEAD) {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: SSE, the feature the intrinsic needs, is part of the
+        // x86_64 baseline, and a prefetch only hints: it reads nothing.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((byte as *const u8).cast()) };
+    }
+}
+
 /// A capture file mapped into memory.
 pub struct CaptureFile {
     path: PathBuf,

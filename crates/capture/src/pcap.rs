@@ -3,7 +3,7 @@
 
 use sluice_wire::LinkType;
 
-use crate::file::{HeaderError, RawPacket, Warnings};
+use crate::file::{HeaderError, RawPacket, Warnings, prefetch_ahead};
 
 /// No real capture has frames this large; a bigger length means the record
 /// header is garbage, and everything after it is unreliable.
@@ -102,6 +102,7 @@ impl<'a> Reader<'a> {
         }
         let data = &self.bytes[at + 16..at + 16 + captured as usize];
         self.pos = at + 16 + captured as usize;
+        prefetch_ahead(self.bytes, self.pos);
         let ts_ns = seconds.saturating_mul(1_000_000_000).saturating_add(if self.nanos {
             fraction
         } else {

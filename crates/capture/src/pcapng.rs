@@ -3,7 +3,7 @@
 
 use sluice_wire::LinkType;
 
-use crate::file::{HeaderError, RawPacket, Warnings};
+use crate::file::{HeaderError, RawPacket, Warnings, prefetch_ahead};
 
 const SECTION_HEADER: u32 = 0x0a0d_0d0a;
 const INTERFACE_DESCRIPTION: u32 = 1;
@@ -182,6 +182,7 @@ impl<'a> Reader<'a> {
                 return None;
             }
             self.pos = at + length.next_multiple_of(4).min(remaining);
+            prefetch_ahead(self.bytes, self.pos);
             let body = &self.bytes[at + 8..at + length - 4];
             match block_type {
                 SECTION_HEADER => self.interfaces.clear(),

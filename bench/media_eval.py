@@ -146,7 +146,7 @@ def score_generated(records, truth):
             continue
         cls, media = t
         kind = f"{cls} ({media})" if media else cls
-        table[kind][r["media"] or "none"] += 1
+        table[kind][r.get("media") or "none"] += 1
         table[kind]["flows"] += 1
         if r["classifier"] == "behaviour":
             table[kind]["behaviour"] += 1
@@ -154,7 +154,7 @@ def score_generated(records, truth):
         # packets: a flow of 31 to 60 packets may have neither.
         if max(r["c2s_packets"], r["s2c_packets"]) > MIN_PACKETS:
             table[kind]["judged"] += 1
-            table[kind]["judged " + (r["media"] or "none")] += 1
+            table[kind]["judged " + (r.get("media") or "none")] += 1
     return table, unmatched
 
 
@@ -216,7 +216,7 @@ def part_generated(args, work, p, figures):
     if args.detail:
         for r in long_udp(records):
             t = truth.get(record_id(r))
-            if t and (bool(t[1]) != (r["media"] in ("audio", "video")) or (t[1] and t[1] != r["media"])):
+            if t and (bool(t[1]) != (r.get("media") in ("audio", "video")) or (t[1] and t[1] != r.get("media"))):
                 p(f"    {t} -> {r['media']} {r['app']} {r['classifier']} {r['src_port']}>{r['dst_port']} "
                   f"pk {r['c2s_packets']}/{r['s2c_packets']} size {r['c2s_size_mean']:.0f}/{r['s2c_size_mean']:.0f} "
                   f"iat {r['c2s_iat_mean_ns'] / 1e6:.1f}/{r['s2c_iat_mean_ns'] / 1e6:.1f} ms "
@@ -262,11 +262,11 @@ def part_ndpi(args, work, p, figures):
             continue
         media = is_media_label(label)
         key = ("media" if media else "non-media", label)
-        table[key][r["media"] or "none"] += 1
+        table[key][r.get("media") or "none"] += 1
         table[key]["flows"] += 1
         if r["classifier"] == "behaviour":
             table[key]["behaviour"] += 1
-        if not media and r["media"]:
+        if not media and r.get("media"):
             flagged.append((fid[0], label, r))
     non_media = sum(v["flows"] for (g, _), v in table.items() if g == "non-media")
     fp_audio = sum(v["audio"] for (g, _), v in table.items() if g == "non-media")
@@ -283,8 +283,8 @@ def part_ndpi(args, work, p, figures):
             continue
         group = "media" if is_media_label(label) else "non-media"
         alone_fp[group] += 1
-        if r["media"]:
-            alone_fp[(group, r["media"] in ("audio", "video"))] += 1
+        if r.get("media"):
+            alone_fp[(group, r.get("media") in ("audio", "video"))] += 1
     figures["ndpi"] = {"non_media": non_media, "fp_audio": fp_audio, "fp_video": fp_video, "file_transfer": ft,
                        "media": media_flows, "media_detected": media_hit,
                        "alone_non_media": alone_fp["non-media"], "alone_fp": alone_fp[("non-media", True)],

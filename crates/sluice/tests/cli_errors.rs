@@ -350,8 +350,6 @@ fn csv_header_matches_the_json_record_fields() {
     let out = analyze(&[&capture], &json_dir, &["--format", "jsonl", "-q"]);
     assert_eq!(status(&out), Some(0), "{}", text(&out));
     let jsonl = std::fs::read_to_string(json_dir.join("flows.jsonl")).unwrap();
-    let first = jsonl.lines().next().expect("at least one record");
-    let json_keys = ordered_keys(first);
 
     let csv_dir = dir.path().join("csv");
     let out = analyze(&[&capture], &csv_dir, &["--format", "csv", "-q"]);
@@ -359,15 +357,34 @@ fn csv_header_matches_the_json_record_fields() {
     assert!(!csv_dir.join("flows.jsonl").exists());
     let mut reader = csv::Reader::from_path(csv_dir.join("flows.csv")).unwrap();
     let header: Vec<String> = reader.headers().unwrap().iter().map(str::to_owned).collect();
-
-    assert_eq!(header, json_keys);
     assert_eq!(header, sluice_export::field_names());
-    // Same flows in both, and every row as wide as the header.
-    let mut rows = 0;
-    for row in reader.records() {
-        let row = row.unwrap();
-        assert_eq!(row.len(), header.len());
-        rows += 1;
+
+    // Same flows in both (workers hand their records over in whatever
+    // order they finish), every row as wide as the header, and each JSON
+    // line the header's fields in order, less those without a value: a
+    // field a line leaves out is an empty cell in its flow's row.
+    let rows: std::collections::HashMap<String, csv::StringRecord> = reader
+        .records()
+        .map(|row| {
+            let row = row.unwrap();
+            assert_eq!(row.len(), header.len());
+            (row[0].to_owned(), row)
+        })
+        .collect();
+    assert_eq!(rows.len(), jsonl.lines().count());
+    let mut left_out = 0;
+    for line in jsonl.lines() {
+        let keys = ordered_keys(line);
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let row = &rows[record["flow_id"].as_str().unwrap()];
+        let mut present = keys.iter().peekable();
+        for (field, cell) in header.iter().zip(row.iter()) {
+            if present.next_if(|k| *k == field).is_none() {
+                assert_eq!(cell, "", "`{field}` is left out of {line} but has a value in CSV");
+                left_out += 1;
+            }
+        }
+        assert_eq!(present.next(), None, "keys out of schema order in {line}");
     }
-    assert_eq!(rows, jsonl.lines().count());
+    assert!(left_out > 0, "the trace has flows without metadata");
 }

@@ -352,6 +352,9 @@ impl Reader {
                 self.send(w, Some(&bytes));
             }
             since_progress += 1;
+            if since_progress % 1024 == 0 {
+                self.window.populate_ahead(&bytes, raw.data.as_ptr() as usize - base);
+            }
             if since_progress == 1 << 16 {
                 since_progress = 0;
                 // Every worker hears of the input's position and clock
@@ -363,7 +366,6 @@ impl Reader {
                 self.progress.advance_to(packets.position());
                 let position = raw.data.as_ptr() as usize - base;
                 self.release_finished(&bytes, position);
-                self.window.populate_ahead(&bytes, position);
             }
         }
         for w in 0..self.pending.len() {

@@ -157,13 +157,15 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
     let mut window = ReadWindow::default();
     window.populate_ahead(&bytes, 0);
     for (n, packet) in reader.by_ref().enumerate() {
-        if n % 32768 == 0 {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
+        if n % 1024 == 0 {
             let position = packet.data.as_ptr() as usize - bytes.as_ptr() as usize;
-            window.release_before(&bytes, position);
             window.populate_ahead(&bytes, position);
+            if n % 32768 == 0 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                window.release_before(&bytes, position);
+            }
         }
         abstractor.packet(packet.link, packet.ts_ns, packet.wire_len, packet.data);
     }

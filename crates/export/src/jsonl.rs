@@ -130,7 +130,7 @@ fn put(out: &mut Vec<u8>, bytes: &[u8]) {
 impl FieldSink for JsonlEncoder {
     fn u64(&mut self, name: &'static str, value: u64) {
         self.key(name);
-        put(&mut self.out, itoa::Buffer::new().format(value).as_bytes());
+        write_u64(&mut self.out, value);
     }
 
     fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
@@ -198,16 +198,33 @@ impl FieldSink for JsonlEncoder {
             if i > 0 {
                 self.out.push(b',');
             }
-            put(&mut self.out, itoa::Buffer::new().format(*v).as_bytes());
+            write_u64(&mut self.out, *v);
         }
         self.out.push(b']');
+    }
+}
+
+/// A number in decimal. Single digits, most of a record's counters (TCP
+/// flags, retransmissions, directions), skip the general formatter.
+#[inline(always)]
+fn write_u64(out: &mut Vec<u8>, value: u64) {
+    if value < 10 {
+        out.push(b'0' + value as u8);
+    } else {
+        put(out, itoa::Buffer::new().format(value).as_bytes());
     }
 }
 
 /// Shortest round-trip decimal, with non-finite values (never produced,
 /// but never allowed to corrupt a line either) as `null`.
 pub(crate) fn write_f64(out: &mut Vec<u8>, value: f64) {
-    if value.is_finite() {
+    // Whole numbers (a mean of equal sizes, a direction without packets)
+    // are common and cheaper in integer code; ryu writes them as `N.0`
+    // too, below 10^16.
+    if value >= 0.0 && value < 1e15 && value.fract() == 0.0 && value.is_sign_positive() {
+        write_u64(out, value as u64);
+        put(out, b".0");
+    } else if value.is_finite() {
         put(out, ryu::Buffer::new().format_finite(value).as_bytes());
     } else {
         out.extend_from_slice(b"null");
@@ -321,6 +338,36 @@ mod tests {
         assert_eq!(object["app"], "Unknown.YouTube");
         assert_eq!(object["media"], "audio");
         assert_eq!(object["end_reason"], "idle");
+    }
+
+    #[test]
+    fn numbers_read_as_ryu_writes_them() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1.0,
+            9.0,
+            10.0,
+            175.0,
+            0.5,
+            1e15 - 1.0,
+            1e15,
+            1e16,
+            1e17,
+            -3.0,
+            2.5e-7,
+        ];
+        values.extend((0..2000).map(|i| f64::from(i) * 37.0));
+        values.extend((0..2000).map(|i| f64::from(i) / 7.0));
+        for v in values {
+            let mut out = Vec::new();
+            super::write_f64(&mut out, v);
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                ryu::Buffer::new().format_finite(v),
+                "{v}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 use std::net::IpAddr;
 
-use crate::jsonl::write_f64;
+use crate::jsonl::{write_f64, write_u64};
 use crate::schema::{FieldSink, Record, field_names, write_record};
 
 /// RFC 4180 CSV with a header line. Absent values are empty; lists are
@@ -37,13 +37,13 @@ impl CsvEncoder {
 impl FieldSink for CsvEncoder {
     fn u64(&mut self, _: &'static str, value: u64) {
         self.sep();
-        self.out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+        write_u64(&mut self.out, value);
     }
 
     fn opt_u64(&mut self, _: &'static str, value: Option<u64>) {
         self.sep();
         if let Some(v) = value {
-            self.out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+            write_u64(&mut self.out, v);
         }
     }
 
@@ -100,7 +100,7 @@ impl FieldSink for CsvEncoder {
             if i > 0 {
                 self.out.push(b';');
             }
-            self.out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes());
+            write_u64(&mut self.out, *v);
         }
     }
 }

@@ -207,7 +207,7 @@ impl FieldSink for JsonlEncoder {
 /// A number in decimal. Single digits, most of a record's counters (TCP
 /// flags, retransmissions, directions), skip the general formatter.
 #[inline(always)]
-fn write_u64(out: &mut Vec<u8>, value: u64) {
+pub(crate) fn write_u64(out: &mut Vec<u8>, value: u64) {
     if value < 10 {
         out.push(b'0' + value as u8);
     } else {

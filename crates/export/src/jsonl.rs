@@ -221,7 +221,7 @@ pub(crate) fn write_f64(out: &mut Vec<u8>, value: f64) {
     // Whole numbers (a mean of equal sizes, a direction without packets)
     // are common and cheaper in integer code; ryu writes them as `N.0`
     // too, below 10^16.
-    if value >= 0.0 && value < 1e15 && value.fract() == 0.0 && value.is_sign_positive() {
+    if (0.0..1e15).contains(&value) && value.fract() == 0.0 && value.is_sign_positive() {
         write_u64(out, value as u64);
         put(out, b".0");
     } else if value.is_finite() {

@@ -352,7 +352,7 @@ impl Reader {
                 self.send(w, Some(&bytes));
             }
             since_progress += 1;
-            if since_progress % 1024 == 0 {
+            if since_progress.is_multiple_of(1024) {
                 self.window.populate_ahead(&bytes, raw.data.as_ptr() as usize - base);
             }
             if since_progress == 1 << 16 {

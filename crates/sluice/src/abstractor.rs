@@ -157,10 +157,10 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
     let mut window = ReadWindow::default();
     window.populate_ahead(&bytes, 0);
     for (n, packet) in reader.by_ref().enumerate() {
-        if n % 1024 == 0 {
+        if n.is_multiple_of(1024) {
             let position = packet.data.as_ptr() as usize - bytes.as_ptr() as usize;
             window.populate_ahead(&bytes, position);
-            if n % 32768 == 0 {
+            if n.is_multiple_of(32768) {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }

@@ -241,48 +241,75 @@ fn direction(out: &mut impl FieldSink, n: &DirectionFields, d: &DirectionStats) 
 
 /// The names of all fields, in order.
 pub fn field_names() -> Vec<&'static str> {
-    struct Names(Vec<&'static str>);
-    impl FieldSink for Names {
-        fn u64(&mut self, name: &'static str, _: u64) {
-            self.0.push(name);
-        }
-        fn opt_u64(&mut self, name: &'static str, _: Option<u64>) {
-            self.0.push(name);
-        }
-        fn f64(&mut self, name: &'static str, _: f64) {
-            self.0.push(name);
-        }
-        fn opt_f64(&mut self, name: &'static str, _: Option<f64>) {
-            self.0.push(name);
-        }
-        fn str(&mut self, name: &'static str, _: &str) {
-            self.0.push(name);
-        }
-        fn ip(&mut self, name: &'static str, _: IpAddr) {
-            self.0.push(name);
-        }
-        fn list(&mut self, name: &'static str, _: &[u64]) {
-            self.0.push(name);
-        }
-        fn opt_str(&mut self, name: &'static str, _: Option<&str>) {
-            self.0.push(name);
-        }
-        fn str_list(&mut self, name: &'static str, _: &[String]) {
-            self.0.push(name);
+    let flow = sample_flow();
+    let record = Record {
+        flow: &flow,
+        end: EndReason::EndOfInput,
+        stats: None,
+        media: None,
+    };
+    let mut names = Names {
+        valued_only: false,
+        names: Vec::new(),
+    };
+    write_record(&record, &mut names);
+    names.names
+}
+
+/// The names of the fields of `record` that have a value, in order: those
+/// a JSON line carries.
+#[cfg(test)]
+pub(crate) fn valued_field_names(record: &Record) -> Vec<&'static str> {
+    let mut names = Names {
+        valued_only: true,
+        names: Vec::new(),
+    };
+    write_record(record, &mut names);
+    names.names
+}
+
+/// Collects field names: every one, or only those with a value.
+struct Names {
+    valued_only: bool,
+    names: Vec<&'static str>,
+}
+
+impl Names {
+    fn take(&mut self, name: &'static str, valued: bool) {
+        if valued || !self.valued_only {
+            self.names.push(name);
         }
     }
-    let flow = sample_flow();
-    let mut names = Names(Vec::new());
-    write_record(
-        &Record {
-            flow: &flow,
-            end: EndReason::EndOfInput,
-            stats: None,
-            media: None,
-        },
-        &mut names,
-    );
-    names.0
+}
+
+impl FieldSink for Names {
+    fn u64(&mut self, name: &'static str, _: u64) {
+        self.take(name, true);
+    }
+    fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
+        self.take(name, value.is_some());
+    }
+    fn f64(&mut self, name: &'static str, _: f64) {
+        self.take(name, true);
+    }
+    fn opt_f64(&mut self, name: &'static str, value: Option<f64>) {
+        self.take(name, value.is_some());
+    }
+    fn str(&mut self, name: &'static str, _: &str) {
+        self.take(name, true);
+    }
+    fn ip(&mut self, name: &'static str, _: IpAddr) {
+        self.take(name, true);
+    }
+    fn list(&mut self, name: &'static str, _: &[u64]) {
+        self.take(name, true);
+    }
+    fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
+        self.take(name, value.is_some());
+    }
+    fn str_list(&mut self, name: &'static str, values: &[String]) {
+        self.take(name, !values.is_empty());
+    }
 }
 
 pub(crate) fn sample_flow() -> Flow<FlowClass> {

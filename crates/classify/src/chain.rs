@@ -124,6 +124,10 @@ pub struct Chain {
     dissectors: &'static [Dissector],
     tcp: Candidates,
     udp: Candidates,
+    /// By transport and first byte of a direction's data, the dissectors
+    /// that may answer other than `No` to it: the others are struck off
+    /// unasked.
+    first_byte: Box<[[Candidates; 256]; 2]>,
     /// Scratch for the announcements of one dissector call.
     expect: Vec<Expectation>,
     /// Scratch for the addresses a DNS answer gave in one dissector call.
@@ -160,7 +164,15 @@ impl Chain {
         );
         let mut tcp = Candidates::default();
         let mut udp = Candidates::default();
+        let mut first_byte = Box::new([[Candidates::default(); 256]; 2]);
         for (i, d) in dissectors.iter().enumerate() {
+            for (transport, table) in [Transport::Tcp, Transport::Udp].into_iter().zip(first_byte.iter_mut()) {
+                for (b, accepting) in table.iter_mut().enumerate() {
+                    if d.first_byte.on(transport).contains(b as u8) {
+                        accepting[i / 64] |= 1 << (i % 64);
+                    }
+                }
+            }
             if d.wants.accepts(Transport::Tcp) {
                 tcp[i / 64] |= 1 << (i % 64);
             }
@@ -177,6 +189,7 @@ impl Chain {
             dissectors,
             tcp,
             udp,
+            first_byte,
             expect: Vec::new(),
             resolved: Vec::new(),
             scratch: Metadata::default(),
@@ -217,6 +230,9 @@ impl Chain {
                 let d = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
                 for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
+                    if !self.dissectors[d].first_byte.on(transport).contains(data[0]) {
+                        break;
+                    }
                     let packet = view(transport, side, (client, server), data, (0, other_index));
                     let mut ctx = Context {
                         meta: &mut self.scratch,
@@ -503,6 +519,10 @@ impl Chain {
                 Verdict::No => next = Next::Finish,
             }
         } else {
+            let table = &self.first_byte[(transport == Transport::Udp) as usize];
+            for (live, accepting) in candidates.iter_mut().zip(&table[data[0] as usize]) {
+                *live &= accepting;
+            }
             'words: for (w, live) in candidates.iter_mut().enumerate() {
                 let mut word = *live;
                 while word != 0 {

@@ -3,11 +3,12 @@
 //! error code or data offset, a total data length and a reserved zero word; the
 //! header and its data must end on the stream head or be followed by another.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "AFP",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -279,6 +279,77 @@ impl Wants {
     }
 }
 
+/// A set of byte values, built at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    pub const ANY: ByteSet = ByteSet([u64::MAX; 4]);
+    pub const NONE: ByteSet = ByteSet([0; 4]);
+
+    /// The bytes of `bytes`.
+    pub const fn of(bytes: &[u8]) -> ByteSet {
+        let mut set = ByteSet::NONE;
+        let mut i = 0;
+        while i < bytes.len() {
+            set = set.with(bytes[i]);
+            i += 1;
+        }
+        set
+    }
+
+    /// The bytes from `first` to `last`, both included.
+    pub const fn range(first: u8, last: u8) -> ByteSet {
+        let mut set = ByteSet::NONE;
+        let mut b = first as u16;
+        while b <= last as u16 {
+            set = set.with(b as u8);
+            b += 1;
+        }
+        set
+    }
+
+    pub const fn with(self, b: u8) -> ByteSet {
+        let mut words = self.0;
+        words[(b >> 6) as usize] |= 1 << (b & 63);
+        ByteSet(words)
+    }
+
+    pub const fn union(self, other: ByteSet) -> ByteSet {
+        let (a, b) = (self.0, other.0);
+        ByteSet([a[0] | b[0], a[1] | b[1], a[2] | b[2], a[3] | b[3]])
+    }
+
+    pub const fn contains(self, b: u8) -> bool {
+        self.0[(b >> 6) as usize] & (1 << (b & 63)) != 0
+    }
+}
+
+/// Per transport, the first bytes of a direction's data (a TCP stream's
+/// head, a UDP datagram) that a dissector can answer anything but `No` to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstByte {
+    pub tcp: ByteSet,
+    pub udp: ByteSet,
+}
+
+impl FirstByte {
+    /// The first byte proves nothing (a random transaction id, a length).
+    pub const ANY: FirstByte = FirstByte::is(ByteSet::ANY);
+
+    /// The same set on either transport.
+    pub const fn is(set: ByteSet) -> FirstByte {
+        FirstByte { tcp: set, udp: set }
+    }
+
+    pub const fn on(self, transport: Transport) -> ByteSet {
+        match transport {
+            Transport::Tcp => self.tcp,
+            Transport::Udp => self.udp,
+        }
+    }
+}
+
 /// One protocol dissector. `inspect` must never panic, loop without bound
 /// or allocate more than the metadata it stores, whatever the bytes.
 #[derive(Clone, Copy, Debug)]
@@ -287,6 +358,16 @@ pub struct Dissector {
     /// recognises several).
     pub name: &'static str,
     pub wants: Wants,
+    /// The first bytes of a direction's data (a TCP stream's head, a UDP
+    /// datagram) that `inspect` can answer anything but `No` to, on either
+    /// side and at any packet index. For any other first byte the chain
+    /// takes the `No` as given and never makes the call: most undecided
+    /// flows meet every dissector, and most dissectors refuse on the first
+    /// byte. `FirstByte::ANY` when the first byte proves nothing (a random
+    /// transaction id, a length). The set must hold every byte `inspect`
+    /// may accept: `tests/first_byte.rs` checks it on random and on real
+    /// payloads.
+    pub first_byte: FirstByte,
     pub inspect: fn(&Packet, &mut Context) -> Verdict,
 }
 

@@ -4,11 +4,12 @@
 //! flags, data length, error code, invoke id); the AMS/TCP length must be the AMS
 //! header plus its data.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BeckhoffADS",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

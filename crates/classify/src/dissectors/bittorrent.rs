@@ -5,11 +5,17 @@
 //! the datagram with a "t" id and a "y" of q/r/e), tracker connects (BEP 15 magic),
 //! uTP SYNs (BEP 29) and Local Service Discovery (BEP 14).
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BitTorrent",
     wants: Wants::Both,
+    first_byte: FirstByte {
+        tcp: ByteSet::of(b"\x13G"),
+        udp: ByteSet::of(b"d\x00\x41B"),
+    },
     inspect,
 }];
 

@@ -5,11 +5,12 @@
 //! class name, a QUERY/PREPARE text or an ERROR. Also the internode protocol
 //! (TCP 7000), whose connections start with the magic 0xCA552DFA.
 
-use super::{Context, Dissector, Found, Packet, Side, Verdict, Wants, be16, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Cassandra",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -3,11 +3,12 @@
 //! connection id and sequence number) then a connected data item (type 0x00B1)
 //! whose length ends exactly at the end of the datagram.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "CIP",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! (station messages below 0x0200, or the 0x8000 range). On the SCCP ports (2000,
 //! secure 2443) one message decides; elsewhere two must follow each other.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "CiscoSkinny",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

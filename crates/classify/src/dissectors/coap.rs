@@ -4,11 +4,12 @@
 //! 0xFF; the whole datagram must parse. Off the CoAP ports (5683, 5684 and the
 //! 6LoWPAN range 61616..=61631) only a request naming a path, host or query counts.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "COAP",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

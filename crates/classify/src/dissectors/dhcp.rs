@@ -4,17 +4,25 @@
 //! message type, then options (code, length) that must tile the datagram exactly; the
 //! client FQDN option (39) becomes the host.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "DHCP",
         wants: Wants::Udp,
+        first_byte: FirstByte::is(ByteSet::of(&[1, 2])),
         inspect: inspect_dhcp,
     },
     Dissector {
         name: "DHCPV6",
         wants: Wants::Udp,
+        first_byte: FirstByte::is(
+            ByteSet::range(1, 11)
+                .union(ByteSet::range(14, 21))
+                .union(ByteSet::range(23, 36))
+                .with(RELAY_FORW)
+                .with(RELAY_REPL),
+        ),
         inspect: inspect_dhcpv6,
     },
 ];

@@ -3,11 +3,12 @@
 //! empty in the request and the client's public IP in the response, and a port), and the
 //! 8-byte keep-alive that starts with 0x1337CAFE.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Discord",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

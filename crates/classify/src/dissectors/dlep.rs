@@ -5,11 +5,12 @@
 //! (16-bit type 1..=31, 16-bit length, value) must tile the signal or message.
 //! TCP messages carry no magic, so there the port is required.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DLEP",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -8,22 +8,25 @@
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::{Context, Dissector, Found, MAX_LIST, Metadata, Packet, Transport, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, MAX_LIST, Metadata, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "MDNS",
         wants: Wants::Udp,
+        first_byte: FirstByte::ANY,
         inspect: inspect_mdns,
     },
     Dissector {
         name: "LLMNR",
         wants: Wants::Both,
+        first_byte: FirstByte::ANY,
         inspect: inspect_llmnr,
     },
     Dissector {
         name: "DNS",
         wants: Wants::Both,
+        first_byte: FirstByte::ANY,
         inspect: inspect_dns,
     },
 ];

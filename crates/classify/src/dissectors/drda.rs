@@ -4,11 +4,12 @@
 //! object's own 16-bit length (the DSS length minus 6) and a code point in the
 //! DDM ranges (0x1000..=0x2FFF, or 0xC000..=0xDFFF).
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DRDA",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

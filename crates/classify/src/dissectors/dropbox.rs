@@ -3,11 +3,12 @@
 //! control messages to 17500 are CoAP (RFC 7252) requests to the path `Bus17Cmd`.
 //! The port is required: it names the service, and the payload confirms it.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Dropbox",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

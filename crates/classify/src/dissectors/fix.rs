@@ -4,11 +4,12 @@
 //! BodyLength, each field closed by SOH (0x01). The BeginString goes into the
 //! sender's banner.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "FIX",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

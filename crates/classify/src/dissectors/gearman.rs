@@ -2,11 +2,12 @@
 //! magic of `\0REQ` (request) or `\0RES` (response), a 32-bit packet type
 //! 1..=43, and a 32-bit data size.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Gearman",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! the constant 1234567890 (0x499602D2), and the trailer 0xFFFFFFFF on connect or
 //! 0x14514545 on accept.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "GenshinImpact",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

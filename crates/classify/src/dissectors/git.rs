@@ -3,11 +3,16 @@
 //! (`git-upload-pack`, `git-receive-pack`, `git-upload-archive`), a space and the
 //! repository path, NUL, and `host=` parameters; the host is kept.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Git",
     wants: Wants::Tcp,
+    first_byte: FirstByte::is(
+        ByteSet::range(b'0', b'9')
+            .union(ByteSet::range(b'a', b'f'))
+            .union(ByteSet::range(b'A', b'F')),
+    ),
     inspect,
 }];
 

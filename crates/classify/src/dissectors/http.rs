@@ -5,11 +5,12 @@
 //! `http_status` and `http_content_type`. CONNECT is `HTTP_Connect`; WebDAV methods,
 //! OCSP and DASH content types name the application.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "HTTP",
     wants: Wants::Tcp,
+    first_byte: FirstByte::is(ByteSet::range(b'A', b'Z')),
     inspect,
 }];
 

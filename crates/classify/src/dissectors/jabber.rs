@@ -5,11 +5,12 @@
 //! `<iq>`, `<presence>` or `<message>` stanza carrying an XMPP namespace. The stream
 //! header's `to` (client) or `from` (server) domain goes into `host`.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Jabber",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

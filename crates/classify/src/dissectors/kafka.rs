@@ -4,11 +4,12 @@
 //! printable client id (a 2-byte length and its bytes) that fits in the request.
 //! The client id (`rdkafka`, `console-producer`, ...) goes into `client_banner`.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants, be16, be32};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Kafka",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! little-endian. A datagram may pack several segments of one conversation; they
 //! must tile it exactly. Over TCP the stream head must be such segments too.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "KCP",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

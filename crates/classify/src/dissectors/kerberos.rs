@@ -3,11 +3,15 @@
 //! (30) whose length spans the message, a SEQUENCE spanning the rest, and then pvno 5 and a
 //! msg-type equal to n — tagged [1] and [2] in requests, [0] and [1] in the others.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Kerberos",
     wants: Wants::Both,
+    first_byte: FirstByte {
+        tcp: ByteSet::ANY,
+        udp: ByteSet::of(&[0x6a, 0x6b, 0x6c, 0x6d, 0x6e, 0x7e]),
+    },
     inspect,
 }];
 

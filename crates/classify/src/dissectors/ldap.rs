@@ -3,11 +3,12 @@
 //! tagged [APPLICATION n] with one of the operations the RFC defines, whose length
 //! fits inside the message. A bind request must carry version 2 or 3.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "LDAP",
     wants: Wants::Both,
+    first_byte: FirstByte::is(ByteSet::of(&[SEQUENCE])),
     inspect,
 }];
 

@@ -3,11 +3,12 @@
 //! label space, then messages (a type from the RFC's families, a length, a message
 //! id) that must tile the PDU. Over TCP a PDU cut short waits for more.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "LDP",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

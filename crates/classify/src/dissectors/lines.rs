@@ -2,6 +2,8 @@
 //! complete lines of a stream head, and the `220` greeting that FTP and SMTP
 //! servers both open with, whose words tell the two apart.
 
+use super::ByteSet;
+
 /// Longest command or reply line believed (RFC 5321 allows 512, IMAP lines run longer).
 pub(super) const MAX_LINE: usize = 2048;
 /// Lines read at most from one stream head.
@@ -85,6 +87,13 @@ fn words_kind(text: &[u8]) -> Kind {
         _ => Kind::Unknown,
     }
 }
+
+/// The bytes `is_text` takes, as a first-byte set: a reply after the
+/// client spoke may start with any of them.
+pub(super) const TEXT: ByteSet = ByteSet::range(0x20, 0x7e)
+    .union(ByteSet::range(0x80, 0xff))
+    .with(b'\t')
+    .with(b'\r');
 
 /// Printable ASCII, tabs and UTF-8: what these lines may hold.
 pub(super) fn is_text(line: &[u8]) -> bool {

@@ -5,23 +5,33 @@
 //! goes into `server_banner`, the client's commands (credentials as `***`) into
 //! `commands`; STARTTLS/STLS followed by a TLS record relabels SMTPS, POPS or IMAPS.
 
-use super::lines::{Greeting, Kind, Lines, MAX_LINE, greeting, is_text};
-use super::{Context, Dissector, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants};
+use super::lines::{Greeting, Kind, Lines, MAX_LINE, TEXT, greeting, is_text};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants,
+};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "SMTP",
         wants: Wants::Tcp,
+        first_byte: FirstByte::is(TEXT),
         inspect: smtp,
     },
     Dissector {
         name: "POP3",
         wants: Wants::Tcp,
+        first_byte: FirstByte::is(
+            ByteSet::of(b"+-")
+                .union(ByteSet::range(b'0', b'9'))
+                .union(ByteSet::range(b'A', b'Z'))
+                .union(ByteSet::range(b'a', b'z')),
+        ),
         inspect: pop3,
     },
     Dissector {
         name: "IMAP",
         wants: Wants::Tcp,
+        first_byte: FirstByte::is(TEXT),
         inspect: imap,
     },
 ];

@@ -3,11 +3,12 @@
 //! separator and the sender's mId: an address in brackets, a `<domain name>`, or
 //! a device name.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Megaco",
     wants: Wants::Both,
+    first_byte: FirstByte::is(ByteSet::of(b"M!")),
     inspect,
 }];
 

@@ -5,11 +5,15 @@
 //! <bytes>` decides; other commands (`get`, `stats`, `version`, ...) and replies
 //! (`VALUE`, `STAT`, `END`, `STORED`, ...) decide on port 11211 only.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Transport, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Memcached",
     wants: Wants::Both,
+    first_byte: FirstByte {
+        tcp: ByteSet::of(b"sarpcgditvfqmVSENDT \x80\x81"),
+        udp: ByteSet::ANY,
+    },
     inspect,
 }];
 

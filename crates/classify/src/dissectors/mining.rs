@@ -3,11 +3,12 @@
 //! `eth_submitLogin`, ...), or, in the Monero/CryptoNote dialect, `login` with
 //! `login` and `pass` parameters. The method goes into `commands`.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Mining",
     wants: Wants::Tcp,
+    first_byte: FirstByte::is(ByteSet::of(b"{")),
     inspect,
 }];
 

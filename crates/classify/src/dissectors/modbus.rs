@@ -4,11 +4,12 @@
 //! exception (0x80 + code) or Schneider's UMAS (0x5A, reported as Modbus.UMAS).
 //! On port 502 one ADU decides; elsewhere two must follow each other.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Modbus",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

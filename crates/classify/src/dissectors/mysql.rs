@@ -5,11 +5,12 @@
 //! CLIENT_PROTOCOL_41. A refusal sent instead of the greeting (0xff, an error number
 //! and its message) also counts. The version or the refusal goes into `server_banner`.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MySQL",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! (version 1, source and destination node ids present) and 0x00 or 0x10 in its
 //! low byte. The port is required; the framing of the first message confirms it.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NestLogSink",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

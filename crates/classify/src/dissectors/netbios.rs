@@ -4,11 +4,12 @@
 //! letters 'A'..'P', two per name byte. That label, at the place each message type
 //! puts it, plus sane header fields, is what we recognise, whatever the port.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Transport, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NetBIOS",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! defines. Over TCP the call follows a record mark whose last-fragment bit is
 //! set; nDPI files all three programs under "NFS".
 
-use super::{Context, Dissector, Found, Packet, Side, Transport, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NFS",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -4,11 +4,17 @@
 //! most 16; mode 6 is a control message whose count fits; mode 7 is ntpd's private
 //! "monlist" family with a known implementation byte.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NTP",
     wants: Wants::Udp,
+    first_byte: FirstByte::is(
+        ByteSet::range(0x08, 0x27)
+            .union(ByteSet::range(0x48, 0x67))
+            .union(ByteSet::range(0x88, 0xa7))
+            .union(ByteSet::range(0xc8, 0xe7)),
+    ),
     inspect,
 }];
 

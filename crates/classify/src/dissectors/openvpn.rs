@@ -5,11 +5,15 @@
 //! the client's session id before its own packet id 0. Over TCP, the client's next packet
 //! repeating its session id also counts.
 
-use super::{Context, Dissector, Found, Packet, Side, Transport, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OpenVPN",
     wants: Wants::Both,
+    first_byte: FirstByte {
+        tcp: ByteSet::ANY,
+        udp: OPCODES,
+    },
     inspect,
 }];
 
@@ -28,6 +32,17 @@ const TLS_CRYPT_TAG: usize = 32;
 const CLIENT_BARE: usize = HEADER + 1 + 4;
 /// A bare server reset: header, an ack of packet 0 for the client's session, packet id 0.
 const SERVER_BARE: usize = HEADER + 1 + 4 + 8 + 4;
+
+/// The first bytes of the packets `judge` reads: those opcodes, key id 0.
+const OPCODES: ByteSet = ByteSet::of(&[
+    CLIENT_RESETS[0] << 3,
+    CLIENT_RESETS[1] << 3,
+    CLIENT_RESETS[2] << 3,
+    SERVER_RESETS[0] << 3,
+    SERVER_RESETS[1] << 3,
+    P_CONTROL << 3,
+    P_ACK << 3,
+]);
 
 fn opcode(packet: &[u8]) -> Option<u8> {
     let first = *packet.first()?;

@@ -4,11 +4,12 @@
 //! protocol 3.x whose body is NUL-terminated name/value pairs including `user`.
 //! The user and database names go into `commands`.
 
-use super::{Context, Dissector, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "PostgreSQL",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

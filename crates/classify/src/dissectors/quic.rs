@@ -15,11 +15,12 @@ use hkdf::Hkdf;
 use sha2::Sha256;
 
 use super::tls::{Hello, parse_client_hello};
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "QUIC",
     wants: Wants::Udp,
+    first_byte: FirstByte::is(GQUIC_PUBLIC_FLAGS.union(ByteSet::range(0xc0, 0xff))),
     inspect,
 }];
 
@@ -557,6 +558,12 @@ fn alpn_list_ok(list: &[u8]) -> bool {
 
 /// gQUIC's public header (Q043 and older): flags, 8-byte connection ID, version, packet
 /// number, a 12-byte hash, then a STREAM frame on stream 1 holding the CHLO.
+/// The public flags `gquic_public` takes: version and 8-byte connection ID
+/// present, the two high bits clear.
+const GQUIC_PUBLIC_FLAGS: ByteSet = ByteSet::of(&[
+    0x09, 0x0b, 0x0d, 0x0f, 0x19, 0x1b, 0x1d, 0x1f, 0x29, 0x2b, 0x2d, 0x2f, 0x39, 0x3b, 0x3d, 0x3f,
+]);
+
 fn gquic_public(data: &[u8], side: Side, meta: &mut Metadata) -> Verdict {
     const FLAG_VERSION: u8 = 0x01;
     const FLAG_CID: u8 = 0x08;

@@ -5,11 +5,12 @@
 //! tile the datagram, or an ACK/NACK (0xc0/0xa0) whose records must. Frame sets
 //! and NACKs are believed from the second datagram of a flow on.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RakNet",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

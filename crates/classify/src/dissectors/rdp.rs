@@ -5,11 +5,17 @@
 //! Failure. The cookie line goes into `commands`. UDP (MS-RDPEUDP 2.2.2.1/2.2.2.5):
 //! the SYN / SYN+ACK datagrams on port 3389, with MTUs in the 1132..=1232 range.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RDP",
     wants: Wants::Both,
+    first_byte: FirstByte {
+        tcp: ByteSet::of(&[3]),
+        udp: ByteSet::ANY,
+    },
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! command line (`PING\r\n`, `AUTH ...`) is also accepted. Each complete command
 //! seen, with its first argument (none for AUTH), goes into `commands`.
 
-use super::{Context, Dissector, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Redis",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -3,11 +3,12 @@
 //! datagrams, or from the 53-byte connect datagram whose last 8 bytes are the
 //! constant 0x3CB11F2D 0xEA23460C.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RiotGames",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

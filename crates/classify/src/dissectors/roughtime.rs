@@ -4,11 +4,12 @@
 //! padded with 0x00 or 0xFF) in strictly increasing order, such as NONC, PAD,
 //! SIG, SREP, CERT, INDX. The IETF framing puts `ROUGHTIM` and a length first.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Roughtime",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

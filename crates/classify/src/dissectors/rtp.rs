@@ -6,17 +6,19 @@
 //! direction; over TCP for two framed RTP packets of one SSRC with advancing sequence numbers
 //! (or two RTCP packets).
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be16, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "RTP",
         wants: Wants::Both,
+        first_byte: FirstByte::ANY,
         inspect: inspect_rtp,
     },
     Dissector {
         name: "RTCP",
         wants: Wants::Both,
+        first_byte: FirstByte::ANY,
         inspect: inspect_rtcp,
     },
 ];

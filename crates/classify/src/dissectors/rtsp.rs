@@ -5,11 +5,12 @@
 //! reply carry a `Transport` header whose `client_port` and `server_port`
 //! ranges announce the RTP and RTCP flows of the stream.
 
-use super::{Context, Dissector, Expectation, Found, Metadata, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RTSP",
     wants: Wants::Tcp,
+    first_byte: FirstByte::is(ByteSet::of(b"ODSPTGAR")),
     inspect,
 }];
 

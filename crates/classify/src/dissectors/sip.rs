@@ -6,11 +6,12 @@
 
 use std::net::IpAddr;
 
-use super::{Context, Dissector, Expectation, Found, Metadata, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SIP",
     wants: Wants::Both,
+    first_byte: FirstByte::is(ByteSet::range(b'A', b'Z').union(ByteSet::of(b" \t\n\x0c\r"))),
     inspect,
 }];
 

@@ -5,17 +5,19 @@
 //! SMB3 transform/compression ids "\xfdSMB", "\xfcSMB") SMBv2/3. As in nDPI, both
 //! are labelled under NetBIOS: `NetBIOS.SMBv1`, `NetBIOS.SMBv23`.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "SMBv1",
         wants: Wants::Tcp,
+        first_byte: FirstByte::ANY,
         inspect: inspect_v1,
     },
     Dissector {
         name: "SMBv23",
         wants: Wants::Tcp,
+        first_byte: FirstByte::ANY,
         inspect: inspect_v23,
     },
 ];

@@ -5,11 +5,12 @@
 //! return code 0x00..=0x5E. Messages packed together must tile the datagram;
 //! SOME/IP-SD is the service 0xFFFF method 0x8100.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SOMEIP",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -3,17 +3,19 @@
 //! discovery magic 0x214C5FA0. SteamDatagramRelay (Steam Datagram Relay pings to
 //! Valve's relays): message byte 0x01, a flags byte, then the tag `sdping`.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "Steam",
         wants: Wants::Udp,
+        first_byte: FirstByte::ANY,
         inspect: inspect_discovery,
     },
     Dissector {
         name: "SteamDatagramRelay",
         wants: Wants::Udp,
+        first_byte: FirstByte::ANY,
         inspect: inspect_relay,
     },
 ];

@@ -3,11 +3,12 @@
 //! CONNECTED, MESSAGE, RECEIPT, ERROR) then `name:value` header lines. The first
 //! frame's command and first header decide; the command goes into `commands`.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "STOMP",
     wants: Wants::Tcp,
+    first_byte: FirstByte::is(ByteSet::of(b"CSUANBDMRE")),
     inspect,
 }];
 

@@ -7,11 +7,12 @@
 
 use std::net::IpAddr;
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "STUN",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -3,11 +3,15 @@
 //! (BSD timestamp, RFC 5424 version, Cisco sequence number, tag...). Over TCP a message
 //! may be preceded by its length and a space (RFC 6587 octet counting).
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Syslog",
     wants: Wants::Both,
+    first_byte: FirstByte {
+        tcp: ByteSet::range(b'0', b'9').with(b'<'),
+        udp: ByteSet::of(b"<"),
+    },
     inspect,
 }];
 

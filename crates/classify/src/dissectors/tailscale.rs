@@ -3,11 +3,12 @@
 //! 0xF0 0x9F 0x92 0xAC), then the sender's 32-byte disco key and a 24-byte nonce
 //! before the sealed payload.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Tailscale",
     wants: Wants::Udp,
+    first_byte: FirstByte::is(ByteSet::of(&[MAGIC[0]])),
     inspect,
 }];
 

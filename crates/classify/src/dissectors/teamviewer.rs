@@ -3,11 +3,12 @@
 //! little-endian length of the data that follows; the frames must tile the stream
 //! head (the last may still be arriving).
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TeamViewer",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

@@ -3,11 +3,12 @@
 //! a 32-bit message kind, and a second 32-bit length counting what follows it;
 //! both lengths must agree with each other and with the message.
 
-use super::{Context, Dissector, Found, Packet, Side, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TES_Online",
     wants: Wants::Tcp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

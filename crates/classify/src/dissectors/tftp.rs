@@ -3,11 +3,12 @@
 //! at once. DATA, ACK and ERROR packets, which go to the transfer's own ports,
 //! decide once both directions have spoken in TFTP's shapes.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TFTP",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

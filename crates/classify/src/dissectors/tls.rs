@@ -10,17 +10,19 @@ use std::fmt::Write as _;
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
-use super::{Context, Dissector, Found, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "TLS",
         wants: Wants::Tcp,
+        first_byte: FirstByte::is(ByteSet::range(CHANGE_CIPHER_SPEC, HEARTBEAT)),
         inspect: inspect_tls,
     },
     Dissector {
         name: "DTLS",
         wants: Wants::Udp,
+        first_byte: FirstByte::is(ByteSet::range(CHANGE_CIPHER_SPEC, HEARTBEAT)),
         inspect: inspect_dtls,
     },
 ];

@@ -3,11 +3,12 @@
 //! cipher byte. Over TCP a 32-bit big-endian length comes first. The plaintext
 //! must open with `{"` or `{}` and stay printable; a complete message must end in `}`.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TPLINK_SHP",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

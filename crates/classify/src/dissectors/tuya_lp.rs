@@ -4,11 +4,12 @@
 //! which ends with the suffix 0x0000AA55. Seen as UDP broadcasts (6666/6667) and
 //! as TCP control sessions (6668); over TCP a frame cut short waits for more.
 
-use super::{Context, Dissector, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TuyaLP",
     wants: Wants::Both,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

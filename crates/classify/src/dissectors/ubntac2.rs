@@ -3,11 +3,12 @@
 //! (type byte, 16-bit length, value: MAC/IP, firmware, hostname, model, ...) that
 //! must end exactly at the end. The bare 4-byte v1 query counts only on port 10001.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "UBNTAC2",
     wants: Wants::Udp,
+    first_byte: FirstByte::ANY,
     inspect,
 }];
 

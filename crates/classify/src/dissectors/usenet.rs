@@ -3,11 +3,16 @@
 //! commands (`MODE READER`, `AUTHINFO`, `GROUP`, `ARTICLE`, `XOVER`, ...) decide
 //! on their own. A bare 200/201 greeting waits for the client.
 
-use super::{Context, Dissector, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Usenet",
     wants: Wants::Tcp,
+    first_byte: FirstByte::is(
+        ByteSet::of(b"2")
+            .union(ByteSet::range(b'A', b'Z'))
+            .union(ByteSet::range(b'a', b'z')),
+    ),
     inspect,
 }];
 

@@ -4,11 +4,12 @@
 //! counter is still small. TunnelBear's variant appends 56 bytes to the initiation and 8 to the
 //! response.
 
-use super::{Context, Dissector, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "WireGuard",
     wants: Wants::Udp,
+    first_byte: FirstByte::is(ByteSet::range(1, 4)),
     inspect,
 }];
 

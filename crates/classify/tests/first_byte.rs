@@ -1,0 +1,193 @@
+//! Each dissector's `first_byte` set is a promise: for a first byte outside
+//! it, `inspect` answers `No`, whatever follows, on either side, at any
+//! packet index, on any ports. The chain relies on it to skip the call.
+//! Checked here on random bytes and mutated real messages, and on every
+//! payload of nDPI's reference captures (`../shared/data/ndpi-dev`, or
+//! `$NDPI_DEV_DIR`) seen as the first bytes of a direction.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use sluice_capture::CaptureFile;
+use sluice_classify::dissectors::{
+    Context, Dissector, FirstByte, Metadata, Packet, Side, Transport, Verdict, registry,
+};
+
+/// Ports the dissectors test for, so that port-gated paths are reached.
+const PORTS: &[u16] = &[
+    7, 21, 22, 23, 25, 53, 67, 68, 69, 80, 88, 110, 111, 119, 123, 137, 138, 139, 143, 161, 162, 177, 179, 194, 389,
+    427, 443, 445, 464, 500, 502, 514, 515, 520, 546, 547, 554, 563, 587, 631, 636, 853, 873, 993, 995, 1080, 1194,
+    1433, 1434, 1701, 1723, 1812, 1813, 1883, 1900, 2000, 2049, 2123, 2152, 2427, 2727, 2944, 3074, 3306, 3389, 3478,
+    3544, 4222, 4500, 4730, 5004, 5005, 5060, 5061, 5222, 5353, 5355, 5432, 5683, 5938, 6379, 6666, 6667, 6881, 6969,
+    7000, 8080, 8883, 9042, 9092, 9200, 9300, 11211, 17500, 27015, 27017, 41641, 51820, 61613,
+];
+
+fn gated() -> Vec<(usize, Dissector)> {
+    registry()
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, d)| d.first_byte != FirstByte::ANY)
+        .collect()
+}
+
+fn transports(d: &Dissector) -> impl Iterator<Item = Transport> + '_ {
+    [Transport::Tcp, Transport::Udp]
+        .into_iter()
+        .filter(|&t| d.wants.accepts(t))
+}
+
+/// `d`'s verdict on `data` as the first bytes of the client's or the
+/// server's direction.
+fn ask(d: &Dissector, transport: Transport, side: Side, ports: (u16, u16), data: &[u8], index: (u32, u32)) -> Verdict {
+    let packet = Packet {
+        transport,
+        side,
+        client: IpAddr::from([10, 0, 0, 1]),
+        client_port: ports.0,
+        server: IpAddr::from([10, 0, 0, 2]),
+        server_port: ports.1,
+        data,
+        index: index.0,
+        other_index: index.1,
+    };
+    let mut meta = Metadata::default();
+    let (mut expect, mut resolved) = (Vec::new(), Vec::new());
+    let mut ctx = Context {
+        meta: &mut meta,
+        expect: &mut expect,
+        resolved: &mut resolved,
+    };
+    (d.inspect)(&packet, &mut ctx)
+}
+
+/// Starts of real messages: with their first byte changed, the rest of a
+/// well-formed message reaches the checks after the first byte.
+const SEEDS: &[&[u8]] = &[
+    b"GET /index.html HTTP/1.1\r\nHost: www.example.com\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    b"\x16\x03\x01\x00\x45\x01\x00\x00\x41\x03\x03AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\x00\x00\x02\x13\x01\x01\x00",
+    b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x02io\x00\x00\x01\x00\x01",
+    b"\xc3\x00\x00\x00\x01\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00\x00\x44\x9e\x7b\x9a\xec\x34",
+    b"\x00\x01\x00\x08\x21\x12\xa4\x42abcdefghijkl\x80\x22\x00\x04test",
+    b"SSH-2.0-OpenSSH_9.6\r\n",
+    b"220 mail.example.com ESMTP ready\r\n",
+    b"INVITE sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP h\r\n\r\n",
+    b"\x80\x00\x00\x01\x00\x00\x00\xa0\x12\x34\x56\x78",
+    b"\x13BitTorrent protocol\x00\x00\x00\x00\x00\x00\x00\x00",
+    b"\x30\x0c\x02\x01\x01\x60\x07\x02\x01\x03\x04\x00\x80\x00",
+    b"<34>Oct 11 22:14:15 host su: 'su root' failed\n",
+    b"GNUTELLA CONNECT/0.6\r\n",
+    b"M-SEARCH * HTTP/1.1\r\nHOST: 239.255.255.250:1900\r\n\r\n",
+];
+
+fn tail() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..600),
+        (0..SEEDS.len()).prop_map(|i| SEEDS[i][1..].to_vec()),
+    ]
+}
+
+fn port() -> impl Strategy<Value = u16> {
+    prop_oneof![(0..PORTS.len()).prop_map(|i| PORTS[i]), any::<u16>()]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// Every first byte outside the set, before the same bytes.
+    #[test]
+    fn a_first_byte_outside_the_set_is_always_refused(
+        pick in any::<prop::sample::Index>(),
+        rest in tail(),
+        up in any::<bool>(),
+        ports in (port(), port()),
+        index in (0u32..4, 0u32..4),
+    ) {
+        let gated = gated();
+        prop_assume!(!gated.is_empty());
+        let (_, d) = gated[pick.index(gated.len())];
+        let side = if up { Side::Up } else { Side::Down };
+        let mut data = vec![0];
+        data.extend_from_slice(&rest);
+        for transport in transports(&d) {
+            for first in (0..=255).filter(|&b| !d.first_byte.on(transport).contains(b)) {
+                data[0] = first;
+                let verdict = ask(&d, transport, side, ports, &data, index);
+                prop_assert_eq!(verdict, Verdict::No, "{} on {:?} {:?} {:?}", d.name, transport, side, &data[..data.len().min(24)]);
+            }
+        }
+    }
+}
+
+fn reference_captures() -> Option<Vec<PathBuf>> {
+    let root = std::env::var_os("NDPI_DEV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ndpi-dev"));
+    let dir = root.join("pcap");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipping: no nDPI reference captures at {}", dir.display());
+        return None;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    Some(paths)
+}
+
+#[test]
+fn real_payloads_with_a_first_byte_outside_the_set_are_refused() {
+    let Some(paths) = reference_captures() else {
+        return;
+    };
+    let gated = gated();
+    let mut checked = 0u64;
+    let mut failures = Vec::new();
+    for path in &paths {
+        let Ok(file) = CaptureFile::open(path) else {
+            continue;
+        };
+        let Ok(reader) = file.reader() else {
+            continue;
+        };
+        for raw in reader {
+            let Ok(decoded) = sluice_wire::decode(raw.link, raw.data) else {
+                continue;
+            };
+            let transport = match decoded.key.proto {
+                6 => Transport::Tcp,
+                17 => Transport::Udp,
+                _ => continue,
+            };
+            let start = (decoded.payload_offset as usize).min(raw.data.len());
+            let end = (start + decoded.payload_captured as usize).min(raw.data.len());
+            let data = &raw.data[start..end];
+            let Some(&first) = data.first() else {
+                continue;
+            };
+            let (src, dst) = (decoded.key.src_port, decoded.key.dst_port);
+            for (_, d) in gated.iter().filter(|(_, d)| d.wants.accepts(transport)) {
+                if d.first_byte.on(transport).contains(first) {
+                    continue;
+                }
+                for (side, ports) in [(Side::Up, (src, dst)), (Side::Down, (dst, src))] {
+                    for index in [(0, 0), (1, 1)] {
+                        checked += 1;
+                        let verdict = ask(d, transport, side, ports, data, index);
+                        if verdict != Verdict::No && failures.len() < 20 {
+                            failures.push(format!(
+                                "{}: {} said {verdict:?} to {:?} {side:?} {:?} at {index:?}",
+                                path.display(),
+                                d.name,
+                                transport,
+                                &data[..data.len().min(24)]
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{checked} refusals checked over {} captures", paths.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

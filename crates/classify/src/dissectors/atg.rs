@@ -3,12 +3,12 @@
 //! format), a 3-digit function code, a 2-digit tank number, optional data, and
 //! CR LF. The gauge's reply repeats SOH and the function code.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "ATG",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(&[SOH])),
     inspect,
 }];
 

@@ -5,12 +5,16 @@
 //! class name, a QUERY/PREPARE text or an ERROR. Also the internode protocol
 //! (TCP 7000), whose connections start with the magic 0xCA552DFA.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Cassandra",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(
+        ByteSet::range(3, 6)
+            .union(ByteSet::range(RESPONSE_BIT | 3, RESPONSE_BIT | 6))
+            .with((INTERNODE_MAGIC >> 24) as u8),
+    ),
     inspect,
 }];
 

@@ -2,12 +2,12 @@
 //! magic of `\0REQ` (request) or `\0RES` (response), a 32-bit packet type
 //! 1..=43, and a 32-bit data size.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Gearman",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(b"\0")),
     inspect,
 }];
 

@@ -5,12 +5,12 @@
 //! I-frame carries an ASDU with a type id 1..=127 and a cause of transmission.
 //! U-frames are rigid enough to decide anywhere; I- and S-frames only on 2404.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IEC60870",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(&[START])),
     inspect,
 }];
 

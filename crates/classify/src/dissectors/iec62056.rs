@@ -5,12 +5,12 @@
 //! checksums must match; or, on port 4059, the wrapper (IEC 62056-47: version 1,
 //! source and destination wPorts, a length of the APDU that follows).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IEC62056",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(&[FLAG, 0])),
     inspect,
 }];
 

@@ -3,12 +3,12 @@
 //! 0..=5 with version 1..=3, a frame size, and a CRC-CCITT over the frame that
 //! must match its last two bytes.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IEEE-C37118",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(&[SYNC])),
     inspect,
 }];
 

@@ -5,12 +5,14 @@
 //! as does a PUBLISH or SUBSCRIBE with a printable topic; pings and acks alone wait.
 //! Either side may be first: captures often start mid-session.
 
-use super::{Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Verdict, Wants, be16};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Verdict, Wants, be16,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MQTT",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::range(CONNECT << 4, DISCONNECT << 4 | 0x0f)),
     inspect,
 }];
 

@@ -6,19 +6,25 @@
 //! direction; over TCP for two framed RTP packets of one SSRC with advancing sequence numbers
 //! (or two RTCP packets).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "RTP",
         wants: Wants::Both,
-        first_byte: FirstByte::ANY,
+        first_byte: FirstByte {
+            tcp: ByteSet::ANY,
+            udp: RTP_VERSION_2,
+        },
         inspect: inspect_rtp,
     },
     Dissector {
         name: "RTCP",
         wants: Wants::Both,
-        first_byte: FirstByte::ANY,
+        first_byte: FirstByte {
+            tcp: ByteSet::ANY,
+            udp: RTP_VERSION_2,
+        },
         inspect: inspect_rtcp,
     },
 ];
@@ -41,6 +47,9 @@ enum Kind {
 fn known_payload_type(pt: u8) -> bool {
     matches!(pt, 0 | 2..=18 | 25 | 26 | 28 | 31..=34 | 96..=127)
 }
+
+/// The first bytes `classify` reads as RTP or RTCP: version 2.
+const RTP_VERSION_2: ByteSet = ByteSet::range(0x80, 0xbf);
 
 fn classify(p: &[u8]) -> Kind {
     let (Some(&first), Some(&second)) = (p.first(), p.get(1)) else {

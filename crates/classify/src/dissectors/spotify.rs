@@ -4,12 +4,15 @@
 //! and a protobuf whose first field is BuildInfo (tag 0x52) starting with its
 //! product field (tag 0x50).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Spotify",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte {
+        tcp: ByteSet::of(&[AP_VERSION[0]]),
+        udp: ByteSet::of(&[DISCOVERY[0]]),
+    },
     inspect,
 }];
 

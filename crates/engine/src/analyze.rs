@@ -438,7 +438,7 @@ impl Reader {
 }
 
 fn write_records(
-    mut file: File,
+    file: File,
     path: &Path,
     preamble: Vec<u8>,
     chunks: Receiver<Vec<u8>>,
@@ -448,6 +448,8 @@ fn write_records(
         path: path.to_path_buf(),
         source,
     };
+    // A long run's records outgrow any page cache worth keeping for them.
+    let mut file = sluice_store::WriteThrough::new(file);
     file.write_all(&preamble).map_err(error)?;
     for mut chunk in chunks {
         file.write_all(&chunk).map_err(error)?;

@@ -1,14 +1,15 @@
 //! Writing packets to disk: a buffered pcap writer with nanosecond
 //! timestamps (used by the generator and by tests), and the line-rate
 //! [`Recorder`] (pcap or pcapng) with its block [`Index`] and crash
-//! [`repair`]; and reading recordings back by time, filter or flow with
-//! [`extract`].
+//! [`repair`]; reading recordings back by time, filter or flow with
+//! [`extract`]; and [`WriteThrough`], for large outputs written once.
 
 pub mod extract;
 mod format;
 mod index;
 mod recorder;
 mod repair;
+mod write_through;
 
 pub use extract::{ExtractReport, FlowSpan, RecordingSet, Selection, extract, link_type, recording_sets, recordings};
 pub use format::CaptureFormat;
@@ -21,6 +22,7 @@ pub use repair::{RepairReport, repair};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+pub use write_through::WriteThrough;
 
 /// Writes a nanosecond-resolution pcap file (magic `a1b23c4d`).
 pub struct PcapWriter<W: Write> {

@@ -12,7 +12,9 @@
 //! MiB of pages are reused for the whole file. It is what n2disk does for
 //! its dumps, with `sync_file_range(2)` and `posix_fadvise(2)` rather than
 //! `O_DIRECT`, which would need aligned buffers the record encoders do not
-//! produce. Outputs under a few chunks (most runs) are never waited on.
+//! produce. Outputs under a few chunks (most runs) are never waited on;
+//! past that, a disk slower than the records are produced makes the run
+//! wait for it, as the kernel's dirty-page limit would a little later.
 
 use std::fs::File;
 use std::io::{self, Write};

@@ -3,31 +3,39 @@
 
 /// Asks for the cache line holding `value` ahead of its use.
 #[inline(always)]
-#[allow(unsafe_code)]
 pub(crate) fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and has no architectural effect; the
-    // pointer comes from a live reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(value as *const T as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
+    prefetch_address((value as *const T).cast());
 }
 
 /// Prefetches every cache line of `value`.
 #[inline(always)]
 pub(crate) fn prefetch_all<T>(value: &T) {
-    let bytes = std::mem::size_of::<T>();
-    let base = value as *const T as *const u8;
-    let mut offset = 0;
-    while offset < bytes {
-        // Stepping through the object's own bytes keeps the address inside
-        // it; `wrapping_add` avoids any claim about provenance.
-        prefetch(&base.wrapping_add(offset));
-        offset += 64;
+    lines(value).for_each(prefetch_address);
+}
+
+/// An address in each cache line of `value`'s own bytes (the address of a
+/// pointer to it, a stack slot, would prefetch nothing of use).
+#[inline(always)]
+fn lines<T>(value: &T) -> impl Iterator<Item = *const u8> {
+    let base: *const u8 = (value as *const T).cast();
+    // `wrapping_add` avoids any claim about provenance.
+    (0..std::mem::size_of::<T>())
+        .step_by(64)
+        .map(move |offset| base.wrapping_add(offset))
+}
+
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch_address(address: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and has no architectural effect,
+    // whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(address.cast());
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 /// Backs a large, randomly accessed allocation with transparent huge
@@ -51,4 +59,19 @@ pub(crate) fn advise_huge_pages<T>(v: &Vec<T>) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = v;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lines;
+
+    #[test]
+    fn every_line_prefetched_is_one_of_the_objects_own() {
+        let object = [7u8; 700];
+        let start = object.as_ptr() as usize;
+        let addresses: Vec<usize> = lines(&object).map(|a| a as usize).collect();
+        assert_eq!(addresses.len(), 700usize.div_ceil(64));
+        assert!(addresses.iter().all(|&a| (start..start + 700).contains(&a)));
+        assert_eq!(addresses[0], start);
+    }
 }

@@ -11,23 +11,18 @@ usage: bench/chain_cost.py TRACE [--sluice BIN] [--runs N] [--formats jsonl,none
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from ab import run
 
 
-def run(cmd):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+def cpu_time(measured):
+    """(wall, user, system) as (wall, CPU)."""
+    wall, user, system = measured
+    return wall, user + system
 
 
 def main():
@@ -58,8 +53,8 @@ def main():
             run(cmd("full"))
             off, full = [], []
             for _ in range(args.runs):
-                off.append(run(cmd("off")))
-                full.append(run(cmd("full")))
+                off.append(cpu_time(run(cmd("off"))))
+                full.append(cpu_time(run(cmd("full"))))
             wall_ratio = statistics.median(f[0] / o[0] for o, f in zip(off, full))
             cpu_ratio = statistics.median(f[1] / o[1] for o, f in zip(off, full))
             med = lambda xs, i: statistics.median(x[i] for x in xs)

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Two Sluice builds on the same command, run in alternation (A, B, A, B,
+...) after one warm-up of each, so that both see the same state of a shared
+machine. Prints a Markdown table of median wall, user, system and CPU
+seconds per build and the medians of the per-pair ratios A/B (below 1: A is
+faster). `{out}` in the arguments is replaced by a scratch directory,
+emptied before every run.
+
+usage: bench/ab.py A_BIN B_BIN [--runs N] -- ARGS...
+e.g.:  bench/ab.py new/sluice old/sluice --runs 5 -- analyze worst-case.pcap -o {out} --format none -q
+"""
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(cmd):
+    """Wall, user and system seconds of one run of `cmd`, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--runs", type=int, default=5, help="pairs of runs (default 5)")
+    argv = sys.argv[1:]
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        ap.error("give the arguments for both builds after --")
+    split = argv.index("--")
+    args = ap.parse_args(argv[:split])
+    sluice_args = argv[split + 1 :]
+    for binary in (args.a, args.b):
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"ab.py: {binary} is not an executable")
+
+    work = tempfile.mkdtemp(prefix="sluice-ab-")
+    try:
+        def cmd(binary):
+            out = os.path.join(work, "out")
+            shutil.rmtree(out, ignore_errors=True)
+            return [binary] + [a.replace("{out}", out) for a in sluice_args]
+
+        run(cmd(args.a))
+        run(cmd(args.b))
+        a, b = [], []
+        for _ in range(args.runs):
+            a.append(run(cmd(args.a)))
+            b.append(run(cmd(args.b)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def column(runs, i):
+        return [r[i] for r in runs] if i < 3 else [r[1] + r[2] for r in runs]
+
+    print(f"`{' '.join(sluice_args)}`; {args.runs} pairs of runs in alternation, after one warm-up of each.\n")
+    print("| measure | A median s | B median s | A/B (median of pairs) |")
+    print("|---|---:|---:|---:|")
+    for i, name in enumerate(["wall", "user", "system", "CPU"]):
+        ca, cb = column(a, i), column(b, i)
+        ratio = statistics.median(x / y for x, y in zip(ca, cb) if y > 0) if any(cb) else float("nan")
+        print(f"| {name} | {statistics.median(ca):.3f} | {statistics.median(cb):.3f} | {ratio:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

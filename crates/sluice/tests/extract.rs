@@ -22,7 +22,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{Namespaces, SLUICE, run, succeeded};
+use common::{Namespaces, SLUICE, succeeded, tshark_frames};
 
 const PACKETS: u64 = 20_000;
 
@@ -203,24 +203,9 @@ fn filters_select_what_tools_select(dir: &Path, host: &str) -> Vec<Vec<Packet>> 
         let out = scratch.path().join(format!("t{i}.pcap"));
         common::tcpdump_select(file, &out, &expression);
         by_tcpdump.extend(packets(&out));
-        let file = file.to_str().unwrap();
-        let shown = run(
-            "tshark",
-            &[
-                "-r",
-                file,
-                "-Y",
-                &display,
-                "-T",
-                "fields",
-                "-e",
-                "frame.time_epoch",
-                "-e",
-                "frame.len",
-            ],
-        );
-        for line in String::from_utf8(shown.stdout).unwrap().lines() {
-            let (time, len) = line.split_once('\t').unwrap();
+        for line in tshark_frames(std::slice::from_ref(file), Some(&display)) {
+            let mut fields = line.split('\t');
+            let (time, len) = (fields.next().unwrap(), fields.next().unwrap());
             let (s, ns) = time.split_once('.').unwrap();
             let ts = s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap();
             by_tshark.push((ts, len.parse::<u32>().unwrap()));

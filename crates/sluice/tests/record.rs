@@ -23,7 +23,7 @@ use sluice_store::{Index, index_path};
 
 mod common;
 
-use common::{Namespaces, Ramfs, SLUICE, run, succeeded};
+use common::{Namespaces, Ramfs, SLUICE, run, succeeded, tshark_frames};
 
 const PACKETS: u64 = 20_000;
 
@@ -647,31 +647,6 @@ fn record_files(inputs: &[PathBuf], dir: &Path, args: &[&str]) -> std::process::
         command.arg("-r").arg(input);
     }
     command.arg("-w").arg(dir).args(args).output().unwrap()
-}
-
-/// tshark's view of each frame of `files`, in order: the time to the
-/// nanosecond, the wire length and the captured length.
-fn tshark_frames(files: &[PathBuf], display_filter: Option<&str>) -> Vec<String> {
-    let mut frames = Vec::new();
-    for file in files {
-        let mut args = vec!["-r", file.to_str().unwrap()];
-        if let Some(filter) = display_filter {
-            args.extend(["-Y", filter]);
-        }
-        args.extend([
-            "-T",
-            "fields",
-            "-e",
-            "frame.time_epoch",
-            "-e",
-            "frame.len",
-            "-e",
-            "frame.cap_len",
-        ]);
-        let output = run("tshark", &args);
-        frames.extend(String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned));
-    }
-    frames
 }
 
 /// Each packet's timestamp, wire length and captured bytes, as Sluice's

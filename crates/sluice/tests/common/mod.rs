@@ -159,3 +159,29 @@ pub fn tcpdump_select(input: &Path, output: &Path, expression: &str) {
         ],
     );
 }
+
+/// tshark's view of each frame of `files` (with a display filter, of those
+/// it shows), in order: the time to the nanosecond, the wire length and
+/// the captured length, tab-separated.
+pub fn tshark_frames(files: &[PathBuf], display_filter: Option<&str>) -> Vec<String> {
+    let mut frames = Vec::new();
+    for file in files {
+        let mut args = vec!["-r", file.to_str().unwrap()];
+        if let Some(filter) = display_filter {
+            args.extend(["-Y", filter]);
+        }
+        args.extend([
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
+        ]);
+        let output = run("tshark", &args);
+        frames.extend(String::from_utf8(output.stdout).unwrap().lines().map(str::to_owned));
+    }
+    frames
+}

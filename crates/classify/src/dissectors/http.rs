@@ -230,7 +230,7 @@ fn request(data: &[u8]) -> Message<'_> {
     Message::Request(Request {
         method,
         target,
-        headers: headers(data, sp + 1 + len + 1),
+        headers: headers(data, sp + 1 + len + 1, Until::HostAndAgent),
     })
 }
 
@@ -245,9 +245,13 @@ fn response(data: &[u8]) -> Message<'_> {
             StatusLine::Short => return Message::Short,
             StatusLine::Good(status, len) => (status, len),
         };
-        let headers = headers(data, at + line_len);
         // 1xx replies come before the real one, except 101 which ends HTTP.
         let interim = (100..200).contains(&status) && status != 101;
+        let headers = headers(
+            data,
+            at + line_len,
+            if interim { Until::End } else { Until::ContentType },
+        );
         if !interim {
             return Message::Response(Response {
                 status: Some(status),
@@ -322,9 +326,31 @@ fn line_end(data: &[u8], max: usize) -> Option<Option<usize>> {
 }
 
 /// Reads the header block starting at `at`: only complete lines count.
-fn headers(data: &[u8], mut at: usize) -> Headers<'_> {
+/// How far a header block is read: past what its message needs, the
+/// rest (often kilobytes of cookies or padding) is not looked at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// A request: its host and user agent are all it records; once the
+    /// host is known, whether the block is complete changes nothing.
+    HostAndAgent,
+    /// A final reply: its content type is all it records and, once known,
+    /// makes the reply done.
+    ContentType,
+    /// An interim reply: where it ends, for the reply after it.
+    End,
+}
+
+fn headers(data: &[u8], mut at: usize, until: Until) -> Headers<'_> {
     let mut found = Headers::default();
     for _ in 0..MAX_HEADERS {
+        let enough = match until {
+            Until::HostAndAgent => found.host.is_some() && found.user_agent.is_some(),
+            Until::ContentType => found.content_type.is_some(),
+            Until::End => false,
+        };
+        if enough {
+            break;
+        }
         let Some(rest) = data.get(at..) else {
             break;
         };

@@ -132,14 +132,9 @@ const PREFETCH_AHEAD: usize = 2048;
 /// each page waits on memory (a sixth of the reading thread's time on the
 /// realistic mix).
 #[inline(always)]
-#[allow(unsafe_code)]
 pub(crate) fn prefetch_ahead(bytes: &[u8], pos: usize) {
-    #[cfg(target_arch = "x86_64")]
     if let Some(byte) = bytes.get(pos + PREFETCH_AHEAD) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: SSE, the feature the intrinsic needs, is part of the
-        // x86_64 baseline, and a prefetch only hints: it reads nothing.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((byte as *const u8).cast()) };
+        sluice_wire::prefetch(byte);
     }
 }
 

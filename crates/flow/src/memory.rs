@@ -4,13 +4,13 @@
 /// Asks for the cache line holding `value` ahead of its use.
 #[inline(always)]
 pub(crate) fn prefetch<T>(value: &T) {
-    prefetch_address((value as *const T).cast());
+    sluice_wire::prefetch((value as *const T).cast());
 }
 
 /// Prefetches every cache line of `value`.
 #[inline(always)]
 pub(crate) fn prefetch_all<T>(value: &T) {
-    lines(value).for_each(prefetch_address);
+    lines(value).for_each(sluice_wire::prefetch);
 }
 
 /// An address in each cache line of `value`'s own bytes (the address of a
@@ -22,20 +22,6 @@ fn lines<T>(value: &T) -> impl Iterator<Item = *const u8> {
     (0..std::mem::size_of::<T>())
         .step_by(64)
         .map(move |offset| base.wrapping_add(offset))
-}
-
-#[inline(always)]
-#[allow(unsafe_code)]
-fn prefetch_address(address: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and has no architectural effect,
-    // whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(address.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 /// Backs a large, randomly accessed allocation with transparent huge

@@ -8,6 +8,7 @@
 mod decode;
 mod key;
 mod link;
+mod prefetch;
 mod tunnel;
 
 #[cfg(test)]
@@ -16,4 +17,5 @@ mod test_frames;
 pub use decode::{DecodeError, Decoded, Fragment, TcpMeta, decode, tcp_flags};
 pub use key::{FlowKey, IpVersion, l4_name, write_ip};
 pub use link::LinkType;
+pub use prefetch::prefetch;
 pub use tunnel::TunnelKind;

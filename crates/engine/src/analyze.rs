@@ -1,5 +1,4 @@
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
@@ -188,7 +187,7 @@ impl RecordOutput {
         let (empty_tx, empty) = bounded::<Vec<u8>>(workers * 4);
         let writer = match &path {
             Some(path) => {
-                let file = File::create(path).map_err(|source| AnalyzeError::Write {
+                let file = sluice_store::DirectWriter::create(path).map_err(|source| AnalyzeError::Write {
                     path: path.clone(),
                     source,
                 })?;
@@ -438,7 +437,7 @@ impl Reader {
 }
 
 fn write_records(
-    file: File,
+    mut file: sluice_store::DirectWriter,
     path: &Path,
     preamble: Vec<u8>,
     chunks: Receiver<Vec<u8>>,
@@ -448,8 +447,6 @@ fn write_records(
         path: path.to_path_buf(),
         source,
     };
-    // A long run's records outgrow any page cache worth keeping for them.
-    let mut file = sluice_store::WriteThrough::new(file);
     file.write_all(&preamble).map_err(error)?;
     for mut chunk in chunks {
         file.write_all(&chunk).map_err(error)?;

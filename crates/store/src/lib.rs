@@ -2,8 +2,10 @@
 //! timestamps (used by the generator and by tests), and the line-rate
 //! [`Recorder`] (pcap or pcapng) with its block [`Index`] and crash
 //! [`repair`]; reading recordings back by time, filter or flow with
-//! [`extract`]; and [`WriteThrough`], for large outputs written once.
+//! [`extract`]; and [`DirectWriter`] and [`WriteThrough`], for large
+//! outputs written once.
 
+mod direct;
 pub mod extract;
 mod format;
 mod index;
@@ -11,11 +13,12 @@ mod recorder;
 mod repair;
 mod write_through;
 
+pub use direct::{ALIGN, DirectWriter};
 pub use extract::{ExtractReport, FlowSpan, RecordingSet, Selection, extract, link_type, recording_sets, recordings};
 pub use format::CaptureFormat;
 pub use index::{BLOOM_BITS, BlockEntry, ENTRY_BYTES, FLAG_NON_IP, INDEX_MAGIC, INDEX_VERSION, Index, index_path};
 pub use recorder::{
-    ALIGN, DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, RecorderSummary, WriteMode,
+    DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, RecorderSummary, WriteMode,
     file_name, is_recording,
 };
 pub use repair::{RepairReport, repair};

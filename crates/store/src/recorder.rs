@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,12 +31,10 @@ use std::time::Instant;
 
 use sluice_wire::LinkType;
 
+use crate::direct::{ALIGN, AlignedBuf, open_direct, write_block};
 use crate::format::CaptureFormat;
 use crate::index::{BlockEntry, IndexWriter, index_path};
 
-/// What `O_DIRECT` asks of buffers, offsets and lengths on the file systems
-/// that support it (the logical block size is at most a page).
-pub const ALIGN: usize = 4096;
 pub const DEFAULT_BLOCK_BYTES: usize = 4 << 20;
 pub const MIN_BLOCK_BYTES: usize = 1 << 20;
 
@@ -157,63 +155,6 @@ pub struct RecorderSummary {
 
 /// Transparent huge pages are this large on x86-64 and arm64 (4 KiB base
 /// pages).
-const HUGE_PAGE: usize = 2 << 20;
-
-/// A page-aligned buffer, allocated once and recycled between the capture
-/// side and the writer. Over-allocating by one alignment and starting at the
-/// first aligned byte gets the alignment without unsafe code.
-struct AlignedBuf {
-    storage: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    fn new(len: usize) -> AlignedBuf {
-        // Aligned to a huge page, so that the kernel can back it with huge
-        // pages: the copy into it then misses the TLB once per 2 MiB rather
-        // than every 4 KiB, and an O_DIRECT write pins two pages per 4 MiB
-        // instead of 1024. The over-allocation is never touched, so it
-        // costs address space, not memory.
-        let mut storage = vec![0u8; len + HUGE_PAGE];
-        let start = storage.as_ptr().align_offset(HUGE_PAGE);
-        advise_huge_pages(&storage[start..start + len]);
-        // Fault every page in now rather than during the first copies into
-        // the buffer, where the kernel's zeroing of fresh pages (and, in a
-        // virtual machine, the host's backing of them) would stall the
-        // capture. The contents do not matter: every byte written to disk
-        // is a record or padding set when the block is written. A store of
-        // zero into zeroed memory could be optimised away; one is not.
-        for page in storage[start..start + len].iter_mut().step_by(ALIGN) {
-            *page = 1;
-        }
-        std::hint::black_box(&storage);
-        AlignedBuf { storage, start, len }
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
-    }
-
-    fn filled(&self, len: usize) -> &[u8] {
-        &self.storage[self.start..self.start + len]
-    }
-}
-
-/// Asks for huge pages where transparent huge pages are set to `madvise`
-/// (the usual default); elsewhere it changes nothing. Purely an
-/// optimisation: failure is ignored.
-#[allow(unsafe_code)]
-fn advise_huge_pages(range: &[u8]) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: the range is memory this process owns, and MADV_HUGEPAGE
-    // changes neither its contents nor its mapping, only how later faults
-    // back it.
-    unsafe {
-        let _ = libc::madvise(range.as_ptr().cast_mut().cast(), range.len(), libc::MADV_HUGEPAGE);
-    }
-}
-
 enum Job {
     /// A new file, whose frames are of this link type.
     Open(PathBuf, LinkType),
@@ -783,17 +724,7 @@ impl Writer {
         let mut options = OpenOptions::new();
         options.write(true).create_new(true);
         let (file, direct) = match self.direct {
-            true => match options.clone().custom_flags(libc::O_DIRECT).open(&path) {
-                Ok(file) => (file, true),
-                // The kernel refuses O_DIRECT only after it has created the
-                // file (ramfs, and tmpfs before Linux 6.6, do): open that
-                // empty file, or create it if it was not.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    let file = OpenOptions::new().write(true).create(true).truncate(true).open(&path);
-                    (file.map_err(named)?, false)
-                }
-                Err(e) => return Err(named(e)),
-            },
+            true => open_direct(&path, &options).map_err(named)?,
             false => (options.open(&path).map_err(named)?, false),
         };
         let index = IndexWriter::create(&index_path(&path)).map_err(named)?;
@@ -817,15 +748,13 @@ impl Writer {
             // and cut the file back when it is closed.
             let padded = len.next_multiple_of(ALIGN);
             bytes[len..padded].fill(0);
-            match open.file.write_all_at(&bytes[..padded], open.written) {
-                // Some file systems accept O_DIRECT at open and refuse the
-                // writes: go on through the page cache.
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                    open.file = OpenOptions::new().write(true).open(&open.path)?;
+            match write_block(&mut open.file, &open.path, &bytes[..padded], open.written) {
+                Ok(true) => Ok(()),
+                Ok(false) => {
                     open.direct = false;
                     open.file.write_all_at(&bytes[..len], open.written)
                 }
-                other => other,
+                Err(e) => Err(e),
             }
         } else {
             open.file.write_all_at(&bytes[..len], open.written)
@@ -895,6 +824,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::direct::testing::{Ramfs, takes_o_direct};
     use crate::index::Index;
 
     #[test]
@@ -1172,53 +1102,6 @@ mod tests {
         for f in &summary.files {
             assert!(f.extension().is_some_and(|e| e == "pcapng"));
             assert!(std::fs::metadata(f).unwrap().len() <= 300_000);
-        }
-    }
-
-    /// Whether `dir`'s file system takes `O_DIRECT`, as the kernel says
-    /// when asked to open a file with it.
-    fn takes_o_direct(dir: &Path) -> bool {
-        let probe = dir.join("o_direct-probe");
-        let opened = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(&probe);
-        let _ = std::fs::remove_file(&probe);
-        match opened {
-            Ok(_) => true,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => false,
-            Err(e) => panic!("probing {}: {e}", dir.display()),
-        }
-    }
-
-    /// A ramfs mounted on a temporary directory for as long as it lives:
-    /// ramfs has no direct I/O at all, so it refuses `O_DIRECT` on every
-    /// kernel (tmpfs accepts it since Linux 6.6).
-    struct Ramfs {
-        dir: tempfile::TempDir,
-    }
-
-    impl Ramfs {
-        /// `None`, with a message, where it cannot be mounted (not root).
-        fn mount() -> Option<Ramfs> {
-            let dir = tempfile::tempdir().unwrap();
-            let mounted = std::process::Command::new("mount")
-                .args(["-t", "ramfs", "sluice-test"])
-                .arg(dir.path())
-                .stderr(std::process::Stdio::null())
-                .status();
-            if !mounted.is_ok_and(|s| s.success()) {
-                eprintln!("skipping the ramfs case: mounting a ramfs needs root and mount(8)");
-                return None;
-            }
-            Some(Ramfs { dir })
-        }
-    }
-
-    impl Drop for Ramfs {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
         }
     }
 

@@ -1,5 +1,6 @@
 //! A file written once, front to back, that may grow far larger than it is
-//! worth caching: the flow records of a long run (5.7 GB for 4 M flows).
+//! worth caching, on a file system that refuses `O_DIRECT` (where it does
+//! not, [`crate::DirectWriter`] writes around the page cache altogether).
 //!
 //! Through the page cache alone, every written byte lands in a freshly
 //! allocated page that stays dirty, then cached, until memory runs short.
@@ -10,9 +11,8 @@
 //! writeback as soon as it is complete, waits for the oldest one to reach
 //! the disk and drops it from the page cache, so that the same few hundred
 //! MiB of pages are reused for the whole file. It is what n2disk does for
-//! its dumps, with `sync_file_range(2)` and `posix_fadvise(2)` rather than
-//! `O_DIRECT`, which would need aligned buffers the record encoders do not
-//! produce. Outputs under a few chunks (most runs) are never waited on;
+//! its dumps where it cannot use `O_DIRECT`, with `sync_file_range(2)` and
+//! `posix_fadvise(2)`. Outputs under a few chunks are never waited on;
 //! past that, a disk slower than the records are produced makes the run
 //! wait for it, as the kernel's dirty-page limit would a little later.
 

@@ -722,8 +722,91 @@ fn extension_types(block: &[u8]) -> impl Iterator<Item = u16> + '_ {
 /// MD5 of `version,ciphers,extensions,groups,point formats`, GREASE left out.
 fn ja3(hello: &ClientHello) -> String {
     let mut out = String::with_capacity(32);
-    push_hex(&mut out, &Md5::digest(ja3_text(hello)));
+    let text = ja3_text(hello);
+    remembered_digest(DigestKind::Md5, &text, |digest| push_hex(&mut out, digest));
     out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DigestKind {
+    Md5,
+    /// The first six bytes of the SHA-256, all JA4 keeps.
+    Sha256Prefix,
+}
+
+/// Digests of the texts the fingerprints hash, remembered per thread (so
+/// per worker): a direct-mapped table, each entry checked against its whole
+/// text. Fingerprints repeat, since every connection a client build opens
+/// sends the same lists, and hashing the texts (MD5 for JA3, SHA-256 twice
+/// for JA4) took more of the classifier chain than the rest of a
+/// ClientHello's parsing. Looking the text up costs one FxHash of it.
+struct DigestMemo {
+    slots: Vec<Option<Remembered>>,
+}
+
+/// A digest, of what kind, and the text it is of.
+type Remembered = (DigestKind, Vec<u8>, [u8; 16]);
+
+const DIGEST_SLOTS: usize = 256;
+/// Texts longer than this (hellos with hundreds of ciphers) are hashed
+/// every time: the table holds at most 256 x 1 KiB per worker.
+const MAX_REMEMBERED_TEXT: usize = 1024;
+
+thread_local! {
+    static DIGESTS: std::cell::RefCell<DigestMemo> = const {
+        std::cell::RefCell::new(DigestMemo { slots: Vec::new() })
+    };
+}
+
+/// Calls `with` on the digest of `text` (16 bytes of MD5, or the first
+/// six of SHA-256), computed or remembered.
+fn remembered_digest(kind: DigestKind, text: &[u8], with: impl FnOnce(&[u8])) {
+    let compute = |out: &mut [u8; 16]| -> usize {
+        match kind {
+            DigestKind::Md5 => {
+                out.copy_from_slice(&Md5::digest(text));
+                16
+            }
+            DigestKind::Sha256Prefix => {
+                out[..6].copy_from_slice(&Sha256::digest(text)[..6]);
+                6
+            }
+        }
+    };
+    let len = match kind {
+        DigestKind::Md5 => 16,
+        DigestKind::Sha256Prefix => 6,
+    };
+    if text.len() > MAX_REMEMBERED_TEXT {
+        let mut digest = [0; 16];
+        compute(&mut digest);
+        return with(&digest[..len]);
+    }
+    let mut hasher = rustc_hash::FxHasher::default();
+    std::hash::Hasher::write(&mut hasher, text);
+    let slot = (std::hash::Hasher::finish(&hasher) as usize ^ kind as usize) % DIGEST_SLOTS;
+    DIGESTS.with_borrow_mut(|memo| {
+        if memo.slots.is_empty() {
+            memo.slots.resize_with(DIGEST_SLOTS, || None);
+        }
+        match &mut memo.slots[slot] {
+            Some((k, known, digest)) if *k == kind && known[..] == *text => with(&digest[..len]),
+            entry => {
+                let mut digest = [0; 16];
+                compute(&mut digest);
+                with(&digest[..len]);
+                match entry {
+                    Some((k, known, old)) => {
+                        *k = kind;
+                        known.clear();
+                        known.extend_from_slice(text);
+                        *old = digest;
+                    }
+                    None => *entry = Some((kind, text.to_vec(), digest)),
+                }
+            }
+        }
+    });
 }
 
 fn ja3_text(hello: &ClientHello) -> Vec<u8> {
@@ -792,7 +875,7 @@ fn ja4_hash(out: &mut String, values: &[u16], tail: &[u16]) {
         text.push(if i > 0 { b',' } else { b'_' });
         push_hex4(&mut text, v);
     }
-    push_hex(out, Sha256::digest(&text).get(..6).unwrap_or_default());
+    remembered_digest(DigestKind::Sha256Prefix, &text, |digest| push_hex(out, digest));
 }
 
 fn ja4(transport: u8, hello: &ClientHello) -> Option<String> {
@@ -1187,6 +1270,26 @@ mod tests {
         long.push(0);
         assert_eq!(parse_client_hello(&long, b'q', &mut meta), Hello::Bad);
         assert_eq!(meta, Metadata::default());
+    }
+
+    /// Remembered digests are the digests: for texts seen again, texts that
+    /// evicted each other, the same text under both kinds, and texts too long
+    /// to remember.
+    #[test]
+    fn remembered_digests_are_computed_ones() {
+        let texts: Vec<Vec<u8>> = (0..3 * DIGEST_SLOTS)
+            .map(|i| format!("771,{i}-4865-4866,0-23-65281,29-23-24,0").into_bytes())
+            .chain([vec![b'7'; MAX_REMEMBERED_TEXT + 1], Vec::new()])
+            .collect();
+        for _ in 0..2 {
+            for text in &texts {
+                let mut got = Vec::new();
+                remembered_digest(DigestKind::Md5, text, |d| got = d.to_vec());
+                assert_eq!(got, Md5::digest(text).to_vec());
+                remembered_digest(DigestKind::Sha256Prefix, text, |d| got = d.to_vec());
+                assert_eq!(got, Sha256::digest(text)[..6].to_vec());
+            }
+        }
     }
 
     #[test]

@@ -189,6 +189,18 @@ impl Abstractor {
 
     /// One captured frame.
     pub fn packet(&mut self, link: LinkType, ts_ns: u64, wire_len: u32, frame: &[u8]) {
+        self.decoded_packet(ts_ns, wire_len, frame, decode(link, frame));
+    }
+
+    /// [`Abstractor::packet`] for a frame already decoded (by a reader
+    /// thread): `decoded` is what `decode` made of `frame`.
+    pub fn decoded_packet(
+        &mut self,
+        ts_ns: u64,
+        wire_len: u32,
+        frame: &[u8],
+        decoded: Result<Decoded, sluice_wire::DecodeError>,
+    ) {
         self.since_poll += 1;
         if self.since_poll >= POLL_EVERY {
             self.poll();
@@ -196,7 +208,7 @@ impl Abstractor {
         let c = &mut self.core.counters;
         c.packets += 1;
         c.bytes += u64::from(wire_len);
-        let decoded = match decode(link, frame) {
+        let decoded = match decoded {
             Ok(d) => d,
             Err(sluice_wire::DecodeError::NotIp { .. }) => {
                 c.not_ip += 1;

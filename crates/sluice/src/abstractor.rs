@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -12,6 +13,7 @@ use sluice_abstractor::{Abstractor, Config, Delivery, Report, Settings};
 use sluice_capture::live::{LiveConfig, LiveSocket};
 use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_inject::parse_duration;
+use sluice_wire::{DecodeError, Decoded, decode};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["interface", "read"])))]
@@ -146,30 +148,94 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
     Ok(if partial { ExitCode::from(3) } else { ExitCode::SUCCESS })
 }
 
+/// A frame of the file, decoded by the reader thread.
+struct ReadPacket {
+    ts_ns: u64,
+    wire_len: u32,
+    len: u32,
+    offset: usize,
+    decoded: Result<Decoded, DecodeError>,
+}
+
+/// Frames per hand-over from the reader thread.
+const READ_BATCH: usize = 4096;
+/// Batches read ahead of the abstractor.
+const READ_AHEAD_BATCHES: usize = 4;
+
 /// Returns whether the file had problems (each reported with its offset).
+///
+/// A thread reads and decodes the file while this one runs the abstractor:
+/// reading, with the first touch of every frame, and decoding were a
+/// seventh of the abstractor's thread, which is what sets the rate.
 fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> anyhow::Result<bool> {
     let file = CaptureFile::open(path)?;
-    let mut reader = file.reader()?;
-    // Nothing keeps a packet's bytes past its call (reassembly and
-    // defragmentation copy what they hold), so the file is released right
-    // behind the reader: the resident size stays small however long the file.
+    // Fails now rather than in the thread: the headers were checked at open.
+    drop(file.reader()?);
     let bytes = file.bytes();
-    let mut window = ReadWindow::default();
-    window.populate_ahead(&bytes, 0);
-    for (n, packet) in reader.by_ref().enumerate() {
-        if n.is_multiple_of(1024) {
-            let position = packet.data.as_ptr() as usize - bytes.as_ptr() as usize;
-            window.populate_ahead(&bytes, position);
-            if n.is_multiple_of(32768) {
-                if stop.load(Ordering::Relaxed) {
-                    break;
+    let (full, batches) = mpsc::sync_channel::<Vec<ReadPacket>>(READ_AHEAD_BATCHES);
+    let (recycle, spare) = mpsc::channel::<Vec<ReadPacket>>();
+    let (warnings, warning_count) = std::thread::scope(|scope| {
+        let (file, bytes_read) = (&file, &bytes);
+        let reading = std::thread::Builder::new()
+            .name("sluice-reader".into())
+            .spawn_scoped(scope, move || {
+                let bytes = bytes_read;
+                let mut reader = file.reader().expect("checked above");
+                let mut window = ReadWindow::default();
+                window.populate_ahead(bytes, 0);
+                let base = bytes.as_ptr() as usize;
+                let mut batch = Vec::with_capacity(READ_BATCH);
+                for (n, packet) in reader.by_ref().enumerate() {
+                    let offset = packet.data.as_ptr() as usize - base;
+                    if n.is_multiple_of(1024) {
+                        window.populate_ahead(bytes, offset);
+                        if n.is_multiple_of(32768) && stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                    }
+                    batch.push(ReadPacket {
+                        ts_ns: packet.ts_ns,
+                        wire_len: packet.wire_len,
+                        len: packet.data.len() as u32,
+                        offset,
+                        decoded: decode(packet.link, packet.data),
+                    });
+                    if batch.len() == READ_BATCH {
+                        let next = spare.try_recv().unwrap_or_else(|_| Vec::with_capacity(READ_BATCH));
+                        // The abstractor's side only hangs up by panicking.
+                        if full.send(std::mem::replace(&mut batch, next)).is_err() {
+                            break;
+                        }
+                    }
                 }
-                window.release_before(&bytes, position);
+                let _ = full.send(batch);
+                drop(full);
+                (reader.warnings().to_vec(), reader.warning_count())
+            })
+            .expect("spawning the reader thread");
+        // Nothing keeps a packet's bytes past its call (reassembly and
+        // defragmentation copy what they hold), so the file is released right
+        // behind the abstractor: the resident size stays small however long
+        // the file.
+        let mut window = ReadWindow::default();
+        let mut since_release = 0;
+        for mut batch in batches.iter() {
+            let mut done = 0;
+            for p in batch.drain(..) {
+                let frame = &bytes[p.offset..p.offset + p.len as usize];
+                abstractor.decoded_packet(p.ts_ns, p.wire_len, frame, p.decoded);
+                done = p.offset;
             }
+            since_release += READ_BATCH;
+            if since_release >= 32768 {
+                since_release = 0;
+                window.release_before(&bytes, done);
+            }
+            let _ = recycle.send(batch);
         }
-        abstractor.packet(packet.link, packet.ts_ns, packet.wire_len, packet.data);
-    }
-    for warning in reader.warnings() {
+        reading.join().expect("the reader thread panicked")
+    });
+    for warning in &warnings {
         eprintln!(
             "sluice abstract: warning: {}: byte offset {}: {}",
             path.display(),
@@ -177,7 +243,7 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
             warning.message
         );
     }
-    Ok(reader.warning_count() > 0)
+    Ok(warning_count > 0)
 }
 
 /// What the kernel counted on the interface, for the summary.

@@ -42,7 +42,10 @@ use std::sync::atomic::AtomicBool;
 /// Every flow a dissector names gets a metadata box and a few strings,
 /// freed when its record is written: with glibc's allocator that churn was
 /// a sixth of what classification cost on the realistic mix. mimalloc's
-/// per-thread free lists make it a few instructions.
+/// per-thread free lists make it a few instructions. Built without its
+/// transparent huge pages (`no_thp`): backing its arenas with 2 MiB pages
+/// raised the mix's peak RSS from 81 to 115 MB. The flow tables still ask
+/// for huge pages themselves.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

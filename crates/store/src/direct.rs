@@ -235,13 +235,8 @@ impl Drop for DirectWriter {
 mod tests {
     use std::io::Write;
 
-    use super::{ALIGN, DirectWriter, STAGE, testing};
-
-    fn pattern(len: usize, seed: u8) -> Vec<u8> {
-        (0..len)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect()
-    }
+    use super::testing::{self, pattern};
+    use super::{ALIGN, DirectWriter, STAGE};
 
     /// Pieces of every size across several stages, with flushes between
     /// them: the file is every byte in order, and nothing more.
@@ -306,12 +301,20 @@ mod tests {
     }
 }
 
-/// File systems for the tests of direct writing.
+/// File systems and contents for the tests of the writers.
 #[cfg(test)]
 pub(crate) mod testing {
     use std::fs::OpenOptions;
     use std::os::unix::fs::OpenOptionsExt;
     use std::path::Path;
+
+    /// `len` bytes that differ with `seed` and along the piece, so that a
+    /// piece out of place or order shows.
+    pub(crate) fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
 
     /// Whether `dir`'s file system takes `O_DIRECT`, as the kernel says
     /// when asked to open a file with it.

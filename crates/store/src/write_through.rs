@@ -132,14 +132,9 @@ mod tests {
     use std::io::{Read, Write};
 
     use super::{IN_FLIGHT, WriteThrough};
+    use crate::direct::testing::pattern;
 
     const CHUNK: u64 = 1 << 20;
-
-    fn pattern(len: usize, seed: u8) -> Vec<u8> {
-        (0..len)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-            .collect()
-    }
 
     /// Past the chunks it may keep in flight, the file still holds every
     /// byte in order, and the writer has dropped the chunks behind it.

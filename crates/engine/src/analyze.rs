@@ -83,7 +83,7 @@ const QUEUE_DEPTH: usize = 16;
 pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let started = Instant::now();
     let workers = config.workers.max(1);
-    let output = RecordOutput::start(&config.out_dir, config.format, workers)?;
+    let output = RecordOutput::start(&config.out_dir, config.format, workers, RecordWrites::Direct)?;
     let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
     let mut queues = Vec::with_capacity(workers);
     let mut handles = Vec::with_capacity(workers);
@@ -167,6 +167,19 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     Ok(summary)
 }
 
+/// How the record file is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordWrites {
+    /// With `O_DIRECT`, 4 MiB at a time (`DirectWriter`): for a run over
+    /// files, where only the whole file matters and the page cache's fresh
+    /// pages cost more than the disk.
+    Direct,
+    /// Through the page cache, each chunk as it comes (`WriteThrough`): on
+    /// a live link, where records should be readable soon after their flows
+    /// end.
+    AsTheyCome,
+}
+
 /// Where workers' encoded records go: a writer thread and the queues to
 /// it, or nothing with `--format none`.
 pub(crate) struct RecordOutput {
@@ -177,7 +190,12 @@ pub(crate) struct RecordOutput {
 }
 
 impl RecordOutput {
-    pub(crate) fn start(out_dir: &Path, format: Format, workers: usize) -> Result<RecordOutput, AnalyzeError> {
+    pub(crate) fn start(
+        out_dir: &Path,
+        format: Format,
+        workers: usize,
+        writes: RecordWrites,
+    ) -> Result<RecordOutput, AnalyzeError> {
         std::fs::create_dir_all(out_dir).map_err(|source| AnalyzeError::OutputDir {
             path: out_dir.to_path_buf(),
             source,
@@ -187,10 +205,16 @@ impl RecordOutput {
         let (empty_tx, empty) = bounded::<Vec<u8>>(workers * 4);
         let writer = match &path {
             Some(path) => {
-                let file = sluice_store::DirectWriter::create(path).map_err(|source| AnalyzeError::Write {
+                let error = |source| AnalyzeError::Write {
                     path: path.clone(),
                     source,
-                })?;
+                };
+                let file: Box<dyn Write + Send> = match writes {
+                    RecordWrites::Direct => Box::new(sluice_store::DirectWriter::create(path).map_err(error)?),
+                    RecordWrites::AsTheyCome => Box::new(sluice_store::WriteThrough::new(
+                        std::fs::File::create(path).map_err(error)?,
+                    )),
+                };
                 let preamble = Encoder::new(format).map(|e| e.preamble()).unwrap_or_default();
                 let path = path.clone();
                 Some(thread::spawn(move || {
@@ -437,7 +461,7 @@ impl Reader {
 }
 
 fn write_records(
-    mut file: sluice_store::DirectWriter,
+    mut file: Box<dyn Write + Send>,
     path: &Path,
     preamble: Vec<u8>,
     chunks: Receiver<Vec<u8>>,

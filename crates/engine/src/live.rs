@@ -31,7 +31,7 @@ use sluice_capture::live::{Block, LiveConfig as RingConfig, LiveError, LiveSocke
 use sluice_store::{CaptureFormat, Recorder, RecorderConfig, RecorderStats};
 use sluice_wire::{DecodeError, LinkType, decode};
 
-use crate::analyze::{AnalyzeConfig, AnalyzeError, RecordOutput, finish_summary, merge};
+use crate::analyze::{AnalyzeConfig, AnalyzeError, RecordOutput, RecordWrites, finish_summary, merge};
 use crate::summary::{CaptureReport, Drops, RecordingReport, Summary, WorkerRecording};
 use crate::worker::{Asking, PacketDesc, Worker, WorkerOutput};
 
@@ -178,7 +178,7 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
     let started = Instant::now();
     let workers = config.workers.max(1);
     let sockets = LiveSocket::open_group(&options.ring, workers).map_err(AnalyzeError::Live)?;
-    let output = RecordOutput::start(&config.out_dir, config.format, workers)?;
+    let output = RecordOutput::start(&config.out_dir, config.format, workers, RecordWrites::AsTheyCome)?;
     let counters = Arc::new(LiveCounters::default());
     // Every recorder starts before any packet is read, so that a bad
     // directory is an error up front, not a recording that never began.

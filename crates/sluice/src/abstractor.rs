@@ -175,6 +175,9 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
     let (full, batches) = mpsc::sync_channel::<Vec<ReadPacket>>(READ_AHEAD_BATCHES);
     let (recycle, spare) = mpsc::channel::<Vec<ReadPacket>>();
     let (warnings, warning_count) = std::thread::scope(|scope| {
+        // Owned here, so that a panic below hangs up on the reader (which
+        // then stops) before the scope waits for it.
+        let batches = batches;
         let (file, bytes_read) = (&file, &bytes);
         let reading = std::thread::Builder::new()
             .name("sluice-reader".into())

@@ -175,6 +175,26 @@ fn truncated_capture_is_a_partial_result_with_the_byte_offset() {
     }
 }
 
+/// `abstract -r` reads the file on a thread of its own: its warnings still
+/// name the file and the offset, every record before the cut is processed,
+/// and the exit status says the result is partial.
+#[test]
+fn abstract_on_a_truncated_capture_processes_what_precedes_the_cut() {
+    let t = truncated(true);
+    let dir = t.dir.join("sockets");
+    let counters = t.dir.join("stats.json");
+    let out = sluice(&["abstract", "-r", s(&t.cut), "--dir", s(&dir), "--stats", s(&counters)]);
+    let all = text(&out);
+    assert_eq!(status(&out), Some(3), "{all}");
+    assert!(
+        all.contains(s(&t.cut)) && all.contains(&format!("byte offset {}", t.offset)),
+        "no warning naming the file and byte offset {}: {all}",
+        t.offset
+    );
+    let stats: serde_json::Value = serde_json::from_slice(&std::fs::read(&counters).unwrap()).unwrap();
+    assert_eq!(stats["packets"]["packets"], t.complete as u64, "{stats:#}");
+}
+
 #[test]
 fn quiet_run_on_a_truncated_capture_still_exits_3() {
     let t = truncated(false);

@@ -166,8 +166,8 @@ impl DirectWriter {
     }
 
     /// Writes the staged bytes: all of them when the stage is full, or
-    /// padded to the alignment when `pad`. Falls back to the page cache
-    /// when the file system refuses the first write.
+    /// padded to the alignment when `pad`. Goes on through the page cache
+    /// when the file system refuses a direct write.
     fn write_stage(&mut self, pad: bool) -> io::Result<()> {
         let Mode::Direct {
             file,
@@ -198,11 +198,9 @@ impl DirectWriter {
 
 impl Write for DirectWriter {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        let Mode::Direct { stage, staged, .. } = &mut self.mode else {
-            let Mode::Buffered(file) = &mut self.mode else {
-                unreachable!()
-            };
-            return file.write(bytes);
+        let (stage, staged) = match &mut self.mode {
+            Mode::Direct { stage, staged, .. } => (stage, staged),
+            Mode::Buffered(file) => return file.write(bytes),
         };
         let room = &mut stage.bytes()[*staged..];
         let n = room.len().min(bytes.len());

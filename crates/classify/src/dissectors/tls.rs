@@ -734,6 +734,25 @@ enum DigestKind {
     Sha256Prefix,
 }
 
+impl DigestKind {
+    /// The digest of `text`, in the first `self.len()` bytes.
+    fn compute(self, text: &[u8]) -> [u8; 16] {
+        let mut digest = [0; 16];
+        match self {
+            DigestKind::Md5 => digest.copy_from_slice(&Md5::digest(text)),
+            DigestKind::Sha256Prefix => digest[..6].copy_from_slice(&Sha256::digest(text)[..6]),
+        }
+        digest
+    }
+
+    fn len(self) -> usize {
+        match self {
+            DigestKind::Md5 => 16,
+            DigestKind::Sha256Prefix => 6,
+        }
+    }
+}
+
 /// Digests of the texts the fingerprints hash, remembered per thread (so
 /// per worker): a direct-mapped table, each entry checked against its whole
 /// text. Fingerprints repeat, since every connection a client build opens
@@ -761,26 +780,9 @@ thread_local! {
 /// Calls `with` on the digest of `text` (16 bytes of MD5, or the first
 /// six of SHA-256), computed or remembered.
 fn remembered_digest(kind: DigestKind, text: &[u8], with: impl FnOnce(&[u8])) {
-    let compute = |out: &mut [u8; 16]| -> usize {
-        match kind {
-            DigestKind::Md5 => {
-                out.copy_from_slice(&Md5::digest(text));
-                16
-            }
-            DigestKind::Sha256Prefix => {
-                out[..6].copy_from_slice(&Sha256::digest(text)[..6]);
-                6
-            }
-        }
-    };
-    let len = match kind {
-        DigestKind::Md5 => 16,
-        DigestKind::Sha256Prefix => 6,
-    };
+    let len = kind.len();
     if text.len() > MAX_REMEMBERED_TEXT {
-        let mut digest = [0; 16];
-        compute(&mut digest);
-        return with(&digest[..len]);
+        return with(&kind.compute(text)[..len]);
     }
     let mut hasher = rustc_hash::FxHasher::default();
     std::hash::Hasher::write(&mut hasher, text);
@@ -792,8 +794,7 @@ fn remembered_digest(kind: DigestKind, text: &[u8], with: impl FnOnce(&[u8])) {
         match &mut memo.slots[slot] {
             Some((k, known, digest)) if *k == kind && known[..] == *text => with(&digest[..len]),
             entry => {
-                let mut digest = [0; 16];
-                compute(&mut digest);
+                let digest = kind.compute(text);
                 with(&digest[..len]);
                 match entry {
                     Some((k, known, old)) => {

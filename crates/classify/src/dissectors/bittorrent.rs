@@ -72,7 +72,7 @@ fn tracker_request(data: &[u8], ctx: &mut Context) -> Verdict {
             Verdict::No
         };
     }
-    let Some(line_end) = data.windows(2).take(MAX_LINE).position(|w| w == b"\r\n") else {
+    let Some(line_end) = memchr::memmem::find(&data[..data.len().min(MAX_LINE + 1)], b"\r\n") else {
         return if data.len() < MAX_LINE {
             Verdict::Maybe
         } else {
@@ -88,9 +88,8 @@ fn tracker_request(data: &[u8], ctx: &mut Context) -> Verdict {
     let Some(query) = target.iter().position(|&b| b == b'?').map(|q| &target[q..]) else {
         return Verdict::No;
     };
-    let has_info_hash = query
-        .windows(11)
-        .any(|w| (w[0] == b'?' || w[0] == b'&') && &w[1..] == b"info_hash=");
+    let has_info_hash =
+        memchr::memmem::find_iter(query, b"info_hash=").any(|at| at > 0 && matches!(query[at - 1], b'?' | b'&'));
     if !has_info_hash {
         return Verdict::No;
     }

@@ -160,8 +160,10 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
         return Verdict::No;
     };
     // Once this flow is ours, the packets after the Initials (short headers, Handshake
-    // packets) end the inspection without taking the label back.
-    if ctx.meta.quic_version.is_some() && !is_initial(data) {
+    // packets) end the inspection without taking the label back. So does the server's
+    // Initial: it is sealed with the server's keys, and trying the client's on it (for
+    // every salt of the version) only to fail cost as much as opening the client's.
+    if ctx.meta.quic_version.is_some() && (!is_initial(data) || pkt.side == Side::Down) {
         return Verdict::Yes(found(ctx.meta));
     }
     if first & 0x80 == 0 {

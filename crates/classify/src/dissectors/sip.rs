@@ -114,7 +114,7 @@ fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> 
     if !data.first().is_some_and(u8::is_ascii_uppercase) {
         return Err(false);
     }
-    let Some(eol) = data.iter().position(|&b| b == b'\n') else {
+    let Some(eol) = memchr::memchr(b'\n', data) else {
         return Err(pkt.transport == Transport::Tcp && could_start(data));
     };
     let first = data[..eol].strip_suffix(b"\r").unwrap_or(&data[..eol]);
@@ -128,7 +128,7 @@ fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> 
             Metadata::push(&mut ctx.meta.commands, command);
         }
     }
-    let head_end = find(data, b"\r\n\r\n").map(|at| at + 4);
+    let head_end = memchr::memmem::find(data, b"\r\n\r\n").map(|at| at + 4);
     let headers = &data[eol + 1..head_end.unwrap_or(data.len())];
     let mut content_length = None;
     let mut sdp = false;
@@ -162,10 +162,6 @@ fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> 
         media(body, ctx);
     }
     Ok(head_end.saturating_add(body.len()))
-}
-
-fn find(data: &[u8], needle: &[u8]) -> Option<usize> {
-    data.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The address of an SDP "c=IN IP4 <addr>" line, without a multicast TTL.

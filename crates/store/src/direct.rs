@@ -120,10 +120,13 @@ const STAGE: usize = 4 << 20;
 /// staging buffer, or with [`WriteThrough`] where the file system refuses
 /// `O_DIRECT` (tmpfs, ramfs, some network file systems).
 ///
-/// [`Write::flush`] writes what is staged, zero-padded to the alignment,
-/// and cuts the file back to its length: the file is then exactly what was
-/// written, and the next full block overwrites the padded one. Dropping
-/// the writer flushes and ignores errors; call `flush` to see them.
+/// [`Write::flush`] writes what is staged: its whole blocks directly, and
+/// the partial block at its end through the page cache, so that the file
+/// is exactly what was written at every moment; padding that block for
+/// `O_DIRECT` and cutting the file back after would leave zeros at its end
+/// in a process killed between the two. The next full stage overwrites
+/// both. Dropping the writer flushes and ignores errors; call `flush` to
+/// see them.
 pub struct DirectWriter {
     path: PathBuf,
     mode: Mode,
@@ -137,6 +140,9 @@ enum Mode {
         staged: usize,
         /// Bytes on disk, always a multiple of `ALIGN`.
         written: u64,
+        /// The same file without `O_DIRECT`, for the partial block a flush
+        /// writes.
+        tail: File,
     },
     Buffered(WriteThrough),
 }
@@ -147,6 +153,7 @@ impl DirectWriter {
         let (file, direct) = open_direct(path, OpenOptions::new().write(true).create(true).truncate(true))?;
         let mode = match direct {
             true => Mode::Direct {
+                tail: OpenOptions::new().write(true).open(path)?,
                 file,
                 stage: AlignedBuf::new(STAGE),
                 staged: 0,
@@ -165,33 +172,36 @@ impl DirectWriter {
         matches!(self.mode, Mode::Direct { .. })
     }
 
-    /// Writes the staged bytes: all of them when the stage is full, or
-    /// padded to the alignment when `pad`. Goes on through the page cache
-    /// when the file system refuses a direct write.
-    fn write_stage(&mut self, pad: bool) -> io::Result<()> {
+    /// Writes the staged bytes: the whole stage when it is full, or (for a
+    /// flush) its whole blocks directly and the rest through the page
+    /// cache, keeping them staged. Goes on through the page cache when the
+    /// file system refuses a direct write.
+    fn write_stage(&mut self, full: bool) -> io::Result<()> {
         let Mode::Direct {
             file,
             stage,
             staged,
             written,
+            tail,
         } = &mut self.mode
         else {
             return Ok(());
         };
         let len = *staged;
-        let padded = len.next_multiple_of(ALIGN);
-        stage.bytes()[len..padded].fill(0);
-        if write_block(file, &self.path, stage.filled(padded), *written)? {
-            if !pad {
-                *written += len as u64;
-                *staged = 0;
-            }
+        let blocks = len - len % ALIGN;
+        if !write_block(file, &self.path, stage.filled(blocks), *written)? {
+            file.seek(SeekFrom::Start(*written))?;
+            let mut buffered = WriteThrough::new(file.try_clone()?);
+            buffered.write_all(stage.filled(len))?;
+            self.mode = Mode::Buffered(buffered);
             return Ok(());
         }
-        file.seek(SeekFrom::Start(*written))?;
-        let mut buffered = WriteThrough::new(file.try_clone()?);
-        buffered.write_all(stage.filled(len))?;
-        self.mode = Mode::Buffered(buffered);
+        if full {
+            *written += len as u64;
+            *staged = 0;
+        } else if blocks < len {
+            tail.write_all_at(&stage.filled(len)[blocks..], *written + blocks as u64)?;
+        }
         Ok(())
     }
 }
@@ -207,17 +217,15 @@ impl Write for DirectWriter {
         room[..n].copy_from_slice(&bytes[..n]);
         *staged += n;
         if *staged == STAGE {
-            self.write_stage(false)?;
+            self.write_stage(true)?;
         }
         Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.write_stage(true)?;
+        self.write_stage(false)?;
         match &mut self.mode {
-            Mode::Direct {
-                file, staged, written, ..
-            } => file.set_len(*written + *staged as u64),
+            Mode::Direct { .. } => Ok(()),
             Mode::Buffered(file) => file.flush(),
         }
     }

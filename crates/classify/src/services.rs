@@ -915,8 +915,14 @@ static SERVICES: &[(&str, &str)] = &[
     ("ns1.fdn.fr", "DoH_DoT"),
 ];
 
-/// The table as a map, built on first use.
-static INDEX: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| SERVICES.iter().copied().collect());
+/// The table as a map, built on first use, keyed by bytes: host names
+/// are looked up as they were lowercased, with no UTF-8 check in between.
+static INDEX: LazyLock<HashMap<&'static [u8], &'static str>> = LazyLock::new(|| {
+    SERVICES
+        .iter()
+        .map(|&(suffix, service)| (suffix.as_bytes(), service))
+        .collect()
+});
 
 /// The nDPI application name for a server host name, if the host is one of a known service's.
 ///
@@ -925,37 +931,36 @@ static INDEX: LazyLock<HashMap<&'static str, &'static str>> = LazyLock::new(|| S
 /// malformed names and names longer than 253 bytes give `None`.
 pub fn service_for_host(host: &str) -> Option<&'static str> {
     let mut buf = [0u8; MAX_HOST_LEN];
-    let name = normalize(host, &mut buf)?;
-    let mut suffix = name;
+    let mut suffix = normalize(host.as_bytes(), &mut buf)?;
+    let index = &*INDEX;
     loop {
-        if let Some(&service) = INDEX.get(suffix) {
+        if let Some(&service) = index.get(suffix) {
             return Some(service);
         }
-        suffix = suffix.split_once('.')?.1;
+        suffix = &suffix[memchr::memchr(b'.', suffix)? + 1..];
     }
 }
 
 /// `host` without its port and trailing dot, lowercased into `buf`.
-fn normalize<'b>(host: &str, buf: &'b mut [u8; MAX_HOST_LEN]) -> Option<&'b str> {
-    if host.starts_with('[') {
+fn normalize<'b>(host: &[u8], buf: &'b mut [u8; MAX_HOST_LEN]) -> Option<&'b [u8]> {
+    if host.first() == Some(&b'[') {
         return None; // a bracketed IPv6 literal
     }
-    let host = match host.rsplit_once(':') {
-        Some((name, _)) if name.contains(':') => return None, // a bare IPv6 literal
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+    let host = match memchr::memrchr(b':', host) {
+        Some(colon) if memchr::memchr(b':', &host[..colon]).is_some() => return None, // a bare IPv6 literal
+        Some(colon) if host[colon + 1..].iter().all(u8::is_ascii_digit) => &host[..colon],
         Some(_) => return None,
         None => host,
     };
-    let host = host.strip_suffix('.').unwrap_or(host);
+    let host = host.strip_suffix(b".").unwrap_or(host);
     if host.is_empty() || host.len() > MAX_HOST_LEN {
         return None;
     }
     let out = &mut buf[..host.len()];
-    for (dst, src) in out.iter_mut().zip(host.bytes()) {
+    for (dst, src) in out.iter_mut().zip(host) {
         *dst = src.to_ascii_lowercase();
     }
-    // Only ASCII bytes changed, so the bytes are still the UTF-8 they came as.
-    std::str::from_utf8(out).ok()
+    Some(out)
 }
 
 #[cfg(test)]

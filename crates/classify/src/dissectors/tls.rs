@@ -531,11 +531,12 @@ fn record_client_hello(hello: &ClientHello, transport: u8, meta: &mut Metadata) 
     if !hello.whole {
         return;
     }
-    if meta.ja3.is_none() {
-        meta.ja3 = Some(ja3(hello));
-    }
-    if meta.ja4.is_none() {
-        meta.ja4 = ja4(transport, hello);
+    if meta.ja3.is_none() || meta.ja4.is_none() {
+        let (ja3, ja4) = fingerprints(transport, hello);
+        meta.ja3.get_or_insert(ja3);
+        if meta.ja4.is_none() {
+            meta.ja4 = ja4;
+        }
     }
 }
 
@@ -722,92 +723,107 @@ fn extension_types(block: &[u8]) -> impl Iterator<Item = u16> + '_ {
 /// MD5 of `version,ciphers,extensions,groups,point formats`, GREASE left out.
 fn ja3(hello: &ClientHello) -> String {
     let mut out = String::with_capacity(32);
-    let text = ja3_text(hello);
-    remembered_digest(DigestKind::Md5, &text, |digest| push_hex(&mut out, digest));
+    push_hex(&mut out, &Md5::digest(ja3_text(hello)));
     out
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum DigestKind {
-    Md5,
-    /// The first six bytes of the SHA-256, all JA4 keeps.
-    Sha256Prefix,
+/// JA3 and JA4 of the hellos a worker saw lately, by everything they are
+/// computed from: a direct-mapped table per thread (so per worker), each
+/// entry checked against its whole key. Fingerprints repeat, since every
+/// connection a client build opens sends the same lists, and building the
+/// texts (decimal for JA3, sorted hex for JA4) and hashing them (MD5, and
+/// SHA-256 twice) took more of the classifier chain than the rest of a
+/// ClientHello's parsing. The key leaves out what changes from one
+/// connection to the next (random, session id, server name, GREASE), so
+/// looking a hello up costs a pass over its lists and one FxHash.
+struct HelloMemo {
+    /// Scratch for the key of the hello being looked up.
+    key: Vec<u8>,
+    slots: Vec<Option<RememberedHello>>,
 }
 
-impl DigestKind {
-    /// The digest of `text`, in the first `self.len()` bytes.
-    fn compute(self, text: &[u8]) -> [u8; 16] {
-        let mut digest = [0; 16];
-        match self {
-            DigestKind::Md5 => digest.copy_from_slice(&Md5::digest(text)),
-            DigestKind::Sha256Prefix => digest[..6].copy_from_slice(&Sha256::digest(text)[..6]),
-        }
-        digest
-    }
-
-    fn len(self) -> usize {
-        match self {
-            DigestKind::Md5 => 16,
-            DigestKind::Sha256Prefix => 6,
-        }
-    }
+struct RememberedHello {
+    key: Vec<u8>,
+    ja3: String,
+    ja4: Option<String>,
 }
 
-/// Digests of the texts the fingerprints hash, remembered per thread (so
-/// per worker): a direct-mapped table, each entry checked against its whole
-/// text. Fingerprints repeat, since every connection a client build opens
-/// sends the same lists, and hashing the texts (MD5 for JA3, SHA-256 twice
-/// for JA4) took more of the classifier chain than the rest of a
-/// ClientHello's parsing. Looking the text up costs one FxHash of it.
-struct DigestMemo {
-    slots: Vec<Option<Remembered>>,
-}
-
-/// A digest, of what kind, and the text it is of.
-type Remembered = (DigestKind, Vec<u8>, [u8; 16]);
-
-const DIGEST_SLOTS: usize = 256;
-/// Texts longer than this (hellos with hundreds of ciphers) are hashed
-/// every time: the table holds at most 256 x 1 KiB per worker.
-const MAX_REMEMBERED_TEXT: usize = 1024;
+const HELLO_SLOTS: usize = 256;
+/// Hellos with longer keys (hundreds of ciphers) are fingerprinted every
+/// time: the table holds at most 256 x 1 KiB of keys per worker.
+const MAX_HELLO_KEY: usize = 1024;
 
 thread_local! {
-    static DIGESTS: std::cell::RefCell<DigestMemo> = const {
-        std::cell::RefCell::new(DigestMemo { slots: Vec::new() })
+    static HELLOS: std::cell::RefCell<HelloMemo> = const {
+        std::cell::RefCell::new(HelloMemo { key: Vec::new(), slots: Vec::new() })
     };
 }
 
-/// Calls `with` on the digest of `text` (16 bytes of MD5, or the first
-/// six of SHA-256), computed or remembered.
-fn remembered_digest(kind: DigestKind, text: &[u8], with: impl FnOnce(&[u8])) {
-    let len = kind.len();
-    if text.len() > MAX_REMEMBERED_TEXT {
-        return with(&kind.compute(text)[..len]);
-    }
-    let mut hasher = rustc_hash::FxHasher::default();
-    std::hash::Hasher::write(&mut hasher, text);
-    let slot = (std::hash::Hasher::finish(&hasher) as usize ^ kind as usize) % DIGEST_SLOTS;
-    DIGESTS.with_borrow_mut(|memo| {
-        if memo.slots.is_empty() {
-            memo.slots.resize_with(DIGEST_SLOTS, || None);
+/// JA3 and JA4 of `hello`, computed or remembered.
+fn fingerprints(transport: u8, hello: &ClientHello) -> (String, Option<String>) {
+    HELLOS.with_borrow_mut(|memo| {
+        let HelloMemo { key, slots } = memo;
+        fingerprint_key(transport, hello, key);
+        if key.len() > MAX_HELLO_KEY {
+            return (ja3(hello), ja4(transport, hello));
         }
-        match &mut memo.slots[slot] {
-            Some((k, known, digest)) if *k == kind && known[..] == *text => with(&digest[..len]),
+        let mut hasher = rustc_hash::FxHasher::default();
+        std::hash::Hasher::write(&mut hasher, key);
+        let slot = std::hash::Hasher::finish(&hasher) as usize % HELLO_SLOTS;
+        if slots.is_empty() {
+            slots.resize_with(HELLO_SLOTS, || None);
+        }
+        match &mut slots[slot] {
+            Some(known) if known.key == *key => (known.ja3.clone(), known.ja4.clone()),
             entry => {
-                let digest = kind.compute(text);
-                with(&digest[..len]);
+                let (ja3, ja4) = (ja3(hello), ja4(transport, hello));
                 match entry {
-                    Some((k, known, old)) => {
-                        *k = kind;
-                        known.clear();
-                        known.extend_from_slice(text);
-                        *old = digest;
+                    Some(old) => {
+                        old.key.clone_from(key);
+                        old.ja3.clone_from(&ja3);
+                        old.ja4.clone_from(&ja4);
                     }
-                    None => *entry = Some((kind, text.to_vec(), digest)),
+                    None => {
+                        *entry = Some(RememberedHello {
+                            key: key.clone(),
+                            ja3: ja3.clone(),
+                            ja4: ja4.clone(),
+                        })
+                    }
                 }
+                (ja3, ja4)
             }
         }
-    });
+    })
+}
+
+/// Everything JA3 and JA4 are computed from, into `key`: the transport,
+/// the versions, whether a server name was sent, the first ALPN value's
+/// ends, and the lists (GREASE left out), each after its length, so that
+/// two hellos with the same key have the same fingerprints.
+fn fingerprint_key(transport: u8, hello: &ClientHello, key: &mut Vec<u8>) {
+    let ext = &hello.ext;
+    let alpn = ext.alpn.and_then(|(_, first)| first.first().zip(first.last()));
+    key.clear();
+    key.extend_from_slice(&[transport, u8::from(ext.sni), u8::from(alpn.is_some())]);
+    key.extend_from_slice(&alpn.map_or([0, 0], |(&a, &z)| [a, z]));
+    key.extend_from_slice(&hello.legacy.to_be_bytes());
+    key.extend_from_slice(&hello.version().to_be_bytes());
+    let mut list = |values: &mut dyn Iterator<Item = u16>| {
+        let at = key.len();
+        key.extend_from_slice(&[0; 4]);
+        let mut n = 0u32;
+        for v in values.filter(|&v| !is_grease(v)) {
+            key.extend_from_slice(&v.to_be_bytes());
+            n += 1;
+        }
+        key[at..at + 4].copy_from_slice(&n.to_be_bytes());
+    };
+    list(&mut u16s(hello.ciphers));
+    list(&mut extension_types(hello.extensions));
+    list(&mut u16s(ext.groups));
+    list(&mut ext.point_formats.iter().map(|&p| u16::from(p)));
+    list(&mut u16s(ext.signature_algorithms));
 }
 
 fn ja3_text(hello: &ClientHello) -> Vec<u8> {
@@ -876,7 +892,7 @@ fn ja4_hash(out: &mut String, values: &[u16], tail: &[u16]) {
         text.push(if i > 0 { b',' } else { b'_' });
         push_hex4(&mut text, v);
     }
-    remembered_digest(DigestKind::Sha256Prefix, &text, |digest| push_hex(out, digest));
+    push_hex(out, &Sha256::digest(&text)[..6]);
 }
 
 fn ja4(transport: u8, hello: &ClientHello) -> Option<String> {
@@ -994,6 +1010,8 @@ fn read_server_hello(r: &mut Reader, dtls: bool) -> Result<u16, Hello> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::super::hex;
     use super::super::{TestContext, Transport, test_packet};
     use super::*;
@@ -1273,24 +1291,56 @@ mod tests {
         assert_eq!(meta, Metadata::default());
     }
 
-    /// Remembered digests are the digests: for texts seen again, texts that
-    /// evicted each other, the same text under both kinds, and texts too long
-    /// to remember.
+    /// A ClientHello handshake message with `ciphers`, a server_name
+    /// extension for `host` and an ALPN extension for `alpn`.
+    fn hello_message(ciphers: &[u16], host: &[u8], alpn: &[u8]) -> Vec<u8> {
+        let vec16 = |body: &[u8]| [&(body.len() as u16).to_be_bytes()[..], body].concat();
+        let mut body = vec![0x03, 0x03];
+        body.extend_from_slice(&[7; 32]);
+        body.push(0);
+        body.extend(vec16(&ciphers.iter().flat_map(|c| c.to_be_bytes()).collect::<Vec<_>>()));
+        body.extend_from_slice(&[1, 0]);
+        let server_name = vec16(&[&[0][..], &vec16(host)].concat());
+        let protocols = vec16(&[&[alpn.len() as u8][..], alpn].concat());
+        let mut extensions = Vec::new();
+        for (kind, data) in [(EXT_SERVER_NAME, server_name), (EXT_ALPN, protocols)] {
+            extensions.extend_from_slice(&kind.to_be_bytes());
+            extensions.extend(vec16(&data));
+        }
+        body.extend(vec16(&extensions));
+        let mut message = vec![CLIENT_HELLO, 0];
+        message.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        message.extend(body);
+        message
+    }
+
+    /// Remembered fingerprints are computed ones: for hellos seen again,
+    /// hellos that evicted each other, hellos that differ only in what the
+    /// key leaves out (GREASE, the server name), and hellos too long to
+    /// remember.
     #[test]
-    fn remembered_digests_are_computed_ones() {
-        let texts: Vec<Vec<u8>> = (0..3 * DIGEST_SLOTS)
-            .map(|i| format!("771,{i}-4865-4866,0-23-65281,29-23-24,0").into_bytes())
-            .chain([vec![b'7'; MAX_REMEMBERED_TEXT + 1], Vec::new()])
+    fn remembered_fingerprints_are_computed_ones() {
+        let mut messages: Vec<Vec<u8>> = (0..3 * HELLO_SLOTS as u16)
+            .map(|i| hello_message(&[0x1301, 0x1302, 0x0100 + i], b"example.com", b"h2"))
             .collect();
+        messages.push(hello_message(&[0x0a0a, 0x1301, 0x1302], b"a.example", b"h2"));
+        messages.push(hello_message(&[0x1a1a, 0x1301, 0x1302], b"b.example", b"h2"));
+        messages.push(hello_message(&[0x1301, 0x1302], b"c.example", b"http/1.1"));
+        messages.push(hello_message(&(1..600).collect::<Vec<u16>>(), b"example.com", b"h2"));
+        let mut keys = HashSet::new();
         for _ in 0..2 {
-            for text in &texts {
-                let mut got = Vec::new();
-                remembered_digest(DigestKind::Md5, text, |d| got = d.to_vec());
-                assert_eq!(got, Md5::digest(text).to_vec());
-                remembered_digest(DigestKind::Sha256Prefix, text, |d| got = d.to_vec());
-                assert_eq!(got, Sha256::digest(text)[..6].to_vec());
+            for message in &messages {
+                let (Hello::Done, Some(hello)) = client_hello_message(message, false) else {
+                    panic!("a hello the test built does not parse");
+                };
+                assert_eq!(fingerprints(b't', &hello), (ja3(&hello), ja4(b't', &hello)));
+                let mut key = Vec::new();
+                fingerprint_key(b't', &hello, &mut key);
+                keys.insert(key);
             }
         }
+        // Only the two hellos with different GREASE and names share a key.
+        assert_eq!(keys.len(), messages.len() - 1);
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl Default for ChainConfig {
             depth_packets: 16,
             head_bytes: 4096,
             follow_packets: 1024,
-            rules: Arc::new(RuleSet::default_rules()),
+            rules: RuleSet::default_rules(),
             expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY, History::Latest)),
             names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::Latest)),
             stats: None,

@@ -13,6 +13,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::{Arc, LazyLock};
 
 use regex_automata::dfa::{Automaton, StartKind, dense};
 use regex_automata::nfa::thompson;
@@ -322,10 +323,17 @@ impl RuleSet {
         RuleSet::compile(Vec::new()).expect("no rules compile")
     }
 
-    /// The shipped rules.
-    pub fn default_rules() -> RuleSet {
-        RuleSet::compile(parse_rules(DEFAULT_RULES, "default rules").expect("default rules parse"))
-            .expect("default rules compile")
+    /// The shipped rules, compiled once per process and shared: compiling
+    /// them takes a few milliseconds, and every chain's default
+    /// configuration starts from them.
+    pub fn default_rules() -> Arc<RuleSet> {
+        static DEFAULT: LazyLock<Arc<RuleSet>> = LazyLock::new(|| {
+            Arc::new(
+                RuleSet::compile(parse_rules(DEFAULT_RULES, "default rules").expect("default rules parse"))
+                    .expect("default rules compile"),
+            )
+        });
+        DEFAULT.clone()
     }
 
     pub fn compile(rules: Vec<Rule>) -> Result<RuleSet, RuleError> {

@@ -437,10 +437,15 @@ fn run_config(args: &RunArgs, inputs: Vec<PathBuf>, out: PathBuf, iat_scale: f64
         ..FlowConfig::default()
     };
     config.progress = !args.quiet;
-    let mut rules = parse_rules(DEFAULT_RULES, "built-in rules").expect("built-in rules parse");
-    for path in &args.rules {
-        rules.extend(read_rules(path)?);
-    }
+    let rules = if args.rules.is_empty() {
+        RuleSet::default_rules()
+    } else {
+        let mut rules = parse_rules(DEFAULT_RULES, "built-in rules").expect("built-in rules parse");
+        for path in &args.rules {
+            rules.extend(read_rules(path)?);
+        }
+        Arc::new(RuleSet::compile(rules)?)
+    };
     config.classify = ChainConfig {
         mode: match args.classify {
             ClassifyArg::Full => Mode::Full,
@@ -448,7 +453,7 @@ fn run_config(args: &RunArgs, inputs: Vec<PathBuf>, out: PathBuf, iat_scale: f64
             ClassifyArg::Off => Mode::Off,
         },
         depth_packets: args.depth,
-        rules: Arc::new(RuleSet::compile(rules)?),
+        rules,
         stats: match &args.model {
             Some(path) => Some(Arc::new(StatsClassifier::new(
                 load_model(path)?,

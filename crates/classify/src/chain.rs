@@ -101,6 +101,10 @@ pub(crate) struct Inspection {
     /// `None` when no rule can match any more.
     rules: Option<RuleCursor>,
     sides: [SideState; 2],
+    /// The service of the flow's host, once a dissector that saw the host
+    /// said `Yes`: a host is noted once and never changes, and a refining
+    /// dissector says `Yes` again on every packet it reads.
+    service: Option<Option<&'static str>>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -241,7 +245,7 @@ impl Chain {
                     };
                     match (self.dissectors[d].inspect)(&packet, &mut ctx) {
                         Verdict::Yes(f) => {
-                            found = Some(found_label(f, &self.scratch));
+                            found = Some(found_label(f, &self.scratch, &mut None));
                             break 'dissectors;
                         }
                         Verdict::No => break,
@@ -355,6 +359,7 @@ impl Chain {
             following,
             rules,
             sides,
+            service,
         } = &mut *inspection;
         let (side, i) = match dir {
             Direction::ClientToServer => (Side::Up, 0),
@@ -403,6 +408,7 @@ impl Chain {
                 refining,
                 following,
                 rules,
+                service,
                 transport,
                 side,
                 client,
@@ -441,6 +447,7 @@ impl Chain {
         };
         inspection.refining = None;
         inspection.following = false;
+        inspection.service = None;
         let set = &self.config.rules;
         match &mut inspection.rules {
             Some(cursor) if set.has_patterns(transport) => set.reset_cursor(transport, cursor),
@@ -472,6 +479,7 @@ impl Chain {
         refining: &mut Option<u16>,
         following: &mut bool,
         rules: &mut Option<RuleCursor>,
+        service: &mut Option<Option<&'static str>>,
         transport: Transport,
         side: Side,
         client: (IpAddr, u16),
@@ -506,7 +514,7 @@ impl Chain {
             };
             match (self.dissectors[d as usize].inspect)(&packet, &mut ctx) {
                 Verdict::Yes(found) => {
-                    let label = found_label(found, ctx.meta);
+                    let label = found_label(found, ctx.meta, service);
                     class.decide(label, Classifier::Dissector);
                     *following = found.follow;
                     if !found.more {
@@ -536,7 +544,7 @@ impl Chain {
                     };
                     let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
                     if let Verdict::Yes(found) = verdict {
-                        let label = found_label(found, &self.scratch);
+                        let label = found_label(found, &self.scratch, service);
                         class.decide(label, Classifier::Dissector);
                         if !self.scratch.is_empty() {
                             class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
@@ -612,11 +620,14 @@ struct Stamp {
 }
 
 /// The label a dissector's finding gives: its app, else the service of the
-/// host it saw.
-fn found_label(found: Found, meta: &Metadata) -> Label {
+/// host it saw (looked up once per flow, in `service`).
+fn found_label(found: Found, meta: &Metadata, service: &mut Option<Option<&'static str>>) -> Label {
     let app = found
         .app
-        .or_else(|| meta.host.as_deref().and_then(service_for_host))
+        .or_else(|| {
+            let host = meta.host.as_deref()?;
+            *service.get_or_insert_with(|| service_for_host(host))
+        })
         .filter(|&app| app != found.master);
     Label {
         master: found.master,

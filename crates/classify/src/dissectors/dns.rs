@@ -5,7 +5,6 @@
 //! names must look like host names. Compression pointers may only point backwards and
 //! are followed a bounded number of times, so hostile names cannot loop.
 
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::{Context, Dissector, FirstByte, Found, MAX_LIST, Metadata, Packet, Transport, Verdict, Wants, be16};
@@ -170,15 +169,16 @@ impl Summary {
             let rdata = msg.get(at..at + len).unwrap_or_default();
             match (rtype, rdata.len()) {
                 (TYPE_A, 4) => {
-                    let addr = Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]);
-                    push_display(&mut meta.dns_answers, &mut buf, addr);
-                    resolved.push(addr.into());
+                    let addr = Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]).into();
+                    push_address(&mut meta.dns_answers, &mut buf, addr);
+                    resolved.push(addr);
                 }
                 (TYPE_AAAA, 16) => {
                     let mut octets = [0u8; 16];
                     octets.copy_from_slice(rdata);
-                    push_display(&mut meta.dns_answers, &mut buf, Ipv6Addr::from(octets));
-                    resolved.push(Ipv6Addr::from(octets).into());
+                    let addr = Ipv6Addr::from(octets).into();
+                    push_address(&mut meta.dns_answers, &mut buf, addr);
+                    resolved.push(addr);
                 }
                 _ => {
                     if let Ok((name, _)) = read_name(msg, at) {
@@ -191,10 +191,10 @@ impl Summary {
 }
 
 /// Formats `value` in a stack buffer so that only the stored string allocates.
-fn push_display(list: &mut Vec<String>, buf: &mut [u8], value: impl std::fmt::Display) {
+fn push_address(list: &mut Vec<String>, buf: &mut [u8], addr: IpAddr) {
     let room = buf.len();
     let mut cursor = &mut buf[..];
-    if write!(cursor, "{value}").is_ok() {
+    if sluice_wire::write_ip(&mut cursor, addr).is_ok() {
         let used = room - cursor.len();
         Metadata::push(list, &buf[..used]);
     }

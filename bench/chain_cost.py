@@ -6,7 +6,11 @@ output format. Prints a Markdown table of median wall and CPU seconds and the
 median of the per-pair ratios full/off, and the throughput the chain costs
 (1 - off/full, from the median wall ratio).
 
-usage: bench/chain_cost.py TRACE [--sluice BIN] [--runs N] [--formats jsonl,none]
+Several builds (`--sluice OLD,NEW`) are measured in the same rounds (off and
+full of the first, then of the second, ...), which is how a change to the
+chain is compared with the build before it: one row per build and format.
+
+usage: bench/chain_cost.py TRACE [--sluice BIN[,BIN...]] [--runs N] [--formats jsonl,none]
 """
 
 import argparse
@@ -29,37 +33,47 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
-    ap.add_argument("--sluice", default=os.path.join(here, "..", "target", "release", "sluice"))
-    ap.add_argument("--runs", type=int, default=15, help="pairs of runs per format (default 15)")
+    ap.add_argument("--sluice", default=os.path.join(here, "..", "target", "release", "sluice"),
+                    help="Sluice binary, or several separated by commas, measured in the same rounds")
+    ap.add_argument("--runs", type=int, default=15, help="rounds of runs per format (default 15)")
     ap.add_argument("--formats", default="jsonl,none")
     args = ap.parse_args()
-    if not os.access(args.sluice, os.X_OK):
-        sys.exit(f"chain_cost.py: no Sluice binary at {args.sluice}; run `cargo build --release` first")
+    builds = args.sluice.split(",")
+    for build in builds:
+        if not os.access(build, os.X_OK):
+            sys.exit(f"chain_cost.py: no Sluice binary at {build}; run `cargo build --release` first")
 
     work = tempfile.mkdtemp(prefix="sluice-chain-cost-")
     try:
-        print(f"Trace: `{os.path.basename(args.trace)}`; {args.runs} pairs of runs per format, "
-              "`--classify off` and `--classify full` in alternation, after one warm-up of each.\n")
-        print("| format | off: median wall s | full: median wall s | off: median CPU s | full: median CPU s "
+        print(f"Trace: `{os.path.basename(args.trace)}`; {args.runs} rounds per format, each "
+              "`--classify off` then `--classify full` of every build in turn, after one warm-up of each.\n")
+        build_column = len(builds) > 1
+        print(("| build " if build_column else "")
+              + "| format | off: median wall s | full: median wall s | off: median CPU s | full: median CPU s "
               "| full/off wall (median of pairs) | full/off CPU (median of pairs) | throughput the chain costs |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---" * (8 + build_column) + "|")
         for fmt in args.formats.split(","):
-            def cmd(mode):
-                out = os.path.join(work, f"{fmt}-{mode}")
+            def cmd(b, mode):
+                out = os.path.join(work, f"{b}-{fmt}-{mode}")
                 shutil.rmtree(out, ignore_errors=True)
-                return [args.sluice, "analyze", args.trace, "-o", out, "--format", fmt, "--classify", mode, "-q"]
+                return [builds[b], "analyze", args.trace, "-o", out, "--format", fmt, "--classify", mode, "-q"]
 
-            run(cmd("off"))
-            run(cmd("full"))
-            off, full = [], []
+            for b in range(len(builds)):
+                run(cmd(b, "off"))
+                run(cmd(b, "full"))
+            off = [[] for _ in builds]
+            full = [[] for _ in builds]
             for _ in range(args.runs):
-                off.append(cpu_time(run(cmd("off"))))
-                full.append(cpu_time(run(cmd("full"))))
-            wall_ratio = statistics.median(f[0] / o[0] for o, f in zip(off, full))
-            cpu_ratio = statistics.median(f[1] / o[1] for o, f in zip(off, full))
-            med = lambda xs, i: statistics.median(x[i] for x in xs)
-            print(f"| {fmt} | {med(off, 0):.3f} | {med(full, 0):.3f} | {med(off, 1):.3f} | {med(full, 1):.3f} "
-                  f"| {wall_ratio:.3f} | {cpu_ratio:.3f} | {(1 - 1 / wall_ratio) * 100:.0f} % |")
+                for b in range(len(builds)):
+                    off[b].append(cpu_time(run(cmd(b, "off"))))
+                    full[b].append(cpu_time(run(cmd(b, "full"))))
+            for b, build in enumerate(builds):
+                wall_ratio = statistics.median(f[0] / o[0] for o, f in zip(off[b], full[b]))
+                cpu_ratio = statistics.median(f[1] / o[1] for o, f in zip(off[b], full[b]))
+                med = lambda xs, i: statistics.median(x[i] for x in xs)
+                print((f"| {build} " if build_column else "")
+                      + f"| {fmt} | {med(off[b], 0):.3f} | {med(full[b], 0):.3f} | {med(off[b], 1):.3f} "
+                      f"| {med(full[b], 1):.3f} | {wall_ratio:.3f} | {cpu_ratio:.3f} | {(1 - 1 / wall_ratio) * 100:.0f} % |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

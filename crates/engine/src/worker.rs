@@ -118,7 +118,9 @@ pub(crate) struct InOrder {
     waiting: VecDeque<(u64, u32)>,
     /// Flows that ended before they could ask, by first position, with
     /// how they ended: their records wait for the answer.
-    held: HashMap<u64, (Flow<FlowClass>, EndReason)>,
+    /// Boxed: a flow is some 700 bytes, and a map of them moved every one
+    /// on each growth, and again out of the map when it was written.
+    held: HashMap<u64, Box<(Flow<FlowClass>, EndReason)>>,
     /// What open flows were told, by first position, when it was anything.
     told: HashMap<u64, Prior>,
     /// Every flow that began before this position has asked.
@@ -139,9 +141,9 @@ impl Sink {
             Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names),
             Asking::InOrder(o) if flow.order >= o.asked_before => {
                 let ext = std::mem::take(&mut flow.ext);
-                let mut held = flow.clone();
-                held.ext = ext;
-                o.held.insert(flow.order, (held, end));
+                let mut held = Box::new((flow.clone(), end));
+                held.0.ext = ext;
+                o.held.insert(flow.order, held);
                 return;
             }
             Asking::InOrder(o) if o.told.is_empty() => None,
@@ -359,9 +361,10 @@ impl Worker {
                 if let Some(told) = prior(flow, first, &sink.expectations, &sink.names) {
                     o.told.insert(first, told);
                 }
-            } else if let Some((mut flow, end)) = o.held.remove(&first) {
-                let told = prior(&flow, first, &sink.expectations, &sink.names);
-                sink.write(&mut flow, end, told.as_ref());
+            } else if let Some(mut held) = o.held.remove(&first) {
+                let (flow, end) = &mut *held;
+                let told = prior(flow, first, &sink.expectations, &sink.names);
+                sink.write(flow, *end, told.as_ref());
             }
         }
     }

@@ -12,6 +12,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from types import FrameType
 from typing import BinaryIO
@@ -41,10 +42,18 @@ class _Child:
         return data[:cut]
 
 
+# Seconds the children have to exit once told to stop before they are
+# killed: a merger must not hang on shutdown because one child lingers.
+# In about one run in forty of the SIGTERM test, a child went on running
+# after its SIGTERM until its socket closed; why is not known yet.
+STOP_GRACE = 2.0
+
+
 class _Merger:
     def __init__(self, out: BinaryIO) -> None:
         self._out = out
         self._stopping = False
+        self._kill_at = float("inf")
         self.failed = False
         self._children: list[_Child] = []
         self._selector = selectors.DefaultSelector()
@@ -59,6 +68,8 @@ class _Merger:
             self._selector.register(child.process.stdout.fileno(), selectors.EVENT_READ, child)
 
     def stop_all(self, signum: int = signal.SIGTERM, frame: FrameType | None = None) -> None:
+        if not self._stopping:
+            self._kill_at = time.monotonic() + STOP_GRACE
         self._stopping = True
         for child in self._children:
             if child.process.poll() is None:
@@ -66,13 +77,24 @@ class _Merger:
 
     def run(self) -> None:
         while self._selector.get_map():
-            for key, _ in self._selector.select():
+            # Woken once a second at least, to see whether a stop's grace
+            # is over: a signal handler cannot shorten a wait under way.
+            for key, _ in self._selector.select(timeout=1.0):
                 chunk = os.read(key.fd, 256 * 1024)
                 if chunk:
                     self._write(key.data.complete_lines(chunk))
                 else:
                     self._selector.unregister(key.fd)
                     self._reap(key.data)
+            if time.monotonic() >= self._kill_at:
+                self._kill_lingering()
+
+    def _kill_lingering(self) -> None:
+        self._kill_at = float("inf")
+        for child in self._children:
+            if child.process.poll() is None:
+                log.warning("%s: still running %.0f s after SIGTERM; killed", " ".join(child.command), STOP_GRACE)
+                child.process.kill()
 
     def _write(self, lines: bytes) -> None:
         # Only whole lines are written, from this one thread, so lines of

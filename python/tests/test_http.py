@@ -548,3 +548,35 @@ class BalancedInterfaceNamesTest(unittest.TestCase):
 
         self.assertEqual(balanced_interfaces("d/tcp/http", 1), ["d/tcp/http"])
         self.assertEqual(balanced_interfaces("d/tcp/http", 3), ["d/tcp/http0", "d/tcp/http1", "d/tcp/http2"])
+
+
+class MergerStopTest(unittest.TestCase):
+    def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(self) -> None:
+        import io
+        import sys
+
+        from sluice_tap.balance import STOP_GRACE, _Merger
+
+        out = io.BytesIO()
+        merger = _Merger(out)
+        stubborn = (
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)"
+        )
+        merger.start([[sys.executable, "-c", stubborn]])
+        self.addCleanup(lambda: [c.process.kill() for c in merger._children])
+
+        def stop_once_ready() -> None:
+            deadline = time.monotonic() + TIMEOUT
+            while b"ready" not in out.getvalue() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            merger.stop_all()
+
+        threading.Thread(target=stop_once_ready, daemon=True).start()
+        started = time.monotonic()
+        with self.assertLogs("sluice_tap", "WARNING") as logs:
+            merger.run()
+        self.assertLess(time.monotonic() - started, STOP_GRACE + TIMEOUT / 2)
+        self.assertEqual(out.getvalue(), b"ready\n")
+        self.assertFalse(merger.failed)
+        self.assertIn("after SIGTERM; killed", logs.output[0])

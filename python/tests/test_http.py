@@ -538,10 +538,6 @@ def tshark_follow(capture: Path, port: int) -> tuple[bytes, bytes]:
     raise AssertionError(f"no TCP stream to port {port} in {capture}")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class BalancedInterfaceNamesTest(unittest.TestCase):
     def test_names_follow_sluices_numbering(self) -> None:
         from sluice_tap.balance import balanced_interfaces
@@ -580,3 +576,7 @@ class MergerStopTest(unittest.TestCase):
         self.assertEqual(out.getvalue(), b"ready\n")
         self.assertFalse(merger.failed)
         self.assertIn("after SIGTERM; killed", logs.output[0])
+
+
+if __name__ == "__main__":
+    unittest.main()

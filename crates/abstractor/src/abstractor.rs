@@ -136,8 +136,10 @@ impl Abstractor {
         let interfaces = Interfaces::open(dir, &config.interfaces, settings.buffer_bytes, settings.delivery)?;
         let chain_config = ChainConfig {
             rules: config.rules.clone(),
-            // Routing needs the label, not real-time media detection.
+            // Routing needs the label, not real-time media detection, nor
+            // the dissectors' metadata for a flow a rule decides.
             media: None,
+            rules_first: true,
             ..ChainConfig::default()
         };
         let loopback = Loopback::open(dir, Chain::new(chain_config.clone()))?;
@@ -281,9 +283,10 @@ impl Abstractor {
             memory,
             out,
             config,
+            chain,
             ..
         } = &mut self.core;
-        table.flush(&mut |flow, reason| end_flow(flow, reason, config, memory, out));
+        table.flush(&mut |flow, reason| end_flow(flow, reason, config, chain, memory, out));
         let mut seen = self.loopback.activity();
         let mut since = Instant::now();
         while keep_going() && since.elapsed() < quiet {
@@ -307,9 +310,10 @@ impl Abstractor {
             memory,
             out,
             config,
+            chain,
             ..
         } = core;
-        table.flush(&mut |flow, reason| end_flow(flow, reason, config, memory, out));
+        table.flush(&mut |flow, reason| end_flow(flow, reason, config, chain, memory, out));
         self.loopback.finish(&core.config, &mut core.out);
         core.out.interfaces.finish(stall);
         Report {
@@ -384,7 +388,7 @@ impl Core {
             Some(AbstractFlow::default())
         };
         let Some((slot, dir)) = table.process_admitted(&info, hash, admit, &mut |flow, reason| {
-            end_flow(flow, reason, config, memory, out)
+            end_flow(flow, reason, config, chain, memory, out)
         }) else {
             return;
         };
@@ -419,10 +423,10 @@ impl Core {
                 let reset = t.flags & tcp_flags::RST != 0;
                 if reset || (stream.reassembly[0].closed() && stream.reassembly[1].closed()) {
                     let reason = if reset { EndReason::Rst } else { EndReason::Fin };
-                    destroy(flow, reason.name(), ts_ns, config, memory, out);
+                    destroy(flow, reason.name(), ts_ns, config, chain, memory, out);
                     closed.insert(hash, flow.key, ts_ns);
                     table.end(slot, reason, &mut |flow, reason| {
-                        end_flow(flow, reason, config, memory, out)
+                        end_flow(flow, reason, config, chain, memory, out)
                     });
                     return;
                 }
@@ -433,6 +437,7 @@ impl Core {
             }
         }
         if flow.ext.stream.sink.route == Route::Pending && flow.ext.stream.sink.pending.len() > settings.held_bytes {
+            chain.settle(flow);
             route_flow(flow, config, out);
         }
     }
@@ -444,12 +449,13 @@ fn end_flow(
     flow: &mut Flow<AbstractFlow>,
     reason: EndReason,
     config: &Config,
+    chain: &mut Chain,
     memory: &mut StreamMemory,
     out: &mut Output,
 ) {
     let ts = flow.last_ns;
     if flow.ext.stream.sink.started() && !flow.ext.stream.destroyed {
-        destroy(flow, reason.name(), ts, config, memory, out);
+        destroy(flow, reason.name(), ts, config, chain, memory, out);
     }
     flow.ext.class.release();
 }
@@ -459,10 +465,12 @@ fn destroy(
     reason: &str,
     ts: u64,
     config: &Config,
+    chain: &mut Chain,
     memory: &mut StreamMemory,
     out: &mut Output,
 ) {
     finish_streams(&mut flow.ext.stream, memory, out, ts);
+    chain.settle(flow);
     route_flow(flow, config, out);
     flow.ext.stream.sink.destroyed(out, ts, reason);
     flow.ext.stream.destroyed = true;

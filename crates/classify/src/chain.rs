@@ -54,6 +54,14 @@ pub struct ChainConfig {
     /// The real-time media detector's intervals and thresholds; `None`
     /// turns the detector off.
     pub media: Option<Arc<MediaConfig>>,
+    /// While a TCP flow's rule has matched one direction and may still
+    /// match the other, the dissectors are not shown its data: when the
+    /// rule then decides, they never run (an HTTP request waits for its
+    /// response's status line). Otherwise they are shown what was withheld,
+    /// in order, before they go on. For users of the label alone (the flow
+    /// abstractor): the rule's label wins either way, but the metadata of a
+    /// flow a rule decides is lost.
+    pub rules_first: bool,
 }
 
 /// Dynamic-port announcements kept at once, for all workers together.
@@ -72,6 +80,7 @@ impl Default for ChainConfig {
             stats: None,
             iat_scale: 1.0,
             media: Some(Arc::new(MediaConfig::default())),
+            rules_first: false,
         }
     }
 }
@@ -105,6 +114,18 @@ pub(crate) struct Inspection {
     /// said `Yes`: a host is noted once and never changes, and a refining
     /// dissector says `Yes` again on every packet it reads.
     service: Option<Option<&'static str>>,
+    /// Per side, what the dissectors have not been shown (`rules_first`).
+    withheld: [Option<Withheld>; 2],
+    /// The side withheld first, shown first.
+    withheld_first: usize,
+}
+
+/// A side's stream head was withheld from the dissectors from this packet
+/// on: they are shown it as this packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Withheld {
+    index: u32,
+    other_index: u32,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -360,6 +381,8 @@ impl Chain {
             rules,
             sides,
             service,
+            withheld,
+            withheld_first,
         } = &mut *inspection;
         let (side, i) = match dir {
             Direction::ClientToServer => (Side::Up, 0),
@@ -371,7 +394,8 @@ impl Chain {
         } else {
             self.config.depth_packets
         };
-        let state = &mut sides[i];
+        let [up, down] = sides;
+        let (state, other) = if i == 0 { (up, down) } else { (down, up) };
         if state.packets >= depth {
             class.inspection = Some(inspection);
             return Next::Continue;
@@ -401,24 +425,50 @@ impl Chain {
         };
 
         let mut next = if exhausted { Next::Finish } else { Next::Continue };
+        let stamp = Stamp { order, now_ns };
+        let ports = (client.1, server.1);
         if !new.is_empty() {
-            next = self.look(
-                class,
-                candidates,
-                refining,
-                following,
-                rules,
-                service,
-                transport,
-                side,
-                client,
-                server,
-                data,
-                new,
-                index,
-                other_index,
-                Stamp { order, now_ns },
-            );
+            next = self.feed_rules(class, rules, transport, side, ports, new);
+            let mut withhold = false;
+            if let Next::Continue = next
+                && self.config.rules_first
+                && transport == Transport::Tcp
+                && !exhausted
+                && let Some(cursor) = rules
+            {
+                withhold = self.config.rules.awaits_other_side(transport, cursor, ports.0, ports.1);
+            }
+            if withhold {
+                if withheld[1 - i].is_none() {
+                    *withheld_first = i;
+                }
+                withheld[i].get_or_insert(Withheld { index, other_index });
+            } else if let Next::Continue = next {
+                let mut found = |chain: &mut Chain, s: usize, data: &[u8], at: Withheld| {
+                    let side = if s == 0 { Side::Up } else { Side::Down };
+                    let view = view(transport, side, (client, server), data, (at.index, at.other_index));
+                    chain.dissect(class, candidates, refining, following, rules, service, &view, stamp)
+                };
+                // What was withheld first is shown first; the current side
+                // as one packet with everything it withheld.
+                let current = withheld[i].take().unwrap_or(Withheld { index, other_index });
+                let shown_before = withheld[1 - i].take_if(|_| *withheld_first != i);
+                let shown_after = withheld[1 - i].take();
+                next = Next::Continue;
+                for (s, data, at) in [
+                    shown_before.map(|at| (1 - i, &other.head[..], at)),
+                    Some((i, data, current)),
+                    shown_after.map(|at| (1 - i, &other.head[..], at)),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    next = found(self, s, data, at);
+                    if let Next::Finish = next {
+                        break;
+                    }
+                }
+            }
             if exhausted {
                 next = Next::Finish;
             }
@@ -426,13 +476,84 @@ impl Chain {
         match next {
             Next::Continue => {
                 if unstored {
-                    sides[i].head.extend_from_slice(new);
+                    state.head.extend_from_slice(new);
                 }
                 class.inspection = Some(inspection);
             }
-            Next::Finish => self.recycle(inspection),
+            Next::Finish => {
+                // The flow's verdict stands whatever they make of it.
+                let _ = self.show_withheld(class, &mut inspection, transport, (client, server), stamp);
+                self.recycle(inspection);
+            }
         }
         next
+    }
+
+    /// Shows the dissectors what `rules_first` withheld of a flow and its
+    /// rule never decided: the flow is ending, or its depth is spent.
+    fn show_withheld(
+        &mut self,
+        class: &mut FlowClass,
+        inspection: &mut Inspection,
+        transport: Transport,
+        endpoints: ((IpAddr, u16), (IpAddr, u16)),
+        stamp: Stamp,
+    ) -> Next {
+        let Inspection {
+            candidates,
+            refining,
+            following,
+            rules,
+            sides,
+            service,
+            withheld,
+            withheld_first,
+        } = inspection;
+        let mut next = Next::Continue;
+        let first = *withheld_first;
+        for s in [first, 1 - first] {
+            let Some(at) = withheld[s].take() else {
+                continue;
+            };
+            if class.classifier == Classifier::Rule {
+                continue;
+            }
+            let side = if s == 0 { Side::Up } else { Side::Down };
+            let view = view(transport, side, endpoints, &sides[s].head, (at.index, at.other_index));
+            next = self.dissect(class, candidates, refining, following, rules, service, &view, stamp);
+            if let Next::Finish = next {
+                *withheld = [None; 2];
+                break;
+            }
+        }
+        next
+    }
+
+    /// Settles a flow that ends while `rules_first` still withholds some of
+    /// it from the dissectors, so that its label is what they make of it.
+    pub fn settle<X: Classified>(&mut self, flow: &mut Flow<X>) {
+        let Some(transport) = transport_of(flow.key.proto) else {
+            return;
+        };
+        let endpoints = endpoints(flow);
+        let stamp = Stamp {
+            order: u64::MAX,
+            now_ns: flow.last_ns,
+        };
+        let class = flow.ext.class_mut();
+        if class.stage != Stage::Inspecting || class.inspection.as_ref().is_none_or(|i| i.withheld == [None; 2]) {
+            return;
+        }
+        let Some(mut inspection) = class.inspection.take() else {
+            return;
+        };
+        match self.show_withheld(class, &mut inspection, transport, endpoints, stamp) {
+            Next::Continue => class.inspection = Some(inspection),
+            Next::Finish => {
+                self.recycle(inspection);
+                finish(class);
+            }
+        }
     }
 
     /// An inspection for a flow's first payload, from the spares when
@@ -448,6 +569,7 @@ impl Chain {
         inspection.refining = None;
         inspection.following = false;
         inspection.service = None;
+        inspection.withheld = [None; 2];
         let set = &self.config.rules;
         match &mut inspection.rules {
             Some(cursor) if set.has_patterns(transport) => set.reset_cursor(transport, cursor),
@@ -470,30 +592,21 @@ impl Chain {
         }
     }
 
-    /// Runs the rules and the dissectors over one packet's view of a flow.
-    #[allow(clippy::too_many_arguments)]
-    fn look(
-        &mut self,
+    /// Feeds one packet's new bytes to the rule automata: `Finish` when a
+    /// rule decides the flow.
+    fn feed_rules(
+        &self,
         class: &mut FlowClass,
-        candidates: &mut Candidates,
-        refining: &mut Option<u16>,
-        following: &mut bool,
         rules: &mut Option<RuleCursor>,
-        service: &mut Option<Option<&'static str>>,
         transport: Transport,
         side: Side,
-        client: (IpAddr, u16),
-        server: (IpAddr, u16),
-        data: &[u8],
+        (client_port, server_port): (u16, u16),
         new: &[u8],
-        index: u32,
-        other_index: u32,
-        stamp: Stamp,
     ) -> Next {
         if let Some(cursor) = rules {
             let set = &self.config.rules;
             if set.feed(transport, cursor, side, new, transport == Transport::Udp)
-                && let Some(rule) = set.decided(transport, cursor, client.1, server.1)
+                && let Some(rule) = set.decided(transport, cursor, client_port, server_port)
             {
                 class.decide(rule.label, Classifier::Rule);
                 return Next::Finish;
@@ -502,8 +615,23 @@ impl Chain {
                 *rules = None;
             }
         }
+        Next::Continue
+    }
 
-        let packet = view(transport, side, (client, server), data, (index, other_index));
+    /// Runs the dissectors over one packet's view of a flow.
+    #[allow(clippy::too_many_arguments)]
+    fn dissect(
+        &mut self,
+        class: &mut FlowClass,
+        candidates: &mut Candidates,
+        refining: &mut Option<u16>,
+        following: &mut bool,
+        rules: &Option<RuleCursor>,
+        service: &mut Option<Option<&'static str>>,
+        packet: &Packet<'_>,
+        stamp: Stamp,
+    ) -> Next {
+        let (transport, data) = (packet.transport, packet.data);
         let mut next = Next::Continue;
         if let Some(d) = *refining {
             let meta = class.meta.get_or_insert_with(Default::default);
@@ -512,7 +640,7 @@ impl Chain {
                 expect: &mut self.expect,
                 resolved: &mut self.resolved,
             };
-            match (self.dissectors[d as usize].inspect)(&packet, &mut ctx) {
+            match (self.dissectors[d as usize].inspect)(packet, &mut ctx) {
                 Verdict::Yes(found) => {
                     let label = found_label(found, ctx.meta, service);
                     class.decide(label, Classifier::Dissector);
@@ -542,7 +670,7 @@ impl Chain {
                         expect: &mut self.expect,
                         resolved: &mut self.resolved,
                     };
-                    let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
+                    let verdict = (self.dissectors[d].inspect)(packet, &mut ctx);
                     if let Verdict::Yes(found) = verdict {
                         let label = found_label(found, &self.scratch, service);
                         class.decide(label, Classifier::Dissector);

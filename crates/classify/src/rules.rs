@@ -511,6 +511,30 @@ impl RuleSet {
             .map(|&r| &self.rules[r as usize])
     }
 
+    /// Whether a rule has matched one side's pattern and may still decide
+    /// the flow: its pattern for the other side has not matched yet, and
+    /// that side's automaton is still alive.
+    pub(crate) fn awaits_other_side(
+        &self,
+        t: Transport,
+        cursor: &RuleCursor,
+        client_port: u16,
+        server_port: u16,
+    ) -> bool {
+        (0..2).any(|i| {
+            let other = 1 - i;
+            cursor.state[other].is_some()
+                && cursor.matched[i].iter().any(|&r| {
+                    let rule = &self.rules[r as usize];
+                    let other_pattern = if other == 0 { &rule.up } else { &rule.down };
+                    other_pattern.is_some()
+                        && !cursor.matched[other].contains(&r)
+                        && rule.applies(t)
+                        && rule.port_ok(client_port, server_port)
+                })
+        })
+    }
+
     /// The rule that decides a flow whose directions began with `up` and
     /// `down` (one datagram each for UDP), if any: what the chain does
     /// incrementally, in one call.

@@ -43,9 +43,8 @@ class _Child:
 
 
 # Seconds the children have to exit once told to stop before they are
-# killed: a merger must not hang on shutdown because one child lingers.
-# In about one run in forty of the SIGTERM test, a child went on running
-# after its SIGTERM until its socket closed; why is not known yet.
+# killed: a merger must not hang on shutdown because one child ignores
+# SIGTERM or is stuck.
 STOP_GRACE = 2.0
 
 
@@ -66,6 +65,10 @@ class _Merger:
             self._children.append(child)
             assert child.process.stdout is not None
             self._selector.register(child.process.stdout.fileno(), selectors.EVENT_READ, child)
+            # A stop that came while this child was being started signalled
+            # only the children listed then.
+            if self._stopping:
+                child.process.send_signal(signal.SIGTERM)
 
     def stop_all(self, signum: int = signal.SIGTERM, frame: FrameType | None = None) -> None:
         if not self._stopping:

@@ -291,8 +291,9 @@ class _Stop(Exception):
 
 
 class _Shutdown:
-    """Turns the first SIGINT or SIGTERM into _Stop, inside ``watching()`` only,
-    and never halfway through writing a line."""
+    """Turns the first SIGINT or SIGTERM into _Stop, inside ``watching()`` once
+    ``begin()`` has run, and never halfway through writing a line. A signal
+    that comes earlier stops the watch at its ``begin()``."""
 
     def __init__(self) -> None:
         self._watching = False
@@ -305,13 +306,22 @@ class _Shutdown:
 
     @contextmanager
     def watching(self) -> Iterator[None]:
-        self._watching = True
         try:
             yield
         except _Stop:
             pass
         finally:
             self._watching = False
+
+    def begin(self) -> None:
+        """The first statement of a ``watching()`` block: from here a signal
+        stops the block, and one that came before stops it now. (Set before
+        the block's ``yield``, the flag would let a signal raise where the
+        block cannot catch it; a signal before it was only noted, and the
+        analyzer went on reading until its socket closed.)"""
+        self._watching = True
+        if self._requested:
+            self._stop()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self._requested = True
@@ -392,6 +402,7 @@ def _analyze(args: argparse.Namespace) -> int:
     analyzer = HttpAnalyzer(lambda record: shutdown.write_line(sys.stdout, json.dumps(record) + "\n"), tunnels)
     status = 0
     with shutdown.watching():
+        shutdown.begin()
         try:
             for event in connect(args.socket, args.reconnect, args.retry_interval, on_disconnect=analyzer.flush):
                 analyzer.feed(event)

@@ -577,6 +577,65 @@ class MergerStopTest(unittest.TestCase):
         self.assertFalse(merger.failed)
         self.assertIn("after SIGTERM; killed", logs.output[0])
 
+    def test_a_stop_during_a_childs_start_reaches_that_child(self) -> None:
+        import io
+        import sys
+        from unittest import mock
+
+        from sluice_tap import balance
+
+        merger = balance._Merger(io.BytesIO())
+        started = []
+
+        def stopped_while_starting(command: list[str]) -> balance._Child:
+            # The stop comes after the fork, before the merger lists the child.
+            child = real_child(command)
+            started.append(child)
+            merger.stop_all()
+            return child
+
+        real_child = balance._Child
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        with mock.patch.object(balance, "_Child", stopped_while_starting):
+            merger.start([sleeper, sleeper])
+        self.addCleanup(lambda: [c.process.kill() for c in started])
+        self.assertEqual(len(started), 1, "no child starts after the stop")
+        self.assertEqual(started[0].process.wait(timeout=TIMEOUT), -signal.SIGTERM)
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_a_signal_before_the_watch_begins_stops_it_at_once(self) -> None:
+        from sluice_tap.http import _Shutdown
+
+        shutdown = _Shutdown()
+        shutdown._handle(signal.SIGTERM, None)
+        reached = []
+        with shutdown.watching():
+            shutdown.begin()
+            reached.append("body")
+        self.assertEqual(reached, [])
+
+    def test_a_signal_while_writing_stops_after_the_line(self) -> None:
+        import io
+
+        from sluice_tap.http import _Shutdown
+
+        shutdown = _Shutdown()
+        out = io.StringIO()
+
+        class SignalledMidWrite(io.StringIO):
+            def write(self, text: str) -> int:
+                shutdown._handle(signal.SIGTERM, None)
+                return out.write(text)
+
+        written = []
+        with shutdown.watching():
+            shutdown.begin()
+            shutdown.write_line(SignalledMidWrite(), "one line\n")
+            written.append("after")
+        self.assertEqual(out.getvalue(), "one line\n")
+        self.assertEqual(written, [])
+
 
 if __name__ == "__main__":
     unittest.main()

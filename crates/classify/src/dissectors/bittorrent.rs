@@ -5,6 +5,10 @@
 //! the datagram with a "t" id and a "y" of q/r/e), tracker connects (BEP 15 magic),
 //! uTP SYNs (BEP 29) and Local Service Discovery (BEP 14).
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 use super::{
     ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32,
 };
@@ -63,6 +67,11 @@ fn tcp(pkt: &Packet, ctx: &mut Context) -> Verdict {
     Verdict::No
 }
 
+/// Built once: `memmem::find` builds its searcher at every call, which
+/// cost more than the search itself on every HTTP request of a capture.
+static CRLF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n"));
+static INFO_HASH: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"info_hash="));
+
 fn tracker_request(data: &[u8], ctx: &mut Context) -> Verdict {
     const GET: &[u8] = b"GET /";
     if !data.starts_with(GET) {
@@ -72,7 +81,7 @@ fn tracker_request(data: &[u8], ctx: &mut Context) -> Verdict {
             Verdict::No
         };
     }
-    let Some(line_end) = memchr::memmem::find(&data[..data.len().min(MAX_LINE + 1)], b"\r\n") else {
+    let Some(line_end) = CRLF.find(&data[..data.len().min(MAX_LINE + 1)]) else {
         return if data.len() < MAX_LINE {
             Verdict::Maybe
         } else {
@@ -88,8 +97,9 @@ fn tracker_request(data: &[u8], ctx: &mut Context) -> Verdict {
     let Some(query) = target.iter().position(|&b| b == b'?').map(|q| &target[q..]) else {
         return Verdict::No;
     };
-    let has_info_hash =
-        memchr::memmem::find_iter(query, b"info_hash=").any(|at| at > 0 && matches!(query[at - 1], b'?' | b'&'));
+    let has_info_hash = INFO_HASH
+        .find_iter(query)
+        .any(|at| at > 0 && matches!(query[at - 1], b'?' | b'&'));
     if !has_info_hash {
         return Verdict::No;
     }

@@ -5,6 +5,9 @@
 //! stream head are taken one after the other by their Content-Length.
 
 use std::net::IpAddr;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use super::{ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants};
 
@@ -106,6 +109,9 @@ fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
         .take(MAX_LINES)
 }
 
+/// Built once: `memmem::find` builds its searcher at every call.
+static HEAD_END: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\r\n\r\n"));
+
 /// One message at the start of `data`: notes its metadata and media, and returns where the next
 /// one starts (TCP), `Err(true)` if it is cut short, `Err(false)` if it is not SIP.
 fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> {
@@ -128,7 +134,7 @@ fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> 
             Metadata::push(&mut ctx.meta.commands, command);
         }
     }
-    let head_end = memchr::memmem::find(data, b"\r\n\r\n").map(|at| at + 4);
+    let head_end = HEAD_END.find(data).map(|at| at + 4);
     let headers = &data[eol + 1..head_end.unwrap_or(data.len())];
     let mut content_length = None;
     let mut sdp = false;

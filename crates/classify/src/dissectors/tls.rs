@@ -118,11 +118,22 @@ fn inspect_tls(pkt: &Packet, ctx: &mut Context) -> Verdict {
     if data.first() != Some(&HANDSHAKE) {
         return record_chain(data, found(ctx.meta));
     }
-    let mut hs = [0u8; HEAD];
-    let Some((len, cut)) = gather_handshake(data, &mut hs) else {
+    let Some(Gathered { len, cut, records }) = gather_handshake(data, None) else {
         return Verdict::No;
     };
-    let joined = hs.get(..len).unwrap_or_default();
+    // Nearly always the hello is in one record, and is read where it lies:
+    // a copy into a zeroed buffer of the head's size cost more than
+    // parsing the hello.
+    let mut hs;
+    let joined = if records <= 1 {
+        data.get(5..5 + len).unwrap_or_default()
+    } else {
+        hs = [0u8; HEAD];
+        if gather_handshake(data, Some(&mut hs)).is_none() {
+            return Verdict::No;
+        }
+        hs.get(..len).unwrap_or_default()
+    };
     let msg_end = be24(joined, 1).map(|l| l + 4);
     let complete = msg_end.is_some_and(|end| end <= len);
     let hello = matches!(joined.first(), Some(&CLIENT_HELLO | &SERVER_HELLO));
@@ -206,19 +217,34 @@ fn plausible_record_start(data: &[u8]) -> bool {
         && be16(data, 3).is_none_or(|len| len as usize <= MAX_RECORD)
 }
 
-/// Copies the payloads of the handshake records at the start of the stream into `out`.
-/// Returns the bytes copied and whether the stream ended inside them (so they may grow),
-/// or `None` for a malformed record header.
-fn gather_handshake(data: &[u8], out: &mut [u8; HEAD]) -> Option<(usize, bool)> {
+/// What the handshake records at the start of a stream hold.
+struct Gathered {
+    /// Payload bytes, at most `HEAD`.
+    len: usize,
+    /// The stream ended inside them, so they may grow.
+    cut: bool,
+    /// Records the bytes come from.
+    records: usize,
+}
+
+/// Measures the payloads of the handshake records at the start of the stream and, given
+/// `out`, copies them there. `None` for a malformed record header.
+fn gather_handshake(data: &[u8], mut out: Option<&mut [u8; HEAD]>) -> Option<Gathered> {
     let mut at = 0;
     let mut len = 0;
+    let mut records = 0;
+    let gathered = |len, cut, records| Some(Gathered { len, cut, records });
     // Each round consumes a whole record of at least one byte, so this ends.
-    while at < data.len() && len < out.len() {
+    while at < data.len() && len < HEAD {
         let Some(header) = data.get(at..at + 5) else {
-            return plausible_record_start(data.get(at..).unwrap_or_default()).then_some((len, true));
+            return if plausible_record_start(data.get(at..).unwrap_or_default()) {
+                gathered(len, true, records)
+            } else {
+                None
+            };
         };
         if header.first() != Some(&HANDSHAKE) {
-            return Some((len, false));
+            return gathered(len, false, records);
         }
         let record_len = be16(header, 3)? as usize;
         if !plausible_record_start(header) || record_len == 0 {
@@ -226,15 +252,18 @@ fn gather_handshake(data: &[u8], out: &mut [u8; HEAD]) -> Option<(usize, bool)> 
         }
         let body_end = at + 5 + record_len;
         let body = data.get(at + 5..body_end.min(data.len())).unwrap_or_default();
-        let room = (out.len() - len).min(body.len());
-        out.get_mut(len..len + room)?.copy_from_slice(body.get(..room)?);
+        let room = (HEAD - len).min(body.len());
+        if let Some(out) = out.as_deref_mut() {
+            out.get_mut(len..len + room)?.copy_from_slice(body.get(..room)?);
+        }
         len += room;
+        records += usize::from(room > 0);
         if body_end > data.len() {
-            return Some((len, true));
+            return gathered(len, true, records);
         }
         at = body_end;
     }
-    Some((len, at >= data.len()))
+    gathered(len, at >= data.len(), records)
 }
 
 /// A stream that starts on non-hello records (a capture begun mid-session): `Yes` once

@@ -547,6 +547,15 @@ class BalancedInterfaceNamesTest(unittest.TestCase):
 
 
 class MergerStopTest(unittest.TestCase):
+    def reap_at_cleanup(self, children: list) -> None:
+        def reap() -> None:
+            for child in children:
+                child.process.kill()
+                child.process.wait()
+                child.process.stdout.close()
+
+        self.addCleanup(reap)
+
     def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(self) -> None:
         import io
         import sys
@@ -560,7 +569,7 @@ class MergerStopTest(unittest.TestCase):
             "print('ready', flush=True); time.sleep(60)"
         )
         merger.start([[sys.executable, "-c", stubborn]])
-        self.addCleanup(lambda: [c.process.kill() for c in merger._children])
+        self.reap_at_cleanup(merger._children)
 
         def stop_once_ready() -> None:
             deadline = time.monotonic() + TIMEOUT
@@ -598,7 +607,7 @@ class MergerStopTest(unittest.TestCase):
         sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
         with mock.patch.object(balance, "_Child", stopped_while_starting):
             merger.start([sleeper, sleeper])
-        self.addCleanup(lambda: [c.process.kill() for c in started])
+        self.reap_at_cleanup(started)
         self.assertEqual(len(started), 1, "no child starts after the stop")
         self.assertEqual(started[0].process.wait(timeout=TIMEOUT), -signal.SIGTERM)
 

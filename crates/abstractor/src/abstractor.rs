@@ -48,6 +48,8 @@ impl Default for Settings {
                 // default 10 s sweep, flows closed by the table would stay
                 // up to 12 s.
                 sweep_period_ns: 1_000_000_000,
+                // No flow records: the table's own state is enough.
+                metrics: false,
                 ..FlowConfig::default()
             },
             reassembly: ReassemblyConfig::default(),

@@ -247,11 +247,20 @@ impl<X> Flow<X> {
         self.first_directions ^= mask;
     }
 
-    /// Accounts one packet travelling in `dir`.
+    /// Accounts one packet travelling in `dir`; without `metrics`, only its
+    /// time and the TCP state the table needs.
     #[inline]
-    pub(crate) fn update(&mut self, dir: Direction, p: &PacketInfo) {
+    pub(crate) fn update(&mut self, dir: Direction, p: &PacketInfo, metrics: bool) {
         let d = p.decoded;
         let ts = p.ts_ns;
+        let tcp = d.key.proto == 6 && !d.l4_truncated;
+        if !metrics {
+            self.last_ns = self.last_ns.max(ts);
+            if tcp {
+                self.tcp_state(dir, ts, d.tcp.flags);
+            }
+            return;
+        }
         let since_last_of_flow = ts.saturating_sub(self.last_ns);
         if self.first_count == 0 {
             self.first_inter_arrivals[0] = 0;
@@ -282,19 +291,19 @@ impl<X> Flow<X> {
         s.payload_bytes += d.payload_len as u64;
         s.sizes.add(p.wire_len as u64);
 
-        if d.key.proto == 6 && !d.l4_truncated {
-            self.tcp_update(dir, ts, d);
+        if tcp {
+            self.tcp_metrics(dir, d);
+            self.tcp_state(dir, ts, d.tcp.flags);
         }
     }
 
-    fn tcp_update(&mut self, dir: Direction, ts: u64, d: &Decoded) {
+    fn tcp_metrics(&mut self, dir: Direction, d: &Decoded) {
         let flags = d.tcp.flags;
         let s = &mut self.directions[dir.index()];
         for bit in 0..8 {
             s.flag_counts[bit] += ((flags >> bit) & 1) as u32;
         }
         let syn = flags & tcp_flags::SYN != 0;
-        let ack = flags & tcp_flags::ACK != 0;
         let rst = flags & tcp_flags::RST != 0;
         let fin = flags & tcp_flags::FIN != 0;
         if syn {
@@ -312,6 +321,14 @@ impl<X> Flow<X> {
                 SeqOutcome::OutOfOrder => s.out_of_order += 1,
             }
         }
+    }
+
+    /// The handshake's times (which orient the flow) and how it closes.
+    fn tcp_state(&mut self, dir: Direction, ts: u64, flags: u8) {
+        let syn = flags & tcp_flags::SYN != 0;
+        let ack = flags & tcp_flags::ACK != 0;
+        let rst = flags & tcp_flags::RST != 0;
+        let fin = flags & tcp_flags::FIN != 0;
         let t = &mut self.tcp;
         match (dir, syn, ack) {
             (Direction::ClientToServer, true, false) if t.syn_ns == 0 => t.syn_ns = ts,

@@ -23,6 +23,10 @@ pub struct FlowConfig {
     pub sweep_period_ns: u64,
     /// ... in this many steps, so that no packet waits for a full scan.
     pub sweep_steps: u32,
+    /// Whether flows keep their metrics (counts, sizes, timing, TCP
+    /// flags and sequence analysis). Without them a flow keeps only what
+    /// the table itself needs: its times, its handshake and how it closes.
+    pub metrics: bool,
 }
 
 impl Default for FlowConfig {
@@ -36,6 +40,7 @@ impl Default for FlowConfig {
             closed_linger_ns: 60 * S,
             sweep_period_ns: 10 * S,
             sweep_steps: 1000,
+            metrics: true,
         }
     }
 }
@@ -208,7 +213,7 @@ impl<X> FlowTable<X> {
             match ending {
                 None => {
                     let dir = reorient_on_syn(flow, dir, packet);
-                    flow.update(dir, packet);
+                    flow.update(dir, packet, self.config.metrics);
                     return Some((slot, dir));
                 }
                 Some(reason) => self.end(slot, reason, on_end),
@@ -226,7 +231,7 @@ impl<X> FlowTable<X> {
             (key, Direction::ClientToServer)
         };
         let mut flow = Flow::new(oriented, hash, packet, ext);
-        flow.update(dir, packet);
+        flow.update(dir, packet, self.config.metrics);
         if slot as usize == self.slots.len() {
             self.slots.push(flow);
         } else {
@@ -558,6 +563,32 @@ mod tests {
         assert_eq!(run.ended, vec![(run.ended[0].0, EndReason::Fin, 5)]);
         run.flush();
         assert_eq!(run.ended[1].1, EndReason::EndOfInput);
+    }
+
+    #[test]
+    fn without_metrics_a_flow_still_turns_around_closes_and_expires() {
+        let config = FlowConfig {
+            metrics: false,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        let (slot, _) = run.feed(S, &packet(false, ACK, 10));
+        let (_, dir) = run.feed(S + 1, &packet(true, SYN, 0));
+        assert_eq!(dir, Direction::ClientToServer, "a late SYN still names the client");
+        run.feed(S + 2, &packet(false, SYN_ACK, 0));
+        run.feed(S + 3, &packet(true, FIN_ACK, 0));
+        run.feed(S + 4, &packet(false, FIN_ACK, 0));
+        let flow = run.table.flow_mut(slot);
+        assert_eq!((flow.key.src_port, flow.last_ns), (40000, S + 4));
+        assert_eq!(flow.closing, Some(EndReason::Fin));
+        assert_eq!(flow.packets(), 0, "nothing is measured");
+        run.feed(S + 5, &packet(true, SYN, 0));
+        assert_eq!(run.ended[0].1, EndReason::Fin);
+        let mut other = packet(true, ACK, 1);
+        other.key.src_port = 1;
+        run.feed(S + 6, &other);
+        run.feed(S + 7 + config.tcp_idle_timeout_ns, &other);
+        assert_eq!(run.ended[1].1, EndReason::Idle);
     }
 
     #[test]

@@ -336,40 +336,38 @@ impl Interfaces {
     fn queue(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: &[u8], events: u64) -> bool {
         let len = header.len() + body.len();
         let limit = self.buffer_bytes;
-        let full = self.list[iface as usize]
+        // The consumer is looked up once: this runs for every event.
+        let mut at = self.list[iface as usize]
             .consumers
             .iter()
-            .any(|c| c.id == consumer && c.pending() + len > limit);
-        if full {
+            .position(|c| c.id == consumer);
+        if let Some(ci) = at
+            && self.list[iface as usize].consumers[ci].pending() + len > limit
+        {
             // Everything queued goes to the writer, for every consumer: one
             // that is behind must not leave the others idle while capture
             // waits for it.
             for c in self.list.iter_mut().flat_map(|i| i.consumers.iter_mut()) {
                 self.writer.hand(c);
             }
-            if let Delivery::Wait(stall) = self.delivery
-                && let Some(c) = self.list[iface as usize].consumers.iter().find(|c| c.id == consumer)
-            {
-                wait_for_room(c, len, limit, stall);
+            if let Delivery::Wait(stall) = self.delivery {
+                wait_for_room(&self.list[iface as usize].consumers[ci], len, limit, stall);
             }
         }
-        let i = &mut self.list[iface as usize];
         // Only the writer finds a consumer gone: not worth a look at every
         // consumer on every event otherwise.
-        if i.consumers.iter().any(|c| c.id == consumer && c.broken()) {
+        if let Some(ci) = at
+            && self.list[iface as usize].consumers[ci].broken()
+        {
             self.forget_broken();
+            at = None;
         }
         let i = &mut self.list[iface as usize];
-        let Some(c) = i.consumers.iter_mut().find(|c| c.id == consumer) else {
+        let Some(c) = at.map(|ci| &mut i.consumers[ci]).filter(|c| c.pending() + len <= limit) else {
             i.counters.dropped_events += events;
             i.counters.dropped_bytes += len as u64;
             return false;
         };
-        if c.pending() + len > limit {
-            i.counters.dropped_events += events;
-            i.counters.dropped_bytes += len as u64;
-            return false;
-        }
         c.out.extend_from_slice(header);
         c.out.extend_from_slice(body);
         c.out_events += events;

@@ -443,18 +443,22 @@ impl Chain {
                     *withheld_first = i;
                 }
                 withheld[i].get_or_insert(Withheld { index, other_index });
+            } else if let Next::Continue = next
+                && *withheld == [None; 2]
+            {
+                let packet = view(transport, side, (client, server), data, (index, other_index));
+                next = self.dissect(class, candidates, refining, following, rules, service, &packet, stamp);
             } else if let Next::Continue = next {
-                let mut found = |chain: &mut Chain, s: usize, data: &[u8], at: Withheld| {
+                let mut show = |chain: &mut Chain, s: usize, data: &[u8], at: Withheld| {
                     let side = if s == 0 { Side::Up } else { Side::Down };
-                    let view = view(transport, side, (client, server), data, (at.index, at.other_index));
-                    chain.dissect(class, candidates, refining, following, rules, service, &view, stamp)
+                    let packet = view(transport, side, (client, server), data, (at.index, at.other_index));
+                    chain.dissect(class, candidates, refining, following, rules, service, &packet, stamp)
                 };
                 // What was withheld first is shown first; the current side
                 // as one packet with everything it withheld.
                 let current = withheld[i].take().unwrap_or(Withheld { index, other_index });
                 let shown_before = withheld[1 - i].take_if(|_| *withheld_first != i);
                 let shown_after = withheld[1 - i].take();
-                next = Next::Continue;
                 for (s, data, at) in [
                     shown_before.map(|at| (1 - i, &other.head[..], at)),
                     Some((i, data, current)),
@@ -463,7 +467,7 @@ impl Chain {
                 .into_iter()
                 .flatten()
                 {
-                    next = found(self, s, data, at);
+                    next = show(self, s, data, at);
                     if let Next::Finish = next {
                         break;
                     }
@@ -481,8 +485,11 @@ impl Chain {
                 class.inspection = Some(inspection);
             }
             Next::Finish => {
-                // The flow's verdict stands whatever they make of it.
-                let _ = self.show_withheld(class, &mut inspection, transport, (client, server), stamp);
+                // The flow is finished all the same, with the label the
+                // dissectors make of what they were not shown yet.
+                if inspection.withheld != [None; 2] {
+                    let _ = self.show_withheld(class, &mut inspection, transport, (client, server), stamp);
+                }
                 self.recycle(inspection);
             }
         }
@@ -541,10 +548,10 @@ impl Chain {
             now_ns: flow.last_ns,
         };
         let class = flow.ext.class_mut();
-        if class.stage != Stage::Inspecting || class.inspection.as_ref().is_none_or(|i| i.withheld == [None; 2]) {
+        if class.stage != Stage::Inspecting {
             return;
         }
-        let Some(mut inspection) = class.inspection.take() else {
+        let Some(mut inspection) = class.inspection.take_if(|i| i.withheld != [None; 2]) else {
             return;
         };
         match self.show_withheld(class, &mut inspection, transport, endpoints, stamp) {

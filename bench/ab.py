@@ -4,10 +4,13 @@
 machine. Prints a Markdown table of median wall, user, system and CPU
 seconds per build and the medians of the per-pair ratios A/B (below 1: A is
 faster). `{out}` in the arguments is replaced by a scratch directory,
-emptied before every run.
+emptied before every run. With --drain, bench/tap_drain.py reads every
+interface `sluice abstract --dir {out}` creates, as bench/abstract.sh has
+it; only Sluice's own time is counted.
 
-usage: bench/ab.py A_BIN B_BIN [--runs N] -- ARGS...
+usage: bench/ab.py A_BIN B_BIN [--runs N] [--drain] -- ARGS...
 e.g.:  bench/ab.py new/sluice old/sluice --runs 5 -- analyze worst-case.pcap -o {out} --format none -q
+       bench/ab.py new/sluice old/sluice --drain -- abstract -r conns.pcap --dir {out} --wait
 """
 
 import argparse
@@ -36,6 +39,7 @@ def main():
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=5, help="pairs of runs (default 5)")
+    ap.add_argument("--drain", action="store_true", help="a bench/tap_drain.py consumer on {out} during each run")
     argv = sys.argv[1:]
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         ap.error("give the arguments for both builds after --")
@@ -47,18 +51,28 @@ def main():
             sys.exit(f"ab.py: {binary} is not an executable")
 
     work = tempfile.mkdtemp(prefix="sluice-ab-")
+    drain = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tap_drain.py")
     try:
-        def cmd(binary):
+        def timed(binary):
             out = os.path.join(work, "out")
             shutil.rmtree(out, ignore_errors=True)
-            return [binary] + [a.replace("{out}", out) for a in sluice_args]
+            cmd = [binary] + [a.replace("{out}", out) for a in sluice_args]
+            if not args.drain:
+                return run(cmd)
+            # Waited for after Sluice's usage is taken: its own CPU is not counted.
+            consumer = subprocess.Popen([sys.executable, drain, out], stdout=subprocess.DEVNULL)
+            try:
+                return run(cmd)
+            finally:
+                if consumer.wait(timeout=60) != 0:
+                    sys.exit("ab.py: the drain failed")
 
-        run(cmd(args.a))
-        run(cmd(args.b))
+        timed(args.a)
+        timed(args.b)
         a, b = [], []
         for _ in range(args.runs):
-            a.append(run(cmd(args.a)))
-            b.append(run(cmd(args.b)))
+            a.append(timed(args.a))
+            b.append(timed(args.b))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

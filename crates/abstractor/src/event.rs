@@ -112,59 +112,118 @@ impl FlowPrefix {
     }
 }
 
-/// The header of one event, built in a reused buffer.
+/// What one event is, beyond the flow and the time.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    Created,
+    /// `len` bytes of `from`'s stream follow the header.
+    Data {
+        from: From,
+        len: usize,
+    },
+    /// `len` bytes of `from`'s stream were lost.
+    Gap {
+        from: From,
+        len: u64,
+    },
+    Destroyed {
+        reason: &'a str,
+    },
+}
+
+/// Writes event header lines straight into the buffer they are sent from
+/// (a consumer's queue, or a flow's held events): a line built apart and
+/// then copied cost a copy per event.
 #[derive(Default)]
 pub struct Header {
-    line: Vec<u8>,
+    /// The whole seconds of the last `ts` written, and their digits:
+    /// consecutive events nearly always share them, and a 19-digit number
+    /// was the dearest part of a header.
+    secs: u64,
+    secs_digits: [u8; 20],
+    secs_len: u8,
 }
 
 impl Header {
-    pub fn created(&mut self, prefix: &FlowPrefix, ts_ns: u64) -> &[u8] {
-        self.start(prefix, b"CREATED", ts_ns);
-        self.end()
+    /// Appends the header line of `event` (with its `\n`) to `out`.
+    pub fn write(&mut self, out: &mut Vec<u8>, prefix: &FlowPrefix, ts_ns: u64, event: Event) {
+        out.extend_from_slice(prefix.as_bytes());
+        let name: &[u8] = match event {
+            Event::Created => b",event=CREATED,ts=",
+            Event::Data { .. } => b",event=DATA,ts=",
+            Event::Gap { .. } => b",event=GAP,ts=",
+            Event::Destroyed { .. } => b",event=DESTROYED,ts=",
+        };
+        out.extend_from_slice(name);
+        self.push_time(out, ts_ns);
+        match event {
+            Event::Created => {}
+            Event::Data { from, len } => {
+                out.extend_from_slice(from.fields());
+                out.extend_from_slice(b",len=");
+                push_number(out, len as u64);
+            }
+            Event::Gap { from, len } => {
+                out.extend_from_slice(from.number());
+                out.extend_from_slice(b",len=");
+                push_number(out, len);
+            }
+            Event::Destroyed { reason } => {
+                out.extend_from_slice(b",reason=");
+                out.extend_from_slice(reason.as_bytes());
+            }
+        }
+        out.push(b'\n');
     }
 
-    pub fn data(&mut self, prefix: &FlowPrefix, ts_ns: u64, from: From, len: usize) -> &[u8] {
-        self.start(prefix, b"DATA", ts_ns);
-        self.line.extend_from_slice(from.fields());
-        self.line.extend_from_slice(b",len=");
-        push_number(&mut self.line, len as u64);
-        self.end()
-    }
-
-    pub fn gap(&mut self, prefix: &FlowPrefix, ts_ns: u64, from: From, len: u64) -> &[u8] {
-        self.start(prefix, b"GAP", ts_ns);
-        self.line.extend_from_slice(from.number());
-        self.line.extend_from_slice(b",len=");
-        push_number(&mut self.line, len);
-        self.end()
-    }
-
-    pub fn destroyed(&mut self, prefix: &FlowPrefix, ts_ns: u64, reason: &str) -> &[u8] {
-        self.start(prefix, b"DESTROYED", ts_ns);
-        self.line.extend_from_slice(b",reason=");
-        self.line.extend_from_slice(reason.as_bytes());
-        self.end()
-    }
-
-    fn start(&mut self, prefix: &FlowPrefix, event: &[u8], ts_ns: u64) {
-        self.line.clear();
-        self.line.extend_from_slice(prefix.as_bytes());
-        self.line.extend_from_slice(b",event=");
-        self.line.extend_from_slice(event);
-        self.line.extend_from_slice(b",ts=");
-        push_number(&mut self.line, ts_ns);
-    }
-
-    fn end(&mut self) -> &[u8] {
-        self.line.push(b'\n');
-        &self.line
+    /// `ts_ns` in decimal, as [`push_number`] writes it.
+    fn push_time(&mut self, out: &mut Vec<u8>, ts_ns: u64) {
+        const NS: u64 = 1_000_000_000;
+        let secs = ts_ns / NS;
+        if secs == 0 {
+            push_number(out, ts_ns);
+            return;
+        }
+        if secs != self.secs || self.secs_len == 0 {
+            let mut digits = itoa::Buffer::new();
+            let digits = digits.format(secs).as_bytes();
+            self.secs_digits[..digits.len()].copy_from_slice(digits);
+            self.secs_len = digits.len() as u8;
+            self.secs = secs;
+        }
+        out.extend_from_slice(&self.secs_digits[..self.secs_len as usize]);
+        out.extend_from_slice(&nine_digits((ts_ns % NS) as u32));
     }
 }
 
+/// "00" to "99".
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
+/// `n` (below 10⁹) as nine digits with leading zeros.
+fn nine_digits(n: u32) -> [u8; 9] {
+    let mut out = [0u8; 9];
+    out[0] = b'0' + (n / 100_000_000) as u8;
+    let rest = n % 100_000_000;
+    let (high, low) = (rest / 10_000, rest % 10_000);
+    for (i, pair) in [high / 100, high % 100, low / 100, low % 100].into_iter().enumerate() {
+        let pair = pair as usize * 2;
+        out[1 + 2 * i..3 + 2 * i].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    out
+}
+
 /// Decimal digits two at a time (itoa), without the formatting machinery:
-/// every event has two or three numbers, one of them a 19-digit time, and
-/// there are millions of events per second.
+/// every event has two or three numbers, and there are millions of events
+/// per second.
 fn push_number(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
@@ -263,26 +322,72 @@ mod tests {
         )
     }
 
+    fn line(h: &mut Header, ts_ns: u64, event: Event) -> Vec<u8> {
+        let mut out = Vec::new();
+        h.write(&mut out, &prefix(), ts_ns, event);
+        out
+    }
+
     #[test]
     fn headers_have_sf_tap_figure_5_form_plus_ts() {
         let mut h = Header::default();
         assert_eq!(
-            h.created(&prefix(), 7),
+            line(&mut h, 7, Event::Created),
             b"ip1=192.168.0.1,ip2=192.168.0.2,port1=62918,port2=80,hop=0,l3=ipv4,l4=tcp,event=CREATED,ts=7\n"
         );
         assert_eq!(
-            h.data(&prefix(), 1_416_138_000_123_456_789, From::Server, 1398),
+            line(
+                &mut h,
+                1_416_138_000_123_456_789,
+                Event::Data {
+                    from: From::Server,
+                    len: 1398
+                }
+            ),
             &b"ip1=192.168.0.1,ip2=192.168.0.2,port1=62918,port2=80,hop=0,l3=ipv4,l4=tcp,event=DATA,\
 ts=1416138000123456789,from=2,match=down,len=1398\n"[..]
         );
         assert_eq!(
-            h.destroyed(&prefix(), 0, "fin"),
+            line(&mut h, 0, Event::Destroyed { reason: "fin" }),
             b"ip1=192.168.0.1,ip2=192.168.0.2,port1=62918,port2=80,hop=0,l3=ipv4,l4=tcp,event=DESTROYED,ts=0,reason=fin\n"
         );
         assert!(
-            h.gap(&prefix(), 1, From::Client, 10)
-                .ends_with(b"event=GAP,ts=1,from=1,len=10\n")
+            line(
+                &mut h,
+                1,
+                Event::Gap {
+                    from: From::Client,
+                    len: 10
+                }
+            )
+            .ends_with(b"event=GAP,ts=1,from=1,len=10\n")
         );
+    }
+
+    /// The remembered seconds are never written with another time's
+    /// nanoseconds, and the nanoseconds keep their leading zeros.
+    #[test]
+    fn times_are_written_as_plain_decimal_numbers() {
+        let mut h = Header::default();
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut times = vec![0, 1, 999_999_999, 1_000_000_000, 1_000_000_001, 1_000_000_010, u64::MAX];
+        for _ in 0..10_000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Runs of times within one second, and jumps between seconds.
+            let base = if state.is_multiple_of(7) {
+                state >> 1
+            } else {
+                times[times.len() - 1]
+            };
+            times.push(base.wrapping_add(state % 3_000_000_000) >> (state % 3));
+        }
+        for ts in times {
+            let mut out = Vec::new();
+            h.push_time(&mut out, ts);
+            assert_eq!(String::from_utf8(out).unwrap(), ts.to_string());
+        }
     }
 
     #[test]
@@ -312,7 +417,14 @@ ts=1416138000123456789,from=2,match=down,len=1398\n"[..]
     #[test]
     fn written_headers_parse_back() {
         let mut h = Header::default();
-        let line = h.data(&prefix(), 5, From::Client, 12).to_vec();
+        let line = line(
+            &mut h,
+            5,
+            Event::Data {
+                from: From::Client,
+                len: 12,
+            },
+        );
         let parsed = parse_header(&line[..line.len() - 1]).unwrap();
         assert_eq!(parsed.client.1, 62918);
         assert_eq!(parsed.server.1, 80);

@@ -159,6 +159,8 @@ pub struct Interfaces {
     delivery: Delivery,
     next_id: ConsumerId,
     writer: ToWriter,
+    /// A header that found its consumer's buffer full.
+    scratch: Vec<u8>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +251,7 @@ impl Interfaces {
             buffer_bytes,
             delivery,
             next_id: 1,
+            scratch: Vec::new(),
             writer: ToWriter {
                 jobs,
                 spare,
@@ -318,7 +321,50 @@ impl Interfaces {
     /// Queues one event (its header and body) for a flow's consumer.
     /// Returns whether it was queued; a dropped event is counted.
     pub fn send(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: &[u8]) -> bool {
-        self.queue(iface, consumer, header, body, 1)
+        self.send_with(iface, consumer, |out| out.extend_from_slice(header), body)
+    }
+
+    /// [`Interfaces::send`] for a header that `write_header` appends to
+    /// the consumer's queue itself, so that it is written once, in place.
+    pub fn send_with(
+        &mut self,
+        iface: u16,
+        consumer: ConsumerId,
+        write_header: impl FnOnce(&mut Vec<u8>),
+        body: &[u8],
+    ) -> bool {
+        let i = &mut self.list[iface as usize];
+        if let Some(c) = i.consumers.iter_mut().find(|c| c.id == consumer)
+            && !c.broken()
+        {
+            let start = c.out.len();
+            write_header(&mut c.out);
+            if c.pending() + body.len() <= self.buffer_bytes {
+                let len = c.out.len() - start + body.len();
+                c.out.extend_from_slice(body);
+                c.out_events += 1;
+                i.counters.events += 1;
+                i.counters.bytes += len as u64;
+                // Large writes, but not so late that the consumer idles.
+                if c.out.len() >= WRITE_AT {
+                    self.writer.hand(c);
+                }
+                return true;
+            }
+            // No room: the header waits aside while the slow path makes
+            // room or drops the event.
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&c.out[start..]);
+            c.out.truncate(start);
+        } else {
+            // Gone: written aside only to count its bytes as dropped.
+            self.scratch.clear();
+            write_header(&mut self.scratch);
+        }
+        let header = std::mem::take(&mut self.scratch);
+        let queued = self.queue(iface, consumer, &header, body, 1);
+        self.scratch = header;
+        queued
     }
 
     /// Queues `events` whole events held while the flow was unrouted.
@@ -333,6 +379,8 @@ impl Interfaces {
         counters.dropped_bytes += bytes as u64;
     }
 
+    /// Queues an event, or `events` held ones in `body`, making room first
+    /// if the consumer's buffer is full.
     fn queue(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: &[u8], events: u64) -> bool {
         let len = header.len() + body.len();
         let limit = self.buffer_bytes;

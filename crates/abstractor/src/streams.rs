@@ -10,7 +10,7 @@ use sluice_flow::reassembly::{StreamEvent, StreamMemory, StreamReassembler};
 use sluice_wire::TcpMeta;
 
 use crate::config::{Config, TCP_DEFAULT, UDP_DEFAULT, transport_index};
-use crate::event::{FlowPrefix, From, Header, L4};
+use crate::event::{Event, FlowPrefix, From, Header, L4};
 use crate::interfaces::{ConsumerId, Interfaces};
 
 /// The flow-table extension of the abstractor: the classifier chain's
@@ -155,8 +155,7 @@ impl Sink {
             self.created_ns = Some(ts_ns);
             return;
         }
-        let header = out.header.created(&self.prefix, ts_ns);
-        self.deliver(&mut out.interfaces, &mut out.held, header, &[]);
+        self.deliver(out, ts_ns, Event::Created, &[]);
     }
 
     pub fn data(&mut self, out: &mut Output, ts_ns: u64, from: From, bytes: &[u8]) {
@@ -167,8 +166,8 @@ impl Sink {
         if self.lost[i] > 0 {
             self.gap(out, ts_ns, from, 0);
         }
-        let header = out.header.data(&self.prefix, ts_ns, from, bytes.len());
-        if !self.deliver(&mut out.interfaces, &mut out.held, header, bytes) {
+        let event = Event::Data { from, len: bytes.len() };
+        if !self.deliver(out, ts_ns, event, bytes) {
             self.lost[i] += bytes.len() as u64;
         }
     }
@@ -177,8 +176,7 @@ impl Sink {
     pub fn gap(&mut self, out: &mut Output, ts_ns: u64, from: From, len: u64) {
         let i = side(from);
         let total = self.lost[i] + len;
-        let header = out.header.gap(&self.prefix, ts_ns, from, total);
-        if self.deliver(&mut out.interfaces, &mut out.held, header, &[]) {
+        if self.deliver(out, ts_ns, Event::Gap { from, len: total }, &[]) {
             self.lost[i] = 0;
         } else {
             self.lost[i] = total;
@@ -186,19 +184,23 @@ impl Sink {
     }
 
     pub fn destroyed(&mut self, out: &mut Output, ts_ns: u64, reason: &str) {
-        let header = out.header.destroyed(&self.prefix, ts_ns, reason);
-        self.deliver(&mut out.interfaces, &mut out.held, header, &[]);
+        self.deliver(out, ts_ns, Event::Destroyed { reason }, &[]);
     }
 
     /// Queues one event for the flow's consumer, or holds it while the flow
     /// is unrouted. Returns false when it was dropped.
-    fn deliver(&mut self, interfaces: &mut Interfaces, held: &mut HeldBuffers, header: &[u8], body: &[u8]) -> bool {
+    fn deliver(&mut self, out: &mut Output, ts_ns: u64, event: Event, body: &[u8]) -> bool {
+        let Output {
+            interfaces,
+            header,
+            held,
+        } = out;
         match self.route {
             Route::Pending => {
                 if self.pending.capacity() == 0 {
                     self.pending = held.take();
                 }
-                self.pending.extend_from_slice(header);
+                header.write(&mut self.pending, &self.prefix, ts_ns, event);
                 self.pending.extend_from_slice(body);
                 self.pending_events += 1;
                 true
@@ -206,7 +208,7 @@ impl Sink {
             Route::To {
                 iface,
                 consumer: Some(c),
-            } => interfaces.send(iface, c, header, body),
+            } => interfaces.send_with(iface, c, |line| header.write(line, &self.prefix, ts_ns, event), body),
             Route::To { consumer: None, .. } => false,
         }
     }
@@ -218,8 +220,9 @@ impl Sink {
         let pending = std::mem::take(&mut self.pending);
         if let Some(c) = consumer {
             let created = self.created_ns.take().is_none_or(|ts| {
-                let header = out.header.created(&self.prefix, ts);
-                out.interfaces.send(iface, c, header, &[])
+                let (header, prefix) = (&mut out.header, &self.prefix);
+                out.interfaces
+                    .send_with(iface, c, |line| header.write(line, prefix, ts, Event::Created), &[])
             });
             let sent = if pending.is_empty() {
                 created

@@ -109,10 +109,13 @@ impl Rule {
 
     /// Whether a flow the chain labelled `label` matches the rule's `app`.
     pub fn matches_app(&self, label: Label) -> bool {
-        self.app.as_deref().is_some_and(|app| match app.split_once('.') {
-            Some((master, name)) => label.master == master && label.app == Some(name),
-            None => label.master == app,
-        })
+        // `app` is `Master` or `Master.App`, and a master has no dot: one
+        // prefix comparison rather than a split, as this runs per flow.
+        match self.app.as_deref().and_then(|app| app.strip_prefix(label.master)) {
+            Some("") => true,
+            Some(rest) => rest.strip_prefix('.').is_some_and(|name| label.app == Some(name)),
+            None => false,
+        }
     }
 
     /// Whether the rule may take a flow of this transport between these ports.
@@ -552,10 +555,15 @@ impl RuleSet {
     /// The best port-only rule for a flow, the chain's guess before the
     /// built-in port table.
     pub fn by_port(&self, t: Transport, client_port: u16, server_port: u16) -> Option<&Rule> {
-        self.port_only
-            .iter()
-            .map(|&i| &self.rules[i])
-            .find(|r| r.applies(t) && r.port_ok(client_port, server_port))
+        self.port_rule(t, client_port, server_port).map(|i| &self.rules[i])
+    }
+
+    /// [`RuleSet::by_port`]'s rule, as its index in [`RuleSet::rules`].
+    pub fn port_rule(&self, t: Transport, client_port: u16, server_port: u16) -> Option<usize> {
+        self.port_only.iter().copied().find(|&i| {
+            let r = &self.rules[i];
+            r.applies(t) && r.port_ok(client_port, server_port)
+        })
     }
 }
 
@@ -718,6 +726,16 @@ dns_udp:
         };
         assert!(rules[0].matches_app(tls) && rules[0].matches_app(youtube));
         assert!(!rules[1].matches_app(tls) && rules[1].matches_app(youtube));
+        // Prefixes of the rule's names are other names.
+        let tl = Label {
+            master: "TL",
+            app: None,
+        };
+        let you = Label {
+            master: "TLS",
+            app: Some("You"),
+        };
+        assert!(!rules[0].matches_app(tl) && !rules[1].matches_app(you));
         assert!(!rules[0].is_port_only() && rules[2].is_port_only());
         let set = RuleSet::compile(rules).unwrap();
         // Two rules labelled `tls`: the address of the label tells them apart.

@@ -229,6 +229,44 @@ impl<X> Flow<X> {
         }
     }
 
+    /// Makes this (ended) flow's slot what [`Flow::new`] would make, in
+    /// place.
+    pub(crate) fn reset(&mut self, key: FlowKey, hash: u64, packet: &PacketInfo, ext: X) {
+        // Every field, so that a new one cannot be forgotten here.
+        let Flow {
+            live,
+            closing,
+            tunnel,
+            first_count,
+            first_directions,
+            last_ns,
+            first_ns,
+            hash: own_hash,
+            order,
+            key: own_key,
+            first_sizes,
+            first_inter_arrivals,
+            tcp,
+            directions,
+            ext: own_ext,
+        } = self;
+        *live = true;
+        *closing = None;
+        *tunnel = packet.decoded.tunnel;
+        *first_count = 0;
+        *first_directions = 0;
+        *last_ns = packet.ts_ns;
+        *first_ns = packet.ts_ns;
+        *own_hash = hash;
+        *order = packet.order;
+        *own_key = key;
+        *first_sizes = [0; FIRST_PACKETS];
+        *first_inter_arrivals = [0; FIRST_PACKETS];
+        *tcp = TcpState::default();
+        *directions = [DirectionStats::default(); 2];
+        *own_ext = ext;
+    }
+
     pub fn packets(&self) -> u64 {
         self.directions[0].packets + self.directions[1].packets
     }

@@ -230,13 +230,14 @@ impl<X> FlowTable<X> {
         } else {
             (key, Direction::ClientToServer)
         };
-        let mut flow = Flow::new(oriented, hash, packet, ext);
-        flow.update(dir, packet, self.config.metrics);
+        // A freed slot is filled in place: a flow is a kilobyte or more,
+        // and building it apart cost two copies of it per flow.
         if slot as usize == self.slots.len() {
-            self.slots.push(flow);
+            self.slots.push(Flow::new(oriented, hash, packet, ext));
         } else {
-            self.slots[slot as usize] = flow;
+            self.slots[slot as usize].reset(oriented, hash, packet, ext);
         }
+        self.slots[slot as usize].update(dir, packet, self.config.metrics);
         self.index.insert(hash, slot);
         self.live += 1;
         self.counters.created += 1;

@@ -191,6 +191,13 @@ impl Abstractor {
         interfaces.unconnected(names).into_iter().map(str::to_owned).collect()
     }
 
+    /// Lets event bodies that lie in `bytes` (the capture file being read)
+    /// go to the consumers' sockets straight from the mapping, uncopied.
+    /// The writer thread keeps the mapping until it has written them.
+    pub fn lend(&mut self, bytes: &sluice_capture::FileBytes) {
+        self.core.out.interfaces.lend(bytes);
+    }
+
     /// One captured frame.
     pub fn packet(&mut self, link: LinkType, ts_ns: u64, wire_len: u32, frame: &[u8]) {
         self.decoded_packet(ts_ns, wire_len, frame, decode(link, frame));
@@ -476,7 +483,7 @@ fn destroy(
     route_flow(flow, config, out);
     flow.ext.stream.sink.destroyed(out, ts, reason);
     flow.ext.stream.destroyed = true;
-    flow.ext.stream.sink.pending = Vec::new();
+    flow.ext.stream.sink.pending = Default::default();
 }
 
 #[cfg(test)]

@@ -24,7 +24,10 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use sluice_capture::FileBytes;
+
 use crate::config::InterfaceSpec;
+use crate::queued::{Lenders, Queued};
 use crate::writer::{self, Job, Shared};
 
 /// What to do when a consumer's buffer is full.
@@ -76,7 +79,7 @@ pub type ConsumerId = u64;
 struct Consumer {
     id: ConsumerId,
     /// Events not yet handed to the writer, and how many.
-    out: Vec<u8>,
+    out: Queued,
     out_events: u64,
     shared: Arc<Shared>,
 }
@@ -96,7 +99,7 @@ impl Consumer {
 /// Capture's end of the writer thread.
 struct ToWriter {
     jobs: Sender<Job>,
-    spare: Receiver<Vec<u8>>,
+    spare: Receiver<Queued>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -109,7 +112,7 @@ impl ToWriter {
         let fresh = self
             .spare
             .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(2 * WRITE_AT));
+            .unwrap_or_else(|_| Queued::with_capacity(2 * WRITE_AT));
         let full = std::mem::replace(&mut c.out, fresh);
         let events = std::mem::take(&mut c.out_events);
         c.shared.in_flight.fetch_add(full.len(), Ordering::Release);
@@ -161,6 +164,22 @@ pub struct Interfaces {
     writer: ToWriter,
     /// A header that found its consumer's buffer full.
     scratch: Vec<u8>,
+    lenders: Lenders,
+}
+
+/// An event's body, or the whole events a flow held.
+enum Body<'a> {
+    Bytes(&'a [u8]),
+    Held(&'a Queued),
+}
+
+impl Body<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Body::Bytes(b) => b.len(),
+            Body::Held(q) => q.len(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -252,6 +271,7 @@ impl Interfaces {
             delivery,
             next_id: 1,
             scratch: Vec::new(),
+            lenders: Lenders::default(),
             writer: ToWriter {
                 jobs,
                 spare,
@@ -275,7 +295,7 @@ impl Interfaces {
                         let _ = self.writer.jobs.send(Job::Attach(self.next_id, stream, shared.clone()));
                         iface.consumers.push(Consumer {
                             id: self.next_id,
-                            out: Vec::new(),
+                            out: Queued::default(),
                             out_events: 0,
                             shared,
                         });
@@ -337,11 +357,11 @@ impl Interfaces {
         if let Some(c) = i.consumers.iter_mut().find(|c| c.id == consumer)
             && !c.broken()
         {
-            let start = c.out.len();
-            write_header(&mut c.out);
+            let start = c.out.own_len();
+            write_header(c.out.own_mut());
             if c.pending() + body.len() <= self.buffer_bytes {
-                let len = c.out.len() - start + body.len();
-                c.out.extend_from_slice(body);
+                let len = c.out.own_len() - start + body.len();
+                c.out.push_body(body, &self.lenders);
                 c.out_events += 1;
                 i.counters.events += 1;
                 i.counters.bytes += len as u64;
@@ -354,22 +374,34 @@ impl Interfaces {
             // No room: the header waits aside while the slow path makes
             // room or drops the event.
             self.scratch.clear();
-            self.scratch.extend_from_slice(&c.out[start..]);
-            c.out.truncate(start);
+            self.scratch.extend_from_slice(&c.out.own_mut()[start..]);
+            c.out.truncate_own(start);
         } else {
             // Gone: written aside only to count its bytes as dropped.
             self.scratch.clear();
             write_header(&mut self.scratch);
         }
         let header = std::mem::take(&mut self.scratch);
-        let queued = self.queue(iface, consumer, &header, body, 1);
+        let queued = self.queue(iface, consumer, &header, Body::Bytes(body), 1);
         self.scratch = header;
         queued
     }
 
     /// Queues `events` whole events held while the flow was unrouted.
-    pub fn send_held(&mut self, iface: u16, consumer: ConsumerId, held: &[u8], events: u64) -> bool {
-        self.queue(iface, consumer, &[], held, events)
+    pub fn send_held(&mut self, iface: u16, consumer: ConsumerId, held: &Queued, events: u64) -> bool {
+        self.queue(iface, consumer, &[], Body::Held(held), events)
+    }
+
+    /// Lets bodies that lie in `bytes` be queued by reference rather than
+    /// copied: the writer keeps the mapping until it has written them.
+    pub fn lend(&mut self, bytes: &FileBytes) {
+        self.lenders.add(bytes);
+        let _ = self.writer.jobs.send(Job::Lend(bytes.clone()));
+    }
+
+    /// The lenders, for a flow's held events.
+    pub fn lenders(&self) -> &Lenders {
+        &self.lenders
     }
 
     /// Counts events dropped without being offered to a consumer.
@@ -381,7 +413,7 @@ impl Interfaces {
 
     /// Queues an event, or `events` held ones in `body`, making room first
     /// if the consumer's buffer is full.
-    fn queue(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: &[u8], events: u64) -> bool {
+    fn queue(&mut self, iface: u16, consumer: ConsumerId, header: &[u8], body: Body, events: u64) -> bool {
         let len = header.len() + body.len();
         let limit = self.buffer_bytes;
         // The consumer is looked up once: this runs for every event.
@@ -416,8 +448,11 @@ impl Interfaces {
             i.counters.dropped_bytes += len as u64;
             return false;
         };
-        c.out.extend_from_slice(header);
-        c.out.extend_from_slice(body);
+        c.out.own_mut().extend_from_slice(header);
+        match body {
+            Body::Bytes(bytes) => c.out.push_body(bytes, &self.lenders),
+            Body::Held(held) => c.out.append(held),
+        }
         c.out_events += events;
         i.counters.events += events;
         i.counters.bytes += len as u64;
@@ -552,6 +587,70 @@ mod tests {
             (r.counters.flows, r.counters.flows_without_consumer, r.counters.events),
             (2, 1, 1)
         );
+    }
+
+    /// Bodies written from the mapped file, not copied, reach a slow
+    /// consumer whole and in order among copied ones and held events,
+    /// through full buffers and partial writes, after capture has let go
+    /// of the file.
+    #[test]
+    fn lent_bodies_arrive_whole_and_in_order_after_capture_lets_go() {
+        let text: Vec<u8> = (0..1u32 << 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let (file, mapped) = crate::queued::mapped_capture(&text);
+        let dir = tempfile::tempdir().unwrap();
+        let wait = Delivery::Wait(Duration::from_secs(10));
+        // More than the socket's buffer, so that writes stop part-way.
+        let mut ifaces = Interfaces::open(dir.path(), &specs(), 16 << 20, wait).unwrap();
+        ifaces.lend(&mapped);
+        let mut reader = UnixStream::connect(dir.path().join("tcp/x")).unwrap();
+        ifaces.accept();
+        let c = ifaces.assign(0).unwrap();
+        let consumer = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut chunk = [0u8; 1000];
+            for reads in 0.. {
+                // Slower than the writer, so that its socket fills and
+                // writes stop in the middle of pieces.
+                if reads % 64 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                match reader.read(&mut chunk).unwrap() {
+                    0 => break,
+                    n => got.extend_from_slice(&chunk[..n]),
+                }
+            }
+            got
+        });
+        let body = |i: usize| {
+            let start = 24 + (i * 7919) % (text.len() - 3000);
+            &mapped[start..start + 100 + (i * 31) % 2900]
+        };
+        let mut expected = Vec::new();
+        for i in 0..8000 {
+            let header = format!("h{i}\n");
+            if i % 10 == 9 {
+                // Held events: owned headers, lent bodies.
+                let mut held = Queued::default();
+                held.own_mut().extend_from_slice(header.as_bytes());
+                held.push_body(body(i), &ifaces.lenders);
+                held.push_body(body(i + 1), &ifaces.lenders);
+                assert!(ifaces.send_held(0, c, &held, 2));
+                expected.extend_from_slice(&held.to_vec());
+            } else {
+                assert!(ifaces.send(0, c, header.as_bytes(), body(i)));
+                expected.extend_from_slice(header.as_bytes());
+                expected.extend_from_slice(body(i));
+            }
+        }
+        drop((mapped, file));
+        ifaces.finish(Duration::from_secs(10));
+        let got = consumer.join().unwrap();
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "the bytes differ");
+        let r = &ifaces.report()[0].counters;
+        assert_eq!((r.events, r.dropped_events, r.bytes), (8800, 0, expected.len() as u64));
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod config;
 pub mod event;
 pub mod interfaces;
 mod loopback;
+pub mod queued;
 mod streams;
 mod writer;
 

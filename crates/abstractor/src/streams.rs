@@ -12,6 +12,7 @@ use sluice_wire::TcpMeta;
 use crate::config::{Config, TCP_DEFAULT, UDP_DEFAULT, transport_index};
 use crate::event::{Event, FlowPrefix, From, Header, L4};
 use crate::interfaces::{ConsumerId, Interfaces};
+use crate::queued::Queued;
 
 /// The flow-table extension of the abstractor: the classifier chain's
 /// state beside the stream state, in one slot.
@@ -55,7 +56,7 @@ pub struct Sink {
     created_ns: Option<u64>,
     /// Whole events (headers and bodies) after CREATED, held until the
     /// flow is routed.
-    pub pending: Vec<u8>,
+    pub pending: Queued,
     pub pending_events: u64,
     /// Per direction, bytes dropped on their way to the consumer: the next
     /// event of that direction is preceded by a GAP of this length, so the
@@ -73,7 +74,7 @@ impl Default for Sink {
             server: nowhere,
             route: Route::Pending,
             created_ns: None,
-            pending: Vec::new(),
+            pending: Queued::default(),
             pending_events: 0,
             lost: [0; 2],
         }
@@ -111,7 +112,7 @@ impl Output {
 /// nearly every flow holds its first events until it is classified, and
 /// an allocation, a reallocation and a free per flow showed in profiles.
 #[derive(Default)]
-pub struct HeldBuffers(Vec<Vec<u8>>);
+pub struct HeldBuffers(Vec<Queued>);
 
 impl HeldBuffers {
     /// Spare buffers kept at most, and the largest kept: a flow that held
@@ -119,11 +120,11 @@ impl HeldBuffers {
     const SPARES: usize = 64;
     const MAX_CAPACITY: usize = 16 << 10;
 
-    fn take(&mut self) -> Vec<u8> {
+    fn take(&mut self) -> Queued {
         self.0.pop().unwrap_or_default()
     }
 
-    fn give(&mut self, mut buffer: Vec<u8>) {
+    fn give(&mut self, mut buffer: Queued) {
         if self.0.len() < Self::SPARES && buffer.capacity() <= Self::MAX_CAPACITY {
             buffer.clear();
             self.0.push(buffer);
@@ -200,8 +201,8 @@ impl Sink {
                 if self.pending.capacity() == 0 {
                     self.pending = held.take();
                 }
-                header.write(&mut self.pending, &self.prefix, ts_ns, event);
-                self.pending.extend_from_slice(body);
+                header.write(self.pending.own_mut(), &self.prefix, ts_ns, event);
+                self.pending.push_body(body, interfaces.lenders());
                 self.pending_events += 1;
                 true
             }
@@ -412,18 +413,22 @@ mod tests {
         let mut first = Sink::default();
         first.start(L4::Tcp, CLIENT, SERVER, 0);
         first.data(&mut out, 6, From::Client, b"first flow's bytes");
-        let held_at = first.pending.as_ptr();
+        let held_at = first.pending.own_mut().as_ptr();
         first.route_to(&mut out, 0);
         let mut second = Sink::default();
         second.start(L4::Tcp, (CLIENT.0, 40001), SERVER, 0);
         second.data(&mut out, 7, From::Client, b"second");
-        assert_eq!(second.pending.as_ptr(), held_at, "the first flow's buffer was reused");
-        assert!(
-            second.pending.ends_with(b"len=6\nsecond"),
-            "{:?}",
-            String::from_utf8_lossy(&second.pending)
+        assert_eq!(
+            second.pending.own_mut().as_ptr(),
+            held_at,
+            "the first flow's buffer was reused"
         );
-        assert!(!second.pending.windows(5).any(|w| w == b"first"));
+        assert!(
+            second.pending.to_vec().ends_with(b"len=6\nsecond"),
+            "{:?}",
+            String::from_utf8_lossy(&second.pending.to_vec())
+        );
+        assert!(!second.pending.to_vec().windows(5).any(|w| w == b"first"));
         second.route_to(&mut out, 0);
         let got = read_all(out, reader);
         assert_eq!(got.matches("first flow's bytes").count(), 1, "{got}");

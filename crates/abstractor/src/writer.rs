@@ -12,7 +12,7 @@
 //! reads to apply the buffer limit.
 
 use std::collections::VecDeque;
-use std::io::{self, ErrorKind, Write};
+use std::io::{self, ErrorKind};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -20,7 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
+use sluice_capture::FileBytes;
+
 use crate::interfaces::ConsumerId;
+use crate::queued::Queued;
 
 /// What capture and the writer both know of a consumer.
 #[derive(Debug, Default)]
@@ -39,7 +42,10 @@ pub(crate) struct Shared {
 pub(crate) enum Job {
     Attach(ConsumerId, UnixStream, Arc<Shared>),
     /// A buffer, and how many events it holds.
-    Write(ConsumerId, Vec<u8>, u64),
+    Write(ConsumerId, Queued, u64),
+    /// A file whose bodies may come queued by reference: kept mapped until
+    /// the writer exits.
+    Lend(FileBytes),
     /// Write what is left, waiting up to this long without progress (then
     /// cutting the consumer off), and hang up on every consumer.
     Finish(Duration),
@@ -49,8 +55,11 @@ struct Consumer {
     id: ConsumerId,
     stream: UnixStream,
     shared: Arc<Shared>,
-    queue: VecDeque<(Vec<u8>, u64)>,
-    /// Bytes of the front buffer already written.
+    queue: VecDeque<(Queued, u64)>,
+    /// The front buffer's pieces, from the first not wholly written; the
+    /// first of them has `written` bytes written.
+    pieces: Vec<libc::iovec>,
+    next_piece: usize,
     written: usize,
     /// When it last took a byte, or got some to take after having none.
     progress: Instant,
@@ -63,19 +72,38 @@ impl Consumer {
 
     /// Writes what the socket takes without blocking. `Err` means the
     /// consumer is gone.
-    fn write(&mut self, recycle: &SyncSender<Vec<u8>>) -> io::Result<bool> {
+    fn write(&mut self, recycle: &SyncSender<Queued>) -> io::Result<bool> {
         let mut wrote = false;
         while let Some((front, _)) = self.queue.front() {
-            match self.stream.write(&front[self.written..]) {
+            if self.next_piece == self.pieces.len() {
+                self.pieces.clear();
+                self.next_piece = 0;
+                self.written = 0;
+                front.pieces(&mut |ptr, len| {
+                    self.pieces.push(libc::iovec {
+                        iov_base: ptr as *mut libc::c_void,
+                        iov_len: len,
+                    })
+                });
+                if self.pieces.is_empty() {
+                    let (done, _) = self.queue.pop_front().expect("the front buffer");
+                    let _ = recycle.try_send(done);
+                    continue;
+                }
+            }
+            match writev(
+                self.stream.as_raw_fd(),
+                &mut self.pieces[self.next_piece..],
+                self.written,
+            ) {
                 Ok(0) => return Err(ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     wrote = true;
-                    self.written += n;
                     self.shared.in_flight.fetch_sub(n, Ordering::Release);
-                    if self.written == front.len() {
+                    self.advance(n);
+                    if self.next_piece == self.pieces.len() {
                         let (mut done, events) = self.queue.pop_front().expect("the front buffer");
                         self.shared.in_flight_events.fetch_sub(events, Ordering::Release);
-                        self.written = 0;
                         done.clear();
                         // Back to capture for reuse; dropped when it has enough.
                         let _ = recycle.try_send(done);
@@ -92,9 +120,25 @@ impl Consumer {
         Ok(wrote)
     }
 
+    /// Moves past `n` more bytes of the front buffer's pieces.
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let left = self.pieces[self.next_piece].iov_len - self.written;
+            if n < left {
+                self.written += n;
+                return;
+            }
+            n -= left;
+            self.next_piece += 1;
+            self.written = 0;
+        }
+    }
+
     /// Throws the queue away: the consumer will not take it.
     fn cut_off(&mut self) {
         self.queue.clear();
+        self.pieces.clear();
+        self.next_piece = 0;
         self.written = 0;
         self.shared.broken.store(true, Ordering::Release);
     }
@@ -103,8 +147,10 @@ impl Consumer {
 /// The writer thread's loop. With `stall`, a consumer with bytes pending
 /// that takes none for that long is cut off (capture files, for which
 /// capture waits on consumers rather than drop).
-pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Option<Duration>) {
+pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Queued>, stall: Option<Duration>) {
     let mut consumers: Vec<Consumer> = Vec::new();
+    // Dropped when this thread exits: no lent body is written after that.
+    let mut lent_files: Vec<FileBytes> = Vec::new();
     let mut stall = stall;
     let mut finishing = false;
     let mut fds: Vec<RawFd> = Vec::new();
@@ -135,6 +181,8 @@ pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Opti
                     stream,
                     shared,
                     queue: VecDeque::new(),
+                    pieces: Vec::new(),
+                    next_piece: 0,
                     written: 0,
                     progress: Instant::now(),
                 }),
@@ -153,6 +201,7 @@ pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Opti
                         let _ = recycle.try_send(spare);
                     }
                 },
+                Job::Lend(file) => lent_files.push(file),
                 Job::Finish(patience) => {
                     finishing = true;
                     stall = Some(patience);
@@ -183,6 +232,32 @@ pub(crate) fn run(jobs: Receiver<Job>, recycle: SyncSender<Vec<u8>>, stall: Opti
         }
     }
     // Consumers see the end of the stream as their sockets close here.
+}
+
+/// At most this many pieces per `writev` (Linux's UIO_MAXIOV).
+const MAX_PIECES: usize = 1024;
+
+/// Writes `pieces` (the first with `skip` bytes already written) to `fd`
+/// in one `writev`, restoring the first piece afterwards.
+#[allow(unsafe_code)]
+fn writev(fd: RawFd, pieces: &mut [libc::iovec], skip: usize) -> io::Result<usize> {
+    let count = pieces.len().min(MAX_PIECES);
+    let first = pieces[0];
+    pieces[0] = libc::iovec {
+        // SAFETY: `skip` is below the first piece's length (`advance`).
+        iov_base: unsafe { first.iov_base.cast::<u8>().add(skip) }.cast(),
+        iov_len: first.iov_len - skip,
+    };
+    // SAFETY: every piece is readable memory for its length: the owned
+    // bytes of a buffer the writer holds at the front of the queue, or a
+    // body in a file mapping the writer keeps (`Job::Lend`).
+    let n = unsafe { libc::writev(fd, pieces.as_ptr(), count as libc::c_int) };
+    pieces[0] = first;
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Sleeps until one of `fds` can be written to, or `timeout` passes.

@@ -157,6 +157,10 @@ struct ReadPacket {
     decoded: Result<Decoded, DecodeError>,
 }
 
+/// How far behind the abstractor the file is released: more than the
+/// bodies its consumers' queues hold by reference at most times.
+const LENT_SLACK: usize = 64 << 20;
+
 /// Frames per hand-over from the reader thread.
 const READ_BATCH: usize = 4096;
 /// Batches read ahead of the abstractor.
@@ -172,6 +176,7 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
     // Fails now rather than in the thread: the headers were checked at open.
     drop(file.reader()?);
     let bytes = file.bytes();
+    abstractor.lend(&bytes);
     let (full, batches) = mpsc::sync_channel::<Vec<ReadPacket>>(READ_AHEAD_BATCHES);
     let (recycle, spare) = mpsc::channel::<Vec<ReadPacket>>();
     let (warnings, warning_count) = std::thread::scope(|scope| {
@@ -216,10 +221,12 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
                 (reader.warnings().to_vec(), reader.warning_count())
             })
             .expect("spawning the reader thread");
-        // Nothing keeps a packet's bytes past its call (reassembly and
-        // defragmentation copy what they hold), so the file is released right
-        // behind the abstractor: the resident size stays small however long
-        // the file.
+        // Reassembly and defragmentation copy what they hold; bodies queued
+        // for the consumers are written from the file itself, some time
+        // after capture has passed them. So the file is released some way
+        // behind the abstractor: the resident size stays small however
+        // long the file, and the writer seldom faults a released page back
+        // in (which is slower, never wrong).
         let mut window = ReadWindow::default();
         let mut since_release = 0;
         for mut batch in batches.iter() {
@@ -232,7 +239,7 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
             since_release += READ_BATCH;
             if since_release >= 32768 {
                 since_release = 0;
-                window.release_before(&bytes, done);
+                window.release_before(&bytes, done.saturating_sub(LENT_SLACK));
             }
             let _ = recycle.send(batch);
         }

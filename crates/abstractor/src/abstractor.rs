@@ -200,17 +200,19 @@ impl Abstractor {
 
     /// One captured frame.
     pub fn packet(&mut self, link: LinkType, ts_ns: u64, wire_len: u32, frame: &[u8]) {
-        self.decoded_packet(ts_ns, wire_len, frame, decode(link, frame));
+        self.decoded_packet(ts_ns, wire_len, frame, &decode(link, frame));
     }
 
     /// [`Abstractor::packet`] for a frame already decoded (by a reader
-    /// thread): `decoded` is what `decode` made of `frame`.
+    /// thread): `decoded` is what `decode` made of `frame`. Borrowed: a
+    /// decoded packet is some 150 bytes, and moving it cost a copy per
+    /// packet.
     pub fn decoded_packet(
         &mut self,
         ts_ns: u64,
         wire_len: u32,
         frame: &[u8],
-        decoded: Result<Decoded, sluice_wire::DecodeError>,
+        decoded: &Result<Decoded, sluice_wire::DecodeError>,
     ) {
         self.since_poll += 1;
         if self.since_poll >= POLL_EVERY {
@@ -230,8 +232,8 @@ impl Abstractor {
                 return;
             }
         };
-        match self.defrag.push(ts_ns, &decoded, frame) {
-            Defrag::NotFragment => self.core.segment(ts_ns, wire_len, &decoded, frame),
+        match self.defrag.push(ts_ns, decoded, frame) {
+            Defrag::NotFragment => self.core.segment(ts_ns, wire_len, decoded, frame),
             Defrag::Held => {}
             Defrag::Complete(datagram) => match decode(LinkType::RawIp, datagram) {
                 Ok(mut whole) => {

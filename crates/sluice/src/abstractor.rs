@@ -231,11 +231,12 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
         let mut since_release = 0;
         for mut batch in batches.iter() {
             let mut done = 0;
-            for p in batch.drain(..) {
+            for p in &batch {
                 let frame = &bytes[p.offset..p.offset + p.len as usize];
-                abstractor.decoded_packet(p.ts_ns, p.wire_len, frame, p.decoded);
+                abstractor.decoded_packet(p.ts_ns, p.wire_len, frame, &p.decoded);
                 done = p.offset;
             }
+            batch.clear();
             since_release += READ_BATCH;
             if since_release >= 32768 {
                 since_release = 0;

@@ -180,7 +180,8 @@ impl Abstractor {
             if interfaces.unconnected(names).is_empty() || std::time::Instant::now() >= deadline {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(10));
+            // Short: the whole of a small capture takes a few milliseconds.
+            std::thread::sleep(Duration::from_millis(1));
         }
         // One more pass: a consumer of another interface that connected
         // while the last pass ran, after its interface was looked at but

@@ -244,6 +244,10 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
             }
             let _ = recycle.send(batch);
         }
+        // The writer keeps the file mapped until the end of the run: with
+        // many files, each one's last pages would stay resident. What it
+        // still has to send from them it faults back in.
+        bytes.release(0..bytes.len());
         reading.join().expect("the reader thread panicked")
     });
     for warning in &warnings {

@@ -14,26 +14,29 @@ use sluice_capture::FileBytes;
 /// costs more than copying a few hundred bytes.
 const LEND_AT: usize = 512;
 
-/// Files whose bodies may be queued by reference. The writer thread holds
-/// a clone of every one of them (`Job::Lend`), from before the first body
-/// of it is queued until it exits, so the memory of a lent body stays
-/// mapped for as long as anything may write it out.
+/// The file whose bodies may be queued by reference: the one being read.
+/// A body is looked at when it is queued, and the frames it comes from
+/// are then the current file's (what reassembly or defragmentation holds
+/// is copied), so older files need no look. The writer thread holds a
+/// clone of every file lent (`Job::Lend`), from before the first body of
+/// it is queued until it exits, so the memory of a lent body stays mapped
+/// for as long as anything may write it out.
 #[derive(Default)]
 pub struct Lenders {
-    ranges: Vec<std::ops::Range<usize>>,
+    current: Option<std::ops::Range<usize>>,
 }
 
 impl Lenders {
     pub fn add(&mut self, bytes: &FileBytes) {
         let start = bytes.as_ptr() as usize;
-        self.ranges.push(start..start + bytes.len());
+        self.current = Some(start..start + bytes.len());
     }
 
     /// Whether `body` may be queued by reference.
     #[inline]
     pub fn lends(&self, body: &[u8]) -> bool {
         let (start, end) = (body.as_ptr() as usize, body.as_ptr() as usize + body.len());
-        body.len() >= LEND_AT && self.ranges.iter().any(|r| r.start <= start && end <= r.end)
+        body.len() >= LEND_AT && self.current.as_ref().is_some_and(|r| r.start <= start && end <= r.end)
     }
 }
 

@@ -286,32 +286,52 @@ class HttpAnalyzer:
             flow.end()
 
 
-class _Stop(Exception):
-    pass
+class _Stop(BaseException):
+    """Not an Exception, so that no ``except Exception`` on the way swallows
+    it, as KeyboardInterrupt is not."""
+
+
+# Seconds after which a stop is raised again while the watched block is
+# still running: Python only prints an exception raised in a finalizer (a
+# generator or socket closed by the garbage collector, which may run
+# anywhere), and a SIGTERM handled there was lost, the analyzer reading on
+# until its socket closed.
+STOP_RETRY = 0.1
 
 
 class _Shutdown:
     """Turns the first SIGINT or SIGTERM into _Stop, inside ``watching()`` once
     ``begin()`` has run, and never halfway through writing a line. A signal
-    that comes earlier stops the watch at its ``begin()``."""
+    that comes earlier stops the watch at its ``begin()``. Once installed, a
+    stop is raised again every ``STOP_RETRY`` seconds (SIGALRM) until the
+    watched block has ended."""
 
     def __init__(self) -> None:
         self._watching = False
         self._writing = False
         self._requested = False
+        self._installed = False
 
     def install(self) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._handle)
+        signal.signal(signal.SIGALRM, self._retry)
+        self._installed = True
 
     @contextmanager
     def watching(self) -> Iterator[None]:
         try:
-            yield
+            try:
+                yield
+            finally:
+                # From here no handler raises; one that raised just before
+                # is caught below like any other stop.
+                self._watching = False
         except _Stop:
             pass
         finally:
-            self._watching = False
+            if self._installed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
 
     def begin(self) -> None:
         """The first statement of a ``watching()`` block: from here a signal
@@ -328,9 +348,14 @@ class _Shutdown:
         if not self._writing:
             self._stop()
 
+    def _retry(self, signum: int, frame: FrameType | None) -> None:
+        if self._requested and not self._writing:
+            self._stop()
+
     def _stop(self) -> None:
         if self._watching:
-            self._watching = False
+            if self._installed:
+                signal.setitimer(signal.ITIMER_REAL, STOP_RETRY, STOP_RETRY)
             raise _Stop
 
     def write_line(self, out: TextIO, line: str) -> None:

@@ -5,6 +5,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -623,6 +624,35 @@ class ShutdownTest(unittest.TestCase):
             shutdown.begin()
             reached.append("body")
         self.assertEqual(reached, [])
+
+    def test_a_stop_lost_in_a_finalizer_is_raised_again(self) -> None:
+        from sluice_tap.http import _Shutdown, _Stop
+
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+            self.addCleanup(signal.signal, signum, signal.getsignal(signum))
+        self.addCleanup(signal.setitimer, signal.ITIMER_REAL, 0)
+        lost = []
+        self.addCleanup(setattr, sys, "unraisablehook", sys.unraisablehook)
+        sys.unraisablehook = lambda unraisable: lost.append(unraisable.exc_type)
+        shutdown = _Shutdown()
+        shutdown.install()
+
+        class Finalized:
+            def __del__(self) -> None:
+                # As if the SIGTERM came while the collector ran a finalizer.
+                shutdown._handle(signal.SIGTERM, None)
+
+        went_on = []
+        started = time.monotonic()
+        with shutdown.watching():
+            shutdown.begin()
+            Finalized()  # finalized at once: Python only prints its _Stop
+            went_on.append("past the finalizer")
+            time.sleep(TIMEOUT)  # as reading a quiet socket
+            went_on.append("past the wait")
+        self.assertEqual(lost, [_Stop])
+        self.assertEqual(went_on, ["past the finalizer"])
+        self.assertLess(time.monotonic() - started, TIMEOUT / 2)
 
     def test_a_signal_while_writing_stops_after_the_line(self) -> None:
         import io

@@ -716,26 +716,12 @@ dns_udp:
             "x.yaml",
         )
         .unwrap();
-        let tls = Label {
-            master: "TLS",
-            app: None,
-        };
-        let youtube = Label {
-            master: "TLS",
-            app: Some("YouTube"),
-        };
+        let label = |master, app| Label { master, app };
+        let (tls, youtube) = (label("TLS", None), label("TLS", Some("YouTube")));
         assert!(rules[0].matches_app(tls) && rules[0].matches_app(youtube));
         assert!(!rules[1].matches_app(tls) && rules[1].matches_app(youtube));
         // Prefixes of the rule's names are other names.
-        let tl = Label {
-            master: "TL",
-            app: None,
-        };
-        let you = Label {
-            master: "TLS",
-            app: Some("You"),
-        };
-        assert!(!rules[0].matches_app(tl) && !rules[1].matches_app(you));
+        assert!(!rules[0].matches_app(label("TL", None)) && !rules[1].matches_app(label("TLS", Some("You"))));
         assert!(!rules[0].is_port_only() && rules[2].is_port_only());
         let set = RuleSet::compile(rules).unwrap();
         // Two rules labelled `tls`: the address of the label tells them apart.

@@ -590,19 +590,29 @@ mod tests {
     }
 
     /// Bodies written from the mapped file, not copied, reach a slow
-    /// consumer whole and in order among copied ones and held events,
-    /// through full buffers and partial writes, after capture has let go
-    /// of the file.
+    /// consumer whole and in order among copied ones and held events, after
+    /// capture has let go of the file: with a queue larger than the
+    /// socket's buffer, writes stop part-way through pieces.
     #[test]
-    fn lent_bodies_arrive_whole_and_in_order_after_capture_lets_go() {
+    fn lent_bodies_arrive_whole_and_in_order_through_partial_writes() {
+        lent_bodies_arrive_whole_and_in_order(16 << 20);
+    }
+
+    /// ... and with a queue smaller than what is sent, capture waits for
+    /// room before queueing more.
+    #[test]
+    fn lent_bodies_arrive_whole_and_in_order_when_capture_waits_for_room() {
+        lent_bodies_arrive_whole_and_in_order(64 << 10);
+    }
+
+    fn lent_bodies_arrive_whole_and_in_order(buffer_bytes: usize) {
         let text: Vec<u8> = (0..1u32 << 20)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
             .collect();
         let (file, mapped) = crate::queued::mapped_capture(&text);
         let dir = tempfile::tempdir().unwrap();
         let wait = Delivery::Wait(Duration::from_secs(10));
-        // More than the socket's buffer, so that writes stop part-way.
-        let mut ifaces = Interfaces::open(dir.path(), &specs(), 16 << 20, wait).unwrap();
+        let mut ifaces = Interfaces::open(dir.path(), &specs(), buffer_bytes, wait).unwrap();
         ifaces.lend(&mapped);
         let mut reader = UnixStream::connect(dir.path().join("tcp/x")).unwrap();
         ifaces.accept();

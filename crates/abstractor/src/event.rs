@@ -77,22 +77,29 @@ impl std::fmt::Debug for FlowPrefix {
 impl FlowPrefix {
     pub fn new(client: (IpAddr, u16), server: (IpAddr, u16), hop: u8, l4: L4) -> FlowPrefix {
         let mut prefix = FlowPrefix::default();
-        let l3: &[u8] = if client.0.is_ipv4() { b"ipv4" } else { b"ipv6" };
-        prefix.push(b"ip1=");
-        prefix.ip(client.0);
-        prefix.push(b",ip2=");
-        prefix.ip(server.0);
-        prefix.push(b",port1=");
-        prefix.push(itoa::Buffer::new().format(client.1).as_bytes());
-        prefix.push(b",port2=");
-        prefix.push(itoa::Buffer::new().format(server.1).as_bytes());
-        prefix.push(b",hop=");
-        prefix.push(itoa::Buffer::new().format(hop).as_bytes());
-        prefix.push(b",l3=");
-        prefix.push(l3);
-        prefix.push(b",l4=");
-        prefix.push(l4.name().as_bytes());
+        prefix.set(client, server, hop, l4);
         prefix
+    }
+
+    /// [`FlowPrefix::new`] in place: a flow's prefix is written into its
+    /// slot, not built apart and moved there.
+    pub fn set(&mut self, client: (IpAddr, u16), server: (IpAddr, u16), hop: u8, l4: L4) {
+        self.len = 0;
+        let l3: &[u8] = if client.0.is_ipv4() { b"ipv4" } else { b"ipv6" };
+        self.push(b"ip1=");
+        self.ip(client.0);
+        self.push(b",ip2=");
+        self.ip(server.0);
+        self.push(b",port1=");
+        self.push(itoa::Buffer::new().format(client.1).as_bytes());
+        self.push(b",port2=");
+        self.push(itoa::Buffer::new().format(server.1).as_bytes());
+        self.push(b",hop=");
+        self.push(itoa::Buffer::new().format(hop).as_bytes());
+        self.push(b",l3=");
+        self.push(l3);
+        self.push(b",l4=");
+        self.push(l4.name().as_bytes());
     }
 
     fn push(&mut self, bytes: &[u8]) {

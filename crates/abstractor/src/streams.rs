@@ -144,7 +144,7 @@ impl Sink {
         self.l4 = Some(l4);
         self.client = client;
         self.server = server;
-        self.prefix = FlowPrefix::new(client, server, hop, l4);
+        self.prefix.set(client, server, hop, l4);
     }
 
     pub fn started(&self) -> bool {

@@ -34,18 +34,23 @@ def run(cmd):
     return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 
+def split_args(ap, what):
+    """The script's own options (parsed by `ap`) and Sluice's arguments,
+    which follow `--`; `what` names the latter in the error."""
+    argv = sys.argv[1:]
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        ap.error(f"give {what} after --")
+    split = argv.index("--")
+    return ap.parse_args(argv[:split]), argv[split + 1 :]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=5, help="pairs of runs (default 5)")
     ap.add_argument("--drain", action="store_true", help="a bench/tap_drain.py consumer on {out} during each run")
-    argv = sys.argv[1:]
-    if "--" not in argv or argv.index("--") == len(argv) - 1:
-        ap.error("give the arguments for both builds after --")
-    split = argv.index("--")
-    args = ap.parse_args(argv[:split])
-    sluice_args = argv[split + 1 :]
+    args, sluice_args = split_args(ap, "the arguments for both builds")
     for binary in (args.a, args.b):
         if not os.access(binary, os.X_OK):
             sys.exit(f"ab.py: {binary} is not an executable")

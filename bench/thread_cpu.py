@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from ab import split_args
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -47,11 +49,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sluice")
     ap.add_argument("--drain", action="store_true", help="a bench/tap_drain.py consumer on {out}")
-    argv = sys.argv[1:]
-    if "--" not in argv or argv.index("--") == len(argv) - 1:
-        ap.error("give Sluice's arguments after --")
-    split = argv.index("--")
-    args = ap.parse_args(argv[:split])
+    args, sluice_args = split_args(ap, "Sluice's arguments")
     if not os.access(args.sluice, os.X_OK):
         sys.exit(f"thread_cpu.py: {args.sluice} is not an executable")
 
@@ -62,7 +60,7 @@ def main():
         if args.drain:
             here = os.path.dirname(os.path.abspath(__file__))
             drain = subprocess.Popen([sys.executable, os.path.join(here, "tap_drain.py"), out], stdout=subprocess.DEVNULL)
-        cmd = [args.sluice] + [a.replace("{out}", out) for a in argv[split + 1 :]]
+        cmd = [args.sluice] + [a.replace("{out}", out) for a in sluice_args]
         start = time.perf_counter()
         process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         last = {}
@@ -93,7 +91,7 @@ def main():
             drain.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"`{' '.join(argv[split + 1:])}`: {wall:.3f} s of wall time.\n")
+    print(f"`{' '.join(sluice_args)}`: {wall:.3f} s of wall time.\n")
     print("| thread | user s | system s | CPU s |")
     print("|---|---:|---:|---:|")
     for name, user, system in sorted(last.values(), key=lambda t: -(t[1] + t[2])):

@@ -3,7 +3,7 @@
 
 use sluice_wire::LinkType;
 
-use crate::file::{HeaderError, RawPacket, Warnings, prefetch_ahead};
+use crate::file::{HeaderError, Prefetcher, RawPacket, Warnings};
 
 /// No real capture has frames this large; a bigger length means the record
 /// header is garbage, and everything after it is unreliable.
@@ -12,6 +12,7 @@ const MAX_RECORD: u32 = 64 << 20;
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    prefetcher: Prefetcher,
     nanos: bool,
     big_endian: bool,
     link: LinkType,
@@ -29,6 +30,7 @@ impl<'a> Reader<'a> {
         let mut reader = Reader {
             bytes,
             pos: 24,
+            prefetcher: Prefetcher::default(),
             nanos,
             big_endian,
             link: LinkType::Ethernet,
@@ -102,7 +104,7 @@ impl<'a> Reader<'a> {
         }
         let data = &self.bytes[at + 16..at + 16 + captured as usize];
         self.pos = at + 16 + captured as usize;
-        prefetch_ahead(self.bytes, self.pos);
+        self.prefetcher.ahead(self.bytes, self.pos);
         let ts_ns = seconds.saturating_mul(1_000_000_000).saturating_add(if self.nanos {
             fraction
         } else {

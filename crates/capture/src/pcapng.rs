@@ -3,7 +3,7 @@
 
 use sluice_wire::LinkType;
 
-use crate::file::{HeaderError, RawPacket, Warnings, prefetch_ahead};
+use crate::file::{HeaderError, Prefetcher, RawPacket, Warnings};
 
 const SECTION_HEADER: u32 = 0x0a0d_0d0a;
 const INTERFACE_DESCRIPTION: u32 = 1;
@@ -44,6 +44,7 @@ impl Interface {
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    prefetcher: Prefetcher,
     big_endian: bool,
     interfaces: Vec<Interface>,
     skipped: u64,
@@ -72,6 +73,7 @@ impl<'a> Reader<'a> {
         let reader = Reader {
             bytes,
             pos: 0,
+            prefetcher: Prefetcher::default(),
             big_endian,
             interfaces: Vec::new(),
             skipped: 0,
@@ -182,7 +184,7 @@ impl<'a> Reader<'a> {
                 return None;
             }
             self.pos = at + length.next_multiple_of(4).min(remaining);
-            prefetch_ahead(self.bytes, self.pos);
+            self.prefetcher.ahead(self.bytes, self.pos);
             let body = &self.bytes[at + 8..at + length - 4];
             match block_type {
                 SECTION_HEADER => self.interfaces.clear(),

@@ -1,7 +1,7 @@
 use std::net::IpAddr;
 
-use crate::jsonl::{write_f64, write_u64};
 use crate::schema::{FieldSink, Record, field_names, write_record};
+use crate::text::{write_f64, write_u64};
 
 /// RFC 4180 CSV with a header line. Absent values are empty; lists are
 /// joined with `;` so that every record stays one line.

@@ -1,7 +1,8 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use crate::schema::{FieldSink, Record, write_record};
+use crate::schema::{ConstantBlock, FieldSink, Record, write_record};
+use crate::text::{needs_json_escape, put, set_len, write_f64, write_u64};
 
 /// One JSON object per line; lists are arrays. A field without a value
 /// (`null`, or an empty list of strings) is left out of its line, as Zeek
@@ -15,6 +16,9 @@ pub struct JsonlEncoder {
     keys: Vec<Key>,
     /// The next field's place in the schema.
     field: usize,
+    /// What each constant block was written as, and how many fields it
+    /// holds, once written.
+    empty_directions: [Option<(Box<[u8]>, usize)>; 2],
 }
 
 const KEY_BYTES: usize = 32;
@@ -61,8 +65,13 @@ impl JsonlEncoder {
         let i = self.field;
         self.field += 1;
         // The schema names its fields in the same order every time: the
-        // first record builds the keys, the others copy them.
-        if self.keys.get(i).is_none_or(|k| !std::ptr::eq(k.name, name)) {
+        // first record builds the keys, the others copy them. The same
+        // name can sit at two addresses (a literal in two codegen units).
+        if self
+            .keys
+            .get(i)
+            .is_none_or(|k| !std::ptr::eq(k.name, name) && k.name != name)
+        {
             self.learn_key(i, name);
         }
         i
@@ -91,49 +100,11 @@ impl JsonlEncoder {
 
     #[cold]
     fn learn_key(&mut self, i: usize, name: &'static str) {
+        // A copied block would now skip fields whose keys are not known.
+        self.empty_directions = Default::default();
         self.keys.truncate(i);
         self.keys.push(Key::new(name, i == 0));
     }
-}
-
-/// Takes `n` more bytes of the spare capacity, which the caller wrote.
-#[inline(always)]
-#[allow(unsafe_code)]
-fn set_len(out: &mut Vec<u8>, n: usize) {
-    debug_assert!(n <= out.capacity() - out.len());
-    // SAFETY: the caller initialised the first `n` bytes of the spare
-    // capacity (`put`, `JsonlEncoder::key`).
-    unsafe { out.set_len(out.len() + n) };
-}
-
-/// Appends a short slice without calling `memcpy`: a record is some 200
-/// copies of 2 to 20 bytes (keys, numbers), and the call into libc for
-/// each cost more than the JSON encoding itself (it was 11 % of a
-/// worker's time). Up to 32 bytes go as two overlapping fixed-size moves.
-#[inline(always)]
-fn put(out: &mut Vec<u8>, bytes: &[u8]) {
-    let n = bytes.len();
-    if n > 32 {
-        out.extend_from_slice(bytes);
-        return;
-    }
-    out.reserve(32);
-    let spare = &mut out.spare_capacity_mut()[..32];
-    if n >= 16 {
-        spare[..16].write_copy_of_slice(&bytes[..16]);
-        spare[n - 16..][..16].write_copy_of_slice(&bytes[n - 16..][..16]);
-    } else if n >= 8 {
-        spare[..8].write_copy_of_slice(&bytes[..8]);
-        spare[n - 8..][..8].write_copy_of_slice(&bytes[n - 8..][..8]);
-    } else if n >= 4 {
-        spare[..4].write_copy_of_slice(&bytes[..4]);
-        spare[n - 4..][..4].write_copy_of_slice(&bytes[n - 4..][..4]);
-    } else {
-        for (to, &b) in spare.iter_mut().zip(bytes) {
-            to.write(b);
-        }
-    }
-    set_len(out, n);
 }
 
 impl FieldSink for JsonlEncoder {
@@ -200,6 +171,18 @@ impl FieldSink for JsonlEncoder {
         self.out.push(b']');
     }
 
+    fn constant(&mut self, block: ConstantBlock, write: impl FnOnce(&mut Self)) {
+        let ConstantBlock::EmptyDirection(i) = block;
+        if let Some((bytes, fields)) = &self.empty_directions[i] {
+            self.out.extend_from_slice(bytes);
+            self.field += fields;
+            return;
+        }
+        let (start, first_field) = (self.out.len(), self.field);
+        write(self);
+        self.empty_directions[i] = Some((self.out[start..].into(), self.field - first_field));
+    }
+
     fn list(&mut self, name: &'static str, values: &[u64]) {
         self.key(name);
         self.out.push(b'[');
@@ -213,39 +196,8 @@ impl FieldSink for JsonlEncoder {
     }
 }
 
-/// A number in decimal. Single digits, most of a record's counters (TCP
-/// flags, retransmissions, directions), skip the general formatter.
-#[inline(always)]
-pub(crate) fn write_u64(out: &mut Vec<u8>, value: u64) {
-    if value < 10 {
-        out.push(b'0' + value as u8);
-    } else {
-        put(out, itoa::Buffer::new().format(value).as_bytes());
-    }
-}
-
-/// Shortest round-trip decimal, with non-finite values (never produced,
-/// but never allowed to corrupt a line either) as `null`.
-pub(crate) fn write_f64(out: &mut Vec<u8>, value: f64) {
-    // Whole numbers (a mean of equal sizes, a direction without packets)
-    // are common and cheaper in integer code; ryu writes them as `N.0`
-    // too, below 10^16. Whole is tested by a round trip through an
-    // integer, two instructions, where `fract` calls a software `trunc`
-    // on the baseline x86-64 target.
-    if (0.0..1e15).contains(&value) && value.is_sign_positive() && (value as u64) as f64 == value {
-        write_u64(out, value as u64);
-        put(out, b".0");
-    } else if value.is_finite() {
-        put(out, ryu::Buffer::new().format_finite(value).as_bytes());
-    } else {
-        out.extend_from_slice(b"null");
-    }
-}
-
 fn escape_json(out: &mut Vec<u8>, s: &str) {
-    // Host names, fingerprints and labels almost never need escaping: copy
-    // them whole rather than byte by byte.
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+    if !needs_json_escape(s.as_bytes()) {
         put(out, s.as_bytes());
         return;
     }
@@ -266,7 +218,7 @@ fn escape_json(out: &mut Vec<u8>, s: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{escape_json, put};
+    use super::escape_json;
 
     #[test]
     fn every_line_is_one_object_with_every_valued_field_once_in_order() {
@@ -314,6 +266,43 @@ mod tests {
         assert_eq!(object["end_reason"], "idle");
     }
 
+    /// A direction without packets is copied from its first writing: the
+    /// same line as an encoder that writes it afresh, whichever
+    /// directions are empty and in whatever order records come.
+    #[test]
+    fn empty_directions_are_written_as_afresh() {
+        use crate::schema::{Record, sample_flow};
+        let mut flows = Vec::new();
+        for empty in [[false, true], [false, false], [true, false], [true, true]] {
+            let mut flow = sample_flow();
+            flow.directions[1] = flow.directions[0];
+            for (d, empty) in flow.directions.iter_mut().zip(empty) {
+                if empty {
+                    *d = Default::default();
+                }
+            }
+            flows.push(flow);
+        }
+        let line = |encoder: &mut super::JsonlEncoder, flow| {
+            let record = Record {
+                flow,
+                end: sluice_flow::EndReason::Idle,
+                stats: None,
+                media: None,
+            };
+            let mut out = Vec::new();
+            encoder.encode(&record, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        for order in [[0, 1, 2, 3, 0, 2], [1, 0, 3, 2, 1, 0], [3, 3, 1, 0, 2, 1]] {
+            let mut encoder = super::JsonlEncoder::default();
+            for i in order {
+                let fresh = line(&mut super::JsonlEncoder::default(), &flows[i]);
+                assert_eq!(line(&mut encoder, &flows[i]), fresh, "flow {i} in order {order:?}");
+            }
+        }
+    }
+
     /// Keys longer than the in-place copy take the other path, and read
     /// the same.
     #[test]
@@ -331,49 +320,6 @@ mod tests {
                 String::from_utf8(encoder.out.clone()).unwrap(),
                 format!("\"first\":1,\"{LONG}\":27,\"last\":\"x\"")
             );
-        }
-    }
-
-    #[test]
-    fn numbers_read_as_ryu_writes_them() {
-        let mut values = vec![
-            0.0,
-            -0.0,
-            1.0,
-            9.0,
-            10.0,
-            175.0,
-            0.5,
-            1e15 - 1.0,
-            1e15,
-            1e16,
-            1e17,
-            -3.0,
-            2.5e-7,
-        ];
-        values.extend((0..2000).map(|i| f64::from(i) * 37.0));
-        values.extend((0..2000).map(|i| f64::from(i) / 7.0));
-        for v in values {
-            let mut out = Vec::new();
-            super::write_f64(&mut out, v);
-            assert_eq!(
-                String::from_utf8(out).unwrap(),
-                ryu::Buffer::new().format_finite(v),
-                "{v}"
-            );
-        }
-    }
-
-    #[test]
-    fn put_appends_every_length_exactly() {
-        let source: Vec<u8> = (0..48u8).map(|b| b'a' + b % 26).collect();
-        for n in 0..=source.len() {
-            let mut out = b"head".to_vec();
-            put(&mut out, &source[..n]);
-            put(&mut out, b"|");
-            assert_eq!(&out[..4], b"head");
-            assert_eq!(&out[4..4 + n], &source[..n], "length {n}");
-            assert_eq!(out.len(), 5 + n);
         }
     }
 

@@ -8,6 +8,7 @@ mod csv;
 mod jsonl;
 pub mod read;
 pub mod schema;
+mod text;
 
 pub use csv::CsvEncoder;
 pub use jsonl::JsonlEncoder;

@@ -9,7 +9,7 @@ use sluice_classify::{FlowClass, Metadata, StatsVerdict};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Flow};
 use sluice_wire::l4_name;
 
-pub const SCHEMA_VERSION: &str = "2.0";
+pub const SCHEMA_VERSION: &str = "2.1";
 
 /// A finished flow and why it finished.
 pub struct Record<'a> {
@@ -32,6 +32,25 @@ pub trait FieldSink {
     fn list(&mut self, name: &'static str, values: &[u64]);
     fn opt_str(&mut self, name: &'static str, value: Option<&str>);
     fn str_list(&mut self, name: &'static str, values: &[String]);
+
+    /// The fields `write` writes, which are the same in every record that
+    /// gives the same `block`. An encoder may keep what it wrote the first
+    /// time and copy that afterwards.
+    fn constant(&mut self, block: ConstantBlock, write: impl FnOnce(&mut Self))
+    where
+        Self: Sized,
+    {
+        let _ = block;
+        write(self);
+    }
+}
+
+/// Runs of fields whose values never change, for [`FieldSink::constant`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConstantBlock {
+    /// The fields of a direction without packets (64 % of the directions
+    /// of the realistic mix's records are).
+    EmptyDirection(usize),
 }
 
 /// Walks every field of the record, in the documented order.
@@ -56,8 +75,17 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.u64("duration_ns", f.last_ns.saturating_sub(f.first_ns));
     out.u64("packets", f.packets());
     out.u64("bytes", f.bytes());
-    direction(out, &DIRECTION_FIELDS[0], &f.directions[0]);
-    direction(out, &DIRECTION_FIELDS[1], &f.directions[1]);
+    for (i, d) in f.directions.iter().enumerate() {
+        if d.packets == 0 {
+            // Only a direction's own packets change its figures, so one
+            // without packets is the default, in every record.
+            out.constant(ConstantBlock::EmptyDirection(i), |out| {
+                direction(out, &DIRECTION_FIELDS[i], &DirectionStats::default())
+            });
+        } else {
+            direction(out, &DIRECTION_FIELDS[i], d);
+        }
+    }
     out.opt_u64("handshake_rtt_ns", f.tcp.handshake_rtt_ns());
     out.opt_u64("client_rtt_ns", f.tcp.client_rtt_ns());
     out.opt_u64("server_rtt_ns", f.tcp.server_rtt_ns());
@@ -77,17 +105,20 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.str("app", label_text(class, &mut label));
     out.str("master", class.label.master);
     out.str("classifier", class.classifier.name());
-    out.f64("confidence", rounded(class.confidence));
+    out.f64("confidence", thousandths(class.confidence as f64));
     out.opt_str("stats_app", r.stats.map(|s| s.class));
-    out.opt_f64("stats_confidence", r.stats.map(|s| rounded(s.confidence)));
+    out.opt_f64("stats_confidence", r.stats.map(|s| thousandths(s.confidence as f64)));
     out.opt_str("media", r.media);
     metadata(out, class.meta.as_deref().unwrap_or(&NO_METADATA));
 }
 
-/// Three decimals: a confidence is a score, and the binary tail of an f32
-/// (0.30000001…) would only look like precision.
-fn rounded(confidence: f32) -> f64 {
-    (confidence as f64 * 1000.0).round() / 1000.0
+/// Three decimals: enough for a mean or deviation of sizes in bytes, and
+/// for a confidence, which is a score and whose binary tail as an f32
+/// (0.30000001…) would only look like precision. Numbers like these are
+/// also written in integer code, where any other takes the general
+/// shortest-decimal formatter.
+fn thousandths(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
 }
 
 static NO_METADATA: Metadata = Metadata {
@@ -213,7 +244,7 @@ macro_rules! direction_fields {
     };
 }
 
-const DIRECTION_FIELDS: [DirectionFields; 2] = [direction_fields!("c2s"), direction_fields!("s2c")];
+static DIRECTION_FIELDS: [DirectionFields; 2] = [direction_fields!("c2s"), direction_fields!("s2c")];
 
 fn direction(out: &mut impl FieldSink, n: &DirectionFields, d: &DirectionStats) {
     out.u64(n.packets, d.packets);
@@ -221,12 +252,15 @@ fn direction(out: &mut impl FieldSink, n: &DirectionFields, d: &DirectionStats) 
     out.u64(n.payload_bytes, d.payload_bytes);
     out.u64(n.size_min, d.sizes.min);
     out.u64(n.size_max, d.sizes.max);
-    out.f64(n.size_mean, d.sizes.mean());
-    out.f64(n.size_std, d.sizes.stddev());
+    out.f64(n.size_mean, thousandths(d.sizes.mean()));
+    out.f64(n.size_std, thousandths(d.sizes.stddev()));
     out.u64(n.iat_min, d.inter_arrival.min);
     out.u64(n.iat_max, d.inter_arrival.max);
-    out.f64(n.iat_mean, d.inter_arrival.mean());
-    out.f64(n.iat_std, d.inter_arrival.stddev());
+    // The times are whole nanoseconds, and so are their mean and
+    // deviation as written: a fraction of a nanosecond is below what any
+    // capture clock resolves.
+    out.f64(n.iat_mean, d.inter_arrival.mean().round());
+    out.f64(n.iat_std, d.inter_arrival.stddev().round());
     for (name, count) in n.flags.iter().zip(d.flag_counts) {
         out.u64(name, count as u64);
     }

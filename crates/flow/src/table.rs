@@ -509,6 +509,27 @@ mod tests {
         assert_eq!(run.table.counters().created, 2);
     }
 
+    /// The records write a direction without packets from the defaults
+    /// (`sluice-export`'s constant blocks), so no packet may leave a mark
+    /// on the other direction, nor a reused slot on a new flow.
+    #[test]
+    fn a_direction_without_packets_is_the_default() {
+        let mut run = Run::new(FlowConfig::default());
+        let (slot, _) = run.feed(S, &packet(true, SYN, 0));
+        run.feed(S + 1, &packet(false, SYN_ACK, 0));
+        let ended = &mut run.ended;
+        run.table
+            .end(slot, EndReason::Rst, &mut |f, r| ended.push((f.key, r, f.packets())));
+        assert_eq!(run.feed(S + 2, &packet(true, SYN, 0)).0, slot);
+        run.feed(S + 3, &packet(true, ACK, 0));
+        run.feed(S + 5, &packet(true, FIN_ACK, 100));
+        run.feed(S + 6, &packet(true, ACK, 100));
+        let flow = run.table.flow_mut(slot);
+        assert_eq!(flow.directions[0].packets, 4);
+        let default = format!("{:?}", crate::DirectionStats::default());
+        assert_eq!(format!("{:?}", flow.directions[1]), default);
+    }
+
     #[test]
     fn syn_ack_seen_first_orients_client_to_server() {
         let mut run = Run::new(FlowConfig::default());

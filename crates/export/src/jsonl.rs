@@ -108,11 +108,13 @@ impl JsonlEncoder {
 }
 
 impl FieldSink for JsonlEncoder {
+    #[inline(always)]
     fn u64(&mut self, name: &'static str, value: u64) {
         self.key(name);
         write_u64(&mut self.out, value);
     }
 
+    #[inline(always)]
     fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
         match value {
             Some(v) => self.u64(name, v),
@@ -120,6 +122,7 @@ impl FieldSink for JsonlEncoder {
         }
     }
 
+    #[inline(always)]
     fn f64(&mut self, name: &'static str, value: f64) {
         self.key(name);
         write_f64(&mut self.out, value);
@@ -132,6 +135,7 @@ impl FieldSink for JsonlEncoder {
         }
     }
 
+    #[inline(always)]
     fn str(&mut self, name: &'static str, value: &str) {
         self.key(name);
         self.out.push(b'"');

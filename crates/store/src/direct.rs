@@ -135,7 +135,11 @@ pub struct DirectWriter {
 enum Mode {
     Direct {
         file: File,
-        stage: AlignedBuf,
+        /// Made at the first write, by the thread that writes: faulting
+        /// in its pages takes milliseconds (more in a virtual machine),
+        /// which the thread that opens the file, often one with other
+        /// work to start, should not wait for.
+        stage: Option<AlignedBuf>,
         /// Bytes staged: the file's bytes from `written` on.
         staged: usize,
         /// Bytes on disk, always a multiple of `ALIGN`.
@@ -155,7 +159,7 @@ impl DirectWriter {
             true => Mode::Direct {
                 tail: OpenOptions::new().write(true).open(path)?,
                 file,
-                stage: AlignedBuf::new(STAGE),
+                stage: None,
                 staged: 0,
                 written: 0,
             },
@@ -187,6 +191,9 @@ impl DirectWriter {
         else {
             return Ok(());
         };
+        let Some(stage) = stage else {
+            return Ok(());
+        };
         let len = *staged;
         let blocks = len - len % ALIGN;
         if !write_block(file, &self.path, stage.filled(blocks), *written)? {
@@ -212,7 +219,7 @@ impl Write for DirectWriter {
             Mode::Direct { stage, staged, .. } => (stage, staged),
             Mode::Buffered(file) => return file.write(bytes),
         };
-        let room = &mut stage.bytes()[*staged..];
+        let room = &mut stage.get_or_insert_with(|| AlignedBuf::new(STAGE)).bytes()[*staged..];
         let n = room.len().min(bytes.len());
         room[..n].copy_from_slice(&bytes[..n]);
         *staged += n;
@@ -275,6 +282,19 @@ mod tests {
         }
         drop(out);
         assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    /// A writer that is flushed and dropped before any write (a run with no
+    /// flows) leaves an empty file, and never needed its stage.
+    #[test]
+    fn a_file_never_written_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records");
+        std::fs::write(&path, b"old").unwrap();
+        let mut out = DirectWriter::create(&path).unwrap();
+        out.flush().unwrap();
+        drop(out);
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
     }
 
     /// Writing over an older, longer file leaves none of it behind.

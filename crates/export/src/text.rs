@@ -42,18 +42,6 @@ pub(crate) fn put(out: &mut Vec<u8>, bytes: &[u8]) {
     set_len(out, n);
 }
 
-/// "00" to "99".
-const DIGIT_PAIRS: [u8; 200] = {
-    let mut pairs = [0u8; 200];
-    let mut i = 0;
-    while i < 100 {
-        pairs[2 * i] = b'0' + (i / 10) as u8;
-        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
-        i += 1;
-    }
-    pairs
-};
-
 /// A number in decimal. Single digits, most of a record's counters (TCP
 /// flags, retransmissions, directions), skip the general formatter.
 #[inline(always)]
@@ -109,8 +97,8 @@ fn write_thousandths(out: &mut Vec<u8>, value: f64) -> bool {
     let digits = [
         b'.',
         b'0' + (fraction / 100) as u8,
-        DIGIT_PAIRS[fraction % 100 * 2],
-        DIGIT_PAIRS[fraction % 100 * 2 + 1],
+        b'0' + (fraction / 10 % 10) as u8,
+        b'0' + (fraction % 10) as u8,
     ];
     let kept = if fraction.is_multiple_of(100) {
         2

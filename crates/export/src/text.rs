@@ -9,7 +9,7 @@
 pub(crate) fn set_len(out: &mut Vec<u8>, n: usize) {
     debug_assert!(n <= out.capacity() - out.len());
     // SAFETY: the caller initialised the first `n` bytes of the spare
-    // capacity (`put`, `write_u64`, `JsonlEncoder::key`).
+    // capacity (`put`, `JsonlEncoder::key`).
     unsafe { out.set_len(out.len() + n) };
 }
 

@@ -48,8 +48,9 @@ pub trait FieldSink {
 /// Runs of fields whose values never change, for [`FieldSink::constant`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConstantBlock {
-    /// The fields of a direction without packets (64 % of the directions
-    /// of the realistic mix's records are).
+    /// The fields of a direction without packets: 0 client to server, 1
+    /// server to client (64 % of the realistic mix's records have no
+    /// packet from the server).
     EmptyDirection(usize),
 }
 

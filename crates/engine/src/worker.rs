@@ -17,7 +17,7 @@ use sluice_wire::{Decoded, l4_name};
 
 use crate::order::InputOrder;
 use crate::summary::Counts;
-use crate::talkers::Talkers;
+use crate::talkers::{Host, Talkers};
 
 /// A decoded packet on its way to a worker: the decoder's summary and where
 /// the frame's bytes are in the mapped file. About 120 bytes, no pointers.
@@ -180,8 +180,9 @@ impl Sink {
         if let Some(media) = flow.ext.media {
             self.out.media[media as usize].add(&counts);
         }
-        self.out.talkers.add(flow.key.src_ip(), counts.bytes);
-        self.out.talkers.add(flow.key.dst_ip(), counts.bytes);
+        let key = &flow.key;
+        self.out.talkers.add(Host::of(key.version, &key.src), counts.bytes);
+        self.out.talkers.add(Host::of(key.version, &key.dst), counts.bytes);
         self.out.records += 1;
         self.out.first_ts_ns = self.out.first_ts_ns.min(flow.first_ns);
         self.out.last_ts_ns = self.out.last_ts_ns.max(flow.last_ns);

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
-use sluice_wire::{DecodeError, decode};
+use sluice_wire::{DecodeError, Decoded, decode_into};
 
 use crate::sampling::{Sampler, Sampling};
 use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker};
@@ -72,6 +72,9 @@ pub enum AnalyzeError {
 /// Packets per batch: large enough that queue operations cost a few ns per
 /// packet, small enough that a batch (~60 KiB) stays in cache.
 const BATCH: usize = 512;
+/// Packets the reader decodes before it deals the first of them to a
+/// worker: a few kilobytes, in the first-level cache when they are dealt.
+const DECODE_AHEAD: usize = 32;
 /// Batches in flight per worker: the buffer that absorbs a slow moment.
 /// No deeper: a worker runs at most this far ahead of a slower one, and
 /// its flows that end meanwhile wait in memory for the slower one to read
@@ -133,6 +136,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         progress: Progress::new(config.progress, total_size(&config.inputs)),
         sampler: config.sampling.map(Sampler::new),
         sampled_out: 0,
+        staged: Vec::with_capacity(DECODE_AHEAD),
     };
     let mut files = Vec::with_capacity(config.inputs.len());
     for path in &config.inputs {
@@ -313,6 +317,8 @@ struct Reader {
     progress: Progress,
     sampler: Option<Sampler>,
     sampled_out: u64,
+    /// Packets decoded, not yet dealt (`DECODE_AHEAD` at most).
+    staged: Vec<PacketDesc>,
 }
 
 impl Reader {
@@ -339,58 +345,70 @@ impl Reader {
         self.file_seq += 1;
         self.window.populate_ahead(&bytes, 0);
         let mut since_progress = 0u32;
-        while let Some(raw) = packets.next() {
-            report.packets += 1;
-            report.bytes += raw.wire_len as u64;
-            if let Some(sampler) = &mut self.sampler
-                && !sampler.keep()
-            {
-                self.sampled_out += 1;
-                continue;
-            }
-            let mut decoded = match decode(raw.link, raw.data) {
-                Ok(decoded) => decoded,
-                Err(e) => {
-                    self.count_undecodable(e);
+        let mut staged = std::mem::take(&mut self.staged);
+        let mut input_left = true;
+        while input_left {
+            // Decode a few packets before dealing any (`decode_into`).
+            staged.clear();
+            while staged.len() < DECODE_AHEAD {
+                let Some(raw) = packets.next() else {
+                    input_left = false;
+                    break;
+                };
+                report.packets += 1;
+                report.bytes += raw.wire_len as u64;
+                if let Some(sampler) = &mut self.sampler
+                    && !sampler.keep()
+                {
+                    self.sampled_out += 1;
                     continue;
                 }
-            };
-            self.fragments.resolve(&mut decoded);
-            let hash = decoded.key.symmetric_hash();
-            // Multiply-shift maps the hash onto the workers without a division.
-            let w = (((hash >> 32) * workers) >> 32) as usize;
-            let batch = &mut self.pending[w];
-            batch.packets.push(PacketDesc {
-                ts_ns: raw.ts_ns,
-                offset: raw.data.as_ptr() as usize - base,
-                captured: raw.data.len() as u32,
-                wire_len: raw.wire_len,
-                hash,
-                decoded,
-                order: self.dealt,
-            });
-            self.dealt += 1;
-            self.clock_ns = self.clock_ns.max(raw.ts_ns);
-            if batch.packets.len() == BATCH {
-                self.send(w, Some(&bytes));
+                staged.push(PacketDesc {
+                    ts_ns: raw.ts_ns,
+                    offset: raw.data.as_ptr() as usize - base,
+                    captured: raw.data.len() as u32,
+                    wire_len: raw.wire_len,
+                    hash: 0,
+                    decoded: Decoded::default(),
+                    order: 0,
+                });
+                let packet = staged.last_mut().expect("just pushed");
+                if let Err(e) = decode_into(raw.link, raw.data, &mut packet.decoded) {
+                    staged.pop();
+                    self.count_undecodable(e);
+                }
             }
-            since_progress += 1;
-            if since_progress.is_multiple_of(1024) {
-                self.window.populate_ahead(&bytes, raw.data.as_ptr() as usize - base);
-            }
-            if since_progress == 1 << 16 {
-                since_progress = 0;
-                // Every worker hears of the input's position and clock
-                // now and then, even one that no packet went to lately:
-                // the others' flows wait for it to read past theirs.
-                for w in 0..self.pending.len() {
+            for packet in &mut staged {
+                self.fragments.resolve(&mut packet.decoded);
+                packet.hash = packet.decoded.key.symmetric_hash();
+                packet.order = self.dealt;
+                // Multiply-shift maps the hash onto the workers without a division.
+                let w = (((packet.hash >> 32) * workers) >> 32) as usize;
+                let batch = &mut self.pending[w];
+                batch.packets.push(*packet);
+                self.dealt += 1;
+                self.clock_ns = self.clock_ns.max(packet.ts_ns);
+                if batch.packets.len() == BATCH {
                     self.send(w, Some(&bytes));
                 }
-                self.progress.advance_to(packets.position());
-                let position = raw.data.as_ptr() as usize - base;
-                self.release_finished(&bytes, position);
+                since_progress += 1;
+                if since_progress.is_multiple_of(1024) {
+                    self.window.populate_ahead(&bytes, packet.offset);
+                }
+                if since_progress == 1 << 16 {
+                    since_progress = 0;
+                    // Every worker hears of the input's position and clock
+                    // now and then, even one that no packet went to lately:
+                    // the others' flows wait for it to read past theirs.
+                    for w in 0..self.pending.len() {
+                        self.send(w, Some(&bytes));
+                    }
+                    self.progress.advance_to(packets.position());
+                    self.release_finished(&bytes, packet.offset);
+                }
             }
         }
+        self.staged = staged;
         for w in 0..self.pending.len() {
             self.send(w, None);
             self.pending[w].bytes = None;

@@ -14,7 +14,7 @@ mod tunnel;
 #[cfg(test)]
 mod test_frames;
 
-pub use decode::{DecodeError, Decoded, Fragment, TcpMeta, decode, tcp_flags};
+pub use decode::{DecodeError, Decoded, Fragment, TcpMeta, decode, decode_into, tcp_flags};
 pub use key::{FlowKey, IpVersion, l4_name, write_ip};
 pub use link::LinkType;
 pub use prefetch::prefetch;

@@ -136,7 +136,18 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         progress: Progress::new(config.progress, total_size(&config.inputs)),
         sampler: config.sampling.map(Sampler::new),
         sampled_out: 0,
-        staged: Vec::with_capacity(DECODE_AHEAD),
+        staged: vec![
+            PacketDesc {
+                ts_ns: 0,
+                offset: 0,
+                captured: 0,
+                wire_len: 0,
+                hash: 0,
+                decoded: Decoded::default(),
+                order: 0,
+            };
+            DECODE_AHEAD
+        ],
     };
     let mut files = Vec::with_capacity(config.inputs.len());
     for path in &config.inputs {
@@ -317,7 +328,8 @@ struct Reader {
     progress: Progress,
     sampler: Option<Sampler>,
     sampled_out: u64,
-    /// Packets decoded, not yet dealt (`DECODE_AHEAD` at most).
+    /// Places for the packets decoded and not yet dealt, `DECODE_AHEAD`
+    /// of them.
     staged: Vec<PacketDesc>,
 }
 
@@ -348,9 +360,10 @@ impl Reader {
         let mut staged = std::mem::take(&mut self.staged);
         let mut input_left = true;
         while input_left {
-            // Decode a few packets before dealing any (`decode_into`).
-            staged.clear();
-            while staged.len() < DECODE_AHEAD {
+            // Decode a few packets before dealing any (`decode_into`),
+            // each into its place.
+            let mut n = 0;
+            while n < DECODE_AHEAD {
                 let Some(raw) = packets.next() else {
                     input_left = false;
                     break;
@@ -363,25 +376,25 @@ impl Reader {
                     self.sampled_out += 1;
                     continue;
                 }
-                staged.push(PacketDesc {
-                    ts_ns: raw.ts_ns,
-                    offset: raw.data.as_ptr() as usize - base,
-                    captured: raw.data.len() as u32,
-                    wire_len: raw.wire_len,
-                    hash: 0,
-                    decoded: Decoded::default(),
-                    order: 0,
-                });
-                let packet = staged.last_mut().expect("just pushed");
-                if let Err(e) = decode_into(raw.link, raw.data, &mut packet.decoded) {
-                    staged.pop();
-                    self.count_undecodable(e);
+                let packet = &mut staged[n];
+                packet.ts_ns = raw.ts_ns;
+                packet.offset = raw.data.as_ptr() as usize - base;
+                packet.captured = raw.data.len() as u32;
+                packet.wire_len = raw.wire_len;
+                match decode_into(raw.link, raw.data, &mut packet.decoded) {
+                    Ok(()) => n += 1,
+                    Err(e) => self.count_undecodable(e),
                 }
             }
-            for packet in &mut staged {
+            let staged = &mut staged[..n];
+            // In a pass of its own, for the same reason: the copy into the
+            // batch reads the hash back with the fields beside it.
+            for (packet, order) in staged.iter_mut().zip(self.dealt..) {
                 self.fragments.resolve(&mut packet.decoded);
                 packet.hash = packet.decoded.key.symmetric_hash();
-                packet.order = self.dealt;
+                packet.order = order;
+            }
+            for packet in staged.iter() {
                 // Multiply-shift maps the hash onto the workers without a division.
                 let w = (((packet.hash >> 32) * workers) >> 32) as usize;
                 let batch = &mut self.pending[w];

@@ -621,14 +621,18 @@ mod tests {
     use super::*;
     use crate::test_frames::*;
 
-    #[test]
-    fn ethernet_ipv4_tcp_syn_with_options() {
-        let frame = eth_ipv4_tcp(&TcpSpec {
+    /// A SYN with MSS 1460 and window scale 7.
+    fn syn_with_options() -> Vec<u8> {
+        eth_ipv4_tcp(&TcpSpec {
             flags: tcp_flags::SYN,
             options: &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
             payload: b"",
-        });
-        let d = decode(LinkType::Ethernet, &frame).unwrap();
+        })
+    }
+
+    #[test]
+    fn ethernet_ipv4_tcp_syn_with_options() {
+        let d = decode(LinkType::Ethernet, &syn_with_options()).unwrap();
         assert_eq!(d.key.src_ip().to_string(), "10.0.0.1");
         assert_eq!(d.key.dst_ip().to_string(), "10.0.0.2");
         assert_eq!((d.key.src_port, d.key.dst_port, d.key.proto), (40000, 80, 6));
@@ -674,11 +678,7 @@ mod tests {
     /// one: what a VLAN tag, a SYN's options or a fragment set is gone.
     #[test]
     fn decoding_into_a_used_result_is_decoding_afresh() {
-        let syn = eth_ipv4_tcp(&TcpSpec {
-            flags: tcp_flags::SYN,
-            options: &[2, 4, 0x05, 0xb4, 1, 3, 3, 7],
-            payload: b"",
-        });
+        let syn = syn_with_options();
         let mut tagged = syn[..12].to_vec();
         tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x2a]);
         tagged.extend_from_slice(&syn[12..]);

@@ -102,22 +102,29 @@ type Candidates = [u64; MAX_DISSECTORS / 64];
 /// first payload, freed when the flow is decided or the depth is spent.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Inspection {
+    dissecting: Dissecting,
+    /// `None` when no rule can match any more.
+    rules: Option<RuleCursor>,
+    sides: [SideState; 2],
+    /// Per side, what the dissectors have not been shown (`rules_first`).
+    withheld: [Option<Withheld>; 2],
+    /// The side withheld first, shown first.
+    withheld_first: usize,
+}
+
+/// Where the dissectors stand on a flow.
+#[derive(Clone, Debug, Default)]
+struct Dissecting {
+    /// The dissectors not ruled out yet.
     candidates: Candidates,
     /// The dissector that said `Yes` and asked for more packets.
     refining: Option<u16>,
     /// The refining dissector follows a control session past the depth.
     following: bool,
-    /// `None` when no rule can match any more.
-    rules: Option<RuleCursor>,
-    sides: [SideState; 2],
     /// The service of the flow's host, once a dissector that saw the host
     /// said `Yes`: a host is noted once and never changes, and a refining
     /// dissector says `Yes` again on every packet it reads.
     service: Option<Option<&'static str>>,
-    /// Per side, what the dissectors have not been shown (`rules_first`).
-    withheld: [Option<Withheld>; 2],
-    /// The side withheld first, shown first.
-    withheld_first: usize,
 }
 
 /// A side's stream head was withheld from the dissectors from this packet
@@ -375,12 +382,9 @@ impl Chain {
             None => self.fresh_inspection(transport),
         };
         let Inspection {
-            candidates,
-            refining,
-            following,
+            dissecting,
             rules,
             sides,
-            service,
             withheld,
             withheld_first,
         } = &mut *inspection;
@@ -389,7 +393,7 @@ impl Chain {
             Direction::ServerToClient => (Side::Down, 1),
         };
         let other_index = sides[1 - i].packets;
-        let depth = if *following {
+        let depth = if dissecting.following {
             self.config.follow_packets
         } else {
             self.config.depth_packets
@@ -412,7 +416,7 @@ impl Chain {
             Transport::Tcp => in_order_part(state, decoded.tcp.seq, payload),
         };
         let head_bytes = self.config.head_bytes;
-        if *following && state.head.len() + new.len() > head_bytes {
+        if dissecting.following && state.head.len() + new.len() > head_bytes {
             state.head.clear();
         }
         let unstored = transport == Transport::Tcp && state.head.is_empty();
@@ -447,12 +451,12 @@ impl Chain {
                 && *withheld == [None; 2]
             {
                 let packet = view(transport, side, (client, server), data, (index, other_index));
-                next = self.dissect(class, candidates, refining, following, rules, service, &packet, stamp);
+                next = self.dissect(class, dissecting, rules, &packet, stamp);
             } else if let Next::Continue = next {
                 let mut show = |chain: &mut Chain, s: usize, data: &[u8], at: Withheld| {
                     let side = if s == 0 { Side::Up } else { Side::Down };
                     let packet = view(transport, side, (client, server), data, (at.index, at.other_index));
-                    chain.dissect(class, candidates, refining, following, rules, service, &packet, stamp)
+                    chain.dissect(class, dissecting, rules, &packet, stamp)
                 };
                 // What was withheld first is shown first; the current side
                 // as one packet with everything it withheld.
@@ -507,12 +511,9 @@ impl Chain {
         stamp: Stamp,
     ) -> Next {
         let Inspection {
-            candidates,
-            refining,
-            following,
+            dissecting,
             rules,
             sides,
-            service,
             withheld,
             withheld_first,
         } = inspection;
@@ -527,7 +528,7 @@ impl Chain {
             }
             let side = if s == 0 { Side::Up } else { Side::Down };
             let view = view(transport, side, endpoints, &sides[s].head, (at.index, at.other_index));
-            next = self.dissect(class, candidates, refining, following, rules, service, &view, stamp);
+            next = self.dissect(class, dissecting, rules, &view, stamp);
             if let Next::Finish = next {
                 *withheld = [None; 2];
                 break;
@@ -569,13 +570,13 @@ impl Chain {
     /// per flow cost more than the rest of its inspection.
     fn fresh_inspection(&mut self, transport: Transport) -> Box<Inspection> {
         let mut inspection = self.spare.pop().unwrap_or_default();
-        inspection.candidates = match transport {
-            Transport::Tcp => self.tcp,
-            Transport::Udp => self.udp,
+        inspection.dissecting = Dissecting {
+            candidates: match transport {
+                Transport::Tcp => self.tcp,
+                Transport::Udp => self.udp,
+            },
+            ..Dissecting::default()
         };
-        inspection.refining = None;
-        inspection.following = false;
-        inspection.service = None;
         inspection.withheld = [None; 2];
         let set = &self.config.rules;
         match &mut inspection.rules {
@@ -626,18 +627,20 @@ impl Chain {
     }
 
     /// Runs the dissectors over one packet's view of a flow.
-    #[allow(clippy::too_many_arguments)]
     fn dissect(
         &mut self,
         class: &mut FlowClass,
-        candidates: &mut Candidates,
-        refining: &mut Option<u16>,
-        following: &mut bool,
+        dissecting: &mut Dissecting,
         rules: &Option<RuleCursor>,
-        service: &mut Option<Option<&'static str>>,
         packet: &Packet<'_>,
         stamp: Stamp,
     ) -> Next {
+        let Dissecting {
+            candidates,
+            refining,
+            following,
+            service,
+        } = dissecting;
         let (transport, data) = (packet.transport, packet.data);
         let mut next = Next::Continue;
         if let Some(d) = *refining {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -129,6 +129,33 @@ fn live_until_sigint(
 }
 
 /// Runs a `sluice` command that must succeed.
+/// A mix capture made for a test in a scratch directory (kept while the
+/// returned handle lives), the output directories of its file run and its
+/// live run beside it, and the `gen` arguments that made it, from which the
+/// sender in the namespace makes the same traffic.
+fn generate_mix(
+    packets: &'static str,
+    seed: &'static str,
+) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf, [&'static str; 7]) {
+    let dir = tempfile::tempdir().unwrap();
+    let gen_args = ["gen", "--profile", "mix", "--packets", packets, "--seed", seed];
+    let pcap = dir.path().join("mix.pcap");
+    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let (file_out, live_out) = (dir.path().join("file"), dir.path().join("live"));
+    (dir, pcap, file_out, live_out, gen_args)
+}
+
+/// `sluice analyze` of `pcap` into `out`, quietly.
+fn analyze(pcap: &Path, out: &Path) {
+    sluice(&[
+        "analyze".as_ref(),
+        pcap.as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+}
+
 fn sluice(args: &[&std::ffi::OsStr]) {
     let output = Command::new(SLUICE).args(args).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
@@ -141,25 +168,12 @@ fn summary(dir: &Path) -> Value {
 #[test]
 fn live_capture_finds_the_flows_analyze_finds_in_the_same_traffic() {
     let Some(ns) = Namespaces::create("live") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let (pcap, file_out, live_out) = (
-        dir.path().join("mix.pcap"),
-        dir.path().join("file"),
-        dir.path().join("live"),
-    );
-    let gen_args = ["gen", "--profile", "mix", "--packets", "5000", "--seed", "3"];
-    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let (_dir, pcap, file_out, live_out, gen_args) = generate_mix("5000", "3");
     let args = ["--duration", "8s", "-w", "2", "-o"].map(OsStr::new);
     let capture = live_while_sending(&ns, &[&args[..], &[live_out.as_os_str()]].concat(), &gen_args);
     let stderr = String::from_utf8_lossy(&capture.stderr);
     assert!(stderr.contains("live vb"), "a status line a second: {stderr}");
-    sluice(&[
-        "analyze".as_ref(),
-        pcap.as_os_str(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        file_out.as_os_str(),
-    ]);
+    analyze(&pcap, &file_out);
 
     let summary = summary(&live_out);
     assert_eq!(summary["capture"]["interface"], "vb");
@@ -208,23 +222,10 @@ fn live_with_a_filter_finds_only_the_flows_it_matches() {
     let Some(ns) = Namespaces::create("live-filter") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (pcap, file_out, live_out) = (
-        dir.path().join("mix.pcap"),
-        dir.path().join("file"),
-        dir.path().join("live"),
-    );
-    let gen_args = ["gen", "--profile", "mix", "--packets", "3000", "--seed", "5"];
-    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let (_dir, pcap, file_out, live_out, gen_args) = generate_mix("3000", "5");
     let args = ["--duration", "6s", "--filter", "tcp", "-q", "-o"].map(OsStr::new);
     live_while_sending(&ns, &[&args[..], &[live_out.as_os_str()]].concat(), &gen_args);
-    sluice(&[
-        "analyze".as_ref(),
-        pcap.as_os_str(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        file_out.as_os_str(),
-    ]);
+    analyze(&pcap, &file_out);
 
     let live_records = read_json_lines(&live_out.join("flows.jsonl"));
     assert!(!live_records.is_empty());
@@ -483,14 +484,7 @@ fn sigint_right_after_a_burst_keeps_every_frame_the_kernel_took() {
     let Some(ns) = Namespaces::create("live-int") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (pcap, file_out, live_out) = (
-        dir.path().join("mix.pcap"),
-        dir.path().join("file"),
-        dir.path().join("live"),
-    );
-    let gen_args = ["gen", "--profile", "mix", "--packets", "5000", "--seed", "11"];
-    sluice(&[&gen_args.map(OsStr::new)[..], &["-w".as_ref(), pcap.as_os_str()]].concat());
+    let (_dir, pcap, file_out, live_out, gen_args) = generate_mix("5000", "11");
     let args = ["-w", "2", "-q", "-o"].map(OsStr::new);
     live_until_sigint(
         &ns,
@@ -499,13 +493,7 @@ fn sigint_right_after_a_burst_keeps_every_frame_the_kernel_took() {
         "5000pps",
         Interrupt::AfterSending(std::time::Duration::from_millis(2)),
     );
-    sluice(&[
-        "analyze".as_ref(),
-        pcap.as_os_str(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        file_out.as_os_str(),
-    ]);
+    analyze(&pcap, &file_out);
     let summary = summary(&live_out);
     let (capture, drops) = (&summary["capture"], &summary["drops"]);
     assert_eq!(summary["packets"], 5000, "every frame sent: {capture} {drops}");

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
-use sluice_wire::{DecodeError, Decoded, decode_into};
+use sluice_wire::{DecodeError, decode_into};
 
 use crate::sampling::{Sampler, Sampling};
 use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker};
@@ -136,18 +136,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         progress: Progress::new(config.progress, total_size(&config.inputs)),
         sampler: config.sampling.map(Sampler::new),
         sampled_out: 0,
-        staged: vec![
-            PacketDesc {
-                ts_ns: 0,
-                offset: 0,
-                captured: 0,
-                wire_len: 0,
-                hash: 0,
-                decoded: Decoded::default(),
-                order: 0,
-            };
-            DECODE_AHEAD
-        ],
+        staged: vec![PacketDesc::default(); DECODE_AHEAD],
     };
     let mut files = Vec::with_capacity(config.inputs.len());
     for path in &config.inputs {
@@ -360,8 +349,11 @@ impl Reader {
         let mut staged = std::mem::take(&mut self.staged);
         let mut input_left = true;
         while input_left {
-            // Decode a few packets before dealing any (`decode_into`),
-            // each into its place.
+            // Decode a few packets, each into its place, before dealing
+            // any: a copy of a packet right after the decoder wrote it
+            // field by field would read those fields back wider than they
+            // were written, and wait for the writes to reach the cache
+            // (`sluice_wire::decode_into`).
             let mut n = 0;
             while n < DECODE_AHEAD {
                 let Some(raw) = packets.next() else {
@@ -387,8 +379,8 @@ impl Reader {
                 }
             }
             let staged = &mut staged[..n];
-            // In a pass of its own, for the same reason: the copy into the
-            // batch reads the hash back with the fields beside it.
+            // Hashed in a pass of its own for the same reason: the copy
+            // into the batch reads the hash back with the fields beside it.
             for (packet, order) in staged.iter_mut().zip(self.dealt..) {
                 self.fragments.resolve(&mut packet.decoded);
                 packet.hash = packet.decoded.key.symmetric_hash();

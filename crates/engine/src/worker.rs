@@ -21,7 +21,7 @@ use crate::talkers::{Host, Talkers};
 
 /// A decoded packet on its way to a worker: the decoder's summary and where
 /// the frame's bytes are in the mapped file. About 120 bytes, no pointers.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub(crate) struct PacketDesc {
     pub ts_ns: u64,
     pub offset: usize,

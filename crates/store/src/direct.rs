@@ -120,9 +120,12 @@ const STAGE: usize = 4 << 20;
 /// staging buffer, or with [`WriteThrough`] where the file system refuses
 /// `O_DIRECT` (tmpfs, ramfs, some network file systems).
 ///
+/// An older file at the path is emptied by the first write or flush, not
+/// when the writer is made (see `Mode::Direct::stage`).
+///
 /// [`Write::flush`] writes what is staged: its whole blocks directly, and
-/// the partial block at its end through the page cache, so that the file
-/// is exactly what was written at every moment; padding that block for
+/// the partial block at its end through the page cache, so that after a
+/// flush the file is exactly what was written; padding that block for
 /// `O_DIRECT` and cutting the file back after would leave zeros at its end
 /// in a process killed between the two. The next full stage overwrites
 /// both. Dropping the writer flushes and ignores errors; call `flush` to

@@ -109,9 +109,7 @@ impl FlowPrefix {
     }
 
     fn ip(&mut self, ip: IpAddr) {
-        let mut cursor = std::io::Cursor::new(&mut self.bytes[self.len as usize..]);
-        sluice_wire::write_ip(&mut cursor, ip).expect("the longest prefix fits");
-        self.len += cursor.position() as u8;
+        self.push(sluice_wire::IpText::of(ip).as_bytes());
     }
 
     pub fn as_bytes(&self) -> &[u8] {

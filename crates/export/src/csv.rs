@@ -91,7 +91,7 @@ impl FieldSink for CsvEncoder {
 
     fn ip(&mut self, _: &'static str, value: IpAddr) {
         self.sep();
-        let _ = sluice_wire::write_ip(&mut self.out, value);
+        self.out.extend_from_slice(sluice_wire::IpText::of(value).as_bytes());
     }
 
     fn list(&mut self, _: &'static str, values: &[u64]) {

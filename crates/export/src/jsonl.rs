@@ -146,7 +146,7 @@ impl FieldSink for JsonlEncoder {
     fn ip(&mut self, name: &'static str, value: IpAddr) {
         self.key(name);
         self.out.push(b'"');
-        let _ = sluice_wire::write_ip(&mut self.out, value);
+        put(&mut self.out, sluice_wire::IpText::of(value).as_bytes());
         self.out.push(b'"');
     }
 

@@ -15,7 +15,7 @@ mod tunnel;
 mod test_frames;
 
 pub use decode::{DecodeError, Decoded, Fragment, TcpMeta, decode, decode_into, tcp_flags};
-pub use key::{FlowKey, IpVersion, l4_name, write_ip};
+pub use key::{FlowKey, IpText, IpVersion, l4_name};
 pub use link::LinkType;
 pub use prefetch::prefetch;
 pub use tunnel::TunnelKind;

@@ -7,6 +7,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use sluice_wire::IpText;
+
 use super::{Context, Dissector, FirstByte, Found, MAX_LIST, Metadata, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[
@@ -165,19 +167,18 @@ impl Summary {
         meta.dns_answers.clear();
         resolved.clear();
         for &(rtype, at, len) in self.answers.iter().take(self.n_answers) {
-            let mut buf = [0u8; 48];
             let rdata = msg.get(at..at + len).unwrap_or_default();
             match (rtype, rdata.len()) {
                 (TYPE_A, 4) => {
                     let addr = Ipv4Addr::new(rdata[0], rdata[1], rdata[2], rdata[3]).into();
-                    push_address(&mut meta.dns_answers, &mut buf, addr);
+                    Metadata::push(&mut meta.dns_answers, IpText::of(addr).as_bytes());
                     resolved.push(addr);
                 }
                 (TYPE_AAAA, 16) => {
                     let mut octets = [0u8; 16];
                     octets.copy_from_slice(rdata);
                     let addr = Ipv6Addr::from(octets).into();
-                    push_address(&mut meta.dns_answers, &mut buf, addr);
+                    Metadata::push(&mut meta.dns_answers, IpText::of(addr).as_bytes());
                     resolved.push(addr);
                 }
                 _ => {
@@ -187,16 +188,6 @@ impl Summary {
                 }
             }
         }
-    }
-}
-
-/// Formats `value` in a stack buffer so that only the stored string allocates.
-fn push_address(list: &mut Vec<String>, buf: &mut [u8], addr: IpAddr) {
-    let room = buf.len();
-    let mut cursor = &mut buf[..];
-    if sluice_wire::write_ip(&mut cursor, addr).is_ok() {
-        let used = room - cursor.len();
-        Metadata::push(list, &buf[..used]);
     }
 }
 

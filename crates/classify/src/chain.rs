@@ -189,7 +189,10 @@ fn transport_of(proto: u8) -> Option<Transport> {
 
 impl Chain {
     pub fn new(config: ChainConfig) -> Chain {
-        let dissectors = dissectors::registry();
+        Chain::with_dissectors(config, dissectors::registry())
+    }
+
+    fn with_dissectors(config: ChainConfig, dissectors: &'static [Dissector]) -> Chain {
         assert!(
             dissectors.len() <= MAX_DISSECTORS,
             "more dissectors than the candidate set holds"
@@ -261,17 +264,16 @@ impl Chain {
             while word != 0 {
                 let d = w * 64 + word.trailing_zeros() as usize;
                 word &= word - 1;
+                let mut noted = false;
                 for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
                     if !self.dissectors[d].first_byte.on(transport).contains(data[0]) {
                         break;
                     }
                     let packet = view(transport, side, (client, server), data, (0, other_index));
-                    let mut ctx = Context {
-                        meta: &mut self.scratch,
-                        expect: &mut self.expect,
-                        resolved: &mut self.resolved,
-                    };
-                    match (self.dissectors[d].inspect)(&packet, &mut ctx) {
+                    let mut ctx = Context::new(&mut self.scratch, &mut self.expect, &mut self.resolved);
+                    let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
+                    noted |= ctx.meta.written();
+                    match verdict {
                         Verdict::Yes(f) => {
                             found = Some(found_label(f, &self.scratch, &mut None));
                             break 'dissectors;
@@ -280,7 +282,9 @@ impl Chain {
                         Verdict::Maybe => {}
                     }
                 }
-                self.scratch = Metadata::default();
+                if noted {
+                    self.scratch = Metadata::default();
+                }
             }
         }
         self.scratch = Metadata::default();
@@ -645,14 +649,10 @@ impl Chain {
         let mut next = Next::Continue;
         if let Some(d) = *refining {
             let meta = class.meta.get_or_insert_with(Default::default);
-            let mut ctx = Context {
-                meta,
-                expect: &mut self.expect,
-                resolved: &mut self.resolved,
-            };
+            let mut ctx = Context::new(meta, &mut self.expect, &mut self.resolved);
             match (self.dissectors[d as usize].inspect)(packet, &mut ctx) {
                 Verdict::Yes(found) => {
-                    let label = found_label(found, ctx.meta, service);
+                    let label = found_label(found, &ctx.meta, service);
                     class.decide(label, Classifier::Dissector);
                     *following = found.follow;
                     if !found.more {
@@ -675,12 +675,9 @@ impl Chain {
                     let bit = word.trailing_zeros() as usize;
                     word &= word - 1;
                     let d = w * 64 + bit;
-                    let mut ctx = Context {
-                        meta: &mut self.scratch,
-                        expect: &mut self.expect,
-                        resolved: &mut self.resolved,
-                    };
+                    let mut ctx = Context::new(&mut self.scratch, &mut self.expect, &mut self.resolved);
                     let verdict = (self.dissectors[d].inspect)(packet, &mut ctx);
+                    let noted = ctx.meta.written();
                     if let Verdict::Yes(found) = verdict {
                         let label = found_label(found, &self.scratch, service);
                         class.decide(label, Classifier::Dissector);
@@ -696,7 +693,7 @@ impl Chain {
                         break 'words;
                     }
                     // What an undecided dissector noted belongs to no flow.
-                    if !self.scratch.is_empty() {
+                    if noted {
                         self.scratch = Metadata::default();
                     }
                     self.expect.clear();
@@ -969,5 +966,77 @@ mod tests {
             chain.classify_stream(Transport::Tcp, client, server, [&noise, b""]),
             None
         );
+    }
+
+    fn notes_and_passes(_: &Packet, ctx: &mut Context) -> Verdict {
+        ctx.meta.host = Some("noted by a dissector that passed".into());
+        Verdict::No
+    }
+
+    fn notes_and_waits(_: &Packet, ctx: &mut Context) -> Verdict {
+        Metadata::push(&mut ctx.meta.commands, b"noted by a dissector that waits");
+        Verdict::Maybe
+    }
+
+    fn reads_and_decides(_: &Packet, ctx: &mut Context) -> Verdict {
+        if ctx.meta.host.is_none() && ctx.meta.commands.is_empty() {
+            ctx.meta.server_banner = Some("noted by the deciding dissector".into());
+        }
+        Verdict::Yes(Found::new("Telnet"))
+    }
+
+    const fn test_dissector(name: &'static str, inspect: fn(&Packet, &mut Context) -> Verdict) -> Dissector {
+        Dissector {
+            name,
+            wants: dissectors::Wants::Both,
+            first_byte: dissectors::FirstByte::ANY,
+            inspect,
+        }
+    }
+
+    static NOTE_THEN_DECIDE: [Dissector; 3] = [
+        test_dissector("passes", notes_and_passes),
+        test_dissector("waits", notes_and_waits),
+        test_dissector("decides", reads_and_decides),
+    ];
+
+    /// The dissectors are tried in turn on one scratch metadata: what an
+    /// undecided one wrote must be gone before the next one runs, and what
+    /// the deciding one wrote must reach the flow.
+    #[test]
+    fn a_deciding_dissector_sees_and_keeps_only_its_own_metadata() {
+        use etherparse::PacketBuilder;
+        use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
+        use sluice_wire::{LinkType, decode};
+
+        let config = ChainConfig {
+            rules: Arc::new(RuleSet::compile(Vec::new()).unwrap()),
+            media: None,
+            ..ChainConfig::default()
+        };
+        let mut chain = Chain::with_dissectors(config, &NOTE_THEN_DECIDE);
+        let mut table: FlowTable<FlowClass> = FlowTable::new(FlowConfig::default());
+        let mut frame = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(40001, 40002)
+            .write(&mut frame, b"\x00\x01 an unknown protocol")
+            .unwrap();
+        let decoded = decode(LinkType::RawIp, &frame).unwrap();
+        let info = PacketInfo {
+            ts_ns: 1_000,
+            wire_len: frame.len() as u32,
+            decoded: &decoded,
+            order: 1,
+        };
+        let (slot, dir) = table.process(&info, decoded.key.symmetric_hash(), FlowClass::default, &mut |_, _| {});
+        let flow = table.flow_mut(slot);
+        let start = decoded.payload_offset as usize;
+        let payload = &frame[start..start + decoded.payload_captured as usize];
+        chain.on_packet(flow, dir, &decoded, payload, 1);
+        let class = flow.ext.clone();
+        assert_eq!(class.label.master, "Telnet");
+        let meta = class.meta.expect("the deciding dissector's metadata");
+        assert_eq!(meta.server_banner.as_deref(), Some("noted by the deciding dissector"));
+        assert_eq!((meta.host, meta.commands.len()), (None, 0));
     }
 }

@@ -54,11 +54,7 @@ fn ask(d: &Dissector, transport: Transport, side: Side, ports: (u16, u16), data:
     };
     let mut meta = Metadata::default();
     let (mut expect, mut resolved) = (Vec::new(), Vec::new());
-    let mut ctx = Context {
-        meta: &mut meta,
-        expect: &mut expect,
-        resolved: &mut resolved,
-    };
+    let mut ctx = Context::new(&mut meta, &mut expect, &mut resolved);
     (d.inspect)(&packet, &mut ctx)
 }
 

@@ -105,7 +105,7 @@ proptest! {
             let mut meta = Metadata::default();
             let mut expect = Vec::new();
             let mut resolved = Vec::new();
-            let mut ctx = Context { meta: &mut meta, expect: &mut expect, resolved: &mut resolved };
+            let mut ctx = Context::new(&mut meta, &mut expect, &mut resolved);
             let _ = (dissector.inspect)(&packet, &mut ctx);
             check_caps(&meta);
             prop_assert!(expect.len() <= 64, "{} announced {} ports", dissector.name, expect.len());

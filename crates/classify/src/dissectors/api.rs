@@ -254,12 +254,55 @@ pub struct Expectation {
 /// Where a dissector writes what it learns besides its verdict.
 #[derive(Debug)]
 pub struct Context<'a> {
-    pub meta: &'a mut Metadata,
+    pub meta: MetadataWriter<'a>,
     pub expect: &'a mut Vec<Expectation>,
     /// Addresses a DNS answer gave for the name in `meta.host`: the chain
     /// remembers them with that name's service, for flows to them that show
     /// no name of their own.
     pub resolved: &'a mut Vec<IpAddr>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(meta: &'a mut Metadata, expect: &'a mut Vec<Expectation>, resolved: &'a mut Vec<IpAddr>) -> Self {
+        Context {
+            meta: MetadataWriter { meta, written: false },
+            expect,
+            resolved,
+        }
+    }
+}
+
+/// A dissector's metadata that remembers whether it was written to. Each
+/// undecided flow meets dozens of dissectors, and what an undecided one
+/// noted must be wiped before the next: asking this flag is one load,
+/// where looking at every field was some forty instructions a dissector.
+#[derive(Debug)]
+pub struct MetadataWriter<'a> {
+    meta: &'a mut Metadata,
+    written: bool,
+}
+
+impl MetadataWriter<'_> {
+    /// True once the metadata was borrowed mutably, whether or not a field
+    /// changed.
+    pub fn written(&self) -> bool {
+        self.written
+    }
+}
+
+impl std::ops::Deref for MetadataWriter<'_> {
+    type Target = Metadata;
+
+    fn deref(&self) -> &Metadata {
+        self.meta
+    }
+}
+
+impl std::ops::DerefMut for MetadataWriter<'_> {
+    fn deref_mut(&mut self) -> &mut Metadata {
+        self.written = true;
+        self.meta
+    }
 }
 
 /// Which transports a dissector wants to see.
@@ -412,11 +455,7 @@ impl TestContext {
     }
 
     pub fn ctx(&mut self) -> Context<'_> {
-        Context {
-            meta: &mut self.meta,
-            expect: &mut self.expect,
-            resolved: &mut self.resolved,
-        }
+        Context::new(&mut self.meta, &mut self.expect, &mut self.resolved)
     }
 }
 

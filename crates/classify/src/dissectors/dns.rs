@@ -122,7 +122,7 @@ fn inspect_as(pkt: &Packet, ctx: &mut Context, flavour: Flavour, label: &'static
     };
     match parse(msg, complete, flavour) {
         Ok(summary) => {
-            summary.record(msg, ctx.meta, ctx.resolved);
+            summary.record(msg, &mut ctx.meta, ctx.resolved);
             let found = Found::new(label);
             // A query's answer comes next, and a TCP answer may still grow: show them to us.
             Verdict::Yes(if summary.response && complete {

@@ -71,12 +71,12 @@ const MAX_INTERIM: usize = 4;
 fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     let decided = ctx.meta.http_method.is_some() || ctx.meta.http_status.is_some();
     let more = match message(pkt.data) {
-        Message::Bad if decided => return Verdict::Yes(label(ctx.meta)),
+        Message::Bad if decided => return Verdict::Yes(label(&ctx.meta)),
         Message::Bad => return Verdict::No,
         Message::Short if decided => true,
         Message::Short => return Verdict::Maybe,
         Message::Request(req) => {
-            record_request(&req, ctx.meta);
+            record_request(&req, &mut ctx.meta);
             // The reply is what is still missing, unless it came first.
             (!req.headers.complete && ctx.meta.host.is_none())
                 || ctx.meta.http_status.is_none()
@@ -96,7 +96,7 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
             !reply_done || ctx.meta.http_method.is_none()
         }
     };
-    let found = label(ctx.meta);
+    let found = label(&ctx.meta);
     Verdict::Yes(if more { found.more() } else { found })
 }
 

@@ -156,7 +156,7 @@ const SMTP_MIDFLOW: &[&[u8]] = &[
 ];
 
 fn smtp(pkt: &Packet, ctx: &mut Context) -> Verdict {
-    if decided(ctx.meta) {
+    if decided(&ctx.meta) {
         return follow(pkt, ctx, &SMTP);
     }
     let check = match pkt.side {
@@ -185,7 +185,7 @@ fn smtp(pkt: &Packet, ctx: &mut Context) -> Verdict {
 }
 
 fn pop3(pkt: &Packet, ctx: &mut Context) -> Verdict {
-    if decided(ctx.meta) {
+    if decided(&ctx.meta) {
         return follow(pkt, ctx, &POP3);
     }
     let check = match pkt.side {
@@ -203,7 +203,7 @@ fn pop3(pkt: &Packet, ctx: &mut Context) -> Verdict {
 }
 
 fn imap(pkt: &Packet, ctx: &mut Context) -> Verdict {
-    if decided(ctx.meta) {
+    if decided(&ctx.meta) {
         return follow(pkt, ctx, &IMAP);
     }
     let check = match pkt.side {

@@ -164,10 +164,10 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     // Initial: it is sealed with the server's keys, and trying the client's on it (for
     // every salt of the version) only to fail cost as much as opening the client's.
     if ctx.meta.quic_version.is_some() && (!is_initial(data) || pkt.side == Side::Down) {
-        return Verdict::Yes(found(ctx.meta));
+        return Verdict::Yes(found(&ctx.meta));
     }
     if first & 0x80 == 0 {
-        return gquic_public(data, pkt.side, ctx.meta);
+        return gquic_public(data, pkt.side, &mut ctx.meta);
     }
     let Some(version) = be32(data, 1) else {
         return Verdict::No;
@@ -179,7 +179,7 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
         return Verdict::No;
     }
     let Flavour::Protected { salts, v2, gquic } = flavour else {
-        return gquic_q046(data, pkt.side, ctx.meta);
+        return gquic_q046(data, pkt.side, &mut ctx.meta);
     };
     let Some(header) = long_header(data) else {
         return Verdict::No;
@@ -191,15 +191,15 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     let opened = salts
         .iter()
         .find_map(|salt| open(data, &header, &salt[..], v2, &mut buf))
-        .map(|plain| read_frames(buf.get(plain).unwrap_or_default(), gquic, ctx.meta));
+        .map(|plain| read_frames(buf.get(plain).unwrap_or_default(), gquic, &mut ctx.meta));
     let verdict = match opened {
-        Some(Crypto::Partial) => Verdict::Yes(found(ctx.meta).more()),
-        Some(_) => Verdict::Yes(found(ctx.meta)),
+        Some(Crypto::Partial) => Verdict::Yes(found(&ctx.meta).more()),
+        Some(_) => Verdict::Yes(found(&ctx.meta)),
         // An Initial that does not open (a server's, an unknown salt, a damaged packet)
         // still has the shape: the version, the connection IDs and lengths and, from a
         // client, the 1200-byte floor.
         None if ctx.meta.quic_version.is_some() || pkt.side == Side::Down || data.len() >= MIN_CLIENT_INITIAL => {
-            Verdict::Yes(found(ctx.meta))
+            Verdict::Yes(found(&ctx.meta))
         }
         None => Verdict::Maybe,
     };

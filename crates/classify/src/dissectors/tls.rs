@@ -113,10 +113,10 @@ fn inspect_tls(pkt: &Packet, ctx: &mut Context) -> Verdict {
     let label = mail_label(pkt.server_port);
     let found = |meta: &Metadata| client_found(label, pkt.server_port, meta);
     if continuing && pkt.side == Side::Up {
-        return Verdict::Yes(found(ctx.meta).more());
+        return Verdict::Yes(found(&ctx.meta).more());
     }
     if data.first() != Some(&HANDSHAKE) {
-        return record_chain(data, found(ctx.meta));
+        return record_chain(data, found(&ctx.meta));
     }
     let Some(Gathered { len, cut, records }) = gather_handshake(data, None) else {
         return Verdict::No;
@@ -146,34 +146,34 @@ fn inspect_tls(pkt: &Packet, ctx: &mut Context) -> Verdict {
     match msg.first() {
         Some(&CLIENT_HELLO) => match client_hello_message(msg, false) {
             (Hello::Done, Some(hello)) => {
-                record_client_hello(&hello, b't', ctx.meta);
-                Verdict::Yes(found(ctx.meta).more())
+                record_client_hello(&hello, b't', &mut ctx.meta);
+                Verdict::Yes(found(&ctx.meta).more())
             }
             (Hello::Short, Some(hello)) if capped => {
-                record_client_hello(&hello, b't', ctx.meta);
-                Verdict::Yes(found(ctx.meta).more())
+                record_client_hello(&hello, b't', &mut ctx.meta);
+                Verdict::Yes(found(&ctx.meta).more())
             }
             (Hello::Short, _) => Verdict::Maybe,
             // Record and handshake framing agree but a field inside does not: a mangled
             // hello is still TLS, with nothing worth recording.
-            _ if complete && legacy_version_ok(msg) => Verdict::Yes(found(ctx.meta).more()),
+            _ if complete && legacy_version_ok(msg) => Verdict::Yes(found(&ctx.meta).more()),
             _ => Verdict::No,
         },
         Some(&SERVER_HELLO) => match server_hello(msg, false) {
             (Hello::Done, Some(version)) => {
                 ctx.meta.tls_version = Some(version_name(version));
-                Verdict::Yes(found(ctx.meta))
+                Verdict::Yes(found(&ctx.meta))
             }
-            (Hello::Short, _) if continuing || capped => Verdict::Yes(found(ctx.meta).more()),
+            (Hello::Short, _) if continuing || capped => Verdict::Yes(found(&ctx.meta).more()),
             (Hello::Short, _) => Verdict::Maybe,
-            _ if continuing || (complete && legacy_version_ok(msg)) => Verdict::Yes(found(ctx.meta)),
+            _ if continuing || (complete && legacy_version_ok(msg)) => Verdict::Yes(found(&ctx.meta)),
             _ => Verdict::No,
         },
         // A handshake record too short to name its message yet.
         None => Verdict::Maybe,
         // Later handshake messages (or encrypted ones): a stream caught mid-session.
-        Some(_) if continuing => Verdict::Yes(found(ctx.meta)),
-        Some(_) => record_chain(data, found(ctx.meta)),
+        Some(_) if continuing => Verdict::Yes(found(&ctx.meta)),
+        Some(_) => record_chain(data, found(&ctx.meta)),
     }
 }
 
@@ -332,7 +332,7 @@ fn inspect_dtls(pkt: &Packet, ctx: &mut Context) -> Verdict {
         CLIENT_HELLO if frag_off > 0 => Verdict::Yes(Found::new("DTLS").more()),
         CLIENT_HELLO => match client_hello_body(fragment, whole, true) {
             (_, Some(hello)) => {
-                record_client_hello(&hello, b'd', ctx.meta);
+                record_client_hello(&hello, b'd', &mut ctx.meta);
                 Verdict::Yes(Found::new("DTLS").more())
             }
             (Hello::Short, None) => Verdict::Yes(Found::new("DTLS").more()),

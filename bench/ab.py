@@ -34,6 +34,18 @@ def run(cmd):
     return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
 
 
+def cache_from_disk(path):
+    """Puts `path` in the page cache as a first read from disk leaves it
+    (readahead's large folios), whatever wrote it: Sluice maps the file, and
+    a file cached as a writer left it, in small folios, maps in 4 KiB pages
+    at a cost that moves its times by 10 % or more (see compare.sh)."""
+    subprocess.run(["sync"], check=True)
+    subprocess.run(["dd", f"if={path}", "iflag=nocache", "count=0", "status=none"], check=True)
+    with open(path, "rb") as f:
+        while f.read(1 << 20):
+            pass
+
+
 def split_args(ap, what):
     """The script's own options (parsed by `ap`) and Sluice's arguments,
     which follow `--`; `what` names the latter in the error."""

@@ -20,7 +20,7 @@ import statistics
 import sys
 import tempfile
 
-from ab import run
+from ab import cache_from_disk, run
 
 
 def cpu_time(measured):
@@ -43,6 +43,7 @@ def main():
         if not os.access(build, os.X_OK):
             sys.exit(f"chain_cost.py: no Sluice binary at {build}; run `cargo build --release` first")
 
+    cache_from_disk(args.trace)
     work = tempfile.mkdtemp(prefix="sluice-chain-cost-")
     try:
         print(f"Trace: `{os.path.basename(args.trace)}`; {args.runs} rounds per format, each "

@@ -301,7 +301,9 @@ struct Record {
 }
 
 fn read_record(msg: &[u8], at: usize, flavour: Flavour) -> Result<Record, Fail> {
-    let (_, end) = read_name(msg, at)?;
+    // The owner name is checked as strictly as a name that is read, but
+    // not spelled out: most records' owner is a pointer to the question.
+    let end = walk_name(msg, at, |_| {})?;
     let rtype = be16(msg, end).ok_or(Fail::Short)?;
     let class = be16(msg, end + 2).ok_or(Fail::Short)?;
     let rdlen = usize::from(be16(msg, end + 8).ok_or(Fail::Short)?);
@@ -350,23 +352,19 @@ impl Name {
         &self.bytes[..self.len]
     }
 
+    /// `walk_name` keeps a name's labels and dots within `MAX_NAME` bytes;
+    /// a longer one is cut rather than trusted.
     fn push_label(&mut self, label: &[u8]) {
-        if self.len > 0 {
-            self.push(b'.');
+        if self.len > 0 && self.len < MAX_NAME {
+            self.bytes[self.len] = b'.';
+            self.len += 1;
         }
-        for &b in label {
-            self.push(b);
-        }
+        let take = label.len().min(MAX_NAME - self.len);
+        self.bytes[self.len..self.len + take].copy_from_slice(&label[..take]);
+        self.len += take;
         self.host_like &= label
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_');
-    }
-
-    fn push(&mut self, b: u8) {
-        if let Some(slot) = self.bytes.get_mut(self.len) {
-            *slot = b;
-            self.len += 1;
-        }
     }
 }
 
@@ -379,6 +377,13 @@ fn read_name(msg: &[u8], start: usize) -> Result<(Name, usize), Fail> {
         len: 0,
         host_like: true,
     };
+    let end = walk_name(msg, start, |label| name.push_label(label))?;
+    Ok((name, end))
+}
+
+/// Checks the name at `start` as `read_name` describes, handing each label
+/// to `label` in order; returns the offset just after the name in place.
+fn walk_name(msg: &[u8], start: usize, mut label: impl FnMut(&[u8])) -> Result<usize, Fail> {
     let mut pos = start;
     let mut end = None;
     let mut wire = 0usize;
@@ -393,10 +398,9 @@ fn read_name(msg: &[u8], start: usize) -> Result<(Name, usize), Fail> {
                     return Err(Fail::Bad);
                 }
                 if len == 0 {
-                    return Ok((name, end.unwrap_or(pos + 1)));
+                    return Ok(end.unwrap_or(pos + 1));
                 }
-                let label = msg.get(pos + 1..pos + 1 + len).ok_or(Fail::Short)?;
-                name.push_label(label);
+                label(msg.get(pos + 1..pos + 1 + len).ok_or(Fail::Short)?);
                 pos += 1 + len;
             }
             0xC0 => {

@@ -300,9 +300,22 @@ impl<X> FlowTable<X> {
             .min_by_key(|&s| self.slots[s].last_ns)
             .expect("a full table has live slots");
         self.cursor = (self.cursor + candidates) % n;
-        // A full table evicts on every new flow: have the next candidates'
-        // first cache lines ready for the next time.
-        for i in 0..candidates {
+        // A full table evicts on every new flow, and ending a flow reads all
+        // of it, long untouched: a pipeline two evictions deep. The next
+        // candidates' first lines were asked for last time, so the flow the
+        // next eviction will most likely take is known now, and all of it
+        // and its index bucket are asked for; the first lines of the
+        // candidates after those are asked for in turn.
+        let likely = (0..candidates)
+            .map(|i| (self.cursor + i) % n)
+            .filter(|&s| self.slots[s].live)
+            .min_by_key(|&s| self.slots[s].last_ns);
+        if let Some(likely) = likely {
+            let flow = &self.slots[likely];
+            prefetch_all(flow);
+            self.index.prefetch(flow.hash);
+        }
+        for i in candidates..2 * candidates {
             prefetch(&self.slots[(self.cursor + i) % n].last_ns);
         }
         self.end(victim as u32, EndReason::Evicted, on_end);

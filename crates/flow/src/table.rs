@@ -294,11 +294,7 @@ impl<X> FlowTable<X> {
         // candidates: a flow is only considered again after a full turn.
         let n = self.slots.len();
         let candidates = EVICTION_CANDIDATES.min(n);
-        let victim = (0..candidates)
-            .map(|i| (self.cursor + i) % n)
-            .filter(|&s| self.slots[s].live)
-            .min_by_key(|&s| self.slots[s].last_ns)
-            .expect("a full table has live slots");
+        let victim = self.least_recent(candidates).expect("a full table has live slots");
         self.cursor = (self.cursor + candidates) % n;
         // A full table evicts on every new flow, and ending a flow reads all
         // of it, long untouched: a pipeline two evictions deep. The next
@@ -306,11 +302,7 @@ impl<X> FlowTable<X> {
         // next eviction will most likely take is known now, and all of it
         // and its index bucket are asked for; the first lines of the
         // candidates after those are asked for in turn.
-        let likely = (0..candidates)
-            .map(|i| (self.cursor + i) % n)
-            .filter(|&s| self.slots[s].live)
-            .min_by_key(|&s| self.slots[s].last_ns);
-        if let Some(likely) = likely {
+        if let Some(likely) = self.least_recent(candidates) {
             let flow = &self.slots[likely];
             prefetch_all(flow);
             self.index.prefetch(flow.hash);
@@ -320,6 +312,16 @@ impl<X> FlowTable<X> {
         }
         self.end(victim as u32, EndReason::Evicted, on_end);
         self.free.pop().expect("ending a flow frees its slot")
+    }
+
+    /// The least recently active live flow among the `candidates` slots
+    /// from the cursor on.
+    fn least_recent(&self, candidates: usize) -> Option<usize> {
+        let n = self.slots.len();
+        (0..candidates)
+            .map(|i| (self.cursor + i) % n)
+            .filter(|&s| self.slots[s].live)
+            .min_by_key(|&s| self.slots[s].last_ns)
     }
 
     /// Ends the flow in `slot` now, for `reason`, through `on_end`.

@@ -197,5 +197,9 @@ mod tests {
         let flow = std::mem::size_of::<sluice_flow::Flow<FlowClass>>();
         eprintln!("FlowClass {size} B, Flow<FlowClass> {flow} B");
         assert!(size <= 64, "{size}");
+        assert_eq!(
+            flow, 640,
+            "a flow is ten cache lines; one more costs the worst case about 10 %"
+        );
     }
 }

@@ -251,17 +251,19 @@ fn direction(out: &mut impl FieldSink, n: &DirectionFields, d: &DirectionStats) 
     out.u64(n.packets, d.packets);
     out.u64(n.bytes, d.bytes);
     out.u64(n.payload_bytes, d.payload_bytes);
-    out.u64(n.size_min, d.sizes.min);
-    out.u64(n.size_max, d.sizes.max);
-    out.f64(n.size_mean, thousandths(d.sizes.mean()));
-    out.f64(n.size_std, thousandths(d.sizes.stddev()));
-    out.u64(n.iat_min, d.inter_arrival.min);
-    out.u64(n.iat_max, d.inter_arrival.max);
+    let sizes = d.sizes();
+    out.u64(n.size_min, sizes.min);
+    out.u64(n.size_max, sizes.max);
+    out.f64(n.size_mean, thousandths(sizes.mean));
+    out.f64(n.size_std, thousandths(sizes.stddev));
+    let gaps = d.inter_arrivals();
+    out.u64(n.iat_min, gaps.min);
+    out.u64(n.iat_max, gaps.max);
     // The times are whole nanoseconds, and so are their mean and
     // deviation as written: a fraction of a nanosecond is below what any
     // capture clock resolves.
-    out.f64(n.iat_mean, d.inter_arrival.mean().round());
-    out.f64(n.iat_std, d.inter_arrival.stddev().round());
+    out.f64(n.iat_mean, gaps.mean.round());
+    out.f64(n.iat_std, gaps.stddev.round());
     for (name, count) in n.flags.iter().zip(d.flag_counts) {
         out.u64(name, count as u64);
     }

@@ -1,53 +1,105 @@
-/// Count, min, max, mean and standard deviation of a series of integers,
-/// from exact integer sums: adding a sample is two additions and two
-/// comparisons, with no division on the per-packet path.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Moments {
-    pub count: u64,
-    pub min: u64,
-    pub max: u64,
+/// Min, max and exact sums of a series of integers whose length its owner
+/// keeps anyway (a direction's packet count), so that a flow does not
+/// store it twice: adding a sample is two additions and two comparisons,
+/// with no division on the per-packet path. The sum of squares is a `u128`
+/// kept as two `u64`s: a `u128` field would align the flow's statistics
+/// to 16 bytes and pad them, and every flow of every table carries four.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moments<T> {
+    min: T,
+    max: T,
     sum: u64,
-    sum_squares: u128,
+    sum_squares: [u64; 2],
 }
 
-impl Moments {
-    #[inline]
-    pub fn add(&mut self, value: u64) {
-        if self.count == 0 {
-            self.min = value;
-            self.max = value;
-        } else {
-            self.min = self.min.min(value);
-            self.max = self.max.max(value);
-        }
-        self.count += 1;
-        self.sum = self.sum.saturating_add(value);
-        self.sum_squares = self.sum_squares.saturating_add(value as u128 * value as u128);
-    }
-
-    pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.sum as f64 / self.count as f64
-        }
-    }
-
+/// What a series of `count` samples came to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summary {
+    pub count: u64,
+    /// 0 when there was no sample.
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
     /// Population standard deviation.
-    pub fn stddev(&self) -> f64 {
-        if self.count < 2 {
+    pub stddev: f64,
+}
+
+/// The sample types: packet sizes (`u32`) and times (`u64`).
+pub trait Sample: Copy + Ord + Into<u64> {
+    const MAX: Self;
+    const ZERO: Self;
+}
+
+impl Sample for u32 {
+    const MAX: u32 = u32::MAX;
+    const ZERO: u32 = 0;
+}
+
+impl Sample for u64 {
+    const MAX: u64 = u64::MAX;
+    const ZERO: u64 = 0;
+}
+
+impl<T: Sample> Default for Moments<T> {
+    fn default() -> Self {
+        Moments {
+            min: T::MAX,
+            max: T::ZERO,
+            sum: 0,
+            sum_squares: [0; 2],
+        }
+    }
+}
+
+impl<T: Sample> Moments<T> {
+    #[inline]
+    pub fn add(&mut self, value: T) {
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+        let v: u64 = value.into();
+        self.sum = self.sum.saturating_add(v);
+        let square = u128::from(v) * u128::from(v);
+        let sum_squares = self.sum_squares().saturating_add(square);
+        self.sum_squares = [sum_squares as u64, (sum_squares >> 64) as u64];
+    }
+
+    fn sum_squares(&self) -> u128 {
+        u128::from(self.sum_squares[1]) << 64 | u128::from(self.sum_squares[0])
+    }
+
+    /// The series, given how many samples were added.
+    pub fn summary(&self, count: u64) -> Summary {
+        if count == 0 {
+            return Summary {
+                count,
+                min: 0,
+                max: 0,
+                mean: 0.0,
+                stddev: 0.0,
+            };
+        }
+        let mean = self.sum as f64 / count as f64;
+        Summary {
+            count,
+            min: self.min.into(),
+            max: self.max.into(),
+            mean,
+            stddev: self.stddev(count, mean),
+        }
+    }
+
+    fn stddev(&self, count: u64, mean: f64) -> f64 {
+        if count < 2 {
             return 0.0;
         }
-        let n = self.count as u128;
+        let n = count as u128;
         let sum = self.sum as u128;
+        let sum_squares = self.sum_squares();
         // n·Σx² − (Σx)² is exact while it fits, which covers packet sizes
         // and all but absurd inter-arrival series; f64 takes over beyond.
-        let variance = match (n.checked_mul(self.sum_squares), sum.checked_mul(sum)) {
+        let variance = match (n.checked_mul(sum_squares), sum.checked_mul(sum)) {
             (Some(a), Some(b)) => a.saturating_sub(b) as f64 / (n * n) as f64,
-            _ => {
-                let mean = self.mean();
-                (self.sum_squares as f64 / self.count as f64 - mean * mean).max(0.0)
-            }
+            _ => (sum_squares as f64 / count as f64 - mean * mean).max(0.0),
         };
         variance.sqrt()
     }
@@ -59,21 +111,42 @@ mod tests {
 
     #[test]
     fn matches_textbook_values() {
-        let mut m = Moments::default();
+        let mut m = Moments::<u64>::default();
         for v in [2, 4, 4, 4, 5, 5, 7, 9] {
             m.add(v);
         }
-        assert_eq!((m.count, m.min, m.max), (8, 2, 9));
-        assert_eq!(m.mean(), 5.0);
-        assert_eq!(m.stddev(), 2.0);
+        let s = m.summary(8);
+        assert_eq!((s.count, s.min, s.max), (8, 2, 9));
+        assert_eq!((s.mean, s.stddev), (5.0, 2.0));
     }
 
     #[test]
     fn constant_series_has_zero_deviation() {
-        let mut m = Moments::default();
+        let mut m = Moments::<u32>::default();
         for _ in 0..1000 {
-            m.add(1_000_000_007);
+            m.add(1_500);
         }
-        assert_eq!(m.stddev(), 0.0);
+        assert_eq!(m.summary(1000).stddev, 0.0);
+    }
+
+    #[test]
+    fn no_sample_is_all_zeros() {
+        let s = Moments::<u32>::default().summary(0);
+        assert_eq!((s.min, s.max, s.mean, s.stddev), (0, 0, 0.0, 0.0));
+    }
+
+    /// Gaps of seconds in nanoseconds: their squares pass 2^64, and the two
+    /// halves of the sum carry into each other.
+    #[test]
+    fn squares_beyond_64_bits_stay_exact() {
+        let mut m = Moments::<u64>::default();
+        let gaps = [5_000_000_000u64, 7_000_000_000, 9_000_000_000, 4_000_000_000];
+        for g in gaps {
+            m.add(g);
+        }
+        let s = m.summary(4);
+        assert_eq!(s.mean, 6_250_000_000.0);
+        // Σ(x − 6.25e9)² / 4 = (1.5625 + 0.5625 + 7.5625 + 5.0625)e18 / 4
+        assert_eq!(s.stddev, (3.6875e18f64).sqrt());
     }
 }

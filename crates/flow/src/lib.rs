@@ -13,5 +13,5 @@ mod table;
 
 pub use flow::{Direction, DirectionStats, EndReason, FIRST_PACKETS, Flow, PacketInfo, TcpState};
 pub use fragments::FragmentResolver;
-pub use stats::{Moments, Summary};
+pub use stats::Summary;
 pub use table::{FlowConfig, FlowTable, TableCounters};

@@ -5,7 +5,7 @@
 /// kept as two `u64`s: a `u128` field would align the flow's statistics
 /// to 16 bytes and pad them, and every flow of every table carries four.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Moments<T> {
+pub(crate) struct Moments<T> {
     min: T,
     max: T,
     sum: u64,
@@ -25,7 +25,7 @@ pub struct Summary {
 }
 
 /// The sample types: packet sizes (`u32`) and times (`u64`).
-pub trait Sample: Copy + Ord + Into<u64> {
+pub(crate) trait Sample: Copy + Ord + Into<u64> {
     const MAX: Self;
     const ZERO: Self;
 }
@@ -53,7 +53,7 @@ impl<T: Sample> Default for Moments<T> {
 
 impl<T: Sample> Moments<T> {
     #[inline]
-    pub fn add(&mut self, value: T) {
+    pub(crate) fn add(&mut self, value: T) {
         self.min = self.min.min(value);
         self.max = self.max.max(value);
         let v: u64 = value.into();
@@ -68,7 +68,7 @@ impl<T: Sample> Moments<T> {
     }
 
     /// The series, given how many samples were added.
-    pub fn summary(&self, count: u64) -> Summary {
+    pub(crate) fn summary(&self, count: u64) -> Summary {
         if count == 0 {
             return Summary {
                 count,

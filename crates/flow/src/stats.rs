@@ -12,10 +12,9 @@ pub(crate) struct Moments<T> {
     sum_squares: [u64; 2],
 }
 
-/// What a series of `count` samples came to.
+/// What a series came to.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Summary {
-    pub count: u64,
     /// 0 when there was no sample.
     pub min: u64,
     pub max: u64,
@@ -71,7 +70,6 @@ impl<T: Sample> Moments<T> {
     pub(crate) fn summary(&self, count: u64) -> Summary {
         if count == 0 {
             return Summary {
-                count,
                 min: 0,
                 max: 0,
                 mean: 0.0,
@@ -80,7 +78,6 @@ impl<T: Sample> Moments<T> {
         }
         let mean = self.sum as f64 / count as f64;
         Summary {
-            count,
             min: self.min.into(),
             max: self.max.into(),
             mean,
@@ -116,7 +113,7 @@ mod tests {
             m.add(v);
         }
         let s = m.summary(8);
-        assert_eq!((s.count, s.min, s.max), (8, 2, 9));
+        assert_eq!((s.min, s.max), (2, 9));
         assert_eq!((s.mean, s.stddev), (5.0, 2.0));
     }
 

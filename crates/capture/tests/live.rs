@@ -7,11 +7,9 @@
 
 mod common;
 
-use common::{Injector, in_netns, ip};
+use common::{Injector, VethLab, ip, is_root};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,65 +24,20 @@ const OUR_MAC: [u8; 3] = [0x02, 0x53, 0x4c];
 const CAPTURE_IF: &str = "cap0";
 const PEER_IF: &str = "peer0";
 
-/// Two namespaces, `a` holding `cap0` and `b` holding `peer0`, the ends of
-/// one veth pair. Dropping it deletes both, and with them the pair, also
-/// when a test panics.
-struct Lab {
-    a: String,
-    b: String,
+/// The two namespaces of [`VethLab`]: `a` holds `cap0`, `b` holds `peer0`.
+struct Lab(VethLab);
+
+impl std::ops::Deref for Lab {
+    type Target = VethLab;
+
+    fn deref(&self) -> &VethLab {
+        &self.0
+    }
 }
 
 impl Lab {
-    /// The lab, or `None` (after saying why) where this machine cannot
-    /// build one.
     fn new() -> Option<Lab> {
-        if !is_root() {
-            eprintln!("skipped: live capture tests need root (they create network namespaces)");
-            return None;
-        }
-        match Command::new("ip").arg("-V").output() {
-            Ok(out) if out.status.success() => {}
-            _ => {
-                eprintln!("skipped: live capture tests need the `ip` command (iproute2)");
-                return None;
-            }
-        }
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let a = format!("sluice-live-{pid}-{n}-a");
-        let b = format!("sluice-live-{pid}-{n}-b");
-        if let Err(e) = ip(&["netns", "add", &a]) {
-            eprintln!("skipped: cannot create a network namespace here: {e}");
-            return None;
-        }
-        let mut lab = Lab { a, b: String::new() };
-        ip(&["netns", "add", &b]).expect("second namespace");
-        lab.b = b;
-        // A link that comes up with IPv6 sends router solicitations and
-        // MLD reports; they would spoil exact counts.
-        for ns in [&lab.a, &lab.b] {
-            in_netns(ns, || {
-                for conf in ["default", "all"] {
-                    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1");
-                }
-            });
-        }
-        ip(&[
-            "link", "add", CAPTURE_IF, "netns", &lab.a, "type", "veth", "peer", "name", PEER_IF, "netns", &lab.b,
-        ])
-        .expect("veth pair");
-        ip(&["-n", &lab.a, "link", "set", CAPTURE_IF, "up"]).expect("capture end up");
-        ip(&["-n", &lab.b, "link", "set", PEER_IF, "up"]).expect("peer end up");
-        Some(lab)
-    }
-
-    fn in_a<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        in_netns(&self.a, f)
-    }
-
-    fn in_b<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
-        in_netns(&self.b, f)
+        VethLab::new("live", CAPTURE_IF, PEER_IF).map(Lab)
     }
 
     fn open(&self, config: &LiveConfig) -> LiveSocket {
@@ -101,26 +54,6 @@ impl Lab {
     fn outbound(&self) -> Injector {
         self.in_a(|| Injector::open(CAPTURE_IF))
     }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            if !ns.is_empty() {
-                let _ = ip(&["netns", "del", ns]);
-            }
-        }
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-            .unwrap_or(false)
-    })
 }
 
 // ---- frames ------------------------------------------------------------

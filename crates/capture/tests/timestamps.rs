@@ -17,10 +17,9 @@
 
 mod common;
 
-use common::{Injector, in_netns, ip};
+use common::{Injector, VethLab};
 
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -34,70 +33,6 @@ const ETHERTYPE: [u8; 2] = [0x88, 0xb5];
 /// Frame sizes cycled through by the test's sender: a spread like a real
 /// mix's, from minimum-size frames to full ones.
 const SIZES: [usize; 8] = [64, 1514, 128, 576, 1514, 64, 300, 1000];
-
-struct Lab {
-    a: String,
-    b: String,
-}
-
-impl Lab {
-    fn new() -> Option<Lab> {
-        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-                .unwrap_or(false)
-        });
-        if !root {
-            eprintln!("skipped: needs root (it creates network namespaces)");
-            return None;
-        }
-        if ip(&["-V"]).is_err() {
-            eprintln!("skipped: needs the `ip` command (iproute2)");
-            return None;
-        }
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let mut lab = Lab {
-            a: String::new(),
-            b: String::new(),
-        };
-        let a = format!("sluice-ts-{pid}-{n}-a");
-        if let Err(e) = ip(&["netns", "add", &a]) {
-            eprintln!("skipped: cannot create a network namespace here: {e}");
-            return None;
-        }
-        lab.a = a;
-        let b = format!("sluice-ts-{pid}-{n}-b");
-        ip(&["netns", "add", &b]).expect("second namespace");
-        lab.b = b;
-        for ns in [&lab.a, &lab.b] {
-            in_netns(ns, || {
-                for conf in ["default", "all"] {
-                    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1");
-                }
-            });
-        }
-        ip(&[
-            "link", "add", SEND_IF, "netns", &lab.a, "type", "veth", "peer", "name", CAPTURE_IF, "netns", &lab.b,
-        ])
-        .expect("veth pair");
-        ip(&["-n", &lab.a, "link", "set", SEND_IF, "up"]).expect("sending end up");
-        ip(&["-n", &lab.b, "link", "set", CAPTURE_IF, "up"]).expect("capture end up");
-        Some(lab)
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            if !ns.is_empty() {
-                let _ = ip(&["netns", "del", ns]);
-            }
-        }
-    }
-}
 
 /// Who sends, and how the schedule is known.
 enum Sender {
@@ -180,20 +115,20 @@ fn due_of(data: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(data[14..22].try_into().unwrap()))
 }
 
-fn capture(lab: &Lab, settings: &Settings) -> Capture {
+fn capture(lab: &VethLab, settings: &Settings) -> Capture {
     let mut config = LiveConfig::new(CAPTURE_IF);
     config.block_bytes = settings.block_bytes;
     config.ring_bytes = settings.block_bytes * 64;
     config.block_timeout_ms = settings.block_timeout_ms;
     config.snaplen = 64;
-    let mut socket = in_netns(&lab.b, || LiveSocket::open(&config)).expect("open the capture socket");
+    let mut socket = lab.in_b(|| LiveSocket::open(&config)).expect("open the capture socket");
     let rate = settings.rate_pps;
     let packets = settings.packets;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     thread::scope(|s| {
         match &settings.sender {
             Sender::Own => {
-                let injector = in_netns(&lab.a, || Injector::open(SEND_IF));
+                let injector = lab.in_a(|| Injector::open(SEND_IF));
                 s.spawn(move || {
                     send_paced(&injector, rate, packets);
                     let _ = done_tx.send(());
@@ -457,7 +392,9 @@ fn find<'a>(report: &'a Report, stamp: &str, mode: BatchTimestamps) -> &'a Row {
 
 #[test]
 fn corrections_reduce_inter_arrival_error() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = VethLab::new("ts", SEND_IF, CAPTURE_IF) else {
+        return;
+    };
     let settings = Settings {
         sender: Sender::Own,
         rate_pps: 20_000,
@@ -519,7 +456,9 @@ fn measure() {
         block_bytes: env("TS_BLOCK_KB", 64) as usize * 1024,
         block_timeout_ms: env("TS_TIMEOUT_MS", 2) as u32,
     };
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = VethLab::new("ts", SEND_IF, CAPTURE_IF) else {
+        return;
+    };
     let capture = capture(&lab, &settings);
     drop(lab);
     let report = analyse(&capture, settings.rate_pps);
@@ -540,7 +479,9 @@ struct SeenBlock {
 /// gives for its blocks' times and sizes, the first block keeping its time.
 #[test]
 fn the_ring_times_each_block_as_configured() {
-    let Some(lab) = Lab::new() else { return };
+    let Some(lab) = VethLab::new("ts", SEND_IF, CAPTURE_IF) else {
+        return;
+    };
     const PACKETS: u64 = 2_000;
     let modes = BatchTimestamps::ALL;
     let mut sockets: Vec<LiveSocket> = modes
@@ -552,14 +493,14 @@ fn the_ring_times_each_block_as_configured() {
             config.block_timeout_ms = 2;
             config.snaplen = 64;
             config.batch_timestamps = mode;
-            let socket = in_netns(&lab.b, || LiveSocket::open(&config)).expect("open a capture socket");
+            let socket = lab.in_b(|| LiveSocket::open(&config)).expect("open a capture socket");
             assert_eq!(socket.batch_timestamps(), mode);
             socket
         })
         .collect();
     // 2000 frames at 20 kpps: 100 ms, about 40 to a 2 ms block; each
     // ring (4 MiB) holds them all, so they are read once sent.
-    let injector = in_netns(&lab.a, || Injector::open(SEND_IF));
+    let injector = lab.in_a(|| Injector::open(SEND_IF));
     send_paced(&injector, 20_000, PACKETS);
     let seen: Vec<Vec<SeenBlock>> = sockets
         .iter_mut()

@@ -1,6 +1,6 @@
-//! What the tests on real interfaces share: running `ip`, entering a
-//! network namespace on a thread, and a raw packet socket that injects
-//! frames.
+//! What the tests on real interfaces share: running `ip`, two network
+//! namespaces joined by a veth pair, entering a namespace on a thread, and
+//! a raw packet socket that injects frames.
 
 #![allow(dead_code)] // Each test file uses its own part of this module.
 
@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -25,6 +26,86 @@ pub fn ip(args: &[&str]) -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
+}
+
+/// Two network namespaces, `a` holding one end of a veth pair and `b` the
+/// other, both ends up. Dropping it deletes both namespaces, and with them
+/// the pair, also when a test panics.
+pub struct VethLab {
+    pub a: String,
+    pub b: String,
+}
+
+impl VethLab {
+    /// The lab, its namespaces named after `tag` and its ends `a_end` and
+    /// `b_end`; or `None` (after saying why) where this machine cannot
+    /// build one.
+    pub fn new(tag: &str, a_end: &str, b_end: &str) -> Option<VethLab> {
+        if !is_root() {
+            eprintln!("skipped: needs root (it creates network namespaces)");
+            return None;
+        }
+        if ip(&["-V"]).is_err() {
+            eprintln!("skipped: needs the `ip` command (iproute2)");
+            return None;
+        }
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let a = format!("sluice-{tag}-{pid}-{n}-a");
+        if let Err(e) = ip(&["netns", "add", &a]) {
+            eprintln!("skipped: cannot create a network namespace here: {e}");
+            return None;
+        }
+        let mut lab = VethLab { a, b: String::new() };
+        let b = format!("sluice-{tag}-{pid}-{n}-b");
+        ip(&["netns", "add", &b]).expect("second namespace");
+        lab.b = b;
+        // A link that comes up with IPv6 sends router solicitations and
+        // MLD reports; they would spoil exact counts.
+        for ns in [&lab.a, &lab.b] {
+            in_netns(ns, || {
+                for conf in ["default", "all"] {
+                    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{conf}/disable_ipv6"), "1");
+                }
+            });
+        }
+        ip(&[
+            "link", "add", a_end, "netns", &lab.a, "type", "veth", "peer", "name", b_end, "netns", &lab.b,
+        ])
+        .expect("veth pair");
+        ip(&["-n", &lab.a, "link", "set", a_end, "up"]).expect("first end up");
+        ip(&["-n", &lab.b, "link", "set", b_end, "up"]).expect("second end up");
+        Some(lab)
+    }
+
+    pub fn in_a<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        in_netns(&self.a, f)
+    }
+
+    pub fn in_b<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        in_netns(&self.b, f)
+    }
+}
+
+impl Drop for VethLab {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            if !ns.is_empty() {
+                let _ = ip(&["netns", "del", ns]);
+            }
+        }
+    }
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
+            .unwrap_or(false)
+    })
 }
 
 /// Runs `f` on a thread that has entered network namespace `ns`; sockets

@@ -4,9 +4,12 @@
 //! captures are absent.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
+
+mod common;
+
+use common::{analyze, flow_records, sluice};
 
 fn capture(name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("NDPI_DEV_DIR")
@@ -21,31 +24,11 @@ fn capture(name: &str) -> Option<PathBuf> {
     }
 }
 
-fn sluice(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs")
-}
-
 /// The records of one capture, analysed with `extra` arguments.
 fn records(path: &Path, extra: &[&str]) -> Vec<Value> {
     let out = tempfile::tempdir().unwrap();
-    let mut args: Vec<&std::ffi::OsStr> = vec!["analyze".as_ref(), path.as_os_str(), "-q".as_ref()];
-    args.extend(["-o".as_ref(), out.path().as_os_str()]);
-    args.extend(extra.iter().map(std::ffi::OsStr::new));
-    let output = sluice(&args);
-    assert!(
-        matches!(output.status.code(), Some(0 | 3)),
-        "{}: {}",
-        path.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    std::fs::read_to_string(out.path().join("flows.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    analyze(path, out.path(), extra);
+    flow_records(out.path())
 }
 
 fn by_port(records: &[Value], port: u64) -> Vec<&Value> {

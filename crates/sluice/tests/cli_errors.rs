@@ -3,13 +3,11 @@
 //! it still writes.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+mod common;
 
-fn sluice(args: &[&str]) -> Output {
-    Command::new(SLUICE).args(args).output().expect("running sluice")
-}
+use common::sluice;
 
 fn status(out: &Output) -> Option<i32> {
     out.status.code()

@@ -7,16 +7,12 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::net::IpAddr;
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 
-fn sluice(args: &[&OsStr]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs")
-}
+mod common;
+
+use common::{analyze, flow_records, sluice};
 
 /// Runs `sluice gen` and returns the number of flows it reports writing.
 fn generate(profile: &str, packets: u64, pcap: &Path) -> u64 {
@@ -40,26 +36,16 @@ fn generate(profile: &str, packets: u64, pcap: &Path) -> u64 {
         .unwrap_or_else(|| panic!("no flow count in {stderr}"))
 }
 
-fn analyze(pcap: &Path, out: &Path) -> Vec<Value> {
-    let args: Vec<&OsStr> = vec![
-        "analyze".as_ref(),
-        pcap.as_os_str(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ];
-    let output = sluice(&args);
+/// The records of a generated trace, which reads without a warning.
+fn records(pcap: &Path, out: &Path) -> Vec<Value> {
+    let output = analyze(pcap, out, &[]);
     assert_eq!(
         output.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    std::fs::read_to_string(out.join("flows.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    flow_records(out)
 }
 
 type Endpoint = (IpAddr, u16);
@@ -133,7 +119,7 @@ fn voip_truth_matches_the_analysed_flows() {
     let flows = generate("voip", 20_000, &pcap);
     let rows = truth(&pcap);
     assert_eq!(rows.len() as u64, flows);
-    let records = analyze(&pcap, &dir.path().join("out"));
+    let records = records(&pcap, &dir.path().join("out"));
     assert_eq!(records.len(), rows.len(), "one record per generated flow");
     let matched = match_records(&rows, &records);
     let mut counts = HashMap::<(&str, &str), usize>::new();
@@ -164,7 +150,7 @@ fn mix_truth_has_a_row_per_generated_flow() {
     let flows = generate("mix", 20_000, &pcap);
     let rows = truth(&pcap);
     assert_eq!(rows.len() as u64, flows);
-    let records = analyze(&pcap, &dir.path().join("out"));
+    let records = records(&pcap, &dir.path().join("out"));
     match_records(&rows, &records);
     assert!(rows.iter().any(|r| r.l4 == "TCP") && rows.iter().any(|r| r.l4 == "ICMP"));
 }

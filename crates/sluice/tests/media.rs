@@ -7,21 +7,17 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
+
+mod common;
+
+use common::{analyze, flow_records, sluice};
 
 /// Enough for about 65 voice flows of more than 30 packets: with fewer, one
 /// missed short call moves the detection rate by several points.
 const PACKETS: &str = "200000";
 const SEED: &str = "3";
-
-fn sluice(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs")
-}
 
 /// An unordered flow key: L4 and the two endpoints, sorted.
 type Key = (String, (String, u64), (String, u64));
@@ -66,21 +62,8 @@ fn generate(dir: &Path, packets: &str) -> (PathBuf, HashMap<Key, (String, String
 /// The records of `input` analysed with `extra` arguments.
 fn records(input: &Path, extra: &[&str]) -> Vec<Value> {
     let out = tempfile::tempdir().unwrap();
-    let mut args: Vec<&std::ffi::OsStr> = vec!["analyze".as_ref(), input.as_os_str(), "-q".as_ref()];
-    args.extend(["-o".as_ref(), out.path().as_os_str()]);
-    args.extend(extra.iter().map(std::ffi::OsStr::new));
-    let output = sluice(&args);
-    assert!(
-        matches!(output.status.code(), Some(0 | 3)),
-        "{}: {}",
-        input.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records: Vec<Value> = std::fs::read_to_string(out.path().join("flows.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    analyze(input, out.path(), extra);
+    let records = flow_records(out.path());
     // The summary counts each kind's flows as the records show them, and
     // says when packets were sampled out.
     let summary: Value =

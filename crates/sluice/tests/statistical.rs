@@ -6,19 +6,14 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 mod common;
 
-fn sluice<S: AsRef<OsStr>>(args: &[S]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("sluice runs")
-}
+use common::{flow_records, sluice};
 
 fn succeed<S: AsRef<OsStr>>(args: &[S]) -> Output {
     let output = sluice(args);
@@ -87,21 +82,13 @@ fn train(corpus: &Corpus, algo: &str, flows: &Path, extra: &[&str]) -> PathBuf {
     model
 }
 
-fn records(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("flows.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn analyze(corpus: &Corpus, name: &str, extra: &[&str]) -> Vec<Value> {
     let out = corpus.work.join(name);
     let mut args: Vec<&OsStr> = vec!["analyze".as_ref(), "-q".as_ref(), "-o".as_ref(), out.as_os_str()];
     args.extend(extra.iter().map(OsStr::new));
     args.extend(corpus.captures.iter().map(|p| p.as_os_str()));
     succeed(&args);
-    records(&out)
+    flow_records(&out)
 }
 
 #[test]

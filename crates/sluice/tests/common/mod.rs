@@ -1,14 +1,47 @@
-//! What the tests on real interfaces share: a pair of network namespaces
-//! joined by a veth pair, created by the test and deleted even when it
-//! fails, running commands that must succeed, and where nDPI's reference
-//! captures are.
+//! What the tests share: running `sluice` and reading back the records it
+//! wrote, a pair of network namespaces joined by a veth pair, created by
+//! the test and deleted even when it fails, running commands that must
+//! succeed, and where nDPI's reference captures are.
 
 #![allow(dead_code)] // Each test file uses its own part of this module.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+use serde_json::Value;
+
 pub const SLUICE: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// `sluice ARGS`, its output collected.
+pub fn sluice<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    Command::new(SLUICE).args(args).output().expect("sluice runs")
+}
+
+/// `sluice analyze INPUT -q -o OUT EXTRA...`, which must exit 0, or 3 (the
+/// input had read warnings).
+pub fn analyze(input: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&OsStr> = vec!["analyze".as_ref(), input.as_os_str(), "-q".as_ref()];
+    args.extend(["-o".as_ref(), out.as_os_str()]);
+    args.extend(extra.iter().map(OsStr::new));
+    let output = sluice(&args);
+    assert!(
+        matches!(output.status.code(), Some(0 | 3)),
+        "{}: {}",
+        input.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The JSON flow records in `out`.
+pub fn flow_records(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("flows.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
 
 /// Namespaces `a` and `b` joined by veth `va` (in `a`) and `vb` (in `b`),
 /// IPv6 off so that the kernel sends nothing of its own; deleted when

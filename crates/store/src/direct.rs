@@ -152,6 +152,10 @@ enum Mode {
         /// The same file without `O_DIRECT`, for the partial block a flush
         /// writes.
         tail: File,
+        /// `(written, staged)` as the last flush left them: a flush with
+        /// nothing staged since (the writer's owner flushes, then drops it)
+        /// writes nothing again.
+        flushed: Option<(u64, usize)>,
     },
     Buffered(WriteThrough),
 }
@@ -168,6 +172,7 @@ impl DirectWriter {
                 stage: None,
                 staged: 0,
                 written: 0,
+                flushed: None,
             },
             false => Mode::Buffered(WriteThrough::new(file)),
         };
@@ -193,13 +198,19 @@ impl DirectWriter {
             staged,
             written,
             tail,
+            flushed,
         } = &mut self.mode
         else {
             return Ok(());
         };
+        if !full && *flushed == Some((*written, *staged)) {
+            return Ok(());
+        }
         let Some(stage) = stage else {
             // Nothing written yet: the file is still to be emptied.
-            return file.set_len(0);
+            file.set_len(0)?;
+            *flushed = Some((*written, *staged));
+            return Ok(());
         };
         let len = *staged;
         let blocks = len - len % ALIGN;
@@ -213,8 +224,11 @@ impl DirectWriter {
         if full {
             *written += len as u64;
             *staged = 0;
-        } else if blocks < len {
-            tail.write_all_at(&stage.filled(len)[blocks..], *written + blocks as u64)?;
+        } else {
+            if blocks < len {
+                tail.write_all_at(&stage.filled(len)[blocks..], *written + blocks as u64)?;
+            }
+            *flushed = Some((*written, len));
         }
         Ok(())
     }
@@ -296,6 +310,34 @@ mod tests {
         }
         drop(out);
         assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    /// What this thread has handed to write(2) and pwrite(2) so far.
+    fn bytes_written_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|l| l.strip_prefix("wchar: "))
+            .and_then(|n| n.parse().ok())
+            .unwrap()
+    }
+
+    /// The owner of a writer flushes it to see the errors, then drops it,
+    /// which flushes again: the second flush, with nothing written between,
+    /// must not write the staged bytes a second time (up to a whole stage
+    /// at the end of every run).
+    #[test]
+    fn a_second_flush_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records");
+        let mut out = DirectWriter::create(&path).unwrap();
+        let piece = pattern(3 * ALIGN + 100, 5);
+        out.write_all(&piece).unwrap();
+        out.flush().unwrap();
+        let before = bytes_written_by_this_thread();
+        out.flush().unwrap();
+        drop(out);
+        assert_eq!(bytes_written_by_this_thread(), before);
+        assert_eq!(std::fs::read(&path).unwrap(), piece);
     }
 
     /// A writer flushed, or only dropped, before any write (a run with no

@@ -18,6 +18,8 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use memmap2::{Advice, MmapMut, MmapOptions};
+
 use crate::write_through::WriteThrough;
 
 /// What `O_DIRECT` asks of buffers, offsets and lengths on the file systems
@@ -26,58 +28,54 @@ pub const ALIGN: usize = 4096;
 
 const HUGE_PAGE: usize = 2 << 20;
 
-/// A page-aligned buffer, allocated once and reused. Over-allocating by one
-/// alignment and starting at the first aligned byte gets the alignment
-/// without unsafe code.
+/// A page-aligned buffer, allocated once and reused: an anonymous memory
+/// map, which comes zeroed from the kernel and is aligned without unsafe
+/// code by mapping one huge page more than asked and starting inside it.
 pub(crate) struct AlignedBuf {
-    storage: Vec<u8>,
+    map: MmapMut,
     start: usize,
     len: usize,
 }
 
 impl AlignedBuf {
-    pub(crate) fn new(len: usize) -> AlignedBuf {
+    /// A buffer whose pages the kernel backs as they are first written.
+    pub(crate) fn new(len: usize) -> io::Result<AlignedBuf> {
         // Aligned to a huge page, so that the kernel can back it with huge
         // pages: the copy into it then misses the TLB once per 2 MiB rather
         // than every 4 KiB, and an O_DIRECT write pins two pages per 4 MiB
-        // instead of 1024. The over-allocation is never touched, so it
-        // costs address space, not memory.
-        let mut storage = vec![0u8; len + HUGE_PAGE];
-        let start = storage.as_ptr().align_offset(HUGE_PAGE);
-        advise_huge_pages(&storage[start..start + len]);
-        // Fault every page in now rather than during the first copies into
-        // the buffer, where the kernel's zeroing of fresh pages (and, in a
-        // virtual machine, the host's backing of them) would stall the
-        // producer. The contents do not matter: every byte written to disk
-        // is data or padding set when the block is written. A store of
-        // zero into zeroed memory could be optimised away; one is not.
-        for page in storage[start..start + len].iter_mut().step_by(ALIGN) {
+        // instead of 1024. The extra huge page is never touched, so it
+        // costs address space, not memory (a zeroed `Vec` cost both: the
+        // allocator cleared all of it, a third more than the buffer).
+        let map = MmapOptions::new().len(len + HUGE_PAGE).map_anon()?;
+        let start = map.as_ptr().align_offset(HUGE_PAGE);
+        // Purely an optimisation (where transparent huge pages are set to
+        // `madvise`, the usual default); failure changes nothing.
+        let _ = map.advise_range(Advice::HugePage, start, len);
+        Ok(AlignedBuf { map, start, len })
+    }
+
+    /// A buffer with every page backed now, for a thread that makes
+    /// buffers for another: the kernel's zeroing of fresh pages (and, in a
+    /// virtual machine, the host's backing of them) then stalls the maker,
+    /// not the first copies into the buffer.
+    pub(crate) fn faulted_in(len: usize) -> io::Result<AlignedBuf> {
+        let mut buf = AlignedBuf::new(len)?;
+        // The contents do not matter: every byte written to disk is data or
+        // padding set when the block is written. A store of zero into
+        // zeroed memory could be optimised away; one is not.
+        for page in buf.bytes().iter_mut().step_by(ALIGN) {
             *page = 1;
         }
-        std::hint::black_box(&storage);
-        AlignedBuf { storage, start, len }
+        std::hint::black_box(&buf.map);
+        Ok(buf)
     }
 
     pub(crate) fn bytes(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
+        &mut self.map[self.start..self.start + self.len]
     }
 
     pub(crate) fn filled(&self, len: usize) -> &[u8] {
-        &self.storage[self.start..self.start + len]
-    }
-}
-
-/// Asks for huge pages where transparent huge pages are set to `madvise`
-/// (the usual default); elsewhere it changes nothing. Purely an
-/// optimisation: failure is ignored.
-#[allow(unsafe_code)]
-fn advise_huge_pages(range: &[u8]) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: the range is memory this process owns, and MADV_HUGEPAGE
-    // changes neither its contents nor its mapping, only how later faults
-    // back it.
-    unsafe {
-        let _ = libc::madvise(range.as_ptr().cast_mut().cast(), range.len(), libc::MADV_HUGEPAGE);
+        &self.map[self.start..self.start + len]
     }
 }
 
@@ -138,12 +136,14 @@ pub struct DirectWriter {
 enum Mode {
     Direct {
         file: File,
-        /// Made at the first write, by the thread that writes: faulting
-        /// in its pages takes milliseconds (more in a virtual machine),
-        /// which the thread that opens the file, often one with other
-        /// work to start, should not wait for. The file is emptied then
-        /// too: the kernel frees an old file's pages one by one (25 ms
-        /// for 150 MB of records here), and opening it did not wait.
+        /// Made at the first write, by the thread that writes, and backed
+        /// by memory only as far as it is filled: faulting in all its pages
+        /// takes milliseconds (more in a virtual machine), which the thread
+        /// that opens the file, often one with other work to start, should
+        /// not wait for, and which a small output never needs. The file is
+        /// emptied then too: the kernel frees an old file's pages one by
+        /// one (25 ms for 150 MB of records here), and opening it did not
+        /// wait.
         stage: Option<AlignedBuf>,
         /// Bytes staged: the file's bytes from `written` on.
         staged: usize,
@@ -242,8 +242,9 @@ impl Write for DirectWriter {
             } => {
                 if stage.is_none() {
                     file.set_len(0)?;
+                    *stage = Some(AlignedBuf::new(STAGE)?);
                 }
-                (stage.get_or_insert_with(|| AlignedBuf::new(STAGE)), staged)
+                (stage.as_mut().expect("made above"), staged)
             }
             Mode::Buffered(file) => return file.write(bytes),
         };

@@ -238,7 +238,7 @@ impl Recorder {
         let (free_tx, free) = mpsc::channel();
         for _ in 0..pool {
             free_tx
-                .send(AlignedBuf::new(config.block_bytes))
+                .send(AlignedBuf::faulted_in(config.block_bytes)?)
                 .expect("the receiver is here");
         }
         // Opens and closes travel with the blocks; the pool bounds the

@@ -64,24 +64,7 @@ fn record() -> Option<Recorded> {
             .unwrap()
     });
     std::thread::sleep(Duration::from_millis(1500));
-    let packets = PACKETS.to_string();
-    let sender = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.a,
-            SLUICE,
-            "gen",
-            "--profile",
-            "mix",
-            "--packets",
-            &packets,
-        ])
-        .args(["--seed", "9", "-i", "va", "--rate", "20000pps"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let sender = ns.send_mix(PACKETS, 9);
     succeeded(sender);
     for recorder in recorders {
         succeeded(recorder);

@@ -5,7 +5,6 @@
 //! message, when not root or when `ip` is missing; the namespaces go away
 //! even when the test fails.
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,7 +13,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{Namespaces, SLUICE};
+use common::{Namespaces, SLUICE, flow_counts};
 
 fn read_json_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -24,27 +23,11 @@ fn read_json_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Flows by their oriented 5-tuple, with their packets and bytes per
-/// direction: what must not depend on where the packets came from.
-fn flows(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
-    records
-        .iter()
-        .map(|r| {
-            let key = format!(
-                "{} {}:{} > {}:{} vlan {}",
-                r["l4"], r["src_ip"], r["src_port"], r["dst_ip"], r["dst_port"], r["vlan"]
-            );
-            let counts = ["c2s_packets", "c2s_bytes", "s2c_packets", "s2c_bytes"].map(|f| r[f].as_u64().unwrap());
-            (key, counts)
-        })
-        .collect()
-}
-
 /// The flows `sluice live` wrote to `live_out` are those `sluice analyze`
 /// wrote to `file_out`, with the same packets and bytes each way.
 fn assert_same_flows(live_out: &Path, file_out: &Path) {
-    let live = flows(&read_json_lines(&live_out.join("flows.jsonl")));
-    let file = flows(&read_json_lines(&file_out.join("flows.jsonl")));
+    let live = flow_counts(&read_json_lines(&live_out.join("flows.jsonl")));
+    let file = flow_counts(&read_json_lines(&file_out.join("flows.jsonl")));
     assert_eq!(live.len(), file.len());
     let differing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
     assert!(differing.is_empty(), "flows that differ: {differing:?}");
@@ -236,7 +219,7 @@ fn live_with_a_filter_finds_only_the_flows_it_matches() {
     );
     let file_records = read_json_lines(&file_out.join("flows.jsonl"));
     let tcp: Vec<Value> = file_records.into_iter().filter(|r| r["l4"] == "TCP").collect();
-    let (live, file) = (flows(&live_records), flows(&tcp));
+    let (live, file) = (flow_counts(&live_records), flow_counts(&tcp));
     let missing: Vec<_> = file.iter().filter(|(k, v)| live.get(*k) != Some(v)).take(5).collect();
     assert!(missing.is_empty(), "TCP flows that differ or are missing: {missing:?}");
     assert_eq!(live.len(), file.len());

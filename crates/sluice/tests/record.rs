@@ -23,7 +23,7 @@ use sluice_store::{Index, index_path};
 
 mod common;
 
-use common::{Namespaces, Ramfs, SLUICE, run, succeeded, tshark_frames};
+use common::{Namespaces, Ramfs, SLUICE, flow_counts, run, succeeded, tshark_frames};
 
 const PACKETS: u64 = 20_000;
 
@@ -41,28 +41,6 @@ impl Namespaces {
             .unwrap();
         std::thread::sleep(Duration::from_millis(1500));
         child
-    }
-
-    /// Sends the test's traffic from namespace `a`.
-    fn send(&self) -> Child {
-        let packets = PACKETS.to_string();
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.a,
-                SLUICE,
-                "gen",
-                "--profile",
-                "mix",
-                "--packets",
-                &packets,
-            ])
-            .args(["--seed", "5", "-i", "va", "--rate", "20000pps"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
     }
 }
 
@@ -170,19 +148,7 @@ fn flows(inputs: &[PathBuf], out: &Path) -> BTreeMap<String, [u64; 4]> {
         "{}",
         String::from_utf8_lossy(&analyzed.stderr)
     );
-    std::fs::read_to_string(out.join("flows.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let r: Value = serde_json::from_str(l).unwrap();
-            let key = format!(
-                "{} {}:{} > {}:{} vlan {}",
-                r["l4"], r["src_ip"], r["src_port"], r["dst_ip"], r["dst_port"], r["vlan"]
-            );
-            let counts = ["c2s_packets", "c2s_bytes", "s2c_packets", "s2c_bytes"].map(|f| r[f].as_u64().unwrap());
-            (key, counts)
-        })
-        .collect()
+    flow_counts(&common::flow_records(out))
 }
 
 /// A directory on the disk the tests are built on, where O_DIRECT works
@@ -197,7 +163,7 @@ fn recording_keeps_every_packet_in_valid_files_with_the_flows_analyze_finds() {
     let dir = disk_dir();
     let rec = dir.path().join("rec");
     let recorder = ns.record(&rec, &["--duration", "5s"]);
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     let stderr = succeeded(recorder);
     assert!(stderr.contains("record vb"), "a status line a second: {stderr}");
 
@@ -264,7 +230,7 @@ fn files_rotate_by_size_and_retention_keeps_the_newest() {
     let dir = disk_dir();
     let rotated = dir.path().join("rotated");
     let recorder = ns.record(&rotated, &["--duration", "5s", "--rotate", "1MiB", "--block-mib", "1"]);
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     succeeded(recorder);
     let summary = read_summary(&rotated);
     assert_eq!(summary["packets"], PACKETS, "{summary}");
@@ -293,7 +259,7 @@ fn files_rotate_by_size_and_retention_keeps_the_newest() {
         &kept,
         &["--duration", "5s", "--rotate", "1MiB", "--keep", "3MiB", "--buffered"],
     );
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     succeeded(recorder);
     let summary = read_summary(&kept);
     assert_eq!(summary["packets"], PACKETS, "{summary}");
@@ -331,7 +297,7 @@ fn repair_makes_the_files_of_a_killed_recorder_whole() {
         ns.record(&rec, &args),
         ns.record(&rec_ng, &[&args[..], &["--format", "pcapng"]].concat()),
     ];
-    let sender = ns.send();
+    let sender = ns.send_mix(PACKETS, 5);
     std::thread::sleep(Duration::from_millis(700));
     // `ip netns exec` becomes the recorder (it execs), so this is SIGKILL
     // to the recorder itself.
@@ -405,7 +371,7 @@ fn sigterm_ends_the_recording_with_every_packet_and_the_summary() {
     let dir = disk_dir();
     let rec = dir.path().join("rec");
     let recorder = ns.record(&rec, &[]);
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     std::thread::sleep(Duration::from_millis(300));
     run("kill", &["-TERM", &recorder.id().to_string()]);
     let stdout = String::from_utf8(recorder.wait_with_output().unwrap().stdout).unwrap();
@@ -432,7 +398,7 @@ fn filter_records_only_the_frames_it_matches() {
     let dir = disk_dir();
     let rec = dir.path().join("udp");
     let recorder = ns.record(&rec, &["--duration", "5s", "--filter", "udp"]);
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     succeeded(recorder);
 
     let generated = dir.path().join("mix.pcap");
@@ -512,7 +478,7 @@ fn batch_timestamps_udts_spreads_each_block_evenly() {
     let (kept, spread) = (dir.path().join("keep"), dir.path().join("udts"));
     let keep_recorder = ns.record(&kept, &["--duration", "5s"]);
     let udts_recorder = ns.record(&spread, &["--duration", "5s", "--batch-timestamps", "udts"]);
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     succeeded(keep_recorder);
     let stdout = String::from_utf8_lossy(&udts_recorder.wait_with_output().unwrap().stdout).into_owned();
     assert!(stdout.contains("timestamps: udts over each ring block"), "{stdout}");
@@ -559,7 +525,7 @@ fn sigint_right_after_a_burst_records_every_frame_buffered_where_o_direct_is_ref
     let Some(ramfs) = Ramfs::mount() else { return };
     let rec = ramfs.path().join("rec");
     let recorder = ns.record(&rec, &["--rotate", "1MiB", "--block-mib", "1"]);
-    succeeded(ns.send());
+    succeeded(ns.send_mix(PACKETS, 5));
     std::thread::sleep(Duration::from_millis(2));
     run("kill", &["-INT", &recorder.id().to_string()]);
     let output = recorder.wait_with_output().unwrap();
@@ -602,7 +568,7 @@ fn sigint_while_sending_records_every_frame_the_kernel_counted() {
     let dir = disk_dir();
     let rec = dir.path().join("rec");
     let recorder = ns.record(&rec, &[]);
-    let sender = ns.send();
+    let sender = ns.send_mix(PACKETS, 5);
     std::thread::sleep(Duration::from_millis(500));
     run("kill", &["-INT", &recorder.id().to_string()]);
     succeeded(recorder);

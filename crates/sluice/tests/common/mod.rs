@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // Each test file uses its own part of this module.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -32,6 +33,22 @@ pub fn analyze(input: &Path, out: &Path, extra: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Flows by their oriented 5-tuple and VLAN, with their packets and bytes
+/// each way: what must not depend on where the packets came from.
+pub fn flow_counts(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
+    records
+        .iter()
+        .map(|r| {
+            let key = format!(
+                "{} {}:{} > {}:{} vlan {}",
+                r["l4"], r["src_ip"], r["src_port"], r["dst_ip"], r["dst_port"], r["vlan"]
+            );
+            let counts = ["c2s_packets", "c2s_bytes", "s2c_packets", "s2c_bytes"].map(|f| r[f].as_u64().unwrap());
+            (key, counts)
+        })
+        .collect()
 }
 
 /// The JSON flow records in `out`.
@@ -83,6 +100,20 @@ impl Namespaces {
     }
 
     /// Runs `args` in namespace `ns`; it must succeed.
+    /// `sluice gen --profile mix` sending `packets` packets made with
+    /// `seed` from `a` on `va`, at a pace the veth takes without loss;
+    /// its standard error is piped for [`succeeded`].
+    pub fn send_mix(&self, packets: u64, seed: u64) -> Child {
+        let (packets, seed) = (packets.to_string(), seed.to_string());
+        Command::new("ip")
+            .args(["netns", "exec", &self.a, SLUICE, "gen", "--profile", "mix"])
+            .args(["--packets", &packets, "--seed", &seed, "-i", "va", "--rate", "20000pps"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn exec(&self, ns: &str, args: &[&str]) -> Output {
         let mut all = vec!["netns", "exec", ns];
         all.extend_from_slice(args);

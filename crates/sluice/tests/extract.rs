@@ -71,19 +71,7 @@ fn record() -> Option<Recorded> {
     }
     drop(ns);
     let out = keep.join("analyzed");
-    let analyzed = Command::new(SLUICE)
-        .arg("analyze")
-        .args(recordings(&dir))
-        .arg("-q")
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        analyzed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyzed.stderr)
-    );
+    common::analyze_cleanly(&recordings(&dir), &out);
     Some(Recorded {
         dir,
         dir_ng,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{analyze, flow_records, sluice};
+use common::{analyze_cleanly, flow_records, sluice};
 
 /// Runs `sluice gen` and returns the number of flows it reports writing.
 fn generate(profile: &str, packets: u64, pcap: &Path) -> u64 {
@@ -38,13 +38,7 @@ fn generate(profile: &str, packets: u64, pcap: &Path) -> u64 {
 
 /// The records of a generated trace, which reads without a warning.
 fn records(pcap: &Path, out: &Path) -> Vec<Value> {
-    let output = analyze(pcap, out, &[]);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    analyze_cleanly(&[pcap], out);
     flow_records(out)
 }
 

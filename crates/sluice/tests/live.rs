@@ -128,19 +128,8 @@ fn generate_mix(
     (dir, pcap, file_out, live_out, gen_args)
 }
 
-/// `sluice analyze` of `pcap` into `out`, quietly.
-fn analyze(pcap: &Path, out: &Path) {
-    sluice(&[
-        "analyze".as_ref(),
-        pcap.as_os_str(),
-        "-q".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-}
-
 fn sluice(args: &[&std::ffi::OsStr]) {
-    let output = Command::new(SLUICE).args(args).output().unwrap();
+    let output = common::sluice(args);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
@@ -156,7 +145,7 @@ fn live_capture_finds_the_flows_analyze_finds_in_the_same_traffic() {
     let capture = live_while_sending(&ns, &[&args[..], &[live_out.as_os_str()]].concat(), &gen_args);
     let stderr = String::from_utf8_lossy(&capture.stderr);
     assert!(stderr.contains("live vb"), "a status line a second: {stderr}");
-    analyze(&pcap, &file_out);
+    common::analyze_cleanly(&[&pcap], &file_out);
 
     let summary = summary(&live_out);
     assert_eq!(summary["capture"]["interface"], "vb");
@@ -208,7 +197,7 @@ fn live_with_a_filter_finds_only_the_flows_it_matches() {
     let (_dir, pcap, file_out, live_out, gen_args) = generate_mix("3000", "5");
     let args = ["--duration", "6s", "--filter", "tcp", "-q", "-o"].map(OsStr::new);
     live_while_sending(&ns, &[&args[..], &[live_out.as_os_str()]].concat(), &gen_args);
-    analyze(&pcap, &file_out);
+    common::analyze_cleanly(&[&pcap], &file_out);
 
     let live_records = read_json_lines(&live_out.join("flows.jsonl"));
     assert!(!live_records.is_empty());
@@ -346,18 +335,7 @@ fn live_with_record_writes_every_packet_it_analyses() {
     assert_eq!(recorded, 5000, "the files hold exactly the packets captured");
 
     let all: Vec<_> = workers.concat();
-    let analyzed = Command::new(SLUICE)
-        .arg("analyze")
-        .args(&all)
-        .args(["-q", "-o"])
-        .arg(&file_out)
-        .output()
-        .unwrap();
-    assert!(
-        analyzed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyzed.stderr)
-    );
+    common::analyze_cleanly(&all, &file_out);
     assert_same_flows(&live_out, &file_out);
 
     // Extracting from DIR reads both workers' directories and merges them
@@ -476,7 +454,7 @@ fn sigint_right_after_a_burst_keeps_every_frame_the_kernel_took() {
         "5000pps",
         Interrupt::AfterSending(std::time::Duration::from_millis(2)),
     );
-    analyze(&pcap, &file_out);
+    common::analyze_cleanly(&[&pcap], &file_out);
     let summary = summary(&live_out);
     let (capture, drops) = (&summary["capture"], &summary["drops"]);
     assert_eq!(summary["packets"], 5000, "every frame sent: {capture} {drops}");

@@ -135,19 +135,7 @@ fn file_system(dir: &Path) -> String {
 /// Flows by their oriented 5-tuple, with their packets and bytes per
 /// direction, as `sluice analyze` finds them in `inputs`.
 fn flows(inputs: &[PathBuf], out: &Path) -> BTreeMap<String, [u64; 4]> {
-    let analyzed = Command::new(SLUICE)
-        .arg("analyze")
-        .args(inputs)
-        .arg("-q")
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        analyzed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyzed.stderr)
-    );
+    common::analyze_cleanly(inputs, out);
     flow_counts(&common::flow_records(out))
 }
 

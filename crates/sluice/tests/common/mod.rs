@@ -22,10 +22,7 @@ pub fn sluice<S: AsRef<OsStr>>(args: &[S]) -> Output {
 /// `sluice analyze INPUT -q -o OUT EXTRA...`, which must exit 0, or 3 (the
 /// input had read warnings).
 pub fn analyze(input: &Path, out: &Path, extra: &[&str]) -> Output {
-    let mut args: Vec<&OsStr> = vec!["analyze".as_ref(), input.as_os_str(), "-q".as_ref()];
-    args.extend(["-o".as_ref(), out.as_os_str()]);
-    args.extend(extra.iter().map(OsStr::new));
-    let output = sluice(&args);
+    let output = analyze_all(&[input], out, extra);
     assert!(
         matches!(output.status.code(), Some(0 | 3)),
         "{}: {}",
@@ -33,6 +30,27 @@ pub fn analyze(input: &Path, out: &Path, extra: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// `sluice analyze INPUTS... -q -o OUT EXTRA...`, whatever its exit status.
+pub fn analyze_all<P: AsRef<Path>>(inputs: &[P], out: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&OsStr> = vec!["analyze".as_ref()];
+    args.extend(inputs.iter().map(|p| p.as_ref().as_os_str()));
+    args.extend(["-q".as_ref(), "-o".as_ref(), out.as_os_str()]);
+    args.extend(extra.iter().map(OsStr::new));
+    sluice(&args)
+}
+
+/// `sluice analyze INPUTS... -q -o OUT`, which must read them without a
+/// warning (exit 0).
+pub fn analyze_cleanly<P: AsRef<Path>>(inputs: &[P], out: &Path) {
+    let output = analyze_all(inputs, out, &[]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// Flows by their oriented 5-tuple and VLAN, with their packets and bytes

@@ -13,7 +13,7 @@ use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode_into};
 
 use crate::sampling::{Sampler, Sampling};
-use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker};
+use crate::summary::{Counts, CpuSeconds, Drops, FileReport, SamplingReport, Summary, Talker};
 use crate::talkers::Talkers;
 use sluice_classify::media::Media;
 use sluice_classify::{
@@ -143,6 +143,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         files.push(reader.read_file(path));
     }
     reader.progress.finish();
+    let reader_cpu = crate::cpu::thread_cpu_seconds();
     let Reader {
         queues,
         fragments,
@@ -156,10 +157,12 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         .into_iter()
         .map(|h| h.join().expect("a worker thread panicked"))
         .collect();
-    let records_path = output.finish()?;
+    let (records_path, writer_cpu) = output.finish()?;
 
     drops.unresolved_fragments = fragments.unresolved;
     let mut summary = merge(outputs, files, drops, workers);
+    summary.cpu_seconds.reader = Some(reader_cpu);
+    summary.cpu_seconds.record_writer = writer_cpu;
     summary.sampling = config.sampling.map(|policy| SamplingReport {
         policy: policy.to_string(),
         sampled_out_packets: sampled_out,
@@ -190,7 +193,8 @@ pub(crate) struct RecordOutput {
     path: Option<PathBuf>,
     full: Sender<Vec<u8>>,
     empty: Receiver<Vec<u8>>,
-    writer: Option<thread::JoinHandle<Result<(), AnalyzeError>>>,
+    /// Returns the CPU seconds it used.
+    writer: Option<thread::JoinHandle<Result<f64, AnalyzeError>>>,
 }
 
 impl RecordOutput {
@@ -244,13 +248,14 @@ impl RecordOutput {
     }
 
     /// Waits for the writer, once every worker has dropped its queue, and
-    /// returns the records' path.
-    pub(crate) fn finish(self) -> Result<Option<PathBuf>, AnalyzeError> {
+    /// returns the records' path and the CPU seconds the writer used.
+    pub(crate) fn finish(self) -> Result<(Option<PathBuf>, Option<f64>), AnalyzeError> {
         drop(self.full);
-        if let Some(writer) = self.writer {
-            writer.join().expect("the record writer panicked")?;
-        }
-        Ok(self.path)
+        let cpu = match self.writer {
+            Some(writer) => Some(writer.join().expect("the record writer panicked")?),
+            None => None,
+        };
+        Ok((self.path, cpu))
     }
 }
 
@@ -489,7 +494,7 @@ fn write_records(
     preamble: Vec<u8>,
     chunks: Receiver<Vec<u8>>,
     empty: Sender<Vec<u8>>,
-) -> Result<(), AnalyzeError> {
+) -> Result<f64, AnalyzeError> {
     let error = |source| AnalyzeError::Write {
         path: path.to_path_buf(),
         source,
@@ -501,7 +506,8 @@ fn write_records(
         // Back to the workers for reuse; dropped when they have enough.
         let _ = empty.try_send(chunk);
     }
-    file.flush().map_err(error)
+    file.flush().map_err(error)?;
+    Ok(crate::cpu::thread_cpu_seconds())
 }
 
 pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, workers: usize) -> Summary {
@@ -513,7 +519,9 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
     let mut classifiers: BTreeMap<String, Counts> = BTreeMap::new();
     let mut media: BTreeMap<String, Counts> = BTreeMap::new();
     let (mut first, mut last) = (u64::MAX, 0);
+    let mut worker_cpu = Vec::with_capacity(outputs.len());
     for out in outputs {
+        worker_cpu.push(out.cpu_seconds);
         counters.merge(&out.counters);
         for (proto, c) in out.l4.iter().enumerate().filter(|(_, c)| c.flows > 0) {
             l4.entry(proto as u8).or_default().add(c);
@@ -563,6 +571,10 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
         talkers_error_bound: talkers.error_bound,
         flow_ends: counters,
         drops,
+        cpu_seconds: CpuSeconds {
+            workers: worker_cpu,
+            ..CpuSeconds::default()
+        },
         ..Summary::default()
     }
 }

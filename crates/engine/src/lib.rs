@@ -5,6 +5,7 @@
 //! end; one writer thread puts the records in a file.
 
 mod analyze;
+mod cpu;
 #[cfg(target_os = "linux")]
 mod live;
 mod order;

@@ -248,6 +248,40 @@ pub struct Summary {
     /// Present for a live capture that also recorded (`--record`).
     pub recording: Option<RecordingReport>,
     pub records_path: Option<PathBuf>,
+    pub cpu_seconds: CpuSeconds,
+}
+
+impl CpuSeconds {
+    /// `CPU seconds: reader 0.07, workers 0.11 0.10, record writer 0.02`.
+    fn render(&self) -> String {
+        let mut line = String::from("CPU seconds:");
+        if let Some(reader) = self.reader {
+            let _ = write!(line, " reader {reader:.2},");
+        }
+        line.push_str(" workers");
+        for worker in &self.workers {
+            let _ = write!(line, " {worker:.2}");
+        }
+        if let Some(writer) = self.record_writer {
+            let _ = write!(line, ", record writer {writer:.2}");
+        }
+        line
+    }
+}
+
+/// CPU seconds, user and system, each thread of the run used: which stage
+/// bounds the rate, and whether more workers would help. A stage whose
+/// figure is near the wall time is the bottleneck.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CpuSeconds {
+    /// The thread that read and decoded the files (the main thread, so
+    /// start-up and the end of the run are in it too); absent for a live
+    /// capture, where each worker reads its own ring.
+    pub reader: Option<f64>,
+    /// Each worker, in order.
+    pub workers: Vec<f64>,
+    /// The thread that wrote the records; absent with `--format none`.
+    pub record_writer: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -283,6 +317,7 @@ impl Summary {
             self.bits_per_second / 1e9,
             self.workers
         );
+        let _ = writeln!(s, "{}", self.cpu_seconds.render());
         if self.last_ts_ns >= self.first_ts_ns && self.packets > 0 {
             let span = (self.last_ts_ns - self.first_ts_ns) as f64 / 1e9;
             let _ = writeln!(

@@ -74,6 +74,8 @@ pub(crate) struct WorkerOutput {
     pub records: u64,
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,
+    /// CPU seconds the worker's thread used, taken when it finished.
+    pub cpu_seconds: f64,
 }
 
 struct Sink {
@@ -282,6 +284,7 @@ impl Worker {
                     records: 0,
                     first_ts_ns: u64::MAX,
                     last_ts_ns: 0,
+                    cpu_seconds: 0.0,
                 },
             },
         }
@@ -393,6 +396,7 @@ impl Worker {
             debug_assert!(o.held.is_empty() && o.waiting.is_empty());
         }
         self.sink.out.counters = self.table.counters();
+        self.sink.out.cpu_seconds = crate::cpu::thread_cpu_seconds();
         self.sink.out
     }
 }

@@ -56,6 +56,21 @@ fn one_two_and_three_workers_write_identical_records() {
         let summary: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["drops"]["dropped_dns_names"], 0, "{workers} workers");
+        // Each thread's CPU time, in seconds: some, and no more than the
+        // run's wall time (the main thread also started the run, hence
+        // the margin).
+        let wall = summary["wall_seconds"].as_f64().unwrap();
+        let cpu = &summary["cpu_seconds"];
+        let threads: Vec<f64> = [&cpu["reader"], &cpu["record_writer"]]
+            .into_iter()
+            .chain(cpu["workers"].as_array().unwrap())
+            .map(|s| s.as_f64().unwrap())
+            .collect();
+        assert_eq!(threads.len(), 2 + workers.parse::<usize>().unwrap(), "{cpu}");
+        assert!(
+            threads.iter().all(|&s| s > 0.0 && s <= wall + 0.05),
+            "{cpu} in {wall} s"
+        );
     }
     assert!(sets[0].len() > 5_000, "only {} flows", sets[0].len());
     assert_eq!(sets[0], sets[1], "1 vs 2 workers");

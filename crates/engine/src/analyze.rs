@@ -85,6 +85,9 @@ const QUEUE_DEPTH: usize = 16;
 /// Runs the whole pipeline over the inputs and returns what it counted.
 pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let started = Instant::now();
+    // What the calling thread did before (a generated trace, for `demo`) is
+    // not the reader's.
+    let cpu_before = crate::cpu::thread_cpu_seconds();
     let workers = config.workers.max(1);
     let output = RecordOutput::start(&config.out_dir, config.format, workers, RecordWrites::Direct)?;
     let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
@@ -143,7 +146,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         files.push(reader.read_file(path));
     }
     reader.progress.finish();
-    let reader_cpu = crate::cpu::thread_cpu_seconds();
+    let reader_cpu = crate::cpu::thread_cpu_seconds() - cpu_before;
     let Reader {
         queues,
         fragments,

@@ -274,9 +274,9 @@ impl CpuSeconds {
 /// figure is near the wall time is the bottleneck.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CpuSeconds {
-    /// The thread that read and decoded the files (the main thread, so
-    /// start-up and the end of the run are in it too); absent for a live
-    /// capture, where each worker reads its own ring.
+    /// The thread that read and decoded the files, from the start of the
+    /// analysis to the end of the input; absent for a live capture, where
+    /// each worker reads its own ring.
     pub reader: Option<f64>,
     /// Each worker, in order.
     pub workers: Vec<f64>,

@@ -57,8 +57,8 @@ fn one_two_and_three_workers_write_identical_records() {
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["drops"]["dropped_dns_names"], 0, "{workers} workers");
         // Each thread's CPU time, in seconds: some, and no more than the
-        // run's wall time (the main thread also started the run, hence
-        // the margin).
+        // run's wall time (with a margin: the clocks are read at slightly
+        // different moments).
         let wall = summary["wall_seconds"].as_f64().unwrap();
         let cpu = &summary["cpu_seconds"];
         let threads: Vec<f64> = [&cpu["reader"], &cpu["record_writer"]]

@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_capture::{CaptureFile, ReadWindow};
 use sluice_export::{Encoder, Format, SCHEMA_VERSION};
@@ -13,8 +13,9 @@ use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode_into};
 
 use crate::sampling::{Sampler, Sampling};
-use crate::summary::{Counts, CpuSeconds, Drops, FileReport, SamplingReport, Summary, Talker};
+use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker, Threads};
 use crate::talkers::Talkers;
+use crate::threads::{ThreadTime, Waits, thread_cpu_seconds};
 use sluice_classify::media::Media;
 use sluice_classify::{
     ADDRESS_NAMES_CAPACITY, AddressNames, ChainConfig, Classifier, EXPECTATIONS_CAPACITY, Expectations, History,
@@ -87,7 +88,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let started = Instant::now();
     // What the calling thread did before (a generated trace, for `demo`) is
     // not the reader's.
-    let cpu_before = crate::cpu::thread_cpu_seconds();
+    let cpu_before = thread_cpu_seconds();
     let workers = config.workers.max(1);
     let output = RecordOutput::start(&config.out_dir, config.format, workers, RecordWrites::Direct)?;
     let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
@@ -140,13 +141,14 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         sampler: config.sampling.map(Sampler::new),
         sampled_out: 0,
         staged: vec![PacketDesc::default(); DECODE_AHEAD],
+        waits: Waits::default(),
     };
     let mut files = Vec::with_capacity(config.inputs.len());
     for path in &config.inputs {
         files.push(reader.read_file(path));
     }
     reader.progress.finish();
-    let reader_cpu = crate::cpu::thread_cpu_seconds() - cpu_before;
+    let reader_time = reader.waits.report(cpu_before);
     let Reader {
         queues,
         fragments,
@@ -160,12 +162,12 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         .into_iter()
         .map(|h| h.join().expect("a worker thread panicked"))
         .collect();
-    let (records_path, writer_cpu) = output.finish()?;
+    let (records_path, writer_time) = output.finish()?;
 
     drops.unresolved_fragments = fragments.unresolved;
     let mut summary = merge(outputs, files, drops, workers);
-    summary.cpu_seconds.reader = Some(reader_cpu);
-    summary.cpu_seconds.record_writer = writer_cpu;
+    summary.threads.reader = Some(reader_time);
+    summary.threads.record_writer = writer_time;
     summary.sampling = config.sampling.map(|policy| SamplingReport {
         policy: policy.to_string(),
         sampled_out_packets: sampled_out,
@@ -196,8 +198,8 @@ pub(crate) struct RecordOutput {
     path: Option<PathBuf>,
     full: Sender<Vec<u8>>,
     empty: Receiver<Vec<u8>>,
-    /// Returns the CPU seconds it used.
-    writer: Option<thread::JoinHandle<Result<f64, AnalyzeError>>>,
+    /// Returns how it spent its time.
+    writer: Option<thread::JoinHandle<Result<ThreadTime, AnalyzeError>>>,
 }
 
 impl RecordOutput {
@@ -251,14 +253,14 @@ impl RecordOutput {
     }
 
     /// Waits for the writer, once every worker has dropped its queue, and
-    /// returns the records' path and the CPU seconds the writer used.
-    pub(crate) fn finish(self) -> Result<(Option<PathBuf>, Option<f64>), AnalyzeError> {
+    /// returns the records' path and how the writer spent its time.
+    pub(crate) fn finish(self) -> Result<(Option<PathBuf>, Option<ThreadTime>), AnalyzeError> {
         drop(self.full);
-        let cpu = match self.writer {
+        let time = match self.writer {
             Some(writer) => Some(writer.join().expect("the record writer panicked")?),
             None => None,
         };
-        Ok((self.path, cpu))
+        Ok((self.path, time))
     }
 }
 
@@ -328,6 +330,7 @@ struct Reader {
     /// Places for the packets decoded and not yet dealt, `DECODE_AHEAD`
     /// of them.
     staged: Vec<PacketDesc>,
+    waits: Waits,
 }
 
 impl Reader {
@@ -447,7 +450,10 @@ impl Reader {
         let first = full.packets.first().map_or(usize::MAX, |p| p.offset);
         self.in_flight[w].push_back((self.file_seq, first));
         // A worker only hangs up by panicking, which `analyze` reports.
-        let _ = self.queues[w].send(full);
+        if let Err(TrySendError::Full(full)) = self.queues[w].try_send(full) {
+            let queue = &self.queues[w];
+            let _ = self.waits.time(|| queue.send(full));
+        }
     }
 
     fn collect_returned(&mut self) {
@@ -497,20 +503,29 @@ fn write_records(
     preamble: Vec<u8>,
     chunks: Receiver<Vec<u8>>,
     empty: Sender<Vec<u8>>,
-) -> Result<f64, AnalyzeError> {
+) -> Result<ThreadTime, AnalyzeError> {
     let error = |source| AnalyzeError::Write {
         path: path.to_path_buf(),
         source,
     };
     file.write_all(&preamble).map_err(error)?;
-    for mut chunk in chunks {
+    let mut waits = Waits::default();
+    loop {
+        let mut chunk = match chunks.try_recv() {
+            Ok(chunk) => chunk,
+            Err(TryRecvError::Empty) => match waits.time(|| chunks.recv()) {
+                Ok(chunk) => chunk,
+                Err(_) => break,
+            },
+            Err(TryRecvError::Disconnected) => break,
+        };
         file.write_all(&chunk).map_err(error)?;
         chunk.clear();
         // Back to the workers for reuse; dropped when they have enough.
         let _ = empty.try_send(chunk);
     }
     file.flush().map_err(error)?;
-    Ok(crate::cpu::thread_cpu_seconds())
+    Ok(waits.report(0.0))
 }
 
 pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, workers: usize) -> Summary {
@@ -522,9 +537,9 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
     let mut classifiers: BTreeMap<String, Counts> = BTreeMap::new();
     let mut media: BTreeMap<String, Counts> = BTreeMap::new();
     let (mut first, mut last) = (u64::MAX, 0);
-    let mut worker_cpu = Vec::with_capacity(outputs.len());
+    let mut worker_times = Vec::with_capacity(outputs.len());
     for out in outputs {
-        worker_cpu.push(out.cpu_seconds);
+        worker_times.push(out.time);
         counters.merge(&out.counters);
         for (proto, c) in out.l4.iter().enumerate().filter(|(_, c)| c.flows > 0) {
             l4.entry(proto as u8).or_default().add(c);
@@ -574,9 +589,9 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
         talkers_error_bound: talkers.error_bound,
         flow_ends: counters,
         drops,
-        cpu_seconds: CpuSeconds {
-            workers: worker_cpu,
-            ..CpuSeconds::default()
+        threads: Threads {
+            workers: worker_times,
+            ..Threads::default()
         },
         ..Summary::default()
     }

@@ -5,13 +5,13 @@
 //! end; one writer thread puts the records in a file.
 
 mod analyze;
-mod cpu;
 #[cfg(target_os = "linux")]
 mod live;
 mod order;
 mod sampling;
 mod summary;
 mod talkers;
+mod threads;
 mod worker;
 
 pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
@@ -19,5 +19,7 @@ pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
 pub use live::{LiveOptions, LiveReport, live};
 pub use sampling::Sampling;
 pub use summary::{
-    CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, Summary, WarningReport, WorkerRecording,
+    CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, Summary, Threads, WarningReport,
+    WorkerRecording,
 };
+pub use threads::ThreadTime;

@@ -253,12 +253,12 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
             Err(e) => failure = Some(e),
         }
     }
-    let (records_path, writer_cpu) = output.finish()?;
+    let (records_path, writer_time) = output.finish()?;
     if let Some(e) = failure {
         return Err(AnalyzeError::Live(e));
     }
     let mut summary = merge(outputs, Vec::new(), drops, workers);
-    summary.cpu_seconds.record_writer = writer_cpu;
+    summary.threads.record_writer = writer_time;
     let c = &counters;
     summary.packets = c.packets.load(Ordering::Relaxed);
     summary.bytes = c.bytes.load(Ordering::Relaxed);

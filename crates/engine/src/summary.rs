@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use sluice_flow::TableCounters;
 
+use crate::threads::ThreadTime;
+
 /// Flows, packets and bytes of some slice of the traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
@@ -248,40 +250,51 @@ pub struct Summary {
     /// Present for a live capture that also recorded (`--record`).
     pub recording: Option<RecordingReport>,
     pub records_path: Option<PathBuf>,
-    pub cpu_seconds: CpuSeconds,
+    pub threads: Threads,
 }
 
-impl CpuSeconds {
-    /// `CPU seconds: reader 0.07, workers 0.11 0.10, record writer 0.02`.
+impl Threads {
+    /// `threads: reader 0.09 s CPU, waited 40 ms (75 times); workers ...`.
     fn render(&self) -> String {
-        let mut line = String::from("CPU seconds:");
-        if let Some(reader) = self.reader {
-            let _ = write!(line, " reader {reader:.2},");
+        let one = |t: &ThreadTime| {
+            format!(
+                "{:.2} s CPU, waited {:.0} ms ({} times)",
+                t.cpu_seconds,
+                t.wait_seconds * 1e3,
+                t.waits
+            )
+        };
+        let mut parts = Vec::new();
+        if let Some(reader) = &self.reader {
+            parts.push(format!("reader {}", one(reader)));
         }
-        line.push_str(" workers");
-        for worker in &self.workers {
-            let _ = write!(line, " {worker:.2}");
+        for (i, worker) in self.workers.iter().enumerate() {
+            parts.push(format!("worker {i} {}", one(worker)));
         }
-        if let Some(writer) = self.record_writer {
-            let _ = write!(line, ", record writer {writer:.2}");
+        if let Some(writer) = &self.record_writer {
+            parts.push(format!("record writer {}", one(writer)));
         }
-        line
+        format!("threads: {}", parts.join("; "))
     }
 }
 
-/// CPU seconds, user and system, each thread of the run used: which stage
-/// bounds the rate, and whether more workers would help. A stage whose
-/// figure is near the wall time is the bottleneck.
+/// What each thread of the run did with its time: which stage bounds the
+/// rate, and whether more workers would help. A thread whose CPU time is
+/// near the wall time is the bottleneck; the others wait for it.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct CpuSeconds {
+pub struct Threads {
     /// The thread that read and decoded the files, from the start of the
-    /// analysis to the end of the input; absent for a live capture, where
-    /// each worker reads its own ring.
-    pub reader: Option<f64>,
-    /// Each worker, in order.
-    pub workers: Vec<f64>,
-    /// The thread that wrote the records; absent with `--format none`.
-    pub record_writer: Option<f64>,
+    /// analysis to the end of the input; its waits are for room in a
+    /// worker's queue. Absent for a live capture, where each worker reads
+    /// its own ring.
+    pub reader: Option<ThreadTime>,
+    /// Each worker, in order; its waits are for packets from the reader or
+    /// room in the record writer's queue (none counted on a live capture,
+    /// where a worker waits on its ring).
+    pub workers: Vec<ThreadTime>,
+    /// The thread that wrote the records, waiting for them; absent with
+    /// `--format none`.
+    pub record_writer: Option<ThreadTime>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -317,7 +330,7 @@ impl Summary {
             self.bits_per_second / 1e9,
             self.workers
         );
-        let _ = writeln!(s, "{}", self.cpu_seconds.render());
+        let _ = writeln!(s, "{}", self.threads.render());
         if self.last_ts_ns >= self.first_ts_ns && self.packets > 0 {
             let span = (self.last_ts_ns - self.first_ts_ns) as f64 / 1e9;
             let _ = writeln!(

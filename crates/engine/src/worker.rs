@@ -1,6 +1,6 @@
 use rustc_hash::FxHashMap as HashMap;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use sluice_capture::FileBytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Barrier};
@@ -18,6 +18,7 @@ use sluice_wire::{Decoded, l4_name};
 use crate::order::InputOrder;
 use crate::summary::Counts;
 use crate::talkers::{Host, Talkers};
+use crate::threads::{ThreadTime, Waits};
 
 /// A decoded packet on its way to a worker: the decoder's summary and where
 /// the frame's bytes are in the mapped file. About 120 bytes, no pointers.
@@ -74,8 +75,8 @@ pub(crate) struct WorkerOutput {
     pub records: u64,
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,
-    /// CPU seconds the worker's thread used, taken when it finished.
-    pub cpu_seconds: f64,
+    /// The worker thread's time, taken when it finished.
+    pub time: ThreadTime,
 }
 
 struct Sink {
@@ -87,6 +88,7 @@ struct Sink {
     stats: Option<Arc<StatsClassifier>>,
     asking: Asking,
     out: WorkerOutput,
+    waits: Waits,
 }
 
 /// When a flow asks what the run learned before it began (a port a control
@@ -216,7 +218,9 @@ impl Sink {
             let chunk = std::mem::replace(&mut self.chunk, fresh);
             // The writer only goes away after a failed write, which the run
             // reports as an error of its own.
-            let _ = queue.full.send(chunk);
+            if let Err(TrySendError::Full(chunk)) = queue.full.try_send(chunk) {
+                let _ = self.waits.time(|| queue.full.send(chunk));
+            }
         }
     }
 }
@@ -284,8 +288,9 @@ impl Worker {
                     records: 0,
                     first_ts_ns: u64::MAX,
                     last_ts_ns: 0,
-                    cpu_seconds: 0.0,
+                    time: ThreadTime::default(),
                 },
+                waits: Waits::default(),
             },
         }
     }
@@ -396,7 +401,7 @@ impl Worker {
             debug_assert!(o.held.is_empty() && o.waiting.is_empty());
         }
         self.sink.out.counters = self.table.counters();
-        self.sink.out.cpu_seconds = crate::cpu::thread_cpu_seconds();
+        self.sink.out.time = self.sink.waits.report(0.0);
         self.sink.out
     }
 }
@@ -411,7 +416,15 @@ pub(crate) fn run(
         barrier: input_done,
         arrived: false,
     };
-    for mut batch in batches {
+    loop {
+        let mut batch = match batches.try_recv() {
+            Ok(batch) => batch,
+            Err(TryRecvError::Empty) => match worker.sink.waits.time(|| batches.recv()) {
+                Ok(batch) => batch,
+                Err(_) => break,
+            },
+            Err(TryRecvError::Disconnected) => break,
+        };
         if let Some(bytes) = batch.bytes.take() {
             worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);
         }
@@ -422,7 +435,7 @@ pub(crate) fn run(
     }
     // Every worker has read everything once all have arrived: the flows
     // still waiting to ask can, and the rest of the records follow.
-    arrival.wait();
+    worker.sink.waits.time(|| arrival.wait());
     worker.finish()
 }
 

@@ -58,19 +58,28 @@ fn one_two_and_three_workers_write_identical_records() {
         assert_eq!(summary["drops"]["dropped_dns_names"], 0, "{workers} workers");
         // Each thread's CPU time, in seconds: some, and no more than the
         // run's wall time (with a margin: the clocks are read at slightly
-        // different moments).
+        // different moments); so for the time it waited.
         let wall = summary["wall_seconds"].as_f64().unwrap();
-        let cpu = &summary["cpu_seconds"];
-        let threads: Vec<f64> = [&cpu["reader"], &cpu["record_writer"]]
+        let times = &summary["threads"];
+        let threads: Vec<&serde_json::Value> = [&times["reader"], &times["record_writer"]]
             .into_iter()
-            .chain(cpu["workers"].as_array().unwrap())
-            .map(|s| s.as_f64().unwrap())
+            .chain(times["workers"].as_array().unwrap())
             .collect();
-        assert_eq!(threads.len(), 2 + workers.parse::<usize>().unwrap(), "{cpu}");
-        assert!(
-            threads.iter().all(|&s| s > 0.0 && s <= wall + 0.05),
-            "{cpu} in {wall} s"
-        );
+        assert_eq!(threads.len(), 2 + workers.parse::<usize>().unwrap(), "{times}");
+        for thread in &threads {
+            let cpu = thread["cpu_seconds"].as_f64().unwrap();
+            let waited = thread["wait_seconds"].as_f64().unwrap();
+            assert!(cpu > 0.0 && cpu <= wall + 0.05, "{times} in {wall} s");
+            assert!((0.0..=wall + 0.05).contains(&waited), "{times} in {wall} s");
+        }
+        // Every worker waits at least once: for its first packets, or at
+        // the end for the others.
+        let workers_waited = times["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["waits"].as_u64().unwrap() > 0);
+        assert!(workers_waited, "{times}");
     }
     assert!(sets[0].len() > 5_000, "only {} flows", sets[0].len());
     assert_eq!(sets[0], sets[1], "1 vs 2 workers");

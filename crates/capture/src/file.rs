@@ -84,8 +84,10 @@ impl ReadWindow {
     const READ_AHEAD: usize = 64 << 20;
     /// Page tables are populated this far ahead of the reader.
     const POPULATE_AHEAD: usize = 16 << 20;
-    /// Resident file pages are released in steps of this many bytes.
-    const RELEASE_STEP: usize = 2 << 20;
+    /// Resident file pages are released in steps of this many bytes: each
+    /// release flushes the translations of every core the process runs
+    /// on, so not in the 2 MiB steps the reader could look at.
+    const RELEASE_STEP: usize = 8 << 20;
 
     /// The reader is at `position`: keep the next bytes coming from the
     /// disk and populated. Cheap when there is nothing to do.

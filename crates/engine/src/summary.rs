@@ -254,27 +254,32 @@ pub struct Summary {
 }
 
 impl Threads {
-    /// `threads: reader 0.09 s CPU, waited 40 ms (75 times); workers ...`.
-    fn render(&self) -> String {
-        let one = |t: &ThreadTime| {
-            format!(
-                "{:.2} s CPU, waited {:.0} ms ({} times)",
+    /// One line per thread: its CPU seconds, and how long and how often it
+    /// waited for the others.
+    fn render(&self, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "\n{:<24} {:>10} {:>12} {:>14}",
+            "threads", "CPU s", "waited s", "waits"
+        );
+        let mut row = |name: &str, t: &ThreadTime| {
+            let _ = writeln!(
+                s,
+                "{name:<24} {:>10.3} {:>12.3} {:>14}",
                 t.cpu_seconds,
-                t.wait_seconds * 1e3,
-                t.waits
-            )
+                t.wait_seconds,
+                group(t.waits)
+            );
         };
-        let mut parts = Vec::new();
         if let Some(reader) = &self.reader {
-            parts.push(format!("reader {}", one(reader)));
+            row("reader", reader);
         }
         for (i, worker) in self.workers.iter().enumerate() {
-            parts.push(format!("worker {i} {}", one(worker)));
+            row(&format!("worker {i}"), worker);
         }
         if let Some(writer) = &self.record_writer {
-            parts.push(format!("record writer {}", one(writer)));
+            row("record writer", writer);
         }
-        format!("threads: {}", parts.join("; "))
     }
 }
 
@@ -330,7 +335,6 @@ impl Summary {
             self.bits_per_second / 1e9,
             self.workers
         );
-        let _ = writeln!(s, "{}", self.threads.render());
         if self.last_ts_ns >= self.first_ts_ns && self.packets > 0 {
             let span = (self.last_ts_ns - self.first_ts_ns) as f64 / 1e9;
             let _ = writeln!(
@@ -362,6 +366,7 @@ impl Summary {
                 group(self.talkers_error_bound)
             );
         }
+        self.threads.render(&mut s);
         let e = &self.flow_ends;
         let _ = writeln!(
             s,

@@ -293,9 +293,10 @@ pub struct Threads {
     /// worker's queue. Absent for a live capture, where each worker reads
     /// its own ring.
     pub reader: Option<ThreadTime>,
-    /// Each worker, in order; its waits are for packets from the reader or
-    /// room in the record writer's queue (none counted on a live capture,
-    /// where a worker waits on its ring).
+    /// Each worker, in order; its waits are for packets from the reader,
+    /// for room in the record writer's queue and, at the end, for the other
+    /// workers. On a live capture only the waits for the writer count: a
+    /// worker's wait on its own ring is not timed.
     pub workers: Vec<ThreadTime>,
     /// The thread that wrote the records, waiting for them; absent with
     /// `--format none`.

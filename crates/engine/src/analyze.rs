@@ -1,13 +1,14 @@
+use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded, unbounded};
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_capture::{CaptureFile, ReadWindow};
+use sluice_capture::{CaptureFile, FileBytes, OpenError, PacketReader, ReadWindow};
 use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode_into};
@@ -15,14 +16,14 @@ use sluice_wire::{DecodeError, decode_into};
 use crate::sampling::{Sampler, Sampling};
 use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker, Threads};
 use crate::talkers::Talkers;
-use crate::threads::{ThreadTime, Waits, thread_cpu_seconds};
+use crate::threads::{ThreadTime, Waits};
 use sluice_classify::media::Media;
 use sluice_classify::{
     ADDRESS_NAMES_CAPACITY, AddressNames, ChainConfig, Classifier, EXPECTATIONS_CAPACITY, Expectations, History,
 };
 
 use crate::order::InputOrder;
-use crate::worker::{self, Asking, Batch, PacketDesc, WorkerOutput, l4_label};
+use crate::worker::{self, Asking, Batch, PacketDesc, Turn, WorkerOutput, l4_label};
 
 /// Everything `analyze` needs to know.
 #[derive(Clone, Debug)]
@@ -76,6 +77,10 @@ const BATCH: usize = 512;
 /// Packets the reader decodes before it deals the first of them to a
 /// worker: a few kilobytes, in the first-level cache when they are dealt.
 const DECODE_AHEAD: usize = 32;
+/// Batches a worker deals itself in a turn at the reader before it goes
+/// back to processing: the turn's cost (a lock, the reader's state moving
+/// between cores) spread over a thousand packets.
+const TURN_BATCHES: usize = 2;
 /// Batches in flight per worker: the buffer that absorbs a slow moment.
 /// No deeper: a worker runs at most this far ahead of a slower one, and
 /// its flows that end meanwhile wait in memory for the slower one to read
@@ -91,15 +96,13 @@ const RELEASE_EVERY: u32 = 8192;
 /// Runs the whole pipeline over the inputs and returns what it counted.
 pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let started = Instant::now();
-    // What the calling thread did before (a generated trace, for `demo`) is
-    // not the reader's.
-    let cpu_before = thread_cpu_seconds();
     let workers = config.workers.max(1);
     let output = RecordOutput::start(&config.out_dir, config.format, workers, RecordWrites::Direct)?;
-    let (recycle_tx, recycle_rx) = bounded::<Batch>(workers * (QUEUE_DEPTH + 2));
-    let mut queues = Vec::with_capacity(workers);
-    let mut handles = Vec::with_capacity(workers);
-    let input_done = Arc::new(Barrier::new(workers));
+    // Unbounded: a worker returning a batch must never wait for the
+    // reader, which may be its own next turn. The batches are as many as
+    // the queues hold, so it never grows past that.
+    let (recycle_tx, recycle_rx) = unbounded::<Batch>();
+    let input_done = Barrier::new(workers);
     // What one worker learns labels other workers' flows in input order
     // (`order.rs`), in tables of this run's own.
     let input_order = Arc::new(InputOrder::new(workers));
@@ -108,33 +111,25 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::InputOrder)),
         ..config.classify.clone()
     };
-    for i in 0..workers {
-        let (tx, rx) = bounded::<Batch>(QUEUE_DEPTH);
-        queues.push(tx);
-        let recycle = recycle_tx.clone();
-        let records = output.queue();
-        let format = config.format;
-        let flow = config.flow;
-        let classify = classify.clone();
-        let asking = Asking::in_order(input_order.clone(), i);
-        let input_done = input_done.clone();
-        handles.push(
-            thread::Builder::new()
-                .name(format!("sluice-worker-{i}"))
-                .spawn(move || {
-                    let worker = worker::Worker::new(records, format, flow, classify, asking);
-                    worker::run(rx, recycle, worker, &input_done)
-                })
-                .expect("spawning a worker thread"),
-        );
-    }
-    drop(recycle_tx);
-
-    let mut reader = Reader {
+    // All opened before the first packet: the reader keeps its place in a
+    // file between turns, borrowing the file.
+    let files: Vec<(&Path, Result<CaptureFile, OpenError>)> = config
+        .inputs
+        .iter()
+        .map(|path| (path.as_path(), CaptureFile::open(path)))
+        .collect();
+    let (queues, receivers): (Vec<_>, Vec<_>) = (0..workers).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
+    let reader = Mutex::new(Reader {
+        files: files.iter(),
+        current: None,
+        exhausted: false,
+        reports: Vec::with_capacity(files.len()),
         queues,
+        held_back: (0..workers).map(|_| VecDeque::new()).collect(),
+        turn: TurnState::default(),
         recycle: recycle_rx,
         spare: Vec::new(),
-        in_flight: vec![std::collections::VecDeque::new(); workers],
+        in_flight: vec![VecDeque::new(); workers],
         window: ReadWindow::default(),
         file_seq: 0,
         dealt: 0,
@@ -146,32 +141,51 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         sampler: config.sampling.map(Sampler::new),
         sampled_out: 0,
         staged: vec![PacketDesc::default(); DECODE_AHEAD],
-        waits: Waits::default(),
-    };
-    let mut files = Vec::with_capacity(config.inputs.len());
-    for path in &config.inputs {
-        files.push(reader.read_file(path));
-    }
-    reader.progress.finish();
-    let reader_time = reader.waits.report(cpu_before);
+    });
+    let outputs: Vec<WorkerOutput> = thread::scope(|scope| {
+        let handles: Vec<_> = receivers
+            .into_iter()
+            .enumerate()
+            .map(|(me, batches)| {
+                let recycle = recycle_tx.clone();
+                let records = output.queue();
+                let classify = classify.clone();
+                let asking = Asking::in_order(input_order.clone(), me);
+                let (reader, input_done) = (&reader, &input_done);
+                thread::Builder::new()
+                    .name(format!("sluice-worker-{me}"))
+                    .spawn_scoped(scope, move || {
+                        let worker = worker::Worker::new(records, config.format, config.flow, classify, asking);
+                        worker::run(batches, recycle, worker, input_done, |waits| match reader.try_lock() {
+                            Ok(mut reader) => {
+                                waits.reading(|waits| reader.take_turn(me, waits));
+                                Turn::Taken
+                            }
+                            Err(TryLockError::WouldBlock) => Turn::Busy,
+                            Err(TryLockError::Poisoned(_)) => Turn::Abandoned,
+                        })
+                    })
+                    .expect("spawning a worker thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a worker thread panicked"))
+            .collect()
+    });
+    let (records_path, writer_time) = output.finish()?;
     let Reader {
-        queues,
         fragments,
         mut drops,
         sampled_out,
+        reports,
+        mut progress,
         ..
-    } = reader;
-    drop(queues);
-
-    let outputs: Vec<WorkerOutput> = handles
-        .into_iter()
-        .map(|h| h.join().expect("a worker thread panicked"))
-        .collect();
-    let (records_path, writer_time) = output.finish()?;
+    } = reader.into_inner().expect("no worker panicked");
+    progress.finish();
 
     drops.unresolved_fragments = fragments.unresolved;
-    let mut summary = merge(outputs, files, drops, workers);
-    summary.threads.reader = Some(reader_time);
+    let mut summary = merge(outputs, reports, drops, workers);
     summary.threads.record_writer = writer_time;
     summary.sampling = config.sampling.map(|policy| SamplingReport {
         policy: policy.to_string(),
@@ -309,17 +323,29 @@ fn total_size(inputs: &[PathBuf]) -> u64 {
         .sum()
 }
 
-/// The single producer: reads files, decodes every frame once, and deals
-/// packets to workers by flow hash.
-struct Reader {
+/// The input, read by the workers in turns: whichever worker runs out of
+/// packets reads the files on, decodes every frame once and deals packets
+/// to all workers by flow hash. One worker at a time, so packets are
+/// numbered and dealt in input order (`order.rs`) whoever reads them.
+struct Reader<'f> {
+    files: std::slice::Iter<'f, (&'f Path, Result<CaptureFile, OpenError>)>,
+    /// The file being read, between turns.
+    current: Option<CurrentFile<'f>>,
+    /// Every file has been read.
+    exhausted: bool,
+    reports: Vec<FileReport>,
+    /// Dropped once every packet is dealt: the workers then finish.
     queues: Vec<Sender<Batch>>,
+    /// Per worker, full batches its queue had no room for, oldest first.
+    held_back: Vec<VecDeque<Batch>>,
+    turn: TurnState,
     recycle: Receiver<Batch>,
     /// Empty batches back from the workers, ready for reuse.
     spare: Vec<Batch>,
     /// Per worker, the file (by sequence number) and offset of the first
     /// packet of each batch it has not finished yet, oldest first: a worker
     /// finishes its batches in order.
-    in_flight: Vec<std::collections::VecDeque<(usize, usize)>>,
+    in_flight: Vec<VecDeque<(usize, usize)>>,
     file_seq: usize,
     /// Packets dealt so far: the next one's position in the input.
     dealt: u64,
@@ -335,25 +361,99 @@ struct Reader {
     /// Places for the packets decoded and not yet dealt, `DECODE_AHEAD`
     /// of them.
     staged: Vec<PacketDesc>,
-    waits: Waits,
 }
 
-impl Reader {
-    fn read_file(&mut self, path: &Path) -> FileReport {
+struct CurrentFile<'f> {
+    file: &'f CaptureFile,
+    bytes: FileBytes,
+    packets: PacketReader<'f>,
+    report: FileReport,
+    /// Packets read since the progress bar last moved.
+    since_progress: u32,
+}
+
+/// The worker reading now, and what it has dealt itself this turn.
+#[derive(Default)]
+struct TurnState {
+    me: usize,
+    own_batches: usize,
+    /// A queue was full: the reader stops rather than wait for room.
+    over: bool,
+}
+
+impl<'f> Reader<'f> {
+    /// Worker `me`, out of packets, reads for everybody until it has dealt
+    /// itself `TURN_BATCHES` batches, or some worker's queue is full, or
+    /// the input ends. It waits for room in another's queue only when it
+    /// has nothing of its own to do; it never waits for its own.
+    fn take_turn(&mut self, me: usize, waits: &mut Waits) {
+        self.turn = TurnState {
+            me,
+            ..TurnState::default()
+        };
+        if !self.deliver_held_back(waits) {
+            return;
+        }
+        while !self.exhausted {
+            if self.current.is_none() {
+                self.open_next();
+                continue;
+            }
+            self.read_some();
+            if self.turn.over || self.turn.own_batches >= TURN_BATCHES {
+                return;
+            }
+        }
+        if self.held_back.iter().all(VecDeque::is_empty) {
+            // The last packet is dealt: once they have processed what is
+            // in their queues, the workers find them closed.
+            self.queues.clear();
+        }
+    }
+
+    /// Sends the batches held back, oldest first; false if some still
+    /// find their queue full.
+    fn deliver_held_back(&mut self, waits: &mut Waits) -> bool {
+        let me = self.turn.me;
+        for (w, held) in self.held_back.iter_mut().enumerate() {
+            while let Some(batch) = held.pop_front() {
+                let queue = &self.queues[w];
+                match queue.try_send(batch) {
+                    Ok(()) => {}
+                    // A worker only hangs up by panicking, which `analyze`
+                    // reports.
+                    Err(TrySendError::Disconnected(_)) => {}
+                    Err(TrySendError::Full(batch)) if w != me && self.queues[me].is_empty() => {
+                        let _ = waits.time(|| queue.send(batch));
+                    }
+                    Err(TrySendError::Full(batch)) => {
+                        held.push_front(batch);
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn open_next(&mut self) {
+        let Some((path, opened)) = self.files.next() else {
+            self.exhausted = true;
+            return;
+        };
         let mut report = FileReport::new(path);
-        let file = match CaptureFile::open(path) {
+        let file = match opened {
             Ok(file) => file,
             Err(e) => {
                 report.error = Some(e.to_string());
                 self.drops.unreadable_files += 1;
-                return report;
+                self.reports.push(report);
+                return;
             }
         };
         report.format = Some(file.format().to_string());
         let bytes = file.bytes();
-        let base = bytes.as_ptr() as usize;
-        let workers = self.queues.len() as u64;
-        let mut packets = file.reader().expect("headers were checked when the file was opened");
+        let packets = file.reader().expect("headers were checked when the file was opened");
         for (w, batch) in self.pending.iter_mut().enumerate() {
             batch.bytes = Some(bytes.clone());
             batch.worker = w;
@@ -361,91 +461,115 @@ impl Reader {
         self.window = ReadWindow::default();
         self.file_seq += 1;
         self.window.populate_ahead(&bytes, 0);
-        let mut since_progress = 0u32;
+        self.current = Some(CurrentFile {
+            file,
+            bytes,
+            packets,
+            report,
+            since_progress: 0,
+        });
+    }
+
+    /// Reads, decodes and deals the next `DECODE_AHEAD` packets of the
+    /// current file, and closes it if it ends.
+    fn read_some(&mut self) {
+        let Some(mut current) = self.current.take() else {
+            return;
+        };
+        let CurrentFile {
+            bytes,
+            packets,
+            report,
+            since_progress,
+            ..
+        } = &mut current;
+        let base = bytes.as_ptr() as usize;
+        let workers = self.pending.len() as u64;
         let mut staged = std::mem::take(&mut self.staged);
+        // Decode a few packets, each into its place, before dealing any: a
+        // copy of a packet right after the decoder wrote it field by field
+        // would read those fields back wider than they were written, and
+        // wait for the writes to reach the cache (`sluice_wire::decode_into`).
+        let mut n = 0;
         let mut input_left = true;
-        while input_left {
-            // Decode a few packets, each into its place, before dealing
-            // any: a copy of a packet right after the decoder wrote it
-            // field by field would read those fields back wider than they
-            // were written, and wait for the writes to reach the cache
-            // (`sluice_wire::decode_into`).
-            let mut n = 0;
-            while n < DECODE_AHEAD {
-                let Some(raw) = packets.next() else {
-                    input_left = false;
-                    break;
-                };
-                report.packets += 1;
-                report.bytes += raw.wire_len as u64;
-                if let Some(sampler) = &mut self.sampler
-                    && !sampler.keep()
-                {
-                    self.sampled_out += 1;
-                    continue;
-                }
-                let packet = &mut staged[n];
-                packet.ts_ns = raw.ts_ns;
-                packet.offset = raw.data.as_ptr() as usize - base;
-                packet.captured = raw.data.len() as u32;
-                packet.wire_len = raw.wire_len;
-                match decode_into(raw.link, raw.data, &mut packet.decoded) {
-                    Ok(()) => n += 1,
-                    Err(e) => self.count_undecodable(e),
-                }
+        while n < DECODE_AHEAD {
+            let Some(raw) = packets.next() else {
+                input_left = false;
+                break;
+            };
+            report.packets += 1;
+            report.bytes += raw.wire_len as u64;
+            if let Some(sampler) = &mut self.sampler
+                && !sampler.keep()
+            {
+                self.sampled_out += 1;
+                continue;
             }
-            let staged = &mut staged[..n];
-            // Hashed in a pass of its own for the same reason: the copy
-            // into the batch reads the hash back with the fields beside it.
-            for (packet, order) in staged.iter_mut().zip(self.dealt..) {
-                self.fragments.resolve(&mut packet.decoded);
-                packet.hash = packet.decoded.key.symmetric_hash();
-                packet.order = order;
+            let packet = &mut staged[n];
+            packet.ts_ns = raw.ts_ns;
+            packet.offset = raw.data.as_ptr() as usize - base;
+            packet.captured = raw.data.len() as u32;
+            packet.wire_len = raw.wire_len;
+            match decode_into(raw.link, raw.data, &mut packet.decoded) {
+                Ok(()) => n += 1,
+                Err(e) => self.count_undecodable(e),
             }
-            for packet in staged.iter() {
-                // Multiply-shift maps the hash onto the workers without a division.
-                let w = (((packet.hash >> 32) * workers) >> 32) as usize;
-                let batch = &mut self.pending[w];
-                batch.packets.push(*packet);
-                self.dealt += 1;
-                self.clock_ns = self.clock_ns.max(packet.ts_ns);
-                if batch.packets.len() == BATCH {
-                    self.send(w, Some(&bytes));
+        }
+        let staged_now = &mut staged[..n];
+        // Hashed in a pass of its own for the same reason: the copy into
+        // the batch reads the hash back with the fields beside it.
+        for (packet, order) in staged_now.iter_mut().zip(self.dealt..) {
+            self.fragments.resolve(&mut packet.decoded);
+            packet.hash = packet.decoded.key.symmetric_hash();
+            packet.order = order;
+        }
+        for packet in staged_now.iter() {
+            // Multiply-shift maps the hash onto the workers without a division.
+            let w = (((packet.hash >> 32) * workers) >> 32) as usize;
+            let batch = &mut self.pending[w];
+            batch.packets.push(*packet);
+            self.dealt += 1;
+            self.clock_ns = self.clock_ns.max(packet.ts_ns);
+            if batch.packets.len() == BATCH {
+                self.send(w, Some(bytes));
+            }
+            *since_progress += 1;
+            if since_progress.is_multiple_of(1024) {
+                self.window.populate_ahead(bytes, packet.offset);
+            }
+            if since_progress.is_multiple_of(RELEASE_EVERY) {
+                self.release_finished(bytes, packet.offset);
+            }
+            if *since_progress == 1 << 16 {
+                *since_progress = 0;
+                // Every worker hears of the input's position and clock now
+                // and then, even one that no packet went to lately: the
+                // others' flows wait for it to read past theirs.
+                for w in 0..self.pending.len() {
+                    self.send(w, Some(bytes));
                 }
-                since_progress += 1;
-                if since_progress.is_multiple_of(1024) {
-                    self.window.populate_ahead(&bytes, packet.offset);
-                }
-                if since_progress.is_multiple_of(RELEASE_EVERY) {
-                    self.release_finished(&bytes, packet.offset);
-                }
-                if since_progress == 1 << 16 {
-                    since_progress = 0;
-                    // Every worker hears of the input's position and clock
-                    // now and then, even one that no packet went to lately:
-                    // the others' flows wait for it to read past theirs.
-                    for w in 0..self.pending.len() {
-                        self.send(w, Some(&bytes));
-                    }
-                    self.progress.advance_to(packets.position());
-                }
+                self.progress.advance_to(PacketReader::position(packets));
             }
         }
         self.staged = staged;
+        if input_left {
+            self.current = Some(current);
+            return;
+        }
         for w in 0..self.pending.len() {
             self.send(w, None);
             self.pending[w].bytes = None;
         }
-
-        self.progress.file_done(file.len());
-        report.read_with(&packets);
-        self.drops.read_warnings += report.warning_count;
-        report
+        self.progress.file_done(current.file.len());
+        current.report.read_with(&current.packets);
+        self.drops.read_warnings += current.report.warning_count;
+        self.reports.push(current.report);
     }
 
-    /// Hands the worker its full batch and takes an empty one back in its
-    /// place (a recycled one when available), bound to `bytes`.
-    fn send(&mut self, w: usize, bytes: Option<&sluice_capture::FileBytes>) {
+    /// Hands the worker its full batch, or holds it back if the worker's
+    /// queue is full, and takes an empty one in its place (a recycled one
+    /// when available), bound to `bytes`.
+    fn send(&mut self, w: usize, bytes: Option<&FileBytes>) {
         self.collect_returned();
         let mut fresh = self.spare.pop().unwrap_or_else(new_batch);
         fresh.bytes = bytes.cloned();
@@ -456,11 +580,22 @@ impl Reader {
         // An empty batch needs no bytes, but comes back like the others.
         let first = full.packets.first().map_or(usize::MAX, |p| p.offset);
         self.in_flight[w].push_back((self.file_seq, first));
-        // A worker only hangs up by panicking, which `analyze` reports.
-        if let Err(TrySendError::Full(full)) = self.queues[w].try_send(full) {
-            let queue = &self.queues[w];
-            let _ = self.waits.time(|| queue.send(full));
+        let held = &mut self.held_back[w];
+        if held.is_empty() {
+            match self.queues[w].try_send(full) {
+                Ok(()) => {
+                    if w == self.turn.me {
+                        self.turn.own_batches += 1;
+                    }
+                    return;
+                }
+                Err(TrySendError::Full(full)) => held.push_back(full),
+                Err(TrySendError::Disconnected(_)) => return,
+            }
+        } else {
+            held.push_back(full);
         }
+        self.turn.over = true;
     }
 
     fn collect_returned(&mut self) {
@@ -472,7 +607,7 @@ impl Reader {
 
     /// Releases the file's pages that no batch still needs: everything
     /// before the oldest packet that is pending or in flight.
-    fn release_finished(&mut self, bytes: &sluice_capture::FileBytes, position: usize) {
+    fn release_finished(&mut self, bytes: &FileBytes, position: usize) {
         self.collect_returned();
         let seq = self.file_seq;
         let oldest_in_flight = self

@@ -259,21 +259,19 @@ impl Threads {
     fn render(&self, s: &mut String) {
         let _ = writeln!(
             s,
-            "\n{:<24} {:>10} {:>12} {:>14}",
-            "threads", "CPU s", "waited s", "waits"
+            "\n{:<24} {:>10} {:>12} {:>14} {:>12}",
+            "threads", "CPU s", "waited s", "waits", "reading s"
         );
         let mut row = |name: &str, t: &ThreadTime| {
+            let reading = t.reading_seconds.map_or_else(|| "-".to_string(), |r| format!("{r:.3}"));
             let _ = writeln!(
                 s,
-                "{name:<24} {:>10.3} {:>12.3} {:>14}",
+                "{name:<24} {:>10.3} {:>12.3} {:>14} {reading:>12}",
                 t.cpu_seconds,
                 t.wait_seconds,
                 group(t.waits)
             );
         };
-        if let Some(reader) = &self.reader {
-            row("reader", reader);
-        }
         for (i, worker) in self.workers.iter().enumerate() {
             row(&format!("worker {i}"), worker);
         }
@@ -288,15 +286,13 @@ impl Threads {
 /// near the wall time is the bottleneck; the others wait for it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Threads {
-    /// The thread that read and decoded the files, from the start of the
-    /// analysis to the end of the input; its waits are for room in a
-    /// worker's queue. Absent for a live capture, where each worker reads
-    /// its own ring.
-    pub reader: Option<ThreadTime>,
-    /// Each worker, in order; its waits are for packets from the reader,
-    /// for room in the record writer's queue and, at the end, for the other
-    /// workers. On a live capture only the waits for the writer count: a
-    /// worker's wait on its own ring is not timed.
+    /// Each worker, in order. Reading files, a worker whose queue runs dry
+    /// reads the input for all (`reading_seconds`); its waits are for
+    /// packets while another reads, for room in another's queue while it
+    /// reads, for room in the record writer's queue and, at the end, for
+    /// the other workers. On a live capture each worker reads its own ring
+    /// and only the waits for the writer count: a worker's wait on its ring
+    /// is not timed.
     pub workers: Vec<ThreadTime>,
     /// The thread that wrote the records, waiting for them; absent with
     /// `--format none`.

@@ -1,6 +1,6 @@
 //! What each thread of a run did with its time: the CPU it used and how long
 //! it stood waiting for another thread, reported per thread so that an
-//! operator sees which stage bounds the rate (the reader, a worker, the
+//! operator sees which stage bounds the rate (reading, a worker, the
 //! record writer) and whether more workers would help.
 
 use std::time::Instant;
@@ -12,13 +12,17 @@ use serde::Serialize;
 pub struct ThreadTime {
     /// CPU seconds, user and system.
     pub cpu_seconds: f64,
-    /// Times the thread had to stop for another: the reader for room in a
-    /// worker's queue, a worker for packets, for room in the record
-    /// writer's queue or, at the end, for the other workers, the record
-    /// writer for records.
+    /// Times the thread had to stop for another: a worker for packets
+    /// while another read, for room in another's queue while it read, for
+    /// room in the record writer's queue or, at the end, for the other
+    /// workers; the record writer for records.
     pub waits: u64,
     /// Seconds those waits took in all.
     pub wait_seconds: f64,
+    /// Seconds a worker spent reading the input for all workers, its waits
+    /// while reading included; absent for threads that never read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reading_seconds: Option<f64>,
 }
 
 /// Counts a thread's waits as it goes; its time at the end.
@@ -26,6 +30,7 @@ pub struct ThreadTime {
 pub(crate) struct Waits {
     waits: u64,
     wait_seconds: f64,
+    reading_seconds: Option<f64>,
 }
 
 impl Waits {
@@ -39,6 +44,15 @@ impl Waits {
         result
     }
 
+    /// Runs `read` (a turn at reading the input) and adds its time to the
+    /// thread's reading.
+    pub(crate) fn reading<T>(&mut self, read: impl FnOnce(&mut Self) -> T) -> T {
+        let start = Instant::now();
+        let result = read(self);
+        *self.reading_seconds.get_or_insert(0.0) += start.elapsed().as_secs_f64();
+        result
+    }
+
     /// The thread's time so far, with `cpu_before` seconds of CPU (spent
     /// before the work this reports) left out.
     pub(crate) fn report(&self, cpu_before: f64) -> ThreadTime {
@@ -46,6 +60,7 @@ impl Waits {
             cpu_seconds: thread_cpu_seconds() - cpu_before,
             waits: self.waits,
             wait_seconds: self.wait_seconds,
+            reading_seconds: self.reading_seconds,
         }
     }
 }
@@ -104,5 +119,19 @@ mod tests {
         assert_eq!(report.waits, 2);
         assert!(report.wait_seconds >= 0.035, "{report:?}");
         assert!(report.cpu_seconds.abs() < 0.01, "{report:?}");
+        assert_eq!(report.reading_seconds, None);
+    }
+
+    #[test]
+    fn reading_is_timed_with_the_waits_inside_it() {
+        let mut waits = Waits::default();
+        waits.reading(|waits| waits.time(|| std::thread::sleep(Duration::from_millis(20))));
+        let report = waits.report(thread_cpu_seconds());
+        assert_eq!(report.waits, 1);
+        let reading = report.reading_seconds.expect("a turn at reading");
+        assert!(
+            reading >= report.wait_seconds && report.wait_seconds >= 0.015,
+            "{report:?}"
+        );
     }
 }

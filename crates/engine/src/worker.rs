@@ -1,9 +1,10 @@
 use rustc_hash::FxHashMap as HashMap;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
 use sluice_capture::FileBytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use sluice_classify::media::Media;
 use sluice_classify::{
@@ -406,11 +407,32 @@ impl Worker {
     }
 }
 
+/// What a worker whose queue ran dry found when it went to read.
+pub(crate) enum Turn {
+    /// It read and dealt packets, or waited for room to deal them.
+    Taken,
+    /// Another worker is reading: wait for packets.
+    Busy,
+    /// A worker panicked while reading: stop, so that the run can report it.
+    Abandoned,
+}
+
+/// How long a worker that found another reading waits for packets before
+/// it looks at the reader again: the other may stop reading before it
+/// deals this one anything.
+const WAIT_FOR_READER: Duration = Duration::from_micros(100);
+
+/// Processes the batches dealt to this worker; whenever none is waiting,
+/// `take_turn` reads for everybody. No thread does nothing but read: with
+/// a reader of its own besides one worker per core, a third of the threads
+/// waited at any moment for a core or for a batch, and a fifth of two
+/// cores went unused.
 pub(crate) fn run(
     batches: Receiver<Batch>,
     recycle: Sender<Batch>,
     mut worker: Worker,
     input_done: &Barrier,
+    mut take_turn: impl FnMut(&mut Waits) -> Turn,
 ) -> WorkerOutput {
     let mut arrival = Arrival {
         barrier: input_done,
@@ -419,18 +441,22 @@ pub(crate) fn run(
     loop {
         let mut batch = match batches.try_recv() {
             Ok(batch) => batch,
-            Err(TryRecvError::Empty) => match worker.sink.waits.time(|| batches.recv()) {
-                Ok(batch) => batch,
-                Err(_) => break,
-            },
             Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => match take_turn(&mut worker.sink.waits) {
+                Turn::Taken => continue,
+                Turn::Abandoned => break,
+                Turn::Busy => match worker.sink.waits.time(|| batches.recv_timeout(WAIT_FOR_READER)) {
+                    Ok(batch) => batch,
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
+            },
         };
         if let Some(bytes) = batch.bytes.take() {
             worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);
         }
         worker.reached(batch.upto, batch.clock_ns);
         batch.packets.clear();
-        // The reader may have finished already; then the batch is dropped.
         let _ = recycle.send(batch);
     }
     // Every worker has read everything once all have arrived: the flows

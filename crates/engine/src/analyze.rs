@@ -2,7 +2,7 @@ use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Barrier, Mutex, TryLockError};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -142,6 +142,9 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         sampled_out: 0,
         staged: vec![PacketDesc::default(); DECODE_AHEAD],
     });
+    // The one token of the reader's turn: whoever holds it reads.
+    let (turn_back, turns) = bounded::<()>(1);
+    turn_back.send(()).expect("the token has room");
     let outputs: Vec<WorkerOutput> = thread::scope(|scope| {
         let handles: Vec<_> = receivers
             .into_iter()
@@ -151,18 +154,25 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
                 let records = output.queue();
                 let classify = classify.clone();
                 let asking = Asking::in_order(input_order.clone(), me);
-                let (reader, input_done) = (&reader, &input_done);
+                let (reader, input_done, turns, turn_back) = (&reader, &input_done, &turns, &turn_back);
                 thread::Builder::new()
                     .name(format!("sluice-worker-{me}"))
                     .spawn_scoped(scope, move || {
                         let worker = worker::Worker::new(records, config.format, config.flow, classify, asking);
-                        worker::run(batches, recycle, worker, input_done, |waits| match reader.try_lock() {
-                            Ok(mut reader) => {
-                                waits.reading(|waits| reader.take_turn(me, waits));
-                                Turn::Taken
+                        worker::run(batches, recycle, worker, input_done, turns, |waits| {
+                            // Given back however the turn ends (a worker that
+                            // panics while reading leaves the others the
+                            // poisoned reader, which tells them to stop), and
+                            // after the lock: the match's guard, a temporary
+                            // of the closure's tail, goes before the locals.
+                            let _give_back = GiveBack(turn_back);
+                            match reader.lock() {
+                                Ok(mut reader) => {
+                                    waits.reading(|waits| reader.take_turn(me, waits));
+                                    Turn::Taken
+                                }
+                                Err(_) => Turn::Abandoned,
                             }
-                            Err(TryLockError::WouldBlock) => Turn::Busy,
-                            Err(TryLockError::Poisoned(_)) => Turn::Abandoned,
                         })
                     })
                     .expect("spawning a worker thread")
@@ -361,6 +371,16 @@ struct Reader<'f> {
     /// Places for the packets decoded and not yet dealt, `DECODE_AHEAD`
     /// of them.
     staged: Vec<PacketDesc>,
+}
+
+/// Returns the reader's turn token when dropped.
+struct GiveBack<'a>(&'a Sender<()>);
+
+impl Drop for GiveBack<'_> {
+    fn drop(&mut self) {
+        // Room for it: there is one token, and its holder is giving it back.
+        let _ = self.0.try_send(());
+    }
 }
 
 struct CurrentFile<'f> {

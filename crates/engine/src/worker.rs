@@ -1,10 +1,9 @@
 use rustc_hash::FxHashMap as HashMap;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use sluice_capture::FileBytes;
 use std::collections::VecDeque;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
 
 use sluice_classify::media::Media;
 use sluice_classify::{
@@ -407,31 +406,33 @@ impl Worker {
     }
 }
 
-/// What a worker whose queue ran dry found when it went to read.
+/// How a worker's turn at the reader went.
 pub(crate) enum Turn {
     /// It read and dealt packets, or waited for room to deal them.
     Taken,
-    /// Another worker is reading: wait for packets.
-    Busy,
     /// A worker panicked while reading: stop, so that the run can report it.
     Abandoned,
 }
 
-/// How long a worker that found another reading waits for packets before
-/// it looks at the reader again: the other may stop reading before it
-/// deals this one anything.
-const WAIT_FOR_READER: Duration = Duration::from_micros(100);
+enum Next {
+    Batch(Batch),
+    Turn,
+    /// Every packet is dealt and processed.
+    Done,
+}
 
 /// Processes the batches dealt to this worker; whenever none is waiting,
-/// `take_turn` reads for everybody. No thread does nothing but read: with
-/// a reader of its own besides one worker per core, a third of the threads
-/// waited at any moment for a core or for a batch, and a fifth of two
-/// cores went unused.
+/// it takes the reader's turn (`turns` holds the one token while nobody
+/// reads) and `take_turn` reads for everybody. No thread does nothing but
+/// read: with a reader of its own besides one worker per core, a third of
+/// the threads waited at any moment for a core or for a batch, and a fifth
+/// of two cores went unused.
 pub(crate) fn run(
     batches: Receiver<Batch>,
     recycle: Sender<Batch>,
     mut worker: Worker,
     input_done: &Barrier,
+    turns: &Receiver<()>,
     mut take_turn: impl FnMut(&mut Waits) -> Turn,
 ) -> WorkerOutput {
     let mut arrival = Arrival {
@@ -439,18 +440,29 @@ pub(crate) fn run(
         arrived: false,
     };
     loop {
-        let mut batch = match batches.try_recv() {
-            Ok(batch) => batch,
-            Err(TryRecvError::Disconnected) => break,
-            Err(TryRecvError::Empty) => match take_turn(&mut worker.sink.waits) {
+        let next = match batches.try_recv() {
+            Ok(batch) => Next::Batch(batch),
+            Err(TryRecvError::Disconnected) => Next::Done,
+            Err(TryRecvError::Empty) => match turns.try_recv() {
+                Ok(()) => Next::Turn,
+                // Packets or the reader, whichever comes first: a worker
+                // that only waited for packets slept on while the reader
+                // lay free.
+                Err(_) => worker.sink.waits.time(|| {
+                    crossbeam_channel::select! {
+                        recv(batches) -> batch => batch.map_or(Next::Done, Next::Batch),
+                        recv(turns) -> token => token.map_or(Next::Done, |()| Next::Turn),
+                    }
+                }),
+            },
+        };
+        let mut batch = match next {
+            Next::Batch(batch) => batch,
+            Next::Turn => match take_turn(&mut worker.sink.waits) {
                 Turn::Taken => continue,
                 Turn::Abandoned => break,
-                Turn::Busy => match worker.sink.waits.time(|| batches.recv_timeout(WAIT_FOR_READER)) {
-                    Ok(batch) => batch,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                },
             },
+            Next::Done => break,
         };
         if let Some(bytes) = batch.bytes.take() {
             worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);

@@ -119,29 +119,13 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         .map(|path| (path.as_path(), CaptureFile::open(path)))
         .collect();
     let (queues, receivers): (Vec<_>, Vec<_>) = (0..workers).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
-    let reader = Mutex::new(Reader {
-        files: files.iter(),
-        current: None,
-        exhausted: false,
-        reports: Vec::with_capacity(files.len()),
+    let reader = Mutex::new(Reader::new(
+        &files,
         queues,
-        held_back: (0..workers).map(|_| VecDeque::new()).collect(),
-        turn: TurnState::default(),
-        recycle: recycle_rx,
-        spare: Vec::new(),
-        in_flight: vec![VecDeque::new(); workers],
-        window: ReadWindow::default(),
-        file_seq: 0,
-        dealt: 0,
-        clock_ns: 0,
-        pending: (0..workers).map(|_| new_batch()).collect(),
-        fragments: FragmentResolver::new(1 << 16),
-        drops: Drops::default(),
-        progress: Progress::new(config.progress, total_size(&config.inputs)),
-        sampler: config.sampling.map(Sampler::new),
-        sampled_out: 0,
-        staged: vec![PacketDesc::default(); DECODE_AHEAD],
-    });
+        recycle_rx,
+        Progress::new(config.progress, total_size(&config.inputs)),
+        config.sampling,
+    ));
     // The one token of the reader's turn: whoever holds it reads.
     let (turn_back, turns) = bounded::<()>(1);
     turn_back.send(()).expect("the token has room");
@@ -402,6 +386,39 @@ struct TurnState {
 }
 
 impl<'f> Reader<'f> {
+    fn new(
+        files: &'f [(&'f Path, Result<CaptureFile, OpenError>)],
+        queues: Vec<Sender<Batch>>,
+        recycle: Receiver<Batch>,
+        progress: Progress,
+        sampling: Option<Sampling>,
+    ) -> Self {
+        let workers = queues.len();
+        Reader {
+            files: files.iter(),
+            current: None,
+            exhausted: false,
+            reports: Vec::with_capacity(files.len()),
+            queues,
+            held_back: (0..workers).map(|_| VecDeque::new()).collect(),
+            turn: TurnState::default(),
+            recycle,
+            spare: Vec::new(),
+            in_flight: vec![VecDeque::new(); workers],
+            window: ReadWindow::default(),
+            file_seq: 0,
+            dealt: 0,
+            clock_ns: 0,
+            pending: (0..workers).map(|_| new_batch()).collect(),
+            fragments: FragmentResolver::new(1 << 16),
+            drops: Drops::default(),
+            progress,
+            sampler: sampling.map(Sampler::new),
+            sampled_out: 0,
+            staged: vec![PacketDesc::default(); DECODE_AHEAD],
+        }
+    }
+
     /// Worker `me`, out of packets, reads for everybody until it has dealt
     /// itself `TURN_BATCHES` batches, or some worker's queue is full, or
     /// the input ends. It waits for room in another's queue only when it
@@ -813,5 +830,86 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A capture of `packets` UDP datagrams of one flow, a microsecond
+    /// apart: every packet goes to the same worker.
+    fn one_flow_capture(dir: &Path, packets: usize) -> PathBuf {
+        let path = dir.join("one-flow.pcap");
+        let mut frame = vec![0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x00];
+        frame.extend_from_slice(&[0x45, 0, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        frame.extend_from_slice(&[0x04, 0xd2, 0x16, 0x2e, 0, 40, 0, 0]);
+        frame.extend_from_slice(&[b'x'; 32]);
+        let mut writer = sluice_store::PcapWriter::create(&path, 1, 65535).unwrap();
+        for i in 0..packets as u64 {
+            writer
+                .write(1_700_000_000_000_000_000 + i * 1000, frame.len() as u32, &frame)
+                .unwrap();
+        }
+        writer.finish().unwrap();
+        path
+    }
+
+    /// The positions of the packets in `batches`, in the order received.
+    fn orders(batches: &[Batch]) -> Vec<u64> {
+        batches.iter().flat_map(|b| b.packets.iter().map(|p| p.order)).collect()
+    }
+
+    /// A worker whose queue is full stops the reader, in anybody's turn:
+    /// the batch that did not fit is held back, not dropped, and goes
+    /// first once there is room. Its own full queue never makes a worker
+    /// wait (only it could empty it); another's makes a worker with
+    /// nothing else to do wait for room.
+    #[test]
+    fn a_full_queue_holds_the_reader_back_and_nothing_is_lost_or_reordered() {
+        let dir = tempfile::tempdir().unwrap();
+        let packets = 40 * BATCH;
+        let path = one_flow_capture(dir.path(), packets);
+        let files = vec![(path.as_path(), CaptureFile::open(&path))];
+        let (queues, receivers): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
+        let (_recycle, recycle_rx) = unbounded();
+        let mut reader = Reader::new(&files, queues, recycle_rx, Progress::new(false, 0), None);
+
+        let mut own_waits = Waits::default();
+        reader.take_turn(0, &mut own_waits);
+        let busy = (0..2).find(|&w| !receivers[w].is_empty()).expect("a batch was dealt");
+        let idle = 1 - busy;
+        for _ in 0..QUEUE_DEPTH {
+            if !reader.held_back[busy].is_empty() {
+                break;
+            }
+            reader.take_turn(busy, &mut own_waits);
+        }
+        assert_eq!(receivers[busy].len(), QUEUE_DEPTH);
+        assert_eq!(reader.held_back[busy].len(), 1);
+        let dealt = reader.dealt;
+        reader.take_turn(busy, &mut own_waits);
+        assert_eq!(reader.dealt, dealt, "read on past a full queue");
+        assert_eq!(own_waits.report(0.0).waits, 0, "waited for room in its own queue");
+
+        let mut idle_waits = Waits::default();
+        let (busy_batches, idle_batches) = thread::scope(|scope| {
+            let busy_queue = &receivers[busy];
+            let drain = scope.spawn(move || {
+                // Room comes late: the idle worker waits for it.
+                thread::sleep(Duration::from_millis(50));
+                busy_queue.iter().collect::<Vec<Batch>>()
+            });
+            let mut idle_batches = Vec::new();
+            while !reader.queues.is_empty() {
+                reader.take_turn(idle, &mut idle_waits);
+                idle_batches.extend(receivers[idle].try_iter());
+            }
+            (drain.join().unwrap(), idle_batches)
+        });
+        assert!(idle_waits.report(0.0).waits > 0, "never waited for room");
+        assert_eq!(orders(&busy_batches), (0..packets as u64).collect::<Vec<_>>());
+        assert!(orders(&idle_batches).is_empty());
+        assert_eq!(reader.reports[0].packets, packets as u64);
     }
 }

@@ -46,7 +46,15 @@ impl AlignedBuf {
         // instead of 1024. The extra huge page is never touched, so it
         // costs address space, not memory (a zeroed `Vec` cost both: the
         // allocator cleared all of it, a third more than the buffer).
-        let map = MmapOptions::new().len(len + HUGE_PAGE).map_anon()?;
+        let map = MmapOptions::new().len(len + HUGE_PAGE).map_anon().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot map {} MiB of memory for a write buffer: {e}; free some memory or lower the limits on this process's address space",
+                    (len + HUGE_PAGE) >> 20
+                ),
+            )
+        })?;
         let start = map.as_ptr().align_offset(HUGE_PAGE);
         // Purely an optimisation (where transparent huge pages are set to
         // `madvise`, the usual default); failure changes nothing.
@@ -278,7 +286,16 @@ mod tests {
     use std::io::Write;
 
     use super::testing::{self, pattern};
-    use super::{ALIGN, DirectWriter, STAGE};
+    use super::{ALIGN, AlignedBuf, DirectWriter, STAGE};
+
+    /// A buffer that cannot be mapped says what it was for and how much
+    /// it asked for, not only the system's "cannot allocate memory".
+    #[test]
+    fn a_buffer_too_large_to_map_is_a_clear_error() {
+        let error = AlignedBuf::new(1 << 60).err().expect("no machine maps an exbibyte");
+        let message = error.to_string();
+        assert!(message.contains("write buffer") && message.contains("MiB"), "{message}");
+    }
 
     /// Pieces of every size across several stages, with flushes between
     /// them: the file is every byte in order, and nothing more.

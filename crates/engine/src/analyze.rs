@@ -77,6 +77,8 @@ const BATCH: usize = 512;
 /// Packets the reader decodes before it deals the first of them to a
 /// worker: a few kilobytes, in the first-level cache when they are dealt.
 const DECODE_AHEAD: usize = 32;
+/// Who takes a turn at reading with no queue of its own to fill.
+const READS_ONLY: usize = usize::MAX;
 /// Batches a worker deals itself in a turn at the reader before it goes
 /// back to processing: the turn's cost (a lock, the reader's state moving
 /// between cores) spread over a thousand packets.
@@ -129,7 +131,18 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     // The one token of the reader's turn: whoever holds it reads.
     let (turn_back, turns) = bounded::<()>(1);
     turn_back.send(()).expect("the token has room");
-    let outputs: Vec<WorkerOutput> = thread::scope(|scope| {
+    // Cores the workers leave free get a thread that only reads, taking
+    // turns like the workers: reading stays serial, and with one worker on
+    // two cores the worker would otherwise read and process in turn.
+    let cores = thread::available_parallelism().map_or(1, |n| n.get());
+    let (outputs, reader_time): (Vec<WorkerOutput>, Option<ThreadTime>) = thread::scope(|scope| {
+        let reading_only = (workers < cores).then(|| {
+            let (reader, turns, turn_back) = (&reader, &turns, &turn_back);
+            thread::Builder::new()
+                .name("sluice-reader".into())
+                .spawn_scoped(scope, move || read_only(reader, turns, turn_back))
+                .expect("spawning the reader thread")
+        });
         let handles: Vec<_> = receivers
             .into_iter()
             .enumerate()
@@ -162,10 +175,14 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
                     .expect("spawning a worker thread")
             })
             .collect();
-        handles
+        let outputs = handles
             .into_iter()
             .map(|h| h.join().expect("a worker thread panicked"))
-            .collect()
+            .collect();
+        (
+            outputs,
+            reading_only.map(|h| h.join().expect("the reader thread panicked")),
+        )
     });
     let (records_path, writer_time) = output.finish()?;
     let Reader {
@@ -180,6 +197,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
 
     drops.unresolved_fragments = fragments.unresolved;
     let mut summary = merge(outputs, reports, drops, workers);
+    summary.threads.reader = reader_time;
     summary.threads.record_writer = writer_time;
     summary.sampling = config.sampling.map(|policy| SamplingReport {
         policy: policy.to_string(),
@@ -357,6 +375,24 @@ struct Reader<'f> {
     staged: Vec<PacketDesc>,
 }
 
+/// The thread that only reads: it takes every turn it can get, and waits
+/// for room in a worker's queue as the workers never do for their own.
+fn read_only(reader: &Mutex<Reader>, turns: &Receiver<()>, turn_back: &Sender<()>) -> ThreadTime {
+    let mut waits = Waits::default();
+    while waits.time(|| turns.recv()).is_ok() {
+        let _give_back = GiveBack(turn_back);
+        // Poisoned: a worker panicked while reading, which `analyze` reports.
+        let Ok(mut reader) = reader.lock() else {
+            break;
+        };
+        if reader.queues.is_empty() {
+            break;
+        }
+        waits.reading(|waits| reader.take_turn(READS_ONLY, waits));
+    }
+    waits.report(0.0)
+}
+
 /// Returns the reader's turn token when dropped.
 struct GiveBack<'a>(&'a Sender<()>);
 
@@ -460,7 +496,7 @@ impl<'f> Reader<'f> {
                     // A worker only hangs up by panicking, which `analyze`
                     // reports.
                     Err(TrySendError::Disconnected(_)) => {}
-                    Err(TrySendError::Full(batch)) if w != me && self.queues[me].is_empty() => {
+                    Err(TrySendError::Full(batch)) if w != me && self.queues.get(me).is_none_or(Sender::is_empty) => {
                         let _ = waits.time(|| queue.send(batch));
                     }
                     Err(TrySendError::Full(batch)) => {

@@ -272,6 +272,9 @@ impl Threads {
                 group(t.waits)
             );
         };
+        if let Some(reader) = &self.reader {
+            row("reader", reader);
+        }
         for (i, worker) in self.workers.iter().enumerate() {
             row(&format!("worker {i}"), worker);
         }
@@ -286,6 +289,10 @@ impl Threads {
 /// near the wall time is the bottleneck; the others wait for it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Threads {
+    /// Present when the workers are fewer than the cores: a thread that
+    /// only reads, taking turns with the workers; its waits are for the
+    /// turn and for room in a worker's queue.
+    pub reader: Option<ThreadTime>,
     /// Each worker, in order. Reading files, a worker whose queue runs dry
     /// reads the input for all (`reading_seconds`); its waits are for
     /// packets while another reads, for room in another's queue while it

@@ -101,8 +101,9 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     let workers = config.workers.max(1);
     let output = RecordOutput::start(&config.out_dir, config.format, workers, RecordWrites::Direct)?;
     // Unbounded: a worker returning a batch must never wait for the
-    // reader, which may be its own next turn. The batches are as many as
-    // the queues hold, so it never grows past that.
+    // reader, which may be its own next turn. There are only as many
+    // batches as the queues hold and the reader has pending or held back,
+    // so it never grows past that.
     let (recycle_tx, recycle_rx) = unbounded::<Batch>();
     let input_done = Barrier::new(workers);
     // What one worker learns labels other workers' flows in input order
@@ -379,7 +380,7 @@ struct Reader<'f> {
 /// for room in a worker's queue as the workers never do for their own.
 fn read_only(reader: &Mutex<Reader>, turns: &Receiver<()>, turn_back: &Sender<()>) -> ThreadTime {
     let mut waits = Waits::default();
-    while waits.time(|| turns.recv()).is_ok() {
+    while turns.try_recv().is_ok() || waits.time(|| turns.recv()).is_ok() {
         let _give_back = GiveBack(turn_back);
         // Poisoned: a worker panicked while reading, which `analyze` reports.
         let Ok(mut reader) = reader.lock() else {
@@ -458,7 +459,9 @@ impl<'f> Reader<'f> {
     /// Worker `me`, out of packets, reads for everybody until it has dealt
     /// itself `TURN_BATCHES` batches, or some worker's queue is full, or
     /// the input ends. It waits for room in another's queue only when it
-    /// has nothing of its own to do; it never waits for its own.
+    /// has nothing of its own to do; it never waits for its own. The
+    /// reading-only thread (`READS_ONLY`) has no queue: it reads until a
+    /// queue is full or the input ends, and always waits for room.
     fn take_turn(&mut self, me: usize, waits: &mut Waits) {
         self.turn = TurnState {
             me,

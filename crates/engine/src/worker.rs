@@ -423,10 +423,10 @@ enum Next {
 
 /// Processes the batches dealt to this worker; whenever none is waiting,
 /// it takes the reader's turn (`turns` holds the one token while nobody
-/// reads) and `take_turn` reads for everybody. No thread does nothing but
-/// read: with a reader of its own besides one worker per core, a third of
-/// the threads waited at any moment for a core or for a batch, and a fifth
-/// of two cores went unused.
+/// reads) and `take_turn` reads for everybody. With a worker per core no
+/// thread does nothing but read: with a reader of its own besides them, a
+/// third of the threads waited at any moment for a core or for a batch,
+/// and a fifth of two cores went unused.
 pub(crate) fn run(
     batches: Receiver<Batch>,
     recycle: Sender<Batch>,

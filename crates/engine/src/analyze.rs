@@ -405,7 +405,6 @@ impl Drop for GiveBack<'_> {
 }
 
 struct CurrentFile<'f> {
-    file: &'f CaptureFile,
     bytes: FileBytes,
     packets: PacketReader<'f>,
     report: FileReport,
@@ -538,7 +537,6 @@ impl<'f> Reader<'f> {
         self.file_seq += 1;
         self.window.populate_ahead(&bytes, 0);
         self.current = Some(CurrentFile {
-            file,
             bytes,
             packets,
             report,
@@ -557,7 +555,6 @@ impl<'f> Reader<'f> {
             packets,
             report,
             since_progress,
-            ..
         } = &mut current;
         let base = bytes.as_ptr() as usize;
         let workers = self.pending.len() as u64;
@@ -636,7 +633,7 @@ impl<'f> Reader<'f> {
             self.send(w, None);
             self.pending[w].bytes = None;
         }
-        self.progress.file_done(current.file.len());
+        self.progress.file_done(current.bytes.len() as u64);
         current.report.read_with(&current.packets);
         self.drops.read_warnings += current.report.warning_count;
         self.reports.push(current.report);

@@ -149,6 +149,13 @@ impl FlowIndex {
         }
         self.entries[hole] = 0;
     }
+
+    /// Removes every entry at once: one sequential pass, where removing
+    /// each flow would be a cache miss per flow.
+    pub(crate) fn clear(&mut self) {
+        self.entries.fill(0);
+        self.len = 0;
+    }
 }
 
 #[cfg(test)]

@@ -326,13 +326,18 @@ impl<X> FlowTable<X> {
 
     /// Ends the flow in `slot` now, for `reason`, through `on_end`.
     pub fn end(&mut self, slot: u32, reason: EndReason, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
+        let hash = self.slots[slot as usize].hash;
+        self.end_unindexed(slot, reason, on_end);
+        self.index.remove(hash, slot);
+    }
+
+    /// Ends the flow in `slot` but leaves its index entry to the caller.
+    fn end_unindexed(&mut self, slot: u32, reason: EndReason, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         let flow = &mut self.slots[slot as usize];
         debug_assert!(flow.live);
         flow.live = false;
-        let hash = flow.hash;
         on_end(flow, reason);
         self.counters.count(reason);
-        self.index.remove(hash, slot);
         self.free.push(slot);
         self.live -= 1;
     }
@@ -378,9 +383,13 @@ impl<X> FlowTable<X> {
                     .expired(flow, self.now_ns)
                     .or(flow.closing)
                     .unwrap_or(EndReason::EndOfInput);
-                self.end(slot as u32, reason, on_end);
+                self.end_unindexed(slot as u32, reason, on_end);
             }
         }
+        // The index empties in one pass: entry by entry, every flow's
+        // bucket was a cache miss (all of a table's flows end here when
+        // the input ends before their time is up).
+        self.index.clear();
     }
 }
 
@@ -642,6 +651,31 @@ mod tests {
         run.flush();
         let idle = run.ended.iter().filter(|e| e.1 == EndReason::Idle).count();
         assert_eq!((idle, run.ended.len()), (100, 101));
+    }
+
+    #[test]
+    fn after_a_flush_the_same_keys_open_new_flows() {
+        let mut run = Run::new(FlowConfig::default());
+        let first: Vec<u32> = (0..100)
+            .map(|port| run.feed(S, &packet_for_port(1000 + port)).0)
+            .collect();
+        run.flush();
+        assert_eq!((run.ended.len(), run.table.len()), (100, 0));
+        // The flush emptied the index wholesale: nothing of the old flows
+        // may be found again, though their slots still hold their keys.
+        for port in 0..100 {
+            run.feed(S + 1, &packet_for_port(1000 + port));
+        }
+        assert_eq!(run.table.len(), 100);
+        assert_eq!(run.table.counters().created, 200);
+        for (port, &slot) in (0..100).zip(&first) {
+            let flow = run.table.flow_mut(slot);
+            assert!(flow.live);
+            assert_eq!(flow.packets(), 1, "port {port}");
+        }
+        run.flush();
+        assert_eq!(run.ended.len(), 200);
+        assert!(run.ended.iter().all(|e| e.2 == 1));
     }
 
     #[test]

@@ -382,7 +382,8 @@ fn read_frames(plain: &[u8], gquic: bool, meta: &mut Metadata) -> Crypto {
     while let Some(&kind) = plain.get(at) {
         at += 1;
         match kind {
-            FRAME_PADDING | FRAME_PING => {}
+            FRAME_PADDING => at += padding_run(plain.get(at..).unwrap_or_default()),
+            FRAME_PING => {}
             FRAME_ACK | FRAME_ACK_ECN if !gquic => {
                 let Some(next) = skip_ack(plain, at, kind == FRAME_ACK_ECN) else {
                     break;
@@ -439,6 +440,21 @@ fn read_frames(plain: &[u8], gquic: bool, meta: &mut Metadata) -> Crypto {
         }
         Hello::Bad => Crypto::None,
     }
+}
+
+/// How many PADDING frames (zero bytes) `data` starts with. A client's
+/// Initial is padded to 1,200 bytes, most of it zeros after the hello (and,
+/// from some clients, between its pieces): looked at 16 bytes at a time,
+/// not frame by frame.
+fn padding_run(data: &[u8]) -> usize {
+    let mut run = 0;
+    for chunk in data.chunks_exact(16) {
+        if chunk.iter().any(|&b| b != 0) {
+            break;
+        }
+        run += 16;
+    }
+    run + data[run..].iter().take_while(|&&b| b == 0).count()
 }
 
 /// Skips an ACK frame's fields after its type; returns where the next frame starts.
@@ -907,6 +923,30 @@ mod tests {
         assert_eq!(run(Side::Up, &seal_v1(&frames), &mut t), quic());
         assert_eq!(t.meta.host.as_deref(), Some("example.com"));
         assert_eq!(t.meta.ja4.as_deref(), Some("q13d0211an_62ed6f6ca7ad_4d634acda6c0"));
+    }
+
+    #[test]
+    fn padding_runs_of_every_length_and_place() {
+        for len in 0..70 {
+            for tail in [&[][..], &[1], &[0x06, 0]] {
+                let mut data = vec![0; len];
+                data.extend_from_slice(tail);
+                let expected = data.iter().take_while(|&&b| b == 0).count();
+                assert_eq!(padding_run(&data), expected, "{len} zeros then {tail:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_padding_between_crypto_frames() {
+        let hello = hex(RFC9001_HELLO);
+        let mut frames = crypto_frame(0, &hello[..100]);
+        frames.extend([FRAME_PADDING; 37]);
+        frames.extend(crypto_frame(100, &hello[100..]));
+        frames.extend([FRAME_PADDING; 600]);
+        let mut t = TestContext::new();
+        assert_eq!(run(Side::Up, &seal_v1(&frames), &mut t), quic());
+        assert_eq!(t.meta.host.as_deref(), Some("example.com"));
     }
 
     #[test]

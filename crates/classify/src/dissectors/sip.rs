@@ -93,20 +93,33 @@ fn uri_host(uri: &[u8]) -> Option<&[u8]> {
     (!host.is_empty() && valid).then_some(host)
 }
 
-/// The value of `line` if it is one of the headers `names` (any case), trimmed.
-fn header<'a>(line: &'a [u8], names: &[&[u8]]) -> Option<&'a [u8]> {
-    let colon = line.iter().position(|&b| b == b':')?;
-    let name = line[..colon].trim_ascii();
-    names
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
-        .then(|| line[colon + 1..].trim_ascii())
+/// A header line's name and value, trimmed: the line is split at its first
+/// colon once, however many names it is then compared with.
+fn header(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = memchr::memchr(b':', line)?;
+    Some((line[..colon].trim_ascii(), line[colon + 1..].trim_ascii()))
 }
 
+/// `name` is one of `names` (any case).
+fn named(name: &[u8], names: &[&[u8]]) -> bool {
+    names.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The lines of `data` without their CR, as `split` on LF would give them
+/// (a last, unterminated line included), found with memchr: SIP messages
+/// are followed through whole calls, a few hundred bytes each.
 fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
-    data.split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .take(MAX_LINES)
+    let mut rest = Some(data);
+    std::iter::from_fn(move || {
+        let left = rest?;
+        let (line, next) = match memchr::memchr(b'\n', left) {
+            Some(end) => (&left[..end], Some(&left[end + 1..])),
+            None => (left, None),
+        };
+        rest = next;
+        Some(line.strip_suffix(b"\r").unwrap_or(line))
+    })
+    .take(MAX_LINES)
 }
 
 /// Built once: `memmem::find` builds its searcher at every call.
@@ -138,15 +151,15 @@ fn message(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Result<usize, bool> 
     let headers = &data[eol + 1..head_end.unwrap_or(data.len())];
     let mut content_length = None;
     let mut sdp = false;
-    for line in lines(headers) {
-        if let Some(agent) = header(line, &[b"User-Agent"]) {
-            Metadata::set_once(&mut ctx.meta.client_banner, agent);
-        } else if let Some(server) = header(line, &[b"Server"]) {
-            Metadata::set_once(&mut ctx.meta.server_banner, server);
-        } else if let Some(kind) = header(line, &[b"Content-Type", b"c"]) {
-            sdp |= kind.len() >= 15 && kind[..15].eq_ignore_ascii_case(b"application/sdp");
-        } else if let Some(len) = header(line, &[b"Content-Length", b"l"]) {
-            content_length = std::str::from_utf8(len).ok().and_then(|l| l.parse::<usize>().ok());
+    for (name, value) in lines(headers).filter_map(header) {
+        if named(name, &[b"User-Agent"]) {
+            Metadata::set_once(&mut ctx.meta.client_banner, value);
+        } else if named(name, &[b"Server"]) {
+            Metadata::set_once(&mut ctx.meta.server_banner, value);
+        } else if named(name, &[b"Content-Type", b"c"]) {
+            sdp |= value.len() >= 15 && value[..15].eq_ignore_ascii_case(b"application/sdp");
+        } else if named(name, &[b"Content-Length", b"l"]) {
+            content_length = std::str::from_utf8(value).ok().and_then(|l| l.parse::<usize>().ok());
         }
     }
     let Some(head_end) = head_end else {
@@ -283,6 +296,27 @@ mod tests {
 
     fn yes() -> Verdict {
         Verdict::Yes(Found::new("SIP").follow())
+    }
+
+    #[test]
+    fn lines_are_those_split_on_lf_gives() {
+        for data in [
+            &b""[..],
+            b"\n",
+            b"\r\n\r\n",
+            b"a",
+            b"a\r\nb\nc",
+            b"a\r\nb\r\n",
+            b"\rx\r\r\n",
+        ] {
+            let expected: Vec<&[u8]> = data
+                .split(|&b| b == b'\n')
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .collect();
+            assert_eq!(lines(data).collect::<Vec<_>>(), expected, "{data:?}");
+        }
+        let many = b"x\n".repeat(MAX_LINES + 5);
+        assert_eq!(lines(&many).count(), MAX_LINES);
     }
 
     // sip.pcap: an INVITE with its SDP offer, headers trimmed.

@@ -97,8 +97,11 @@ pub(super) const TEXT: ByteSet = ByteSet::range(0x20, 0x7e)
 
 /// Printable ASCII, tabs and UTF-8: what these lines may hold.
 pub(super) fn is_text(line: &[u8]) -> bool {
-    line.iter()
-        .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\t' || b == b'\r')
+    // A fold without early exit, which the compiler turns into vector
+    // code: the lines are text nearly always, and read to their end anyway.
+    line.iter().fold(true, |ok, &b| {
+        ok & ((b >= 0x20) & (b != 0x7f) | (b == b'\t') | (b == b'\r'))
+    })
 }
 
 /// The complete lines at the start of a stream, without their CR LF.
@@ -129,9 +132,40 @@ impl<'a> Iterator for Lines<'a> {
     fn next(&mut self) -> Option<&'a [u8]> {
         self.left = self.left.checked_sub(1)?;
         let rest = self.rest();
-        let len = rest.iter().take(MAX_LINE).position(|&b| b == b'\n')?;
+        let len = memchr::memchr(b'\n', &rest[..rest.len().min(MAX_LINE)])?;
         self.at += len + 1;
         let line = &rest[..len];
         Some(line.strip_suffix(b"\r").unwrap_or(line))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_printable_ascii_tab_cr_and_utf8() {
+        for b in 0..=255u8 {
+            let expected = (b >= 0x20 && b != 0x7f) || b == b'\t' || b == b'\r';
+            assert_eq!(is_text(&[b]), expected, "{b:#x}");
+            let mut long = b"EHLO mail.example.com and then some".to_vec();
+            long[20] = b;
+            assert_eq!(is_text(&long), expected, "{b:#x} among others");
+        }
+    }
+
+    #[test]
+    fn lines_end_at_lf_within_the_longest_line() {
+        let mut lines = Lines::new(b"220 hi\r\nEHLO x\nrest");
+        assert_eq!(lines.next(), Some(&b"220 hi"[..]));
+        assert_eq!(lines.next(), Some(&b"EHLO x"[..]));
+        assert_eq!(lines.next(), None);
+        assert_eq!(lines.rest(), b"rest");
+        let mut long = vec![b'a'; MAX_LINE];
+        long.push(b'\n');
+        assert_eq!(Lines::new(&long).next(), None, "no end within MAX_LINE");
+        assert_eq!(Lines::new(&long[1..]).next().map(<[u8]>::len), Some(MAX_LINE - 1));
+        let many = b"x\n".repeat(MAX_LINES + 3);
+        assert_eq!(Lines::new(&many).count(), MAX_LINES);
     }
 }

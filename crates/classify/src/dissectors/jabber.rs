@@ -5,12 +5,13 @@
 //! `<iq>`, `<presence>` or `<message>` stanza carrying an XMPP namespace. The stream
 //! header's `to` (client) or `from` (server) domain goes into `host`.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Jabber",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    // The declaration, the stream tag and its end, and the stanzas.
+    first_byte: FirstByte::is(ByteSet::of(b"<")),
     inspect,
 }];
 

@@ -4,12 +4,16 @@
 //! letters 'A'..'P', two per name byte. That label, at the place each message type
 //! puts it, plus sane header fields, is what we recognise, whatever the port.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NetBIOS",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    // A session request, or a reply to one; the datagrams start with an id.
+    first_byte: FirstByte {
+        tcp: ByteSet::range(0x81, 0x84),
+        udp: ByteSet::ANY,
+    },
     inspect,
 }];
 

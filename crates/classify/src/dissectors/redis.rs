@@ -4,12 +4,20 @@
 //! command line (`PING\r\n`, `AUTH ...`) is also accepted. Each complete command
 //! seen, with its first argument (none for AUTH), goes into `commands`.
 
-use super::{Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Redis",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    // RESP's type bytes (a request is an array, `*`), and the letters of an
+    // inline command on the Redis port.
+    first_byte: FirstByte::is(
+        ByteSet::of(b"+-:$*_%~#,")
+            .union(ByteSet::range(b'A', b'Z'))
+            .union(ByteSet::range(b'a', b'z')),
+    ),
     inspect,
 }];
 

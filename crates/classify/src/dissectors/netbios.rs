@@ -9,7 +9,8 @@ use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Tra
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NetBIOS",
     wants: Wants::Both,
-    // A session request, or a reply to one; the datagrams start with an id.
+    // TCP: a session request, or a reply to one. UDP: the name service's
+    // messages start with a transaction id, so any byte.
     first_byte: FirstByte {
         tcp: ByteSet::range(0x81, 0x84),
         udp: ByteSet::ANY,

@@ -1,5 +1,6 @@
 use std::fmt;
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -8,9 +9,31 @@ use sluice_wire::LinkType;
 
 use crate::{pcap, pcapng};
 
-/// A cheap, shareable handle on a mapped file's bytes.
+/// A cheap, shareable handle on a capture file's bytes.
 #[derive(Clone)]
-pub struct FileBytes(Arc<Mmap>);
+pub struct FileBytes(Arc<Contents>);
+
+/// Files this small are read whole rather than mapped. Unmapping a file
+/// takes the process's memory-map lock and interrupts every core it runs
+/// on to flush their address translations: over 60,000 files of one
+/// packet each, mapping made a run 2.1 times as long as reading them (a
+/// 1 MiB file takes some 300 us to analyse, its unmapping some 30 us).
+const READ_WHOLE_BELOW: u64 = 1 << 20;
+
+enum Contents {
+    Mapped(Mmap),
+    /// A small file, or one that cannot be mapped (a pipe).
+    Read(Box<[u8]>),
+}
+
+impl Contents {
+    fn mapped(&self) -> Option<&Mmap> {
+        match self {
+            Contents::Mapped(map) => Some(map),
+            Contents::Read(_) => None,
+        }
+    }
+}
 
 impl FileBytes {
     /// Asks the kernel to start reading `range` of the file from disk, and
@@ -19,11 +42,10 @@ impl FileBytes {
     /// it at every missing page. Purely an optimisation; failures are
     /// ignored.
     pub fn read_ahead(&self, range: std::ops::Range<usize>) {
-        let end = range.end.min(self.0.len());
+        let Some(map) = self.0.mapped() else { return };
+        let end = range.end.min(map.len());
         if range.start < end {
-            let _ = self
-                .0
-                .advise_range(memmap2::Advice::WillNeed, range.start, end - range.start);
+            let _ = map.advise_range(memmap2::Advice::WillNeed, range.start, end - range.start);
         }
     }
 
@@ -31,12 +53,11 @@ impl FileBytes {
     /// reading it: one system call instead of a page fault every 64 KiB.
     /// Purely an optimisation; failures (old kernels) are ignored.
     pub fn populate(&self, range: std::ops::Range<usize>) {
-        let end = range.end.min(self.0.len());
+        let Some(map) = self.0.mapped() else { return };
+        let end = range.end.min(map.len());
         if range.start < end {
             #[cfg(target_os = "linux")]
-            let _ = self
-                .0
-                .advise_range(memmap2::Advice::PopulateRead, range.start, end - range.start);
+            let _ = map.advise_range(memmap2::Advice::PopulateRead, range.start, end - range.start);
         }
     }
 
@@ -46,7 +67,8 @@ impl FileBytes {
     /// data. Long files would otherwise count in full towards the RSS.
     #[allow(unsafe_code)]
     pub fn release(&self, range: std::ops::Range<usize>) {
-        let end = range.end.min(self.0.len());
+        let Some(map) = self.0.mapped() else { return };
+        let end = range.end.min(map.len());
         if range.start >= end {
             return;
         }
@@ -55,9 +77,7 @@ impl FileBytes {
         // through, so MADV_DONTNEED cannot discard data: later accesses
         // fault the same file pages back in.
         unsafe {
-            let _ = self
-                .0
-                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, end - range.start);
+            let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, end - range.start);
         }
     }
 }
@@ -121,7 +141,10 @@ impl std::ops::Deref for FileBytes {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        &self.0
+        match &*self.0 {
+            Contents::Mapped(map) => map,
+            Contents::Read(bytes) => bytes,
+        }
     }
 }
 
@@ -170,10 +193,10 @@ impl Prefetcher {
     }
 }
 
-/// A capture file mapped into memory.
+/// A capture file in memory: mapped, or read whole when small.
 pub struct CaptureFile {
     path: PathBuf,
-    map: Arc<Mmap>,
+    bytes: FileBytes,
     format: FileFormat,
 }
 
@@ -198,6 +221,11 @@ impl fmt::Display for FileFormat {
 pub enum OpenError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error(
+        "{path}: is a directory; pass the capture files in it (for example {})",
+        path.join("*.pcap").display()
+    )]
+    Directory { path: PathBuf },
     #[error(
         "{path}: not a pcap or pcapng file (first bytes {magic}); Sluice detects the format from the magic number, so check that this is a capture and not, say, a compressed one"
     )]
@@ -242,24 +270,32 @@ impl CaptureFile {
             source,
         };
         let file = File::open(&path).map_err(io)?;
-        let map = map_file(&file).map_err(io)?;
-        let format = detect(&map).ok_or_else(|| OpenError::NotACapture {
+        let kind = file.metadata().map_err(io)?;
+        if kind.is_dir() {
+            return Err(OpenError::Directory { path });
+        }
+        let contents = if kind.is_file() && kind.len() >= READ_WHOLE_BELOW {
+            Contents::Mapped(map_file(&file).map_err(io)?)
+        } else {
+            let mut bytes = Vec::with_capacity(kind.len() as usize);
+            (&file).read_to_end(&mut bytes).map_err(io)?;
+            Contents::Read(bytes.into_boxed_slice())
+        };
+        let bytes = FileBytes(Arc::new(contents));
+        let format = detect(&bytes).ok_or_else(|| OpenError::NotACapture {
             path: path.clone(),
-            magic: if map.is_empty() {
+            magic: if bytes.is_empty() {
                 "none: the file is empty".into()
             } else {
-                map.iter()
+                bytes
+                    .iter()
                     .take(4)
                     .map(|b| format!("{b:02x}"))
                     .collect::<Vec<_>>()
                     .join(" ")
             },
         })?;
-        let capture = CaptureFile {
-            path,
-            map: Arc::new(map),
-            format,
-        };
+        let capture = CaptureFile { path, bytes, format };
         // Validate the headers now so that errors surface before any work.
         capture.reader()?;
         Ok(capture)
@@ -274,29 +310,50 @@ impl CaptureFile {
     }
 
     pub fn len(&self) -> u64 {
-        self.map.len() as u64
+        self.bytes.len() as u64
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.bytes.is_empty()
     }
 
-    /// The mapped bytes, shared with whoever needs to read packets later
+    /// The file's bytes, shared with whoever needs to read packets later
     /// (workers borrow packet data from here by offset).
     pub fn bytes(&self) -> FileBytes {
-        FileBytes(self.map.clone())
+        self.bytes.clone()
     }
 
     pub fn reader(&self) -> Result<PacketReader<'_>, OpenError> {
         let inner = match self.format {
             FileFormat::Pcap { nanos, big_endian } => {
-                Inner::Pcap(pcap::Reader::new(&self.map, nanos, big_endian).map_err(|e| self.header_error(e))?)
+                Inner::Pcap(pcap::Reader::new(&self.bytes, nanos, big_endian).map_err(|e| self.header_error(e))?)
             }
-            FileFormat::PcapNg => Inner::PcapNg(pcapng::Reader::new(&self.map).map_err(|e| self.header_error(e))?),
+            FileFormat::PcapNg => Inner::PcapNg(pcapng::Reader::new(&self.bytes).map_err(|e| self.header_error(e))?),
         };
         Ok(PacketReader {
             inner,
             warnings: Warnings::default(),
+        })
+    }
+
+    /// The file's packets, read by a reader that owns the file's bytes:
+    /// they are unmapped (or freed) once the reader and every
+    /// [`FileBytes`] handed out are dropped, so a run over many files holds
+    /// only those it is reading (each mapping counts towards
+    /// `vm.max_map_count`).
+    pub fn into_packets(self) -> Result<FilePackets, OpenError> {
+        let reader = self.reader()?;
+        // SAFETY: the reader borrows the bytes behind the Arc that
+        // `FilePackets::bytes` keeps (a mapping or a boxed slice), which
+        // never move while the Arc lives: moving an Arc moves only its
+        // pointer. The reader is dropped before that Arc (field order) and
+        // is lent out only for as long as the `FilePackets` is borrowed,
+        // never as 'static.
+        #[allow(unsafe_code)]
+        let reader = unsafe { std::mem::transmute::<PacketReader<'_>, PacketReader<'static>>(reader) };
+        Ok(FilePackets {
+            reader,
+            bytes: self.bytes(),
         })
     }
 
@@ -417,6 +474,32 @@ impl<'a> PacketReader<'a> {
             Inner::Pcap(_) => 0,
             Inner::PcapNg(r) => r.skipped_blocks(),
         }
+    }
+}
+
+/// A capture file's packets in file order, owning the file's mapping (see
+/// [`CaptureFile::into_packets`]). Not an iterator: a packet borrows the
+/// reader until the next one is read.
+pub struct FilePackets {
+    // Before `bytes`, so that it is dropped before the mapping it borrows.
+    reader: PacketReader<'static>,
+    bytes: FileBytes,
+}
+
+impl FilePackets {
+    #[inline]
+    pub fn next_packet(&mut self) -> Option<RawPacket<'_>> {
+        self.reader.next()
+    }
+
+    /// The reader's warnings and position.
+    pub fn reader(&self) -> &PacketReader<'_> {
+        &self.reader
+    }
+
+    /// The mapped file, for handing packets on by offset.
+    pub fn bytes(&self) -> &FileBytes {
+        &self.bytes
     }
 }
 

@@ -8,4 +8,6 @@ pub mod live;
 mod pcap;
 mod pcapng;
 
-pub use file::{CaptureFile, FileBytes, FileFormat, OpenError, PacketReader, RawPacket, ReadWarning, ReadWindow};
+pub use file::{
+    CaptureFile, FileBytes, FileFormat, FilePackets, OpenError, PacketReader, RawPacket, ReadWarning, ReadWindow,
+};

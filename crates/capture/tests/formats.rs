@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use sluice_capture::{CaptureFile, FileFormat, OpenError, ReadWarning};
+use sluice_capture::{CaptureFile, FileFormat, FilePackets, OpenError, ReadWarning};
 use sluice_wire::LinkType;
 
 // ---------------------------------------------------------------------------
@@ -898,6 +898,106 @@ fn a_missing_file_is_an_io_error_naming_it() {
     let error = open_path(&path).unwrap_err();
     assert!(matches!(error, OpenError::Io { .. }), "{error:?}");
     assert!(error.to_string().contains(&path.display().to_string()));
+}
+
+// ---------------------------------------------------------------------------
+// Small files are read whole, large ones mapped; either way, and through a
+// reader that owns the file, the same packets.
+
+/// The packets of `path` as `CaptureFile::into_packets` reads them, with
+/// the warnings' offsets.
+fn read_owned(path: &Path) -> (Vec<Packet>, Vec<u64>) {
+    read_all(CaptureFile::open(path).unwrap().into_packets().unwrap())
+}
+
+fn read_all(mut packets: FilePackets) -> (Vec<Packet>, Vec<u64>) {
+    let mut read = Vec::new();
+    while let Some(p) = packets.next_packet() {
+        read.push(Packet {
+            ts_ns: p.ts_ns,
+            wire_len: p.wire_len,
+            data: p.data.to_vec(),
+            link: p.link,
+            offset: p.offset,
+        });
+    }
+    let warnings = packets.reader().warnings().iter().map(|w| w.offset).collect();
+    (read, warnings)
+}
+
+/// The standard two frames, repeated until the file is `at_least` bytes
+/// long, and a stray byte after the last record.
+fn long_capture(at_least: usize) -> Vec<u8> {
+    let mut out = Pcap::LE_US.header(1);
+    let mut i = 0;
+    while out.len() < at_least {
+        Pcap::LE_US.record(
+            &mut out,
+            ts_ns(i % 2) + i as u64 * 1000,
+            60 + i as u32 % 2,
+            &frame(i, 60),
+        );
+        i += 1;
+    }
+    out.push(0xee);
+    out
+}
+
+#[test]
+fn small_and_large_files_read_the_same_through_either_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    // Either side of the size from which files are mapped (1 MiB).
+    for (name, size) in [("small.pcap", 300_000), ("large.pcap", 3 << 20)] {
+        let bytes = long_capture(size);
+        let path = write_file(dir.path(), name, &bytes);
+        let borrowed = open_path(&path).unwrap();
+        let (owned, warnings) = read_owned(&path);
+        assert_eq!(owned, borrowed.packets, "{name}");
+        assert_eq!(owned.len(), (bytes.len() - 24) / 76, "{name}");
+        assert_eq!(
+            warnings,
+            vec![bytes.len() as u64 - 1],
+            "{name}: the stray byte, where it is"
+        );
+        assert_eq!(borrowed.warnings.len(), 1, "{name}");
+    }
+}
+
+/// A rotated capture deleted (by a retention policy, say) while it is
+/// being read is read to its end.
+#[test]
+fn a_file_deleted_while_it_is_read_is_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, size) in [("small.pcap", 4_000), ("large.pcap", 2 << 20)] {
+        let path = write_file(dir.path(), name, &long_capture(size));
+        let expected = open_path(&path).unwrap().packets;
+        let packets = CaptureFile::open(&path).unwrap().into_packets().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(read_all(packets).0, expected, "{name}");
+    }
+}
+
+#[test]
+fn a_directory_is_refused_with_what_to_pass_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = open_path(dir.path()).unwrap_err();
+    assert!(matches!(error, OpenError::Directory { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&dir.path().display().to_string()), "{message}");
+    assert!(message.contains("*.pcap"), "{message}");
+}
+
+#[test]
+fn a_capture_from_a_pipe_is_read_whole() {
+    let bytes = Pcap::LE_US.two_packets();
+    let (reader, mut writer) = std::io::pipe().unwrap();
+    let feeding = std::thread::spawn(move || writer.write_all(&bytes));
+    // The pipe's own path, as a shell's `<(...)` would give it.
+    let path = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&reader)));
+    let read = open_path(&path).expect("a pipe cannot be mapped, but it can be read");
+    feeding.join().unwrap().unwrap();
+    assert_two_standard_packets(&read.packets);
+    drop(reader);
 }
 
 // ---------------------------------------------------------------------------

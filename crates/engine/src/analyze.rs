@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded, unbounded};
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_capture::{CaptureFile, FileBytes, OpenError, PacketReader, ReadWindow};
+use sluice_capture::{CaptureFile, FileBytes, FilePackets, ReadWindow};
 use sluice_export::{Encoder, Format, SCHEMA_VERSION};
 use sluice_flow::{FlowConfig, FragmentResolver, TableCounters};
 use sluice_wire::{DecodeError, decode_into};
@@ -114,16 +114,9 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::InputOrder)),
         ..config.classify.clone()
     };
-    // All opened before the first packet: the reader keeps its place in a
-    // file between turns, borrowing the file.
-    let files: Vec<(&Path, Result<CaptureFile, OpenError>)> = config
-        .inputs
-        .iter()
-        .map(|path| (path.as_path(), CaptureFile::open(path)))
-        .collect();
     let (queues, receivers): (Vec<_>, Vec<_>) = (0..workers).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
     let reader = Mutex::new(Reader::new(
-        &files,
+        &config.inputs,
         queues,
         recycle_rx,
         Progress::new(config.progress, total_size(&config.inputs)),
@@ -341,9 +334,12 @@ fn total_size(inputs: &[PathBuf]) -> u64 {
 /// to all workers by flow hash. One worker at a time, so packets are
 /// numbered and dealt in input order (`order.rs`) whoever reads them.
 struct Reader<'f> {
-    files: std::slice::Iter<'f, (&'f Path, Result<CaptureFile, OpenError>)>,
+    /// Opened one at a time as the reader reaches them: a file stays
+    /// mapped only while it is read and its packets are in batches, so
+    /// that any number of files fit in the process's mappings.
+    inputs: std::slice::Iter<'f, PathBuf>,
     /// The file being read, between turns.
-    current: Option<CurrentFile<'f>>,
+    current: Option<CurrentFile>,
     /// Every file has been read.
     exhausted: bool,
     reports: Vec<FileReport>,
@@ -404,9 +400,9 @@ impl Drop for GiveBack<'_> {
     }
 }
 
-struct CurrentFile<'f> {
+struct CurrentFile {
     bytes: FileBytes,
-    packets: PacketReader<'f>,
+    packets: FilePackets,
     report: FileReport,
     /// Packets read since the progress bar last moved.
     since_progress: u32,
@@ -423,7 +419,7 @@ struct TurnState {
 
 impl<'f> Reader<'f> {
     fn new(
-        files: &'f [(&'f Path, Result<CaptureFile, OpenError>)],
+        inputs: &'f [PathBuf],
         queues: Vec<Sender<Batch>>,
         recycle: Receiver<Batch>,
         progress: Progress,
@@ -431,10 +427,10 @@ impl<'f> Reader<'f> {
     ) -> Self {
         let workers = queues.len();
         Reader {
-            files: files.iter(),
+            inputs: inputs.iter(),
             current: None,
             exhausted: false,
-            reports: Vec::with_capacity(files.len()),
+            reports: Vec::with_capacity(inputs.len()),
             queues,
             held_back: (0..workers).map(|_| VecDeque::new()).collect(),
             turn: TurnState::default(),
@@ -512,13 +508,17 @@ impl<'f> Reader<'f> {
     }
 
     fn open_next(&mut self) {
-        let Some((path, opened)) = self.files.next() else {
+        let Some(path) = self.inputs.next() else {
             self.exhausted = true;
             return;
         };
         let mut report = FileReport::new(path);
-        let file = match opened {
-            Ok(file) => file,
+        let opened = CaptureFile::open(path).and_then(|file| {
+            report.format = Some(file.format().to_string());
+            file.into_packets()
+        });
+        let packets = match opened {
+            Ok(packets) => packets,
             Err(e) => {
                 report.error = Some(e.to_string());
                 self.drops.unreadable_files += 1;
@@ -526,9 +526,7 @@ impl<'f> Reader<'f> {
                 return;
             }
         };
-        report.format = Some(file.format().to_string());
-        let bytes = file.bytes();
-        let packets = file.reader().expect("headers were checked when the file was opened");
+        let bytes = packets.bytes().clone();
         for (w, batch) in self.pending.iter_mut().enumerate() {
             batch.bytes = Some(bytes.clone());
             batch.worker = w;
@@ -566,7 +564,7 @@ impl<'f> Reader<'f> {
         let mut n = 0;
         let mut input_left = true;
         while n < DECODE_AHEAD {
-            let Some(raw) = packets.next() else {
+            let Some(raw) = packets.next_packet() else {
                 input_left = false;
                 break;
             };
@@ -621,7 +619,7 @@ impl<'f> Reader<'f> {
                 for w in 0..self.pending.len() {
                     self.send(w, Some(bytes));
                 }
-                self.progress.advance_to(PacketReader::position(packets));
+                self.progress.advance_to(packets.reader().position());
             }
         }
         self.staged = staged;
@@ -634,7 +632,7 @@ impl<'f> Reader<'f> {
             self.pending[w].bytes = None;
         }
         self.progress.file_done(current.bytes.len() as u64);
-        current.report.read_with(&current.packets);
+        current.report.read_with(current.packets.reader());
         self.drops.read_warnings += current.report.warning_count;
         self.reports.push(current.report);
     }
@@ -672,8 +670,10 @@ impl<'f> Reader<'f> {
     }
 
     fn collect_returned(&mut self) {
-        while let Ok(batch) = self.recycle.try_recv() {
+        while let Ok(mut batch) = self.recycle.try_recv() {
             self.in_flight[batch.worker].pop_front();
+            // A spare batch must not keep a file it has finished with.
+            batch.bytes = None;
             self.spare.push(batch);
         }
     }
@@ -875,8 +875,8 @@ mod tests {
 
     /// A capture of `packets` UDP datagrams of one flow, a microsecond
     /// apart: every packet goes to the same worker.
-    fn one_flow_capture(dir: &Path, packets: usize) -> PathBuf {
-        let path = dir.join("one-flow.pcap");
+    fn one_flow_capture(dir: &Path, name: &str, packets: usize) -> PathBuf {
+        let path = dir.join(name);
         let mut frame = vec![0x02, 0, 0, 0, 0, 0x0b, 0x02, 0, 0, 0, 0, 0x0a, 0x08, 0x00];
         frame.extend_from_slice(&[0x45, 0, 0, 60, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
         frame.extend_from_slice(&[0x04, 0xd2, 0x16, 0x2e, 0, 40, 0, 0]);
@@ -905,11 +905,11 @@ mod tests {
     fn a_full_queue_holds_the_reader_back_and_nothing_is_lost_or_reordered() {
         let dir = tempfile::tempdir().unwrap();
         let packets = 40 * BATCH;
-        let path = one_flow_capture(dir.path(), packets);
-        let files = vec![(path.as_path(), CaptureFile::open(&path))];
+        let path = one_flow_capture(dir.path(), "one-flow.pcap", packets);
+        let inputs = [path];
         let (queues, receivers): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
         let (_recycle, recycle_rx) = unbounded();
-        let mut reader = Reader::new(&files, queues, recycle_rx, Progress::new(false, 0), None);
+        let mut reader = Reader::new(&inputs, queues, recycle_rx, Progress::new(false, 0), None);
 
         let mut own_waits = Waits::default();
         reader.take_turn(0, &mut own_waits);
@@ -947,5 +947,48 @@ mod tests {
         assert_eq!(orders(&busy_batches), (0..packets as u64).collect::<Vec<_>>());
         assert!(orders(&idle_batches).is_empty());
         assert_eq!(reader.reports[0].packets, packets as u64);
+    }
+
+    /// Files are opened as the reader reaches them and unmapped once read
+    /// and processed: a run over more files than the process can map (its
+    /// `vm.max_map_count`) holds only those it is reading.
+    #[test]
+    fn a_file_is_mapped_only_while_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // Large enough to be mapped rather than read whole.
+        let inputs = ["first.pcap", "second.pcap"].map(|name| one_flow_capture(dir.path(), name, 40 * BATCH));
+        let (queues, receivers): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
+        let (recycle, recycle_rx) = unbounded();
+        let mut reader = Reader::new(&inputs, queues, recycle_rx, Progress::new(false, 0), None);
+        let mapped = |path: &Path| {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+            maps.contains(path.to_str().unwrap())
+        };
+        assert!(!mapped(&inputs[0]), "mapped before the first packet");
+
+        let mut waits = Waits::default();
+        let mut processed = 0;
+        let mut saw_first_mapped = false;
+        while reader.file_seq < 2 {
+            reader.take_turn(0, &mut waits);
+            saw_first_mapped |= mapped(&inputs[0]);
+            if reader.file_seq < 2 {
+                assert!(!mapped(&inputs[1]), "mapped before the reader got to it");
+            }
+            // The workers' part: every batch processed and given back.
+            for mut batch in receivers.iter().flat_map(|r| r.try_iter()) {
+                processed += batch.packets.len();
+                batch.packets.clear();
+                recycle.send(batch).unwrap();
+            }
+        }
+        reader.collect_returned();
+        assert!(saw_first_mapped);
+        assert!(
+            processed > 40 * BATCH,
+            "the first file whole, and the start of the second"
+        );
+        assert!(!mapped(&inputs[0]), "still mapped once read and processed");
+        assert!(mapped(&inputs[1]));
     }
 }

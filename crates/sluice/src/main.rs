@@ -150,7 +150,9 @@ enum Command {
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Capture files (pcap or pcapng).
+    /// Capture files (pcap or pcapng, told apart by their magic number),
+    /// read in the order given; a pipe works too, e.g. <(zcat
+    /// trace.pcap.gz).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// Output directory [default: NAME.sluice beside the first input, or in

@@ -15,7 +15,8 @@
 #   SLOW_RUNS       timed runs for the slow peers ndpiReader, suricata, tshark
 #                   and nfstream (default: RUNS)
 #   TOOLS           space-separated subset of: sluice ndpiReader suricata
-#                   tshark nfstream tcpdump (default: all)
+#                   tshark nfstream tcpdump (default: all); ndpiReader gives
+#                   two rows, plain and writing a CSV line per flow (-C)
 #   MEM_LIMIT_MB    a run whose processes together hold more than this much
 #                   resident memory is killed and its row says so (default:
 #                   the memory available at start, less 1 GiB; 0: no limit)
@@ -304,12 +305,14 @@ PY
 }
 count_tcpdump() { echo "- -"; }
 count_ndpiReader() {
-    # The timed run is quiet (-q prints nothing), so counts come from one
-    # extra, untimed, verbose run.
-    ndpiReader -i "$TRACE" 2>/dev/null | awk '
+    # The timed runs are quiet (-q prints nothing), so counts come from one
+    # extra, untimed, verbose run, shared by both ndpiReader rows.
+    local counts=$WORK/ndpiReader.counts
+    [ -s "$counts" ] || ndpiReader -i "$TRACE" 2>/dev/null | awk '
         /IP packets:/   {p = $3}
         /Unique flows:/ {f = $3}
-        END {print (p ? p : "-"), (f ? f : "-")}'
+        END {print (p ? p : "-"), (f ? f : "-")}' > "$counts"
+    cat "$counts"
 }
 count_suricata() {
     local p f
@@ -369,8 +372,17 @@ for tool in $TOOLS; do
         if ! command -v ndpiReader >/dev/null; then record ndpiReader "not installed" "" "" "" "" "" "" ""; continue; fi
         # -q suppresses the end-of-run report; no -w/-C/-b/-j, which would
         # write result files. Threads (-n) are ignored for pcap files.
-        run_tool ndpiReader "nDPI $(ndpiReader -h 2>&1 | sed -n 's/.*nDPI \([0-9.]*\).*/\1/p' | head -n 1)" "" \
-            "ndpiReader -q -i $(q "$TRACE") > /dev/null"
+        version="nDPI $(ndpiReader -h 2>&1 | sed -n 's/.*nDPI \([0-9.]*\).*/\1/p' | head -n 1)"
+        run_tool ndpiReader "$version" "" "ndpiReader -q -i $(q "$TRACE") > /dev/null"
+        # The same writing a CSV line per flow (-C), as Sluice writes a
+        # record per flow by default: the like-for-like peer of the jsonl
+        # and csv rows, where the row above is that of --format none.
+        # nDPI 4.2 writes only the flows still held at the end of the
+        # trace, not those it purged as idle before, so this row's cost is
+        # a lower bound.
+        csv=$WORK/ndpiReader-flows.csv
+        run_tool ndpiReader-csv "$version" "rm -f $(q "$csv")" \
+            "ndpiReader -q -i $(q "$TRACE") -C $(q "$csv") > /dev/null"
         ;;
     suricata)
         if ! command -v suricata >/dev/null; then record suricata "not installed" "" "" "" "" "" "" ""; continue; fi
@@ -508,6 +520,11 @@ if any(r["name"].startswith("sluice (") for r in rows):
           "none writes only summary.json. "
           + (f"Ratios are against {ref_label}" + (", the default output" if ref_label == "sluice (jsonl)" else "")
              + "; the Sluice rows' own columns can be compared directly.\n" if ref else "\n"))
+if any(r["name"] == "ndpiReader (csv)" for r in rows):
+    print("ndpiReader (csv) also writes a CSV line per flow (`-C`), as Sluice's jsonl and csv rows write a "
+          "record per flow; plain ndpiReader writes nothing per flow, like `--format none`. "
+          "nDPI 4.2 writes only the flows it still holds at the end of the trace, not those it purged "
+          "as idle earlier, so its csv row is a lower bound on what writing every flow would cost it.\n")
 print("Commands (each run as `/usr/bin/time -v CMD` under hyperfine, from the repository root; "
       "`TRACE` is the trace, `<tmp>` a scratch directory emptied before every run):\n")
 for r in rows:

@@ -390,10 +390,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sluice: error: {e:#}");
+            eprintln!("sluice: error: {}", error_text(&e));
             ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes, as `{:#}` would print them, without a cause
+/// that a message before it already quotes: most of our errors name their
+/// source in their own text ("cannot write F: No space left on device"),
+/// which the chain would print a second time.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// This run's command line, recorded in the files it makes; the program

@@ -278,6 +278,7 @@ fn an_unwritable_output_directory_is_an_error() {
     assert_eq!(status(&out), Some(1), "{}", text(&out));
     assert!(err.contains("/proc/nonexistent/x"), "{err}");
     assert!(err.contains("output directory"), "{err}");
+    assert_eq!(err.matches("(os error").count(), 1, "the reason, once: {err}");
 }
 
 #[test]

@@ -274,27 +274,36 @@ impl CaptureFile {
         if kind.is_dir() {
             return Err(OpenError::Directory { path });
         }
-        let contents = if kind.is_file() && kind.len() >= READ_WHOLE_BELOW {
-            Contents::Mapped(map_file(&file).map_err(io)?)
-        } else {
-            let mut bytes = Vec::with_capacity(kind.len() as usize);
-            (&file).read_to_end(&mut bytes).map_err(io)?;
-            Contents::Read(bytes.into_boxed_slice())
-        };
-        let bytes = FileBytes(Arc::new(contents));
-        let format = detect(&bytes).ok_or_else(|| OpenError::NotACapture {
+        let not_a_capture = |start: &[u8]| OpenError::NotACapture {
             path: path.clone(),
-            magic: if bytes.is_empty() {
+            magic: if start.is_empty() {
                 "none: the file is empty".into()
             } else {
-                bytes
+                start
                     .iter()
                     .take(4)
                     .map(|b| format!("{b:02x}"))
                     .collect::<Vec<_>>()
                     .join(" ")
             },
-        })?;
+        };
+        let contents = if kind.is_file() && kind.len() >= READ_WHOLE_BELOW {
+            Contents::Mapped(map_file(&file).map_err(io)?)
+        } else {
+            // A pipe or a device has no length to go by: its magic number is
+            // checked before the rest is read, so that `/dev/zero` is refused
+            // rather than read until memory runs out. A pipe that does carry
+            // a capture is held whole in memory.
+            let mut bytes = Vec::with_capacity(kind.len() as usize);
+            (&file).take(4).read_to_end(&mut bytes).map_err(io)?;
+            if detect(&bytes).is_none() {
+                return Err(not_a_capture(&bytes));
+            }
+            (&file).read_to_end(&mut bytes).map_err(io)?;
+            Contents::Read(bytes.into_boxed_slice())
+        };
+        let bytes = FileBytes(Arc::new(contents));
+        let format = detect(&bytes).ok_or_else(|| not_a_capture(&bytes))?;
         let capture = CaptureFile { path, bytes, format };
         // Validate the headers now so that errors surface before any work.
         capture.reader()?;

@@ -988,6 +988,13 @@ fn a_directory_is_refused_with_what_to_pass_instead() {
 }
 
 #[test]
+fn an_endless_device_is_refused_by_its_first_bytes() {
+    let error = open_path(Path::new("/dev/zero")).unwrap_err();
+    assert!(matches!(error, OpenError::NotACapture { .. }), "{error:?}");
+    assert!(error.to_string().contains("00 00 00 00"), "{error}");
+}
+
+#[test]
 fn a_capture_from_a_pipe_is_read_whole() {
     let bytes = Pcap::LE_US.two_packets();
     let (reader, mut writer) = std::io::pipe().unwrap();

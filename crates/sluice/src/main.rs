@@ -152,7 +152,7 @@ enum Command {
 struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, told apart by their magic number),
     /// read in the order given; a pipe works too, e.g. <(zcat
-    /// trace.pcap.gz).
+    /// trace.pcap.gz), and is held in memory whole.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// Output directory [default: NAME.sluice beside the first input, or in

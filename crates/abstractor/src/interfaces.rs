@@ -194,6 +194,10 @@ pub enum InterfaceError {
     NotASocket { path: PathBuf },
     #[error("{path}: cannot listen: {source}")]
     Listen { path: PathBuf, source: io::Error },
+    #[error(
+        "cannot start the socket writer thread: {source}; raise the limit on threads (ulimit -u, a cgroup's pids.max)"
+    )]
+    Thread { source: io::Error },
 }
 
 /// `sun_path` is 108 bytes on Linux, with a terminating NUL.
@@ -264,7 +268,7 @@ impl Interfaces {
         let thread = std::thread::Builder::new()
             .name("sluice-writer".into())
             .spawn(move || writer::run(todo, recycle, stall))
-            .expect("spawning the socket writer");
+            .map_err(|source| InterfaceError::Thread { source })?;
         Ok(Interfaces {
             list,
             buffer_bytes,

@@ -16,7 +16,7 @@ use sluice_wire::{DecodeError, decode_into};
 use crate::sampling::{Sampler, Sampling};
 use crate::summary::{Counts, Drops, FileReport, SamplingReport, Summary, Talker, Threads};
 use crate::talkers::Talkers;
-use crate::threads::{ThreadTime, Waits};
+use crate::threads::{StartGate, ThreadTime, Waits};
 use sluice_classify::media::Media;
 use sluice_classify::{
     ADDRESS_NAMES_CAPACITY, AddressNames, ChainConfig, Classifier, EXPECTATIONS_CAPACITY, Expectations, History,
@@ -69,6 +69,10 @@ pub enum AnalyzeError {
     NothingRead(Box<Summary>),
     #[error("live capture: {0}")]
     Live(#[from] sluice_capture::live::LiveError),
+    #[error(
+        "cannot start a thread: {source}; a limit on processes or threads (ulimit -u, a cgroup's pids.max) or on memory is too low for this run: raise it, or use fewer --workers"
+    )]
+    Threads { source: std::io::Error },
 }
 
 /// Packets per batch: large enough that queue operations cost a few ns per
@@ -129,26 +133,30 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
     // turns like the workers: reading stays serial, and with one worker on
     // two cores the worker would otherwise read and process in turn.
     let cores = thread::available_parallelism().map_or(1, |n| n.get());
-    let (outputs, reader_time): (Vec<WorkerOutput>, Option<ThreadTime>) = thread::scope(|scope| {
-        let reading_only = (workers < cores).then(|| {
-            let (reader, turns, turn_back) = (&reader, &turns, &turn_back);
-            thread::Builder::new()
-                .name("sluice-reader".into())
-                .spawn_scoped(scope, move || read_only(reader, turns, turn_back))
-                .expect("spawning the reader thread")
-        });
-        let handles: Vec<_> = receivers
-            .into_iter()
-            .enumerate()
-            .map(|(me, batches)| {
-                let recycle = recycle_tx.clone();
-                let records = output.queue();
-                let classify = classify.clone();
-                let asking = Asking::in_order(input_order.clone(), me);
-                let (reader, input_done, turns, turn_back) = (&reader, &input_done, &turns, &turn_back);
+    // Every thread waits at the gate until all exist: if one cannot be
+    // made, the `?` below drops the gate and those made leave at once.
+    let gate = StartGate::new();
+    let ran: Result<(Vec<WorkerOutput>, Option<ThreadTime>), std::io::Error> = thread::scope(|scope| {
+        let reading_only = (workers < cores)
+            .then(|| {
+                let (reader, turns, turn_back) = (&reader, &turns, &turn_back);
                 thread::Builder::new()
-                    .name(format!("sluice-worker-{me}"))
-                    .spawn_scoped(scope, move || {
+                    .name("sluice-reader".into())
+                    .spawn_scoped(scope, gate.hold(move || read_only(reader, turns, turn_back)))
+            })
+            .transpose()?;
+        let mut handles = Vec::with_capacity(workers);
+        for (me, batches) in receivers.into_iter().enumerate() {
+            let recycle = recycle_tx.clone();
+            let records = output.queue();
+            let classify = classify.clone();
+            let asking = Asking::in_order(input_order.clone(), me);
+            let (reader, input_done, turns, turn_back) = (&reader, &input_done, &turns, &turn_back);
+            let handle = thread::Builder::new()
+                .name(format!("sluice-worker-{me}"))
+                .spawn_scoped(
+                    scope,
+                    gate.hold(move || {
                         let worker = worker::Worker::new(records, config.format, config.flow, classify, asking);
                         worker::run(batches, recycle, worker, input_done, turns, |waits| {
                             // Given back however the turn ends (a worker that
@@ -165,19 +173,26 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
                                 Err(_) => Turn::Abandoned,
                             }
                         })
-                    })
-                    .expect("spawning a worker thread")
-            })
-            .collect();
+                    }),
+                )?;
+            handles.push(handle);
+        }
+        gate.open(handles.len() + usize::from(reading_only.is_some()));
         let outputs = handles
             .into_iter()
-            .map(|h| h.join().expect("a worker thread panicked"))
+            .map(|h| h.join().expect("a worker thread panicked").expect("the gate opened"))
             .collect();
-        (
-            outputs,
-            reading_only.map(|h| h.join().expect("the reader thread panicked")),
-        )
+        let reader_time = reading_only.map(|h| h.join().expect("the reader thread panicked").expect("the gate opened"));
+        Ok((outputs, reader_time))
     });
+    let (outputs, reader_time) = match ran {
+        Ok(done) => done,
+        Err(source) => {
+            // The threads made leave at once, dropping their record queues.
+            output.finish()?;
+            return Err(AnalyzeError::Threads { source });
+        }
+    };
     let (records_path, writer_time) = output.finish()?;
     let Reader {
         fragments,
@@ -255,9 +270,12 @@ impl RecordOutput {
                 };
                 let preamble = Encoder::new(format).map(|e| e.preamble()).unwrap_or_default();
                 let path = path.clone();
-                Some(thread::spawn(move || {
-                    write_records(file, &path, preamble, full_rx, empty_tx)
-                }))
+                Some(
+                    thread::Builder::new()
+                        .name("sluice-writer".into())
+                        .spawn(move || write_records(file, &path, preamble, full_rx, empty_tx))
+                        .map_err(|source| AnalyzeError::Threads { source })?,
+                )
             }
             None => None,
         };

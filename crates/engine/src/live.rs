@@ -33,6 +33,7 @@ use sluice_wire::{DecodeError, LinkType, decode};
 
 use crate::analyze::{AnalyzeConfig, AnalyzeError, RecordOutput, RecordWrites, finish_summary, merge};
 use crate::summary::{CaptureReport, Drops, RecordingReport, Summary, WorkerRecording};
+use crate::threads::StartGate;
 use crate::worker::{Asking, PacketDesc, Worker, WorkerOutput};
 
 /// What `live` needs beyond an analysis's settings.
@@ -203,40 +204,47 @@ pub fn live(config: &AnalyzeConfig, options: &LiveOptions, stop: &AtomicBool) ->
     }
     let input_done = Arc::new(Barrier::new(workers));
     let deadline = options.duration.map(|d| started + d);
-    let results: Vec<WorkerResult> = thread::scope(|scope| {
-        let handles: Vec<_> = sockets
-            .into_iter()
-            .zip(recorders)
-            .enumerate()
-            .map(|(i, (socket, recorder))| {
-                let worker = Worker::new(
-                    output.queue(),
-                    config.format,
-                    config.flow,
-                    config.classify.clone(),
-                    Asking::AtEnd,
-                );
-                let counters = &counters;
-                let input_done = &input_done;
-                thread::Builder::new()
-                    .name(format!("sluice-live-{i}"))
-                    .spawn_scoped(scope, move || {
-                        let ends = Ends {
-                            stop,
-                            deadline,
-                            input_done,
-                        };
-                        run_worker(i, socket, worker, recorder, counters, &ends)
-                    })
-                    .expect("spawning a worker thread")
-            })
-            .collect();
+    // As in `analyze`: the workers start once all exist, or not at all.
+    let gate = StartGate::new();
+    let ran: Result<Vec<WorkerResult>, std::io::Error> = thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(workers);
+        for (i, (socket, recorder)) in sockets.into_iter().zip(recorders).enumerate() {
+            let worker = Worker::new(
+                output.queue(),
+                config.format,
+                config.flow,
+                config.classify.clone(),
+                Asking::AtEnd,
+            );
+            let counters = &counters;
+            let input_done = &input_done;
+            let handle = thread::Builder::new().name(format!("sluice-live-{i}")).spawn_scoped(
+                scope,
+                gate.hold(move || {
+                    let ends = Ends {
+                        stop,
+                        deadline,
+                        input_done,
+                    };
+                    run_worker(i, socket, worker, recorder, counters, &ends)
+                }),
+            )?;
+            handles.push(handle);
+        }
+        gate.open(handles.len());
         report_status(options, &counters, stop, deadline, started);
-        handles
+        Ok(handles
             .into_iter()
-            .map(|h| h.join().expect("a worker thread panicked"))
-            .collect()
+            .map(|h| h.join().expect("a worker thread panicked").expect("the gate opened"))
+            .collect())
     });
+    let results = match ran {
+        Ok(results) => results,
+        Err(source) => {
+            output.finish()?;
+            return Err(AnalyzeError::Threads { source });
+        }
+    };
     let mut outputs = Vec::with_capacity(workers);
     let mut drops = Drops::default();
     let mut failure = None;

@@ -5,7 +5,42 @@
 
 use std::time::Instant;
 
+use crossbeam_channel::{Receiver, Sender, unbounded};
 use serde::Serialize;
+
+/// Lets a run's threads start only once all of them exist. A thread can
+/// fail to start (a limit on processes such as `ulimit -u` or a cgroup's
+/// `pids.max`, no memory for its stack); the threads made before it must
+/// then leave without having read any input or waited at a barrier for
+/// the one that is missing, so that the run can end with an error rather
+/// than a panic or a hang. Dropping the gate unopened sends them away.
+pub(crate) struct StartGate {
+    open: Sender<()>,
+    wait: Receiver<()>,
+}
+
+impl StartGate {
+    pub(crate) fn new() -> Self {
+        let (open, wait) = unbounded();
+        StartGate { open, wait }
+    }
+
+    /// `work`, run once the gate opens; `None` if it is abandoned.
+    pub(crate) fn hold<T, W: FnOnce() -> T>(&self, work: W) -> impl FnOnce() -> Option<T> + use<T, W> {
+        let wait = self.wait.clone();
+        move || {
+            wait.recv().ok()?;
+            Some(work())
+        }
+    }
+
+    /// Starts the `threads` held.
+    pub(crate) fn open(self, threads: usize) {
+        for _ in 0..threads {
+            self.open.send(()).expect("the gate's own receiver is alive");
+        }
+    }
+}
 
 /// One thread's time, as `summary.json` (`threads`) reports it.
 #[derive(Clone, Copy, Debug, Default, Serialize)]

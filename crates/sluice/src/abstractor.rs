@@ -179,7 +179,7 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
     abstractor.lend(&bytes);
     let (full, batches) = mpsc::sync_channel::<Vec<ReadPacket>>(READ_AHEAD_BATCHES);
     let (recycle, spare) = mpsc::channel::<Vec<ReadPacket>>();
-    let (warnings, warning_count) = std::thread::scope(|scope| {
+    let (warnings, warning_count) = std::thread::scope(|scope| -> std::io::Result<_> {
         // Owned here, so that a panic below hangs up on the reader (which
         // then stops) before the scope waits for it.
         let batches = batches;
@@ -219,8 +219,7 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
                 let _ = full.send(batch);
                 drop(full);
                 (reader.warnings().to_vec(), reader.warning_count())
-            })
-            .expect("spawning the reader thread");
+            })?;
         // Reassembly and defragmentation copy what they hold; bodies queued
         // for the consumers are written from the file itself, some time
         // after capture has passed them. So the file is released some way
@@ -248,8 +247,9 @@ fn read_file(abstractor: &mut Abstractor, path: &PathBuf, stop: &AtomicBool) -> 
         // many files, each one's last pages would stay resident. What it
         // still has to send from them it faults back in.
         bytes.release(0..bytes.len());
-        reading.join().expect("the reader thread panicked")
-    });
+        Ok(reading.join().expect("the reader thread panicked"))
+    })
+    .context("starting the reader thread; raise the limit on threads (ulimit -u, a cgroup's pids.max)")?;
     for warning in &warnings {
         eprintln!(
             "sluice abstract: warning: {}: byte offset {}: {}",

@@ -407,3 +407,89 @@ fn csv_header_matches_the_json_record_fields() {
     }
     assert!(left_out > 0, "the trace has flows without metadata");
 }
+
+/// A cgroup that allows `max` tasks (processes and threads), removed when
+/// dropped; `None`, with a message, where the pids controller is not there
+/// to use or the test may not create a cgroup.
+struct TaskLimit {
+    dir: PathBuf,
+}
+
+impl TaskLimit {
+    fn new(max: u32) -> Option<TaskLimit> {
+        let v1 = Path::new("/sys/fs/cgroup/pids");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let parent = if v1.join("cgroup.procs").exists() {
+            v1
+        } else if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+        {
+            v2
+        } else {
+            eprintln!("skipped: no pids cgroup controller to limit threads with");
+            return None;
+        };
+        let dir = parent.join(format!("sluice-test-{}-{max}", std::process::id()));
+        let made = std::fs::create_dir(&dir).and_then(|()| std::fs::write(dir.join("pids.max"), max.to_string()));
+        if let Err(e) = made {
+            eprintln!(
+                "skipped: cannot make a cgroup in {} ({e}); run as root",
+                parent.display()
+            );
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(TaskLimit { dir })
+    }
+
+    /// `sluice ARGS` in the cgroup, from its first instruction on.
+    fn sluice(&self, args: &[&str]) -> Output {
+        std::process::Command::new("sh")
+            .args(["-c", r#"echo $$ > "$0/cgroup.procs" && exec "$@""#])
+            .arg(&self.dir)
+            .arg(common::SLUICE)
+            .args(args)
+            .output()
+            .expect("sh runs")
+    }
+}
+
+impl Drop for TaskLimit {
+    fn drop(&mut self) {
+        // The process in it has exited: an empty cgroup can go.
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A run that cannot make all its threads (the record writer, the
+/// first worker, a later one) ends with an error that says what to do,
+/// not a panic, and not a hang of the threads already made.
+#[test]
+fn too_few_threads_allowed_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("mix.pcap");
+    gen_capture(&capture, 2_000);
+    for max in [1, 2, 3] {
+        let Some(limit) = TaskLimit::new(max) else { return };
+        let out_dir = dir.path().join(format!("out-{max}"));
+        let out = limit.sluice(&["analyze", s(&capture), "-q", "-o", s(&out_dir), "--workers", "2"]);
+        let err = stderr(&out);
+        assert_eq!(status(&out), Some(1), "{max} tasks: {}", text(&out));
+        assert!(err.contains("cannot start a thread"), "{max} tasks: {err}");
+        assert!(err.contains("--workers"), "{max} tasks: {err}");
+        assert!(!err.contains("panicked"), "{max} tasks: {err}");
+    }
+    // The same run with room for its threads: the limit, not something
+    // else about running in a cgroup, made the runs above fail.
+    let Some(limit) = TaskLimit::new(16) else { return };
+    let out = limit.sluice(&[
+        "analyze",
+        s(&capture),
+        "-q",
+        "-o",
+        s(&dir.path().join("out")),
+        "--workers",
+        "2",
+    ]);
+    assert_eq!(status(&out), Some(0), "{}", text(&out));
+}

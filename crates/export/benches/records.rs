@@ -83,7 +83,7 @@ fn flows() -> Vec<Flow<FlowClass>> {
             flow.ext.confidence = 0.9;
             if i % 5 == 0 {
                 flow.ext.meta = Some(Box::new(Metadata {
-                    host: Some(format!("video-{i}.example.com")),
+                    host: Some(format!("video-{i}.example.com").into()),
                     tls_version: Some("1.3".into()),
                     tls_alpn: Some("h2".into()),
                     ja4: Some("t13d1516h2_8daaf6152771_02713d6af862".into()),

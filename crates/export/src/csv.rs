@@ -1,5 +1,7 @@
 use std::net::IpAddr;
 
+use sluice_classify::Text;
+
 use crate::schema::{FieldSink, Record, field_names, write_record};
 use crate::text::{write_f64, write_u64};
 
@@ -81,7 +83,7 @@ impl FieldSink for CsvEncoder {
         self.str(name, value.unwrap_or_default());
     }
 
-    fn str_list(&mut self, name: &'static str, values: &[String]) {
+    fn str_list(&mut self, name: &'static str, values: &[Text]) {
         // Entries are printable ASCII from the dissectors; a `;` inside
         // one would be ambiguous, so it is written as `,`, which quoting
         // keeps intact.

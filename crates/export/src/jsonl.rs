@@ -1,6 +1,8 @@
 use std::io::Write;
 use std::net::IpAddr;
 
+use sluice_classify::Text;
+
 use crate::schema::{ConstantBlock, FieldSink, Record, write_record};
 use crate::text::{needs_json_escape, put, set_len, write_f64, write_u64};
 
@@ -157,7 +159,7 @@ impl FieldSink for JsonlEncoder {
         }
     }
 
-    fn str_list(&mut self, name: &'static str, values: &[String]) {
+    fn str_list(&mut self, name: &'static str, values: &[Text]) {
         if values.is_empty() {
             self.skip(name);
             return;

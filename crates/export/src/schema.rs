@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use sluice_classify::{FlowClass, Metadata, StatsVerdict};
+use sluice_classify::{FlowClass, Metadata, StatsVerdict, Text};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Flow};
 use sluice_wire::l4_name;
 
@@ -31,7 +31,7 @@ pub trait FieldSink {
     fn ip(&mut self, name: &'static str, value: IpAddr);
     fn list(&mut self, name: &'static str, values: &[u64]);
     fn opt_str(&mut self, name: &'static str, value: Option<&str>);
-    fn str_list(&mut self, name: &'static str, values: &[String]);
+    fn str_list(&mut self, name: &'static str, values: &[Text]);
 
     /// The fields `write` writes, which are the same in every record that
     /// gives the same `block`. An encoder may keep what it wrote the first
@@ -344,7 +344,7 @@ impl FieldSink for Names {
     fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
         self.take(name, value.is_some());
     }
-    fn str_list(&mut self, name: &'static str, values: &[String]) {
+    fn str_list(&mut self, name: &'static str, values: &[Text]) {
         self.take(name, !values.is_empty());
     }
 }

@@ -126,43 +126,46 @@ pub const MAX_TEXT: usize = 256;
 /// Most list entries kept in any metadata field (answers, commands).
 pub const MAX_LIST: usize = 8;
 
+/// A metadata text: printable ASCII, kept inline up to 24 bytes.
+pub type Text = compact_str::CompactString;
+
 /// Protocol metadata of a flow, filled by the dissector that decided it.
 /// Every field is optional; texts are printable ASCII, cut to `MAX_TEXT`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Metadata {
     /// The server name the client asked for: HTTP Host, TLS/QUIC SNI, DNS
     /// query name, DHCP host name, SIP request URI host, ...
-    pub host: Option<String>,
-    pub http_method: Option<String>,
-    pub http_uri: Option<String>,
-    pub http_user_agent: Option<String>,
+    pub host: Option<Text>,
+    pub http_method: Option<Text>,
+    pub http_uri: Option<Text>,
+    pub http_user_agent: Option<Text>,
     pub http_status: Option<u16>,
-    pub http_content_type: Option<String>,
+    pub http_content_type: Option<Text>,
     /// `TLSv1.2`, `TLSv1.3`, `DTLSv1.2`, ...: the version the server chose
     /// when its hello was seen, else the client's.
-    pub tls_version: Option<String>,
+    pub tls_version: Option<Text>,
     /// ALPN protocols the client offered, comma-separated.
-    pub tls_alpn: Option<String>,
+    pub tls_alpn: Option<Text>,
     /// JA3 client fingerprint, lowercase hex MD5.
-    pub ja3: Option<String>,
+    pub ja3: Option<Text>,
     /// JA4 client fingerprint (`t13d1516h2_8daaf6152771_b186095e22b6`).
-    pub ja4: Option<String>,
+    pub ja4: Option<Text>,
     /// `v1`, `v2`, `draft-29`, or the version in hex.
-    pub quic_version: Option<String>,
+    pub quic_version: Option<Text>,
     /// DNS (and mDNS/LLMNR) query type of the first question.
     pub dns_qtype: Option<u16>,
     pub dns_rcode: Option<u8>,
     /// Answer data: addresses and names, in order.
-    pub dns_answers: Vec<String>,
+    pub dns_answers: Vec<Text>,
     /// First line the client sent that identifies its software (SSH
     /// banner, ...).
-    pub client_banner: Option<String>,
+    pub client_banner: Option<Text>,
     /// First line the server sent (SSH banner, SMTP/FTP/POP3/IMAP greeting,
     /// MySQL version, ...).
-    pub server_banner: Option<String>,
+    pub server_banner: Option<Text>,
     /// Commands or methods the client sent (SMTP `EHLO`, FTP `USER`, SIP
     /// `INVITE`, ...), the verb and its argument.
-    pub commands: Vec<String>,
+    pub commands: Vec<Text>,
 }
 
 impl Metadata {
@@ -212,27 +215,30 @@ impl Metadata {
     }
 
     /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.
-    pub fn text(bytes: &[u8]) -> String {
-        // A copy, then a replacing pass the compiler vectorises: host names
-        // and URIs of every flow come through here.
-        let mut printable = bytes[..bytes.len().min(MAX_TEXT)].to_vec();
-        for b in &mut printable {
-            *b = if b.wrapping_sub(0x20) < 0x5f { *b } else { b'.' };
+    pub fn text(bytes: &[u8]) -> Text {
+        // A replacing pass the compiler vectorises, into a buffer on the
+        // stack: host names and URIs of every flow come through here, and
+        // most are short enough to be kept inline, with no allocation.
+        let bytes = &bytes[..bytes.len().min(MAX_TEXT)];
+        let mut buffer = [0u8; MAX_TEXT];
+        let printable = &mut buffer[..bytes.len()];
+        for (out, &b) in printable.iter_mut().zip(bytes) {
+            *out = if b.wrapping_sub(0x20) < 0x5f { b } else { b'.' };
         }
         // Printable ASCII is UTF-8; going through bytes spares the
         // per-character encoding a `char` collect does.
-        String::from_utf8(printable).unwrap_or_default()
+        Text::from_utf8(printable).unwrap_or_default()
     }
 
     /// Sets `field` from `bytes` unless it is already set.
-    pub fn set_once(field: &mut Option<String>, bytes: &[u8]) {
+    pub fn set_once(field: &mut Option<Text>, bytes: &[u8]) {
         if field.is_none() {
             *field = Some(Metadata::text(bytes));
         }
     }
 
     /// Appends to a list field unless it already holds `MAX_LIST` entries.
-    pub fn push(list: &mut Vec<String>, bytes: &[u8]) {
+    pub fn push(list: &mut Vec<Text>, bytes: &[u8]) {
         if list.len() < MAX_LIST {
             list.push(Metadata::text(bytes));
         }

@@ -9,8 +9,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::lines::{Greeting, Kind, Lines, MAX_LINE, TEXT, greeting, is_text};
 use super::{
-    Context, Dissector, Expectation, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Transport, Verdict,
-    Wants,
+    Context, Dissector, Expectation, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Text, Transport,
+    Verdict, Wants,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
@@ -112,7 +112,7 @@ enum Session {
 
 /// Records the client's commands not recorded yet: the stream is seen from its start
 /// each time, so the first `commands.len()` recognised ones are skipped.
-fn record_commands(data: &[u8], commands: &mut Vec<String>) -> Session {
+fn record_commands(data: &[u8], commands: &mut Vec<Text>) -> Session {
     let mut seen = 0;
     let mut asked_tls = false;
     let mut lines = Lines::new(data);
@@ -140,7 +140,7 @@ fn record_commands(data: &[u8], commands: &mut Vec<String>) -> Session {
     }
 }
 
-fn record(commands: &mut Vec<String>, verb: &[u8], args: &[u8]) {
+fn record(commands: &mut Vec<Text>, verb: &[u8], args: &[u8]) {
     if commands.len() >= MAX_LIST {
         return;
     }

@@ -7,7 +7,7 @@
 
 use super::lines::{Greeting, Kind, Lines, MAX_LINE, TEXT, greeting, is_text};
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants,
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants,
 };
 
 pub const DISSECTORS: &[Dissector] = &[
@@ -307,7 +307,7 @@ fn verb_of(command: &[u8]) -> &[u8] {
 /// Records the client's commands not recorded yet (the stream is seen from its
 /// start each time, so the first `commands.len()` recognised ones are skipped).
 /// Returns whether the client started TLS right after asking for it.
-fn record_commands(data: &[u8], proto: &Proto, commands: &mut Vec<String>) -> bool {
+fn record_commands(data: &[u8], proto: &Proto, commands: &mut Vec<Text>) -> bool {
     let mut seen = 0;
     let mut last: &[u8] = b"";
     let mut lines = Lines::new(data);
@@ -338,7 +338,7 @@ fn record_commands(data: &[u8], proto: &Proto, commands: &mut Vec<String>) -> bo
     }
 }
 
-fn record(commands: &mut Vec<String>, verb: &[u8], args: &[u8], proto: &Proto) {
+fn record(commands: &mut Vec<Text>, verb: &[u8], args: &[u8], proto: &Proto) {
     if commands.len() >= MAX_LIST {
         return;
     }

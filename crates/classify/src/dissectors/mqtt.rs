@@ -6,7 +6,7 @@
 //! Either side may be first: captures often start mid-session.
 
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Verdict, Wants, be16,
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Text, Verdict, Wants, be16,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
@@ -45,7 +45,7 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
                 if let Some(id) = client_id
                     && ctx.meta.commands.len() < MAX_LIST
                 {
-                    let mut text = String::from("CONNECT ");
+                    let mut text = Text::const_new("CONNECT ");
                     text.push_str(&Metadata::text(id));
                     text.truncate(MAX_TEXT);
                     ctx.meta.commands.push(text);

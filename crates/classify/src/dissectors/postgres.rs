@@ -4,7 +4,9 @@
 //! protocol 3.x whose body is NUL-terminated name/value pairs including `user`.
 //! The user and database names go into `commands`.
 
-use super::{Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants, be32};
+use super::{
+    Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "PostgreSQL",
@@ -94,7 +96,7 @@ fn cstring(data: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((&data[..nul], &data[nul + 1..]))
 }
 
-fn push_param(list: &mut Vec<String>, label: &[u8], value: &[u8]) {
+fn push_param(list: &mut Vec<Text>, label: &[u8], value: &[u8]) {
     if list.len() < MAX_LIST {
         let mut text = Metadata::text(label);
         text.push_str(&Metadata::text(value));

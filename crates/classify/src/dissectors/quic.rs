@@ -15,7 +15,7 @@ use hkdf::Hkdf;
 use sha2::Sha256;
 
 use super::tls::{Hello, parse_client_hello};
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Text, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "QUIC",
@@ -138,13 +138,13 @@ fn flavour(version: u32) -> Option<Flavour> {
     }
 }
 
-fn version_name(version: u32) -> String {
+fn version_name(version: u32) -> Text {
     match version {
-        V1 => "v1".to_string(),
-        V2 => "v2".to_string(),
-        0xff00_0000..=0xff00_00ff => format!("draft-{}", version & 0xff),
+        V1 => Text::const_new("v1"),
+        V2 => Text::const_new("v2"),
+        0xff00_0000..=0xff00_00ff => compact_str::format_compact!("draft-{}", version & 0xff),
         v if gquic_tag(v) => v.to_be_bytes().iter().map(|&b| b as char).collect(),
-        v => format!("{v:08x}"),
+        v => compact_str::format_compact!("{v:08x}"),
     }
 }
 

@@ -67,7 +67,7 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
     }
     if ctx.meta.server_banner.is_none() {
         let build = u16::from_be_bytes([version[2], version[3]]);
-        ctx.meta.server_banner = Some(format!("{}.{}.{}", version[0], version[1], build));
+        ctx.meta.server_banner = Some(compact_str::format_compact!("{}.{}.{}", version[0], version[1], build));
     }
     Verdict::Yes(found)
 }

@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants, be16};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants, be16,
+};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
@@ -562,9 +564,9 @@ fn record_client_hello(hello: &ClientHello, transport: u8, meta: &mut Metadata) 
     }
     if meta.ja3.is_none() || meta.ja4.is_none() {
         let (ja3, ja4) = fingerprints(transport, hello);
-        meta.ja3.get_or_insert(ja3);
+        meta.ja3.get_or_insert(ja3.into());
         if meta.ja4.is_none() {
-            meta.ja4 = ja4;
+            meta.ja4 = ja4.map(Text::from);
         }
     }
 }
@@ -684,7 +686,7 @@ fn best_version(list: &[u8]) -> Option<u16> {
     u16s(list).filter(|&v| !is_grease(v)).max_by_key(|&v| version_rank(v))
 }
 
-fn version_name(v: u16) -> String {
+fn version_name(v: u16) -> Text {
     let name = match v {
         0x0300 => "SSLv3",
         0x0301 => "TLSv1",
@@ -696,9 +698,9 @@ fn version_name(v: u16) -> String {
         0xfefc => "DTLSv1.3",
         // Drafts of TLS 1.3, still offered by early QUIC stacks.
         0x7f00..=0x7fff => "TLSv1.3",
-        _ => return format!("0x{v:04x}"),
+        _ => return compact_str::format_compact!("0x{v:04x}"),
     };
-    name.to_string()
+    Text::const_new(name)
 }
 
 /// The text a fingerprint hashes is built in one buffer and hashed once:

@@ -602,7 +602,10 @@ mod tests {
         let long = [&b"GET /"[..], &[b'a'; LONG_LINE]].concat();
         let mut tc = TestContext::new();
         assert!(matches!(run(&mut tc, Side::Up, &long), Verdict::Yes(_)));
-        assert_eq!(tc.meta.http_uri.as_ref().map(|uri| uri.len()), Some(super::super::MAX_TEXT));
+        assert_eq!(
+            tc.meta.http_uri.as_ref().map(|uri| uri.len()),
+            Some(super::super::MAX_TEXT)
+        );
     }
 
     #[test]

@@ -419,7 +419,6 @@ impl Drop for GiveBack<'_> {
 }
 
 struct CurrentFile {
-    bytes: FileBytes,
     packets: FilePackets,
     report: FileReport,
     /// Packets read since the progress bar last moved.
@@ -553,7 +552,6 @@ impl<'f> Reader<'f> {
         self.file_seq += 1;
         self.window.populate_ahead(&bytes, 0);
         self.current = Some(CurrentFile {
-            bytes,
             packets,
             report,
             since_progress: 0,
@@ -567,12 +565,11 @@ impl<'f> Reader<'f> {
             return;
         };
         let CurrentFile {
-            bytes,
             packets,
             report,
             since_progress,
         } = &mut current;
-        let base = bytes.as_ptr() as usize;
+        let base = packets.bytes().as_ptr() as usize;
         let workers = self.pending.len() as u64;
         let mut staged = std::mem::take(&mut self.staged);
         // Decode a few packets, each into its place, before dealing any: a
@@ -612,6 +609,7 @@ impl<'f> Reader<'f> {
             packet.hash = packet.decoded.key.symmetric_hash();
             packet.order = order;
         }
+        let bytes = packets.bytes();
         for packet in staged_now.iter() {
             // Multiply-shift maps the hash onto the workers without a division.
             let w = (((packet.hash >> 32) * workers) >> 32) as usize;
@@ -649,7 +647,7 @@ impl<'f> Reader<'f> {
             self.send(w, None);
             self.pending[w].bytes = None;
         }
-        self.progress.file_done(current.bytes.len() as u64);
+        self.progress.file_done(current.packets.bytes().len() as u64);
         current.report.read_with(current.packets.reader());
         self.drops.read_warnings += current.report.warning_count;
         self.reports.push(current.report);
@@ -688,10 +686,8 @@ impl<'f> Reader<'f> {
     }
 
     fn collect_returned(&mut self) {
-        while let Ok(mut batch) = self.recycle.try_recv() {
+        while let Ok(batch) = self.recycle.try_recv() {
             self.in_flight[batch.worker].pop_front();
-            // A spare batch must not keep a file it has finished with.
-            batch.bytes = None;
             self.spare.push(batch);
         }
     }
@@ -994,8 +990,11 @@ mod tests {
                 assert!(!mapped(&inputs[1]), "mapped before the reader got to it");
             }
             // The workers' part: every batch processed and given back.
+            // As `worker::run` gives a batch back: its file taken, its
+            // packets cleared.
             for mut batch in receivers.iter().flat_map(|r| r.try_iter()) {
                 processed += batch.packets.len();
+                drop(batch.bytes.take());
                 batch.packets.clear();
                 recycle.send(batch).unwrap();
             }

@@ -2,34 +2,44 @@ use rustc_hash::FxHashMap as HashMap;
 use sluice_wire::IpVersion;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A host as the map keys it. Every record adds two, and an `IpAddr` key
-/// hashes its variant, its length and its bytes one by one; this hashes
-/// in three multiplications and compares in three. Two `u64`s, not a
-/// `u128`, whose 16-byte alignment would make every entry of the map half
-/// as large again.
+/// A host as the map keys it: its IPv6 address, an IPv4 address in its
+/// IPv4-mapped form (`::ffff:a.b.c.d`, RFC 4291 2.5.5.2, which names the
+/// same host). Every record adds two, and an `IpAddr` key hashes its
+/// variant, its length and its bytes one by one; this hashes in two
+/// multiplications and compares in two. Two `u64`s, not a `u128`, whose
+/// 16-byte alignment would pad every entry of the map from 24 bytes to 32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Host {
-    /// The address's bytes as a flow key holds them (an IPv4 address in
-    /// the first four, the rest zero), in two halves.
     halves: [u64; 2],
-    v6: bool,
 }
 
+/// The first eight bytes of every IPv4-mapped address, and the next two.
+const MAPPED_PREFIX: u64 = 0;
+const MAPPED_MARK: u64 = 0xffff << 32;
+
 impl Host {
+    /// `bytes` as a flow key holds them: an IPv4 address in the first four.
     pub(crate) fn of(version: IpVersion, bytes: &[u8; 16]) -> Host {
         let half = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
-        Host {
-            halves: [half(0), half(8)],
-            v6: version == IpVersion::V6,
+        match version {
+            IpVersion::V4 => {
+                let v4 = u32::from_be_bytes(bytes[..4].try_into().expect("four bytes"));
+                Host {
+                    halves: [MAPPED_PREFIX, MAPPED_MARK | u64::from(v4)],
+                }
+            }
+            IpVersion::V6 => Host {
+                halves: [half(0), half(8)],
+            },
         }
     }
 
     fn addr(self) -> IpAddr {
-        let bytes = (u128::from(self.halves[0]) << 64 | u128::from(self.halves[1])).to_be_bytes();
-        match self.v6 {
-            false => IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3])),
-            true => IpAddr::V6(Ipv6Addr::from(bytes)),
+        let [high, low] = self.halves;
+        if high == MAPPED_PREFIX && low >> 32 == MAPPED_MARK >> 32 {
+            return IpAddr::V4(Ipv4Addr::from(low as u32));
         }
+        IpAddr::V6(Ipv6Addr::from(u128::from(high) << 64 | u128::from(low)))
     }
 }
 
@@ -44,6 +54,9 @@ pub(crate) struct Talkers {
     pub(crate) error_bound: u64,
     /// Additions not yet counted, in order.
     pending: Vec<(Host, u64)>,
+    /// Room reused by every prune.
+    counts: Vec<u64>,
+    kept: Vec<(Host, u64)>,
 }
 
 /// Additions counted together. A full map is a megabyte, and with every
@@ -58,6 +71,19 @@ impl Talkers {
             limit,
             error_bound: 0,
             pending: Vec::with_capacity(BATCH),
+            counts: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
+    /// Tracks up to `limit` hosts in a map made at full size once, which
+    /// the additions and pruning never grow: a worker's map is looked up
+    /// twice per record, so its size in the cache is what it costs.
+    pub(crate) fn preallocated(limit: usize) -> Self {
+        Talkers {
+            // Pruning happens once a key past the limit is in.
+            bytes: HashMap::with_capacity_and_hasher(limit + 1, Default::default()),
+            ..Talkers::new(limit)
         }
     }
 
@@ -84,19 +110,28 @@ impl Talkers {
         self.pending = pending;
     }
 
+    /// Drops the smaller half. The kept half goes back into the emptied
+    /// map rather than the rest being erased from it: erased entries leave
+    /// markers that fill the map as entries do, and a full map doubles.
     fn prune(&mut self) {
-        let mut counts: Vec<u64> = self.bytes.values().copied().collect();
+        let mut counts = std::mem::take(&mut self.counts);
+        counts.clear();
+        counts.extend(self.bytes.values().copied());
         let middle = counts.len() / 2;
         let (_, &mut median, _) = counts.select_nth_unstable(middle);
+        let mut kept = std::mem::take(&mut self.kept);
         let mut dropped_max = 0;
-        self.bytes.retain(|_, &mut b| {
-            let keep = b > median;
-            if !keep {
-                dropped_max = dropped_max.max(b);
+        for (host, bytes) in self.bytes.drain() {
+            if bytes > median {
+                kept.push((host, bytes));
+            } else {
+                dropped_max = dropped_max.max(bytes);
             }
-            keep
-        });
+        }
+        self.bytes.extend(kept.drain(..));
         self.error_bound = self.error_bound.max(dropped_max);
+        self.counts = counts;
+        self.kept = kept;
     }
 
     pub(crate) fn merge(&mut self, mut other: Talkers) {
@@ -186,7 +221,8 @@ mod tests {
     }
 
     /// An IPv6 address that begins with an IPv4 address's bytes is another
-    /// host, and both come back as they went in.
+    /// host, and both come back as they went in; the IPv4-mapped form of
+    /// an IPv4 address is that host.
     #[test]
     fn hosts_of_both_versions_keep_their_addresses() {
         let mut t = Talkers::new(64);
@@ -196,14 +232,41 @@ mod tests {
         t.add(Host::of(IpVersion::V6, &bytes), 100);
         bytes[15] = 9;
         t.add(Host::of(IpVersion::V6, &bytes), 50);
-        let top: Vec<(String, u64)> = t.top(3).into_iter().map(|(a, b)| (a.to_string(), b)).collect();
+        let mapped: Ipv6Addr = "::ffff:1.2.3.4".parse().unwrap();
+        t.add(Host::of(IpVersion::V6, &mapped.octets()), 7);
+        t.add(Host::of(IpVersion::V6, &[0; 16]), 1);
+        let top: Vec<(String, u64)> = t.top(5).into_iter().map(|(a, b)| (a.to_string(), b)).collect();
         assert_eq!(
             top,
             [
-                ("1.2.3.4".into(), 200),
+                ("1.2.3.4".into(), 207),
                 ("102:304::".into(), 100),
-                ("102:304::9".into(), 50)
+                ("102:304::9".into(), 50),
+                ("::".into(), 1)
             ]
         );
+    }
+
+    /// A worker's map is made once at the size its limit needs, and
+    /// neither additions nor pruning ever grow it.
+    #[test]
+    fn a_workers_map_never_grows() {
+        let mut t = Talkers::preallocated(crate::worker::TALKERS_TRACKED);
+        let made = t.bytes.capacity();
+        for i in 0..200_000u32 {
+            let mut bytes = [0; 16];
+            bytes[..4].copy_from_slice(&i.to_be_bytes());
+            t.add(Host::of(IpVersion::V4, &bytes), u64::from(i % 1000));
+        }
+        t.count_pending();
+        assert!(
+            t.error_bound > 0,
+            "the additions must prune for the test to mean anything"
+        );
+        assert_eq!(t.bytes.capacity(), made);
+        // No more room than the limit needs: a limit just past what a map
+        // of some size holds gets one twice as large.
+        let limit = crate::worker::TALKERS_TRACKED;
+        assert!(made <= limit + limit / 7 + 1, "room for {made} hosts to track {limit}");
     }
 }

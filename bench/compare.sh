@@ -10,7 +10,8 @@
 #                   "sluice (FORMAT)" (default: "jsonl csv none"); ratios are
 #                   against "sluice (jsonl)", the default output, when measured.
 #                   FORMAT-unclassified runs with `--classify off`, to show
-#                   what the classifier chain costs
+#                   what the classifier chain costs, and FORMAT-ports with
+#                   `--classify ports`, the port table alone
 #   RUNS            timed runs per tool, the median is reported (default: 3)
 #   SLOW_RUNS       timed runs for the slow peers ndpiReader, suricata, tshark
 #                   and nfstream (default: RUNS)
@@ -59,8 +60,8 @@ done
 seen_formats=" "
 for fmt in $SLUICE_FORMATS; do
     case $fmt in
-    jsonl | csv | none | jsonl-unclassified | csv-unclassified | none-unclassified) ;;
-    *) echo "compare.sh: unknown format '$fmt' in SLUICE_FORMATS (jsonl, csv or none, each optionally -unclassified)" >&2; exit 2 ;;
+    jsonl | csv | none | jsonl-unclassified | csv-unclassified | none-unclassified | jsonl-ports | csv-ports | none-ports) ;;
+    *) echo "compare.sh: unknown format '$fmt' in SLUICE_FORMATS (jsonl, csv or none, each optionally -unclassified or -ports)" >&2; exit 2 ;;
     esac
     [[ $seen_formats == *" $fmt "* ]] && { echo "compare.sh: format '$fmt' given twice in SLUICE_FORMATS" >&2; exit 2; }
     seen_formats+="$fmt "
@@ -361,6 +362,7 @@ for tool in $TOOLS; do
             out=$WORK/sluice-$fmt-out
             case $fmt in
             *-unclassified) options="--format ${fmt%-unclassified} --classify off" ;;
+            *-ports) options="--format ${fmt%-ports} --classify ports" ;;
             *) options="--format $fmt" ;;
             esac
             run_tool "sluice-$fmt" "$version" \
@@ -516,8 +518,10 @@ if any(r["status"].startswith("killed") for r in rows):
           + ", before it could take the machine down. It has no time; its status says how much "
           "it held when stopped.\n")
 if any(r["name"].startswith("sluice (") for r in rows):
-    print("Sluice rows differ only in `--format`: jsonl (the default) and csv write one record per flow, "
-          "none writes only summary.json. "
+    print("Sluice rows differ only in `--format` and `--classify`: jsonl (the default) and csv write one "
+          "record per flow, none writes only summary.json; -unclassified rows label nothing "
+          "(`--classify off`), -ports rows label from the port table alone (`--classify ports`), the "
+          "others run the whole classifier chain. "
           + (f"Ratios are against {ref_label}" + (", the default output" if ref_label == "sluice (jsonl)" else "")
              + "; the Sluice rows' own columns can be compared directly.\n" if ref else "\n"))
 if any(r["name"] == "ndpiReader (csv)" for r in rows):

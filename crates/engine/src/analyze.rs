@@ -339,10 +339,14 @@ fn new_batch() -> Batch {
     }
 }
 
+/// The bytes of the regular files among the inputs. A pipe's length is
+/// known only once it has been read whole, and is added then
+/// (`Progress::grow`).
 fn total_size(inputs: &[PathBuf]) -> u64 {
     inputs
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
+        .filter(|m| m.is_file())
         .map(|m| m.len())
         .sum()
 }
@@ -544,6 +548,9 @@ impl<'f> Reader<'f> {
             }
         };
         let bytes = packets.bytes().clone();
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            self.progress.grow(bytes.len() as u64);
+        }
         for (w, batch) in self.pending.iter_mut().enumerate() {
             batch.bytes = Some(bytes.clone());
             batch.worker = w;
@@ -871,6 +878,16 @@ impl Progress {
         }
     }
 
+    /// An input's bytes that the total did not count: a pipe's, known
+    /// once read. Counted as read from the start, the bar would run past
+    /// its end.
+    fn grow(&mut self, len: u64) {
+        self.total += len;
+        if let Some(bar) = &self.bar {
+            bar.set_length(self.total);
+        }
+    }
+
     fn file_done(&mut self, len: u64) {
         self.done_before += len;
         self.advance_to(0);
@@ -1007,5 +1024,34 @@ mod tests {
         );
         assert!(!mapped(&inputs[0]), "still mapped once read and processed");
         assert!(mapped(&inputs[1]));
+    }
+
+    /// The progress total counts a pipe's bytes once it has been read
+    /// (its length is 0 before), and a file's from the start.
+    #[test]
+    fn the_progress_total_counts_a_pipe_once_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = one_flow_capture(dir.path(), "file.pcap", 10);
+        let fifo = dir.path().join("pipe");
+        let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(status.success());
+        let writer = {
+            let (file, fifo) = (file.clone(), fifo.clone());
+            std::thread::spawn(move || std::fs::write(fifo, std::fs::read(file).unwrap()).unwrap())
+        };
+        let file_len = std::fs::metadata(&file).unwrap().len();
+        let inputs = [file, fifo];
+        assert_eq!(total_size(&inputs), file_len);
+
+        let (queues, _receivers): (Vec<_>, Vec<_>) = (0..1).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
+        let (_recycle, recycle_rx) = unbounded();
+        let progress = Progress::new(false, total_size(&inputs));
+        let mut reader = Reader::new(&inputs, queues, recycle_rx, progress, None);
+        let mut waits = Waits::default();
+        while reader.file_seq < 2 {
+            reader.take_turn(0, &mut waits);
+        }
+        writer.join().unwrap();
+        assert_eq!(reader.progress.total, 2 * file_len);
     }
 }

@@ -3,21 +3,25 @@
 //! and a 16-bit sequence number, and that ends with the tag byte 0x03. The command
 //! must be one QQ clients are known to send (0x0001..=0x00b5, or 0x03f7).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OICQ",
     wants: Wants::Udp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(&[STX])),
     inspect,
 }];
+
+/// Every OICQ message is framed by these.
+const STX: u8 = 0x02;
+const ETX: u8 = 0x03;
 
 /// Tag, version, command, sequence, and the closing tag.
 const MIN_LEN: usize = 8;
 
 fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let data = pkt.data;
-    if data.len() < MIN_LEN || data.first() != Some(&0x02) || data.last() != Some(&0x03) {
+    if data.len() < MIN_LEN || data.first() != Some(&STX) || data.last() != Some(&ETX) {
         return Verdict::No;
     }
     let (Some(version), Some(command)) = (be16(data, 1), be16(data, 3)) else {

@@ -3,25 +3,26 @@
 //! discovery magic 0x214C5FA0. SteamDatagramRelay (Steam Datagram Relay pings to
 //! Valve's relays): message byte 0x01, a flags byte, then the tag `sdping`.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "Steam",
         wants: Wants::Udp,
-        first_byte: FirstByte::ANY,
+        first_byte: FirstByte::is(ByteSet::of(&[DISCOVERY[0]])),
         inspect: inspect_discovery,
     },
     Dissector {
         name: "SteamDatagramRelay",
         wants: Wants::Udp,
-        first_byte: FirstByte::ANY,
+        first_byte: FirstByte::is(ByteSet::of(&[RELAY_MESSAGE])),
         inspect: inspect_relay,
     },
 ];
 
 const DISCOVERY: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0x21, 0x4c, 0x5f, 0xa0];
 const RELAY_PING: &[u8] = b"sdping";
+const RELAY_MESSAGE: u8 = 0x01;
 
 fn inspect_discovery(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let data = pkt.data;
@@ -34,7 +35,7 @@ fn inspect_discovery(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 fn inspect_relay(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let data = pkt.data;
-    if data.first() == Some(&0x01) && data.get(2..2 + RELAY_PING.len()) == Some(RELAY_PING) {
+    if data.first() == Some(&RELAY_MESSAGE) && data.get(2..2 + RELAY_PING.len()) == Some(RELAY_PING) {
         Verdict::Yes(Found::new("SteamDatagramRelay"))
     } else {
         Verdict::No

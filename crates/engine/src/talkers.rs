@@ -59,8 +59,8 @@ pub(crate) struct Talkers {
     kept: Vec<(Host, u64)>,
 }
 
-/// Additions counted together. A full map is a megabyte, and with every
-/// host new (a scan, a flood) each addition misses the cache; looked up
+/// Additions counted together. A worker's map is 384 KiB, and with every
+/// host new (a scan, a flood) each addition may miss the cache; looked up
 /// back to back, a batch's hosts are fetched together.
 const BATCH: usize = 32;
 

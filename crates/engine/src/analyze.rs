@@ -123,7 +123,7 @@ pub fn analyze(config: &AnalyzeConfig) -> Result<Summary, AnalyzeError> {
         &config.inputs,
         queues,
         recycle_rx,
-        Progress::new(config.progress, total_size(&config.inputs)),
+        Progress::new(config.progress, &config.inputs),
         config.sampling,
     ));
     // The one token of the reader's turn: whoever holds it reads.
@@ -339,18 +339,6 @@ fn new_batch() -> Batch {
     }
 }
 
-/// The bytes of the regular files among the inputs. A pipe's length is
-/// known only once it has been read whole, and is added then
-/// (`Progress::grow`).
-fn total_size(inputs: &[PathBuf]) -> u64 {
-    inputs
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .filter(|m| m.is_file())
-        .map(|m| m.len())
-        .sum()
-}
-
 /// The input, read by the workers in turns: whichever worker runs out of
 /// packets reads the files on, decodes every frame once and deals packets
 /// to all workers by flow hash. One worker at a time, so packets are
@@ -359,7 +347,7 @@ struct Reader<'f> {
     /// Opened one at a time as the reader reaches them: a file stays
     /// mapped only while it is read and its packets are in batches, so
     /// that any number of files fit in the process's mappings.
-    inputs: std::slice::Iter<'f, PathBuf>,
+    inputs: std::iter::Enumerate<std::slice::Iter<'f, PathBuf>>,
     /// The file being read, between turns.
     current: Option<CurrentFile>,
     /// Every file has been read.
@@ -448,7 +436,7 @@ impl<'f> Reader<'f> {
     ) -> Self {
         let workers = queues.len();
         Reader {
-            inputs: inputs.iter(),
+            inputs: inputs.iter().enumerate(),
             current: None,
             exhausted: false,
             reports: Vec::with_capacity(inputs.len()),
@@ -529,7 +517,7 @@ impl<'f> Reader<'f> {
     }
 
     fn open_next(&mut self) {
-        let Some(path) = self.inputs.next() else {
+        let Some((input, path)) = self.inputs.next() else {
             self.exhausted = true;
             return;
         };
@@ -548,9 +536,7 @@ impl<'f> Reader<'f> {
             }
         };
         let bytes = packets.bytes().clone();
-        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-            self.progress.grow(bytes.len() as u64);
-        }
+        self.progress.opened(input, bytes.len() as u64);
         for (w, batch) in self.pending.iter_mut().enumerate() {
             batch.bytes = Some(bytes.clone());
             batch.worker = w;
@@ -837,6 +823,9 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
 /// and only once a run has taken more than a second.
 struct Progress {
     enabled: bool,
+    /// Each input's length as stat gave it at the start, for the regular
+    /// files; a pipe's is known only once it has been read whole.
+    sizes: Vec<Option<u64>>,
     total: u64,
     done_before: u64,
     started: Instant,
@@ -844,10 +833,15 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(enabled: bool, total: u64) -> Self {
+    fn new(enabled: bool, inputs: &[PathBuf]) -> Self {
+        let sizes: Vec<Option<u64>> = inputs
+            .iter()
+            .map(|p| std::fs::metadata(p).ok().filter(|m| m.is_file()).map(|m| m.len()))
+            .collect();
         Progress {
             enabled: enabled && std::io::stderr().is_terminal(),
-            total,
+            total: sizes.iter().flatten().sum(),
+            sizes,
             done_before: 0,
             started: Instant::now(),
             bar: None,
@@ -878,13 +872,15 @@ impl Progress {
         }
     }
 
-    /// An input's bytes that the total did not count: a pipe's, known
-    /// once read. Counted as read from the start, the bar would run past
-    /// its end.
-    fn grow(&mut self, len: u64) {
-        self.total += len;
-        if let Some(bar) = &self.bar {
-            bar.set_length(self.total);
+    /// Input number `input` is open, `len` bytes long: a pipe's bytes join
+    /// the total now. Counted as read from the start, the bar would run
+    /// past its end.
+    fn opened(&mut self, input: usize, len: u64) {
+        if self.sizes.get(input).is_some_and(Option::is_none) {
+            self.total += len;
+            if let Some(bar) = &self.bar {
+                bar.set_length(self.total);
+            }
         }
     }
 
@@ -940,7 +936,7 @@ mod tests {
         let inputs = [path];
         let (queues, receivers): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
         let (_recycle, recycle_rx) = unbounded();
-        let mut reader = Reader::new(&inputs, queues, recycle_rx, Progress::new(false, 0), None);
+        let mut reader = Reader::new(&inputs, queues, recycle_rx, Progress::new(false, &inputs), None);
 
         let mut own_waits = Waits::default();
         reader.take_turn(0, &mut own_waits);
@@ -990,7 +986,7 @@ mod tests {
         let inputs = ["first.pcap", "second.pcap"].map(|name| one_flow_capture(dir.path(), name, 40 * BATCH));
         let (queues, receivers): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
         let (recycle, recycle_rx) = unbounded();
-        let mut reader = Reader::new(&inputs, queues, recycle_rx, Progress::new(false, 0), None);
+        let mut reader = Reader::new(&inputs, queues, recycle_rx, Progress::new(false, &inputs), None);
         let mapped = |path: &Path| {
             let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
             maps.contains(path.to_str().unwrap())
@@ -1041,11 +1037,11 @@ mod tests {
         };
         let file_len = std::fs::metadata(&file).unwrap().len();
         let inputs = [file, fifo];
-        assert_eq!(total_size(&inputs), file_len);
+        let progress = Progress::new(false, &inputs);
+        assert_eq!(progress.total, file_len);
 
         let (queues, _receivers): (Vec<_>, Vec<_>) = (0..1).map(|_| bounded::<Batch>(QUEUE_DEPTH)).unzip();
         let (_recycle, recycle_rx) = unbounded();
-        let progress = Progress::new(false, total_size(&inputs));
         let mut reader = Reader::new(&inputs, queues, recycle_rx, progress, None);
         let mut waits = Waits::default();
         while reader.file_seq < 2 {

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use sluice_flow::{Direction, Flow};
 use sluice_wire::{Decoded, FlowKey};
 
@@ -13,7 +14,7 @@ use crate::learned::History;
 use crate::media::{self, Media, MediaConfig};
 use crate::names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 use crate::rules::{RuleCursor, RuleSet};
-use crate::services::service_for_host;
+use crate::services::RecentHosts;
 use crate::stats::StatsClassifier;
 use crate::{Classified, Classifier, FlowClass, Label, port_label};
 
@@ -125,6 +126,19 @@ struct Dissecting {
     /// said `Yes`: a host is noted once and never changes, and a refining
     /// dissector says `Yes` again on every packet it reads.
     service: Option<Option<&'static str>>,
+    /// The dissector of the protocol the port table names, asked before the
+    /// others, as nDPI asks its guessed protocol's first: most flows are
+    /// what their port says, and the dissectors before it in the registry
+    /// said `No` about eight times a flow on the realistic mix (a quarter
+    /// of those calls are saved; the mix's labels are the same).
+    guess: Option<u16>,
+}
+
+/// What a dissector with no say in the flow yet answered.
+enum Asked {
+    Decided(Found),
+    No,
+    Maybe,
 }
 
 /// A side's stream head was withheld from the dissectors from this packet
@@ -169,6 +183,10 @@ pub struct Chain {
     scratch: Metadata,
     /// The media detector's configuration with this run's `iat_scale`.
     media: Option<MediaConfig>,
+    /// The services of the hosts seen last.
+    hosts: RecentHosts,
+    /// By protocol name, the first dissector of that name.
+    by_name: FxHashMap<&'static str, u16>,
     /// Inspections of decided flows, kept for the next flows. Boxed as the
     /// flows hold them, so that handing one over moves a pointer.
     #[allow(clippy::vec_box)]
@@ -215,6 +233,10 @@ impl Chain {
                 udp[i / 64] |= 1 << (i % 64);
             }
         }
+        let mut by_name = FxHashMap::default();
+        for (i, d) in dissectors.iter().enumerate() {
+            by_name.entry(d.name).or_insert(i as u16);
+        }
         let media = config.media.as_deref().map(|m| MediaConfig {
             iat_scale: config.iat_scale,
             ..m.clone()
@@ -229,6 +251,8 @@ impl Chain {
             resolved: Vec::new(),
             scratch: Metadata::default(),
             media,
+            hosts: RecentHosts::default(),
+            by_name,
             spare: Vec::new(),
         }
     }
@@ -275,7 +299,7 @@ impl Chain {
                     noted |= ctx.meta.written();
                     match verdict {
                         Verdict::Yes(f) => {
-                            found = Some(found_label(f, &self.scratch, &mut None));
+                            found = Some(found_label(f, &self.scratch, &mut None, &mut self.hosts));
                             break 'dissectors;
                         }
                         Verdict::No => break,
@@ -387,7 +411,13 @@ impl Chain {
         let class = flow.ext.class_mut();
         let mut inspection = match class.inspection.take() {
             Some(b) => b,
-            None => self.fresh_inspection(transport),
+            None => {
+                let mut fresh = self.fresh_inspection(transport);
+                if class.classifier == Classifier::Port {
+                    fresh.dissecting.guess = self.by_name.get(class.label.master).copied();
+                }
+                fresh
+            }
         };
         let Inspection {
             dissecting,
@@ -634,6 +664,39 @@ impl Chain {
         Next::Continue
     }
 
+    /// Asks dissector `d`, with no say in the flow yet, about `packet`; a
+    /// `Yes` decides the flow and gives it what the dissector noted.
+    fn ask(
+        &mut self,
+        d: usize,
+        class: &mut FlowClass,
+        packet: &Packet<'_>,
+        service: &mut Option<Option<&'static str>>,
+    ) -> Asked {
+        let mut ctx = Context::new(&mut self.scratch, &mut self.expect, &mut self.resolved);
+        let verdict = (self.dissectors[d].inspect)(packet, &mut ctx);
+        let noted = ctx.meta.written();
+        if let Verdict::Yes(found) = verdict {
+            let label = found_label(found, &self.scratch, service, &mut self.hosts);
+            class.decide(label, Classifier::Dissector);
+            if !self.scratch.is_empty() {
+                class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
+            }
+            return Asked::Decided(found);
+        }
+        // What an undecided dissector noted belongs to no flow.
+        if noted {
+            self.scratch = Metadata::default();
+        }
+        self.expect.clear();
+        self.resolved.clear();
+        if verdict == Verdict::No {
+            Asked::No
+        } else {
+            Asked::Maybe
+        }
+    }
+
     /// Runs the dissectors over one packet's view of a flow.
     fn dissect(
         &mut self,
@@ -648,6 +711,7 @@ impl Chain {
             refining,
             following,
             service,
+            guess,
         } = dissecting;
         let (transport, data) = (packet.transport, packet.data);
         let mut next = Next::Continue;
@@ -656,7 +720,7 @@ impl Chain {
             let mut ctx = Context::new(meta, &mut self.expect, &mut self.resolved);
             match (self.dissectors[d as usize].inspect)(packet, &mut ctx) {
                 Verdict::Yes(found) => {
-                    let label = found_label(found, &ctx.meta, service);
+                    let label = found_label(found, &ctx.meta, service, &mut self.hosts);
                     class.decide(label, Classifier::Dissector);
                     *following = found.follow;
                     if !found.more {
@@ -673,38 +737,45 @@ impl Chain {
             for (live, accepting) in candidates.iter_mut().zip(&table[data[0] as usize]) {
                 *live &= accepting;
             }
+            let mut decided = None;
+            let guess = guess
+                .map(usize::from)
+                .filter(|&g| candidates[g / 64] & (1 << (g % 64)) != 0);
+            if let Some(g) = guess {
+                match self.ask(g, class, packet, service) {
+                    Asked::Decided(found) => decided = Some((g, found)),
+                    Asked::No => candidates[g / 64] &= !(1 << (g % 64)),
+                    Asked::Maybe => {}
+                }
+            }
             'words: for (w, live) in candidates.iter_mut().enumerate() {
+                if decided.is_some() {
+                    break;
+                }
                 let mut word = *live;
                 while word != 0 {
                     let bit = word.trailing_zeros() as usize;
                     word &= word - 1;
                     let d = w * 64 + bit;
-                    let mut ctx = Context::new(&mut self.scratch, &mut self.expect, &mut self.resolved);
-                    let verdict = (self.dissectors[d].inspect)(packet, &mut ctx);
-                    let noted = ctx.meta.written();
-                    if let Verdict::Yes(found) = verdict {
-                        let label = found_label(found, &self.scratch, service);
-                        class.decide(label, Classifier::Dissector);
-                        if !self.scratch.is_empty() {
-                            class.meta = Some(Box::new(std::mem::take(&mut self.scratch)));
+                    if Some(d) == guess {
+                        continue;
+                    }
+                    match self.ask(d, class, packet, service) {
+                        Asked::Decided(found) => {
+                            decided = Some((d, found));
+                            break 'words;
                         }
-                        if found.more {
-                            *refining = Some(d as u16);
-                            *following = found.follow;
-                        } else {
-                            next = Next::Finish;
-                        }
-                        break 'words;
+                        Asked::No => *live &= !(1 << bit),
+                        Asked::Maybe => {}
                     }
-                    // What an undecided dissector noted belongs to no flow.
-                    if noted {
-                        self.scratch = Metadata::default();
-                    }
-                    self.expect.clear();
-                    self.resolved.clear();
-                    if verdict == Verdict::No {
-                        *live &= !(1 << bit);
-                    }
+                }
+            }
+            if let Some((d, found)) = decided {
+                if found.more {
+                    *refining = Some(d as u16);
+                    *following = found.follow;
+                } else {
+                    next = Next::Finish;
                 }
             }
             if refining.is_none() && candidates.iter().all(|&w| w == 0) && rules.is_none() {
@@ -715,8 +786,10 @@ impl Chain {
             self.config.expectations.announce(&e, stamp.order, stamp.now_ns);
         }
         if !self.resolved.is_empty() {
+            // The answer's name is the flow's host: its service was most
+            // likely looked up for the label already.
             let host = class.meta.as_deref().and_then(|m| m.host.as_deref());
-            if let Some(app) = host.and_then(service_for_host) {
+            if let Some(app) = host.and_then(|host| *service.get_or_insert_with(|| self.hosts.service(host))) {
                 for &addr in &self.resolved {
                     self.config.names.learn(addr, app, stamp.order, stamp.now_ns);
                 }
@@ -760,12 +833,17 @@ struct Stamp {
 
 /// The label a dissector's finding gives: its app, else the service of the
 /// host it saw (looked up once per flow, in `service`).
-fn found_label(found: Found, meta: &Metadata, service: &mut Option<Option<&'static str>>) -> Label {
+fn found_label(
+    found: Found,
+    meta: &Metadata,
+    service: &mut Option<Option<&'static str>>,
+    hosts: &mut RecentHosts,
+) -> Label {
     let app = found
         .app
         .or_else(|| {
             let host = meta.host.as_deref()?;
-            *service.get_or_insert_with(|| service_for_host(host))
+            *service.get_or_insert_with(|| hosts.service(host))
         })
         .filter(|&app| app != found.master);
     Label {
@@ -1003,26 +1081,18 @@ mod tests {
         test_dissector("decides", reads_and_decides),
     ];
 
-    /// The dissectors are tried in turn on one scratch metadata: what an
-    /// undecided one wrote must be gone before the next one runs, and what
-    /// the deciding one wrote must reach the flow.
-    #[test]
-    fn a_deciding_dissector_sees_and_keeps_only_its_own_metadata() {
+    /// The class `chain` gives a flow after its first packet, a UDP
+    /// datagram from port `client` to port `server`.
+    fn after_one_datagram(chain: &mut Chain, client: u16, server: u16, payload: &[u8]) -> FlowClass {
         use etherparse::PacketBuilder;
         use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
         use sluice_wire::{LinkType, decode};
 
-        let config = ChainConfig {
-            rules: Arc::new(RuleSet::compile(Vec::new()).unwrap()),
-            media: None,
-            ..ChainConfig::default()
-        };
-        let mut chain = Chain::with_dissectors(config, &NOTE_THEN_DECIDE);
         let mut table: FlowTable<FlowClass> = FlowTable::new(FlowConfig::default());
         let mut frame = Vec::new();
         PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-            .udp(40001, 40002)
-            .write(&mut frame, b"\x00\x01 an unknown protocol")
+            .udp(client, server)
+            .write(&mut frame, payload)
             .unwrap();
         let decoded = decode(LinkType::RawIp, &frame).unwrap();
         let info = PacketInfo {
@@ -1036,10 +1106,58 @@ mod tests {
         let start = decoded.payload_offset as usize;
         let payload = &frame[start..start + decoded.payload_captured as usize];
         chain.on_packet(flow, dir, &decoded, payload, 1);
-        let class = flow.ext.clone();
+        flow.ext.clone()
+    }
+
+    fn test_config() -> ChainConfig {
+        ChainConfig {
+            rules: Arc::new(RuleSet::compile(Vec::new()).unwrap()),
+            media: None,
+            ..ChainConfig::default()
+        }
+    }
+
+    /// The dissectors are tried in turn on one scratch metadata: what an
+    /// undecided one wrote must be gone before the next one runs, and what
+    /// the deciding one wrote must reach the flow.
+    #[test]
+    fn a_deciding_dissector_sees_and_keeps_only_its_own_metadata() {
+        let mut chain = Chain::with_dissectors(test_config(), &NOTE_THEN_DECIDE);
+        let class = after_one_datagram(&mut chain, 40001, 40002, b"\x00\x01 an unknown protocol");
         assert_eq!(class.label.master, "Telnet");
         let meta = class.meta.expect("the deciding dissector's metadata");
         assert_eq!(meta.server_banner.as_deref(), Some("noted by the deciding dissector"));
         assert_eq!((meta.host, meta.commands.len()), (None, 0));
+    }
+
+    static ASKED_ANYTHING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn takes_anything(_: &Packet, _: &mut Context) -> Verdict {
+        ASKED_ANYTHING.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Verdict::Yes(Found::new("Anything"))
+    }
+
+    fn takes_anything_as_dns(_: &Packet, _: &mut Context) -> Verdict {
+        Verdict::Yes(Found::new("DNS"))
+    }
+
+    static BOTH_SAY_YES: [Dissector; 2] = [
+        test_dissector("Anything", takes_anything),
+        test_dissector("DNS", takes_anything_as_dns),
+    ];
+
+    /// As in nDPI, the dissector of the protocol the port names is asked
+    /// first; the others, in the registry's order, only when it says no.
+    #[test]
+    fn the_dissector_the_port_names_is_asked_first() {
+        let mut chain = Chain::with_dissectors(test_config(), &BOTH_SAY_YES);
+        let asked = || ASKED_ANYTHING.load(std::sync::atomic::Ordering::Relaxed);
+        let before = asked();
+        let class = after_one_datagram(&mut chain, 40001, 53, b"\x12\x34 a query");
+        assert_eq!((class.label.master, class.classifier), ("DNS", Classifier::Dissector));
+        assert_eq!(asked(), before, "the registry's first dissector was not asked");
+        let class = after_one_datagram(&mut chain, 40001, 40002, b"\x12\x34 a query");
+        assert_eq!(class.label.master, "Anything");
+        assert_eq!(asked(), before + 1);
     }
 }

@@ -4,7 +4,10 @@ against `--classify off` on one trace, run in alternation (off, full, off,
 full, ...) so that both see the same state of a shared machine, for each
 output format. Prints a Markdown table of median wall and CPU seconds and the
 median of the per-pair ratios full/off, and the throughput the chain costs
-(1 - off/full, from the median wall ratio).
+(1 - off/full, from the median wall ratio) with a 95 % confidence interval:
+the order statistics of the per-pair ratios that bound their median whatever
+their distribution (the binomial interval), so that a figure near a target
+says whether this machine's spread can explain the difference.
 
 Several builds (`--sluice OLD,NEW`) are measured in the same rounds (off and
 full of the first, then of the second, ...), which is how a change to the
@@ -14,6 +17,7 @@ usage: bench/chain_cost.py TRACE [--sluice BIN[,BIN...]] [--runs N] [--formats j
 """
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -21,6 +25,25 @@ import sys
 import tempfile
 
 from ab import cache_from_disk, run
+
+
+def median_interval(values, confidence=0.95):
+    """The distribution-free confidence interval of the median of `values`:
+    the k-th smallest and k-th largest, with k the largest rank such that
+    fewer than k of n fair coin flips come up heads with probability at most
+    (1 - confidence) / 2. With fewer than six values no such k exists, and
+    the interval is the whole range."""
+    xs = sorted(values)
+    n = len(xs)
+    tail = (1 - confidence) / 2
+    k, below = 0, 0.0
+    # below = P(Binomial(n, 1/2) <= k - 1), the chance the median lies under xs[k - 1].
+    while k < n // 2 and below + math.comb(n, k) / 2**n <= tail:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    if k == 0:
+        return xs[0], xs[-1]
+    return xs[k - 1], xs[n - k]
 
 
 def cpu_time(measured):
@@ -51,7 +74,8 @@ def main():
         build_column = len(builds) > 1
         print(("| build " if build_column else "")
               + "| format | off: median wall s | full: median wall s | off: median CPU s | full: median CPU s "
-              "| full/off wall (median of pairs) | full/off CPU (median of pairs) | throughput the chain costs |")
+              "| full/off wall (median of pairs) | full/off CPU (median of pairs) "
+              "| throughput the chain costs (95 % interval) |")
         print("|---" * (8 + build_column) + "|")
         for fmt in args.formats.split(","):
             def cmd(b, mode):
@@ -69,12 +93,16 @@ def main():
                     off[b].append(cpu_time(run(cmd(b, "off"))))
                     full[b].append(cpu_time(run(cmd(b, "full"))))
             for b, build in enumerate(builds):
-                wall_ratio = statistics.median(f[0] / o[0] for o, f in zip(off[b], full[b]))
+                wall_ratios = [f[0] / o[0] for o, f in zip(off[b], full[b])]
+                wall_ratio = statistics.median(wall_ratios)
                 cpu_ratio = statistics.median(f[1] / o[1] for o, f in zip(off[b], full[b]))
                 med = lambda xs, i: statistics.median(x[i] for x in xs)
+                cost = lambda ratio: (1 - 1 / ratio) * 100
+                low, high = median_interval(wall_ratios)
                 print((f"| {build} " if build_column else "")
                       + f"| {fmt} | {med(off[b], 0):.3f} | {med(full[b], 0):.3f} | {med(off[b], 1):.3f} "
-                      f"| {med(full[b], 1):.3f} | {wall_ratio:.3f} | {cpu_ratio:.3f} | {(1 - 1 / wall_ratio) * 100:.0f} % |")
+                      f"| {med(full[b], 1):.3f} | {wall_ratio:.3f} | {cpu_ratio:.3f} "
+                      f"| {cost(wall_ratio):.1f} % ({cost(low):.1f} to {cost(high):.1f} %) |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -131,7 +131,7 @@ struct Dissecting {
     /// what their port says, and the dissectors before it in the registry
     /// said `No` about eight times a flow on the realistic mix (a quarter
     /// of those calls are saved; the mix's labels are the same).
-    guess: Option<u16>,
+    guess: Option<usize>,
 }
 
 /// What a dissector with no say in the flow yet answered.
@@ -282,33 +282,46 @@ impl Chain {
             (Side::Up, heads[0], 0),
             (Side::Down, heads[1], u32::from(!heads[0].is_empty())),
         ];
+        let key = FlowKey {
+            proto: match transport {
+                Transport::Tcp => TCP,
+                Transport::Udp => UDP,
+            },
+            src_port: client.1,
+            dst_port: server.1,
+            ..FlowKey::default()
+        };
+        let port = port_label(&key).map(|(label, _, _)| label);
+        let port = self
+            .config
+            .rules
+            .by_port(transport, client.1, server.1)
+            .map(|rule| rule.label)
+            .or(port);
+        let guess = port.and_then(|label| self.guess(label, &candidates));
         let mut found = None;
-        'dissectors: for (w, &word) in candidates.iter().enumerate() {
-            let mut word = word;
-            while word != 0 {
-                let d = w * 64 + word.trailing_zeros() as usize;
-                word &= word - 1;
-                let mut noted = false;
-                for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
-                    if !self.dissectors[d].first_byte.on(transport).contains(data[0]) {
-                        break;
-                    }
-                    let packet = view(transport, side, (client, server), data, (0, other_index));
-                    let mut ctx = Context::new(&mut self.scratch, &mut self.expect, &mut self.resolved);
-                    let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
-                    noted |= ctx.meta.written();
-                    match verdict {
-                        Verdict::Yes(f) => {
-                            found = Some(found_label(f, &self.scratch, &mut None, &mut self.hosts));
-                            break 'dissectors;
-                        }
-                        Verdict::No => break,
-                        Verdict::Maybe => {}
-                    }
+        let others = members(candidates).filter(|&d| Some(d) != guess);
+        'dissectors: for d in guess.into_iter().chain(others) {
+            let mut noted = false;
+            for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
+                if !self.dissectors[d].first_byte.on(transport).contains(data[0]) {
+                    break;
                 }
-                if noted {
-                    self.scratch = Metadata::default();
+                let packet = view(transport, side, (client, server), data, (0, other_index));
+                let mut ctx = Context::new(&mut self.scratch, &mut self.expect, &mut self.resolved);
+                let verdict = (self.dissectors[d].inspect)(&packet, &mut ctx);
+                noted |= ctx.meta.written();
+                match verdict {
+                    Verdict::Yes(f) => {
+                        found = Some(found_label(f, &self.scratch, &mut None, &mut self.hosts));
+                        break 'dissectors;
+                    }
+                    Verdict::No => break,
+                    Verdict::Maybe => {}
                 }
+            }
+            if noted {
+                self.scratch = Metadata::default();
             }
         }
         self.scratch = Metadata::default();
@@ -414,7 +427,7 @@ impl Chain {
             None => {
                 let mut fresh = self.fresh_inspection(transport);
                 if class.classifier == Classifier::Port {
-                    fresh.dissecting.guess = self.by_name.get(class.label.master).copied();
+                    fresh.dissecting.guess = self.guess(class.label, &fresh.dissecting.candidates);
                 }
                 fresh
             }
@@ -602,6 +615,12 @@ impl Chain {
         }
     }
 
+    /// The dissector of `label`'s protocol, if it is among `candidates`.
+    fn guess(&self, label: Label, candidates: &Candidates) -> Option<usize> {
+        let d = usize::from(*self.by_name.get(label.master)?);
+        (candidates[d / 64] & (1 << (d % 64)) != 0).then_some(d)
+    }
+
     /// An inspection for a flow's first payload, from the spares when
     /// there are any: most flows are decided within a packet or two, and
     /// an allocation for the box, its stream heads and its rule matches
@@ -738,9 +757,7 @@ impl Chain {
                 *live &= accepting;
             }
             let mut decided = None;
-            let guess = guess
-                .map(usize::from)
-                .filter(|&g| candidates[g / 64] & (1 << (g % 64)) != 0);
+            let guess = guess.filter(|&g| candidates[g / 64] & (1 << (g % 64)) != 0);
             if let Some(g) = guess {
                 match self.ask(g, class, packet, service) {
                     Asked::Decided(found) => decided = Some((g, found)),
@@ -798,6 +815,17 @@ impl Chain {
         }
         next
     }
+}
+
+/// The dissectors in a candidate set, in the registry's order.
+fn members(candidates: Candidates) -> impl Iterator<Item = usize> {
+    candidates.into_iter().enumerate().flat_map(|(w, mut word)| {
+        std::iter::from_fn(move || {
+            let bit = (word != 0).then(|| word.trailing_zeros() as usize)?;
+            word &= word - 1;
+            Some(w * 64 + bit)
+        })
+    })
 }
 
 /// One direction of a flow as the dissectors see it: `data` from the
@@ -878,6 +906,7 @@ fn endpoints(k: &FlowKey) -> ((IpAddr, u16), (IpAddr, u16)) {
     ((k.src_ip(), k.src_port), (k.dst_ip(), k.dst_port))
 }
 
+const TCP: u8 = 6;
 const UDP: u8 = 17;
 
 /// An IPv4 header without options and a UDP header.
@@ -1159,5 +1188,15 @@ mod tests {
         let class = after_one_datagram(&mut chain, 40001, 40002, b"\x12\x34 a query");
         assert_eq!(class.label.master, "Anything");
         assert_eq!(asked(), before + 1);
+        // A stream injected whole is asked in the same order.
+        let client = (IpAddr::from([10, 0, 0, 1]), 40001);
+        let stream = |chain: &mut Chain, port| {
+            let server = (IpAddr::from([10, 0, 0, 2]), port);
+            chain.classify_stream(Transport::Udp, client, server, [b"\x12\x34", b""])
+        };
+        assert_eq!(stream(&mut chain, 53).map(|l| l.master), Some("DNS"));
+        assert_eq!(asked(), before + 1);
+        assert_eq!(stream(&mut chain, 40002).map(|l| l.master), Some("Anything"));
+        assert_eq!(asked(), before + 2);
     }
 }

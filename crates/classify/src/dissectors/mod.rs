@@ -2,7 +2,9 @@
 //! with its own tests. `api.rs` is their whole contract with the chain.
 //!
 //! The registry order matters where two protocols can read the same bytes:
-//! the stricter or more specific dissector comes first.
+//! the stricter or more specific dissector comes first. The chain asks the
+//! dissector of the protocol a flow's port names before all others, then
+//! the rest in this order.
 
 mod afp;
 mod api;
@@ -120,7 +122,7 @@ mod xiaomi;
 
 pub use api::*;
 
-/// Every dissector, in the order the chain asks them.
+/// Every dissector, in the order the chain asks them after the port's own.
 pub fn registry() -> &'static [Dissector] {
     static ALL: std::sync::LazyLock<Vec<Dissector>> = std::sync::LazyLock::new(|| {
         let modules: &[&[Dissector]] = &[

@@ -187,11 +187,18 @@ pub struct Chain {
     hosts: RecentHosts,
     /// By protocol name, the first dissector of that name.
     by_name: FxHashMap<&'static str, u16>,
+    /// `by_name`'s answers by where the name lies: the port table and the
+    /// rules give every flow one of a few dozen `&'static str`s, and
+    /// hashing the text for every new flow was a percent of the chain.
+    guesses: [(usize, usize, Option<u16>); GUESS_SLOTS],
     /// Inspections of decided flows, kept for the next flows. Boxed as the
     /// flows hold them, so that handing one over moves a pointer.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Inspection>>,
 }
+
+/// Slots of `Chain::guesses`.
+const GUESS_SLOTS: usize = 64;
 
 /// Spare inspections a chain keeps at most: each holds up to two stream
 /// heads of `head_bytes`.
@@ -253,6 +260,7 @@ impl Chain {
             media,
             hosts: RecentHosts::default(),
             by_name,
+            guesses: [(0, 0, None); GUESS_SLOTS],
             spare: Vec::new(),
         }
     }
@@ -616,8 +624,15 @@ impl Chain {
     }
 
     /// The dissector of `label`'s protocol, if it is among `candidates`.
-    fn guess(&self, label: Label, candidates: &Candidates) -> Option<usize> {
-        let d = usize::from(*self.by_name.get(label.master)?);
+    fn guess(&mut self, label: Label, candidates: &Candidates) -> Option<usize> {
+        let name = (label.master.as_ptr() as usize, label.master.len());
+        // The names lie a few bytes apart: their addresses are mixed, or
+        // the commonest would share slots.
+        let slot = &mut self.guesses[(name.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) % GUESS_SLOTS];
+        if (slot.0, slot.1) != name {
+            *slot = (name.0, name.1, self.by_name.get(label.master).copied());
+        }
+        let d = usize::from(slot.2?);
         (candidates[d / 64] & (1 << (d % 64)) != 0).then_some(d)
     }
 

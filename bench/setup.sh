@@ -21,7 +21,7 @@ fi
 apt-get update
 apt-get install -y --no-install-recommends \
     tshark tcpdump tcpreplay libndpi-bin hyperfine wireshark-common time tcpflow \
-    python3 python3-pip ca-certificates
+    linux-perf python3 python3-pip ca-certificates
 # Only the suricata package itself comes from backports; its dependencies
 # resolve from main. libvectorscan-dev conflicts with it, so it is not asked for.
 apt-get install -y --no-install-recommends -t bookworm-backports suricata
@@ -63,5 +63,6 @@ check tcpdump     tcpdump --version
 check tcpreplay   tcpreplay --version
 check hyperfine   hyperfine --version
 check time        /usr/bin/time -V
+check perf        perf --version
 check nfstream    python3 -c 'import nfstream'
 exit $fail

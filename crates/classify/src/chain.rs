@@ -299,13 +299,7 @@ impl Chain {
             dst_port: server.1,
             ..FlowKey::default()
         };
-        let port = port_label(&key).map(|(label, _, _)| label);
-        let port = self
-            .config
-            .rules
-            .by_port(transport, client.1, server.1)
-            .map(|rule| rule.label)
-            .or(port);
+        let port = self.label_by_port(&key).map(|(label, _)| label);
         let guess = port.and_then(|label| self.guess(label, &candidates));
         let mut found = None;
         let others = members(candidates).filter(|&d| Some(d) != guess);
@@ -382,7 +376,7 @@ impl Chain {
         if self.config.mode == Mode::Off {
             return;
         }
-        if let Some((label, classifier, _)) = port_label(&flow.key) {
+        if let Some((label, classifier)) = self.label_by_port(&flow.key) {
             class.decide(label, classifier);
             if classifier == Classifier::Protocol {
                 return;
@@ -391,9 +385,6 @@ impl Chain {
         let Some(transport) = transport_of(flow.key.proto) else {
             return;
         };
-        if let Some(rule) = self.config.rules.by_port(transport, client.1, server.1) {
-            class.decide(rule.label, Classifier::Port);
-        }
         // Kept in input order, the table may not know yet what a control
         // session on another worker announced before this packet: the flow
         // then asks once every worker has read that far (`prior`), and is
@@ -621,6 +612,20 @@ impl Chain {
                 finish(class);
             }
         }
+    }
+
+    /// What a flow's key alone says of it: the protocol-level application,
+    /// else a rule's port label, else the port table's guess.
+    fn label_by_port(&self, key: &FlowKey) -> Option<(Label, Classifier)> {
+        let table = port_label(key).map(|(label, classifier, _)| (label, classifier));
+        if let Some((_, Classifier::Protocol)) = table {
+            return table;
+        }
+        let Some(transport) = transport_of(key.proto) else {
+            return table;
+        };
+        let rule = self.config.rules.by_port(transport, key.src_port, key.dst_port);
+        rule.map(|rule| (rule.label, Classifier::Port)).or(table)
     }
 
     /// The dissector of `label`'s protocol, if it is among `candidates`.

@@ -469,7 +469,7 @@ fn end_flow(
     if flow.ext.stream.sink.started() && !flow.ext.stream.destroyed {
         destroy(flow, reason.name(), ts, config, chain, memory, out);
     }
-    flow.ext.class.release();
+    chain.release(&mut flow.ext.class);
 }
 
 fn destroy(

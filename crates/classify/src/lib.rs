@@ -155,6 +155,9 @@ pub struct FlowClass {
     /// The media detector's windows, client then server direction; UDP
     /// flows only, and only while the detector runs.
     pub(crate) media_windows: Option<Box<[media::MediaWindows; 2]>>,
+    /// The detector stopped watching: a payload stage named a protocol
+    /// that carries no real-time media.
+    pub(crate) media_off: bool,
 }
 
 impl Default for Label {
@@ -174,13 +177,6 @@ impl FlowClass {
     /// inspection depth is spent.
     pub fn settled(&self) -> bool {
         self.stage == chain::Stage::Done
-    }
-
-    /// Gives back the memory of a finished flow's metadata and inspection.
-    pub fn release(&mut self) {
-        self.meta = None;
-        self.inspection = None;
-        self.media_windows = None;
     }
 }
 

@@ -145,7 +145,7 @@ pub(crate) struct RecordQueue {
 }
 
 impl Sink {
-    fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
+    fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason, chain: &mut Chain) {
         let prior = match &mut self.asking {
             Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names),
             Asking::InOrder(o) if flow.order >= o.asked_before => {
@@ -158,10 +158,10 @@ impl Sink {
             Asking::InOrder(o) if o.told.is_empty() => None,
             Asking::InOrder(o) => o.told.remove(&flow.order),
         };
-        self.write(flow, end, prior.as_ref());
+        self.write(flow, end, prior.as_ref(), chain);
     }
 
-    fn write(&mut self, flow: &mut Flow<FlowClass>, end: EndReason, prior: Option<&Prior>) {
+    fn write(&mut self, flow: &mut Flow<FlowClass>, end: EndReason, prior: Option<&Prior>, chain: &mut Chain) {
         finish_flow(flow, prior);
         let stats = self.stats.as_ref().and_then(|s| s.apply(flow));
         let counts = Counts {
@@ -209,7 +209,7 @@ impl Sink {
                 self.flush();
             }
         }
-        flow.ext.release();
+        chain.release(&mut flow.ext);
     }
 
     fn flush(&mut self) {
@@ -322,7 +322,9 @@ impl Worker {
                 decoded: &p.decoded,
                 order: p.order,
             };
-            let (slot, dir) = table.process(&info, p.hash, FlowClass::default, &mut |flow, end| sink.end(flow, end));
+            let (slot, dir) = table.process(&info, p.hash, FlowClass::default, &mut |flow, end| {
+                sink.end(flow, end, chain)
+            });
             let flow = table.flow_mut(slot);
             if let Asking::InOrder(o) = &mut sink.asking
                 && flow.order == p.order
@@ -351,7 +353,7 @@ impl Worker {
     /// Flows that began before `order` ask, and the records of those that
     /// ended meanwhile are written.
     fn ask_before(&mut self, order: u64) {
-        let Worker { table, sink, .. } = self;
+        let Worker { table, chain, sink } = self;
         // Everything taught before `order` is in the tables by now: if they
         // are empty, no flow waiting has anything to be told, and its slot,
         // most likely out of cache, need not be looked at.
@@ -378,7 +380,7 @@ impl Worker {
             } else if let Some(mut held) = o.held.remove(&first) {
                 let (flow, end) = &mut *held;
                 let told = prior(flow, first, &sink.expectations, &sink.names);
-                sink.write(flow, *end, told.as_ref());
+                sink.write(flow, *end, told.as_ref(), chain);
             }
         }
     }
@@ -386,8 +388,10 @@ impl Worker {
     /// Ends the flows idle or too long by `now_ns`: on a live link, time
     /// passes even when no packet comes to say so.
     pub(crate) fn advance(&mut self, now_ns: u64) {
-        let Worker { table, sink, .. } = self;
-        table.advance(now_ns, &mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end));
+        let Worker { table, chain, sink } = self;
+        table.advance(now_ns, &mut |flow: &mut Flow<FlowClass>, end| {
+            sink.end(flow, end, chain)
+        });
     }
 
     /// Records written so far.
@@ -399,8 +403,8 @@ impl Worker {
     /// what the worker counted.
     pub(crate) fn finish(mut self) -> WorkerOutput {
         self.ask_before(u64::MAX);
-        let Worker { table, sink, .. } = &mut self;
-        table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end));
+        let Worker { table, chain, sink } = &mut self;
+        table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end, chain));
         sink.flush();
         if let Asking::InOrder(o) = &self.sink.asking {
             debug_assert!(o.held.is_empty() && o.waiting.is_empty());

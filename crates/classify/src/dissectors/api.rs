@@ -214,6 +214,50 @@ impl Metadata {
             && commands.is_empty()
     }
 
+    /// Empties every field, keeping the lists' capacity for the next flow.
+    pub fn clear(&mut self) {
+        let Metadata {
+            host,
+            http_method,
+            http_uri,
+            http_user_agent,
+            http_status,
+            http_content_type,
+            tls_version,
+            tls_alpn,
+            ja3,
+            ja4,
+            quic_version,
+            dns_qtype,
+            dns_rcode,
+            dns_answers,
+            client_banner,
+            server_banner,
+            commands,
+        } = self;
+        for text in [
+            host,
+            http_method,
+            http_uri,
+            http_user_agent,
+            http_content_type,
+            tls_version,
+            tls_alpn,
+            ja3,
+            ja4,
+            quic_version,
+            client_banner,
+            server_banner,
+        ] {
+            *text = None;
+        }
+        *http_status = None;
+        *dns_qtype = None;
+        *dns_rcode = None;
+        dns_answers.clear();
+        commands.clear();
+    }
+
     /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.
     pub fn text(bytes: &[u8]) -> Text {
         // A replacing pass the compiler vectorises, into a buffer on the

@@ -20,7 +20,7 @@ pub mod services;
 mod stats;
 
 pub use chain::{Chain, ChainConfig, EXPECTATIONS_CAPACITY, Mode, Prior, finish_flow, prior};
-pub use dissectors::{Metadata, Text, Transport};
+pub use dissectors::{Fingerprint, Metadata, Text, Transport};
 pub use expect::Expectations;
 pub use learned::History;
 pub use names::{ADDRESS_NAMES_CAPACITY, AddressNames};

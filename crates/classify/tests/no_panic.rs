@@ -61,8 +61,6 @@ fn check_caps(meta: &Metadata) {
         &meta.http_content_type,
         &meta.tls_version,
         &meta.tls_alpn,
-        &meta.ja3,
-        &meta.ja4,
         &meta.quic_version,
         &meta.client_banner,
         &meta.server_banner,

@@ -8,7 +8,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sluice_classify::{Classifier, FlowClass, Label, Metadata};
+use sluice_classify::{Classifier, Fingerprint, FlowClass, Label, Metadata};
 use sluice_export::schema::Record;
 use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo};
@@ -86,7 +86,7 @@ fn flows() -> Vec<Flow<FlowClass>> {
                     host: Some(format!("video-{i}.example.com").into()),
                     tls_version: Some("1.3".into()),
                     tls_alpn: Some("h2".into()),
-                    ja4: Some("t13d1516h2_8daaf6152771_02713d6af862".into()),
+                    ja4: Fingerprint::new("t13d1516h2_8daaf6152771_02713d6af862"),
                     ..Metadata::default()
                 }));
             }

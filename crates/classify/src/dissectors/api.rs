@@ -147,9 +147,9 @@ pub struct Metadata {
     /// ALPN protocols the client offered, comma-separated.
     pub tls_alpn: Option<Text>,
     /// JA3 client fingerprint, lowercase hex MD5.
-    pub ja3: Option<Text>,
+    pub ja3: Option<Fingerprint>,
     /// JA4 client fingerprint (`t13d1516h2_8daaf6152771_b186095e22b6`).
-    pub ja4: Option<Text>,
+    pub ja4: Option<Fingerprint>,
     /// `v1`, `v2`, `draft-29`, or the version in hex.
     pub quic_version: Option<Text>,
     /// DNS (and mDNS/LLMNR) query type of the first question.
@@ -199,14 +199,14 @@ impl Metadata {
             http_content_type,
             tls_version,
             tls_alpn,
-            ja3,
-            ja4,
             quic_version,
             client_banner,
             server_banner,
         ]
         .iter()
         .all(|t| t.is_none())
+            && ja3.is_none()
+            && ja4.is_none()
             && http_status.is_none()
             && dns_qtype.is_none()
             && dns_rcode.is_none()
@@ -243,14 +243,14 @@ impl Metadata {
             http_content_type,
             tls_version,
             tls_alpn,
-            ja3,
-            ja4,
             quic_version,
             client_banner,
             server_banner,
         ] {
             *text = None;
         }
+        *ja3 = None;
+        *ja4 = None;
         *http_status = None;
         *dns_qtype = None;
         *dns_rcode = None;
@@ -319,6 +319,50 @@ impl<'a> Context<'a> {
             expect,
             resolved,
         }
+    }
+}
+
+/// A TLS client fingerprint as text: JA3's 32 hex digits or JA4's 36
+/// characters. Kept inline, where a [`Text`] this long is a heap
+/// allocation: a worker meets the same few hellos again and again (the
+/// TLS dissector remembers their fingerprints), and copying one costs less
+/// than allocating it for every flow.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    len: u8,
+    text: [u8; Fingerprint::CAPACITY],
+}
+
+impl Fingerprint {
+    pub const CAPACITY: usize = 36;
+
+    /// `None` when `text` is longer than a JA4 or not printable ASCII.
+    pub fn new(text: &str) -> Option<Fingerprint> {
+        let bytes = text.as_bytes();
+        if bytes.len() > Fingerprint::CAPACITY || !bytes.iter().all(u8::is_ascii_graphic) {
+            return None;
+        }
+        let mut fingerprint = Fingerprint {
+            len: bytes.len() as u8,
+            text: [0; Fingerprint::CAPACITY],
+        };
+        fingerprint.text[..bytes.len()].copy_from_slice(bytes);
+        Some(fingerprint)
+    }
+}
+
+impl std::ops::Deref for Fingerprint {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        // Printable ASCII by construction.
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
     }
 }
 
@@ -568,7 +612,17 @@ pub(crate) fn test_packet(
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_TEXT, Metadata};
+    use super::{Fingerprint, MAX_TEXT, Metadata};
+
+    #[test]
+    fn a_fingerprint_holds_a_ja4_and_refuses_what_no_fingerprint_is() {
+        let ja4 = "t13d1516h2_8daaf6152771_b186095e22b6";
+        assert_eq!(Fingerprint::new(ja4).as_deref(), Some(ja4));
+        assert_eq!(Fingerprint::new("").as_deref(), Some(""));
+        assert_eq!(Fingerprint::new(&format!("{ja4}0")), None);
+        assert_eq!(Fingerprint::new("d551fafc 4f40"), None);
+        assert_eq!(format!("{:?}", Fingerprint::new("ab").unwrap()), "\"ab\"");
+    }
 
     #[test]
     fn text_keeps_printable_ascii_replaces_the_rest_and_is_cut() {

@@ -11,7 +11,8 @@ use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants, be16,
+    ByteSet, Context, Dissector, Fingerprint, FirstByte, Found, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants,
+    be16,
 };
 
 pub const DISSECTORS: &[Dissector] = &[
@@ -564,9 +565,11 @@ fn record_client_hello(hello: &ClientHello, transport: u8, meta: &mut Metadata) 
     }
     if meta.ja3.is_none() || meta.ja4.is_none() {
         let (ja3, ja4) = fingerprints(transport, hello);
-        meta.ja3.get_or_insert(ja3.into());
+        if meta.ja3.is_none() {
+            meta.ja3 = ja3;
+        }
         if meta.ja4.is_none() {
-            meta.ja4 = ja4.map(Text::from);
+            meta.ja4 = ja4;
         }
     }
 }
@@ -775,8 +778,8 @@ struct HelloMemo {
 
 struct RememberedHello {
     key: Vec<u8>,
-    ja3: String,
-    ja4: Option<String>,
+    ja3: Option<Fingerprint>,
+    ja4: Option<Fingerprint>,
 }
 
 const HELLO_SLOTS: usize = 256;
@@ -791,12 +794,18 @@ thread_local! {
 }
 
 /// JA3 and JA4 of `hello`, computed or remembered.
-fn fingerprints(transport: u8, hello: &ClientHello) -> (String, Option<String>) {
+fn fingerprints(transport: u8, hello: &ClientHello) -> (Option<Fingerprint>, Option<Fingerprint>) {
+    let compute = || {
+        (
+            Fingerprint::new(&ja3(hello)),
+            ja4(transport, hello).and_then(|ja4| Fingerprint::new(&ja4)),
+        )
+    };
     HELLOS.with_borrow_mut(|memo| {
         let HelloMemo { key, slots } = memo;
         fingerprint_key(transport, hello, key);
         if key.len() > MAX_HELLO_KEY {
-            return (ja3(hello), ja4(transport, hello));
+            return compute();
         }
         let mut hasher = rustc_hash::FxHasher::default();
         std::hash::Hasher::write(&mut hasher, key);
@@ -805,20 +814,19 @@ fn fingerprints(transport: u8, hello: &ClientHello) -> (String, Option<String>) 
             slots.resize_with(HELLO_SLOTS, || None);
         }
         match &mut slots[slot] {
-            Some(known) if known.key == *key => (known.ja3.clone(), known.ja4.clone()),
+            Some(known) if known.key == *key => (known.ja3, known.ja4),
             entry => {
-                let (ja3, ja4) = (ja3(hello), ja4(transport, hello));
+                let (ja3, ja4) = compute();
                 match entry {
                     Some(old) => {
                         old.key.clone_from(key);
-                        old.ja3.clone_from(&ja3);
-                        old.ja4.clone_from(&ja4);
+                        (old.ja3, old.ja4) = (ja3, ja4);
                     }
                     None => {
                         *entry = Some(RememberedHello {
                             key: key.clone(),
-                            ja3: ja3.clone(),
-                            ja4: ja4.clone(),
+                            ja3,
+                            ja4,
                         })
                     }
                 }
@@ -1364,7 +1372,11 @@ mod tests {
                 let (Hello::Done, Some(hello)) = client_hello_message(message, false) else {
                     panic!("a hello the test built does not parse");
                 };
-                assert_eq!(fingerprints(b't', &hello), (ja3(&hello), ja4(b't', &hello)));
+                let computed = (
+                    Fingerprint::new(&ja3(&hello)),
+                    ja4(b't', &hello).and_then(|ja4| Fingerprint::new(&ja4)),
+                );
+                assert_eq!(fingerprints(b't', &hello), computed);
                 let mut key = Vec::new();
                 fingerprint_key(b't', &hello, &mut key);
                 keys.insert(key);

@@ -216,46 +216,15 @@ impl Metadata {
 
     /// Empties every field, keeping the lists' capacity for the next flow.
     pub fn clear(&mut self) {
-        let Metadata {
-            host,
-            http_method,
-            http_uri,
-            http_user_agent,
-            http_status,
-            http_content_type,
-            tls_version,
-            tls_alpn,
-            ja3,
-            ja4,
-            quic_version,
-            dns_qtype,
-            dns_rcode,
-            dns_answers,
-            client_banner,
-            server_banner,
-            commands,
-        } = self;
-        for text in [
-            host,
-            http_method,
-            http_uri,
-            http_user_agent,
-            http_content_type,
-            tls_version,
-            tls_alpn,
-            quic_version,
-            client_banner,
-            server_banner,
-        ] {
-            *text = None;
-        }
-        *ja3 = None;
-        *ja4 = None;
-        *http_status = None;
-        *dns_qtype = None;
-        *dns_rcode = None;
+        let mut dns_answers = std::mem::take(&mut self.dns_answers);
+        let mut commands = std::mem::take(&mut self.commands);
         dns_answers.clear();
         commands.clear();
+        *self = Metadata {
+            dns_answers,
+            commands,
+            ..Metadata::default()
+        };
     }
 
     /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.

@@ -390,6 +390,26 @@ impl Chain {
         payload: &[u8],
         order: u64,
     ) {
+        let class = flow.ext.class();
+        let watched =
+            flow.key.proto == UDP && !class.media_off && self.media.is_some() && self.config.mode != Mode::Off;
+        // Most packets are of flows the chain is done with and the media
+        // detector does not watch: this test, inlined in the worker's
+        // loop, is all they cost.
+        if class.stage == Stage::Done && !watched {
+            return;
+        }
+        self.look_at(flow, dir, decoded, payload, order);
+    }
+
+    fn look_at<X: Classified>(
+        &mut self,
+        flow: &mut Flow<X>,
+        dir: Direction,
+        decoded: &Decoded,
+        payload: &[u8],
+        order: u64,
+    ) {
         let was_done = flow.ext.class().stage == Stage::Done;
         self.classify(flow, dir, decoded, payload, order);
         if flow.key.proto == UDP

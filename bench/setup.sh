@@ -21,7 +21,7 @@ fi
 apt-get update
 apt-get install -y --no-install-recommends \
     tshark tcpdump tcpreplay libndpi-bin hyperfine wireshark-common time tcpflow \
-    linux-perf python3 python3-pip ca-certificates
+    linux-perf valgrind python3 python3-pip ca-certificates
 # Only the suricata package itself comes from backports; its dependencies
 # resolve from main. libvectorscan-dev conflicts with it, so it is not asked for.
 apt-get install -y --no-install-recommends -t bookworm-backports suricata

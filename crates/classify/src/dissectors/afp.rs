@@ -38,7 +38,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// DSICommand carrying a 6-byte AFP call, from afp.pcap.
@@ -47,8 +47,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 64987, 548, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (64987, 548), data)
     }
 
     #[test]

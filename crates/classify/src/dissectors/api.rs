@@ -579,6 +579,23 @@ pub(crate) fn test_packet(
     }
 }
 
+/// What `inspect` answers about `data`, sent from `side` of a flow between
+/// a client port and a server port, with nothing noted before.
+#[cfg(test)]
+pub(crate) fn verdict_of(
+    inspect: fn(&Packet, &mut Context) -> Verdict,
+    transport: Transport,
+    side: Side,
+    (client_port, server_port): (u16, u16),
+    data: &[u8],
+) -> Verdict {
+    let mut tc = TestContext::new();
+    inspect(
+        &test_packet(transport, side, client_port, server_port, data),
+        &mut tc.ctx(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Fingerprint, MAX_TEXT, Metadata};

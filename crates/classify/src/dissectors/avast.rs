@@ -51,7 +51,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// The server's 16-byte acknowledgement from avast.pcap.
@@ -60,8 +60,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Down, 62741, 80, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Down, (62741, 80), data)
     }
 
     #[test]

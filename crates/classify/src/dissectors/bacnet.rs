@@ -40,7 +40,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// Who-Is broadcast and a ReadProperty from bacnet.pcap.
@@ -50,11 +50,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Udp, Side::Up, 47808, 47808, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Udp, Side::Up, (47808, 47808), data)
     }
 
     #[test]

@@ -52,7 +52,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// A Read request (command 2) from beckhoff_ads.pcapng.
@@ -63,11 +63,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Tcp, Side::Up, 49201, 48898, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Tcp, Side::Up, (49201, 48898), data)
     }
 
     #[test]

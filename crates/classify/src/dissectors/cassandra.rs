@@ -210,7 +210,7 @@ fn error(body: &[u8]) -> Body {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{Transport, verdict_of};
     use super::*;
 
     /// OPTIONS then STARTUP, from cassandra.pcap (protocol v4).
@@ -222,8 +222,7 @@ mod tests {
         \x00\x03lz4\x00\x0bCQL_VERSION\x00\x01\x00\x053.3.1";
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, side, 46536, 9042, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, side, (46536, 9042), data)
     }
 
     #[test]

@@ -28,12 +28,11 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, test_packet, verdict_of};
     use super::*;
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, side, 58998, 6556, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, side, (58998, 6556), data)
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// An I/O datagram from cip_io.pcap.
@@ -46,8 +46,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 2222, 2222, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (2222, 2222), data)
     }
 
     #[test]

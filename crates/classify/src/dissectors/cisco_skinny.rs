@@ -69,7 +69,7 @@ fn prefix_ok(rest: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// KeepAlive-style registration exchange from skinny.pcap.
@@ -79,11 +79,7 @@ mod tests {
     const KEEPALIVE: &[u8] = &[0x04, 0, 0, 0, 0x00, 0, 0, 0, 0x00, 0, 0, 0];
 
     fn run(port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Tcp, Side::Down, 49399, port, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Tcp, Side::Down, (49399, port), data)
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// The head of a credit-control request from diameter.pcap (Session-Id AVP).
@@ -70,8 +70,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 50957, 3868, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (50957, 3868), data)
     }
 
     #[test]

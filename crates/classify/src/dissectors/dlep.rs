@@ -74,7 +74,7 @@ fn items_tile(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     fn peer_offer() -> Vec<u8> {
@@ -91,8 +91,7 @@ mod tests {
     }
 
     fn run(transport: Transport, port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 44515, port, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (44515, port), data)
     }
 
     #[test]

@@ -40,7 +40,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// EXCSAT (exchange server attributes) from drda_db2.pcap.
@@ -49,8 +49,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 4847, 50000, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (4847, 50000), data)
     }
 
     #[test]

@@ -89,7 +89,7 @@ fn extended(data: &[u8], at: usize, nibble: u8) -> Option<(u16, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// A CoAP POST to /r/Bus17Cmd from dropbox.pcap (payload cut).
@@ -100,11 +100,7 @@ mod tests {
     const DISCOVERY: &[u8] = b"{\"host_int\": 274363570036934823, \"version\": [2, 0], \"port\": 17500}";
 
     fn run(client_port: u16, server_port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Udp, Side::Up, client_port, server_port, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Udp, Side::Up, (client_port, server_port), data)
     }
 
     #[test]

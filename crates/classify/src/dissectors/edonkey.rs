@@ -40,7 +40,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn hello() -> Vec<u8> {
@@ -50,8 +50,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 1754, 4662, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (1754, 4662), data)
     }
 
     #[test]

@@ -51,7 +51,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// The transport handshake and its answer, from elasticsearch.pcap.
@@ -61,8 +61,7 @@ mod tests {
         b"ES\x00\x00\x00\x13\x00\x00\x00\x00\x00\x00\x00\x01\x09\x00\x5c\xc6\x63\x00\x00\xcb\xf6\xae\x03";
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, side, 40282, 9300, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, side, (40282, 9300), data)
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// A read request from ethersbus.pcap.
@@ -45,8 +45,7 @@ mod tests {
     ];
 
     fn run(port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 2467, port, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (2467, port), data)
     }
 
     #[test]

@@ -39,7 +39,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{Transport, verdict_of};
     use super::*;
 
     /// test_packet's client is 10.0.0.1, so the producer id says so.
@@ -52,8 +52,7 @@ mod tests {
     }
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, side, 18246, 18246, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, side, (18246, 18246), data)
     }
 
     #[test]

@@ -31,12 +31,11 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 23405, 4730, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (23405, 4730), data)
     }
 
     #[test]

@@ -38,7 +38,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     const CONNECT_DGRAM: &[u8] = &[
@@ -49,8 +49,7 @@ mod tests {
     ];
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, side, 58766, 22101, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, side, (58766, 22101), data)
     }
 
     #[test]

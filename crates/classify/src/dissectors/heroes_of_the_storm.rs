@@ -31,15 +31,11 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::super::hex;
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn run(server_port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Udp, Side::Up, 54598, server_port, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Udp, Side::Up, (54598, server_port), data)
     }
 
     /// The client's first datagram in hots.pcapng.

@@ -57,7 +57,7 @@ fn tlvs_tile(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// A v1 hello from the active router, from hsrp0.pcap.
@@ -66,8 +66,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 1985, 1985, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (1985, 1985), data)
     }
 
     #[test]

@@ -108,7 +108,7 @@ fn check(data: &[u8], crc: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// SNRM and its UA reply from dlms.pcap.
@@ -119,8 +119,7 @@ mod tests {
     ];
 
     fn run(transport: Transport, port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 60797, port, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (60797, port), data)
     }
 
     #[test]

@@ -72,7 +72,7 @@ fn crc_ccitt(data: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// A command frame (send configuration) from ieee_c37118.pcap.
@@ -81,8 +81,7 @@ mod tests {
     ];
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 36835, 4712, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (36835, 4712), data)
     }
 
     #[test]

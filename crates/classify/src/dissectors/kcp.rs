@@ -72,7 +72,7 @@ fn short(pkt: &Packet) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     fn segment(cmd: u8, data_len: u32) -> Vec<u8> {
@@ -84,8 +84,7 @@ mod tests {
     }
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 47356, 8000, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (47356, 8000), data)
     }
 
     #[test]

@@ -43,7 +43,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// A search request from knxip.pcapng.
@@ -57,8 +57,7 @@ mod tests {
     ];
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 41343, 3671, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (41343, 3671), data)
     }
 
     #[test]

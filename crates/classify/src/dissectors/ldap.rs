@@ -107,7 +107,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// Anonymous simple bind, version 3, from log4j-webapp-exploit.pcap.
@@ -119,8 +119,7 @@ mod tests {
     ];
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 57650, 389, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (57650, 389), data)
     }
 
     #[test]

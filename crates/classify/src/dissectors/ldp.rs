@@ -71,7 +71,7 @@ fn messages_tile(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// A link hello from ldp.pcap.
@@ -81,8 +81,7 @@ mod tests {
     ];
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 646, 646, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (646, 646), data)
     }
 
     #[test]

@@ -62,7 +62,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// Read holding registers, from modbus.pcap.
@@ -70,8 +70,7 @@ mod tests {
     const UMAS_REQUEST: &[u8] = &[0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x5a, 0x00, 0x02];
 
     fn run(port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 2074, port, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (2074, port), data)
     }
 
     #[test]

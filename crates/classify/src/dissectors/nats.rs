@@ -42,15 +42,14 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{Transport, verdict_of};
     use super::*;
 
     const INFO: &[u8] = b"INFO {\"server_id\":\"NALG56HQZ4C4ILRHCGYWMCSBVC5W2\",\"version\":\"2.9.0\",\"proto\":1}\r\n";
     const CONNECT: &[u8] = b"CONNECT {\"verbose\":false,\"pedantic\":false,\"tls_required\":false}\r\n";
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, side, 54821, 4222, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, side, (54821, 4222), data)
     }
 
     #[test]

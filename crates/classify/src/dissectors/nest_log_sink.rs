@@ -41,7 +41,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn message(len: u16) -> Vec<u8> {
@@ -54,8 +54,7 @@ mod tests {
     }
 
     fn run(port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 63342, port, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (63342, port), data)
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn sets_tile(data: &[u8], header: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn v9() -> Vec<u8> {
@@ -71,8 +71,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 48629, 2057, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (48629, 2057), data)
     }
 
     #[test]

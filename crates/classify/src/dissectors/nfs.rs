@@ -68,7 +68,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, test_packet};
+    use super::super::verdict_of;
     use super::*;
 
     /// NFSv3 GETATTR call from nfsv3.pcap, AUTH_SYS credential, cut after the flavour.
@@ -78,8 +78,7 @@ mod tests {
     ];
 
     fn run(transport: Transport, side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, side, 1022, 2049, data), &mut tc.ctx())
+        verdict_of(inspect, transport, side, (1022, 2049), data)
     }
 
     #[test]

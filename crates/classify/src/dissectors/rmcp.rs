@@ -43,7 +43,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// IPMI Get Channel Authentication Capabilities, from rmcp.pcap.
@@ -55,8 +55,7 @@ mod tests {
     const PING: &[u8] = &[0x06, 0x00, 0xff, 0x06, 0x00, 0x00, 0x11, 0xbe, 0x80, 0x00, 0x00, 0x00];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 57984, 623, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (57984, 623), data)
     }
 
     #[test]

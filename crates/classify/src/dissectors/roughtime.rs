@@ -87,7 +87,7 @@ fn tag_ok(tag: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn request() -> Vec<u8> {
@@ -107,8 +107,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 36225, 2002, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (36225, 2002), data)
     }
 
     #[test]

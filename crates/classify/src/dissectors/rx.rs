@@ -45,7 +45,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, test_packet, verdict_of};
     use super::*;
 
     /// A DATA packet from rx.pcap: epoch, cid, call 1, seq 1, serial 1, type 1, flags 5.
@@ -58,8 +58,7 @@ mod tests {
     }
 
     fn run(port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, port, 7000, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (port, 7000), data)
     }
 
     fn run_off_port(data: &[u8]) -> Verdict {

@@ -73,7 +73,7 @@ fn names_simatic(cotp: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     /// A COTP connection request from s7comm-plus.pcap.
@@ -83,8 +83,7 @@ mod tests {
     ];
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 53162, 102, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (53162, 102), data)
     }
 
     #[test]

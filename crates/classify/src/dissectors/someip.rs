@@ -66,7 +66,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// The head of a SOME/IP-SD offer from someip_sd_sample.pcap.
@@ -79,8 +79,7 @@ mod tests {
     }
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 30490, 30490, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (30490, 30490), data)
     }
 
     #[test]

@@ -40,14 +40,13 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{Transport, verdict_of};
     use super::*;
 
     const INFO: &[u8] = b"\xff\xff\xff\xffTSource Engine Query\0";
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, side, 21285, 27015, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, side, (21285, 27015), data)
     }
 
     #[test]

@@ -54,12 +54,11 @@ fn client_hello(data: &[u8]) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, test_packet};
+    use super::super::verdict_of;
     use super::*;
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 57621, 57621, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (57621, 57621), data)
     }
 
     #[test]

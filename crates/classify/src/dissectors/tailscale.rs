@@ -26,15 +26,11 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Udp, Side::Up, 41641, 41641, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Udp, Side::Up, (41641, 41641), data)
     }
 
     #[test]

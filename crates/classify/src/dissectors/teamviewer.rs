@@ -46,7 +46,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn frame(command: u8, len: u16) -> Vec<u8> {
@@ -57,8 +57,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, Side::Up, 35732, 5938, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, Side::Up, (35732, 5938), data)
     }
 
     #[test]

@@ -44,7 +44,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn ipv6(next: u8, payload: usize) -> Vec<u8> {
@@ -57,8 +57,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Udp, Side::Up, 51812, 3544, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Udp, Side::Up, (51812, 3544), data)
     }
 
     #[test]

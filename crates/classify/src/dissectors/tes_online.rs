@@ -42,7 +42,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{Transport, verdict_of};
     use super::*;
 
     fn login() -> Vec<u8> {
@@ -55,8 +55,7 @@ mod tests {
     }
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, side, 47860, 24504, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, side, (47860, 24504), data)
     }
 
     #[test]

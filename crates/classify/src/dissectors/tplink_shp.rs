@@ -67,7 +67,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     fn encrypt(plain: &[u8]) -> Vec<u8> {
@@ -84,8 +84,7 @@ mod tests {
     const SYSINFO: &[u8] = br#"{"system":{"get_sysinfo":{}}}"#;
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 9999, 9999, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (9999, 9999), data)
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn short(pkt: &Packet) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, verdict_of};
     use super::*;
 
     /// A discovery broadcast (command 0x13) with its encrypted body zeroed.
@@ -68,8 +68,7 @@ mod tests {
     }
 
     fn run(transport: Transport, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(transport, Side::Up, 49154, 6667, data), &mut tc.ctx())
+        verdict_of(inspect, transport, Side::Up, (49154, 6667), data)
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, Transport, verdict_of};
     use super::*;
 
     fn announce() -> Vec<u8> {
@@ -79,11 +79,7 @@ mod tests {
     }
 
     fn run(server_port: u16, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(
-            &test_packet(Transport::Udp, Side::Up, 34085, server_port, data),
-            &mut tc.ctx(),
-        )
+        verdict_of(inspect, Transport::Udp, Side::Up, (34085, server_port), data)
     }
 
     #[test]

@@ -61,7 +61,7 @@ fn wa_header(data: &[u8]) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{Transport, verdict_of};
     use super::*;
 
     /// Noise handshake start from wa_voice.pcap: routing preamble then `WA` 2.1.
@@ -73,8 +73,7 @@ mod tests {
     const OLD: &[u8] = b"WA\x01\x05\x00\x00\x1a\xf8\x05\x01\xa5";
 
     fn run(side: Side, data: &[u8]) -> Verdict {
-        let mut tc = TestContext::new();
-        inspect(&test_packet(Transport::Tcp, side, 49355, 5222, data), &mut tc.ctx())
+        verdict_of(inspect, Transport::Tcp, side, (49355, 5222), data)
     }
 
     #[test]

@@ -228,6 +228,30 @@ impl Spares {
             None => Box::default(),
         }
     }
+
+    fn keep_inspection(&mut self, mut inspection: Box<Inspection>) {
+        if self.inspections.len() < SPARE_INSPECTIONS {
+            for side in &mut inspection.sides {
+                if side.head.capacity() > SPARE_HEAD_BYTES {
+                    side.head = Vec::new();
+                }
+            }
+            self.inspections.push(inspection);
+        }
+    }
+
+    fn keep_metadata(&mut self, mut meta: Box<Metadata>) {
+        if self.metadata.len() < SPARE_BOXES {
+            meta.clear();
+            self.metadata.push(meta);
+        }
+    }
+
+    fn keep_media_windows(&mut self, windows: Box<[MediaWindows; 2]>) {
+        if self.media_windows.len() < SPARE_BOXES {
+            self.media_windows.push(windows);
+        }
+    }
 }
 
 /// Slots of `Chain::guesses`.
@@ -422,10 +446,8 @@ impl Chain {
                 // (`finish_flow`): most UDP flows are DNS, QUIC and the
                 // like, decided within a packet or two, and need no windows.
                 class.media_off = true;
-                if let Some(windows) = class.media_windows.take()
-                    && self.spares.media_windows.len() < SPARE_BOXES
-                {
-                    self.spares.media_windows.push(windows);
+                if let Some(windows) = class.media_windows.take() {
+                    self.spares.keep_media_windows(windows);
                 }
                 class.media = None;
             }
@@ -637,7 +659,7 @@ impl Chain {
                 if inspection.withheld != [None; 2] {
                     let _ = self.show_withheld(class, &mut inspection, transport, endpoints(key), stamp);
                 }
-                self.recycle(inspection);
+                self.spares.keep_inspection(inspection);
             }
         }
         next
@@ -701,7 +723,7 @@ impl Chain {
         match self.show_withheld(class, &mut inspection, transport, endpoints, stamp) {
             Next::Continue => class.inspection = Some(inspection),
             Next::Finish => {
-                self.recycle(inspection);
+                self.spares.keep_inspection(inspection);
                 finish(class);
             }
         }
@@ -764,33 +786,17 @@ impl Chain {
         inspection
     }
 
-    fn recycle(&mut self, mut inspection: Box<Inspection>) {
-        if self.spares.inspections.len() < SPARE_INSPECTIONS {
-            for side in &mut inspection.sides {
-                if side.head.capacity() > SPARE_HEAD_BYTES {
-                    side.head = Vec::new();
-                }
-            }
-            self.spares.inspections.push(inspection);
-        }
-    }
-
     /// Takes back the boxes of a flow whose record is written (or that is
     /// dropped), for the flows to come.
     pub fn release(&mut self, class: &mut FlowClass) {
         if let Some(inspection) = class.inspection.take() {
-            self.recycle(inspection);
+            self.spares.keep_inspection(inspection);
         }
-        if let Some(mut meta) = class.meta.take()
-            && self.spares.metadata.len() < SPARE_BOXES
-        {
-            meta.clear();
-            self.spares.metadata.push(meta);
+        if let Some(meta) = class.meta.take() {
+            self.spares.keep_metadata(meta);
         }
-        if let Some(windows) = class.media_windows.take()
-            && self.spares.media_windows.len() < SPARE_BOXES
-        {
-            self.spares.media_windows.push(windows);
+        if let Some(windows) = class.media_windows.take() {
+            self.spares.keep_media_windows(windows);
         }
     }
 

@@ -65,7 +65,7 @@ impl FieldSink for CsvEncoder {
 
     fn str(&mut self, _: &'static str, value: &str) {
         self.sep();
-        if value.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+        if needs_quotes(value) {
             self.out.push(b'"');
             for b in value.bytes() {
                 if b == b'"' {
@@ -81,6 +81,20 @@ impl FieldSink for CsvEncoder {
 
     fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
         self.str(name, value.unwrap_or_default());
+    }
+
+    fn dotted(&mut self, name: &'static str, first: &str, second: Option<&str>) {
+        let Some(second) = second else {
+            return self.str(name, first);
+        };
+        if needs_quotes(first) || needs_quotes(second) {
+            // A label from a user's rule file; shipped ones need no quotes.
+            return self.str(name, &[first, second].join("."));
+        }
+        self.sep();
+        self.out.extend_from_slice(first.as_bytes());
+        self.out.push(b'.');
+        self.out.extend_from_slice(second.as_bytes());
     }
 
     fn str_list(&mut self, name: &'static str, values: &[Text]) {
@@ -104,5 +118,45 @@ impl FieldSink for CsvEncoder {
             }
             write_u64(&mut self.out, *v);
         }
+    }
+}
+
+/// A field with any of these is quoted, its quotes doubled (RFC 4180).
+fn needs_quotes(value: &str) -> bool {
+    value.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::schema::{Record, field_names, sample_flow};
+
+    /// The `app` column of one record of a flow labelled `master`/`app`.
+    fn app_column(master: &'static str, app: Option<&'static str>) -> String {
+        let mut flow = sample_flow();
+        flow.ext.label.master = master;
+        flow.ext.label.app = app;
+        let record = Record {
+            flow: &flow,
+            end: sluice_flow::EndReason::Idle,
+            stats: None,
+            media: None,
+        };
+        let mut out = Vec::new();
+        super::CsvEncoder::default().encode(&record, &mut out);
+        let line = String::from_utf8(out).unwrap();
+        let column = field_names().iter().position(|&n| n == "app").unwrap();
+        // The sample's fields before `app` hold no commas.
+        let rest = line.trim_end().splitn(column + 1, ',').nth(column).unwrap();
+        match rest.strip_prefix('"') {
+            Some(quoted) => quoted[..quoted.find("\",").unwrap()].replace("\"\"", "\""),
+            None => rest.split(',').next().unwrap().to_string(),
+        }
+    }
+
+    #[test]
+    fn labels_are_dotted_and_quoted_when_they_must_be() {
+        assert_eq!(app_column("TLS", Some("YouTube")), "TLS.YouTube");
+        assert_eq!(app_column("DNS", None), "DNS");
+        assert_eq!(app_column("My,Proto", Some("Say \"hi\"")), "My,Proto.Say \"hi\"");
     }
 }

@@ -159,6 +159,17 @@ impl FieldSink for JsonlEncoder {
         }
     }
 
+    fn dotted(&mut self, name: &'static str, first: &str, second: Option<&str>) {
+        self.key(name);
+        self.out.push(b'"');
+        escape_json(&mut self.out, first);
+        if let Some(second) = second {
+            self.out.push(b'.');
+            escape_json(&mut self.out, second);
+        }
+        self.out.push(b'"');
+    }
+
     fn str_list(&mut self, name: &'static str, values: &[Text]) {
         if values.is_empty() {
             self.skip(name);
@@ -270,6 +281,34 @@ mod tests {
         assert_eq!(object["app"], "Unknown.YouTube");
         assert_eq!(object["media"], "audio");
         assert_eq!(object["end_reason"], "idle");
+    }
+
+    /// Labels come from users' rule files too: each part is escaped, and
+    /// one longer than any shipped label is written whole.
+    #[test]
+    fn labels_are_escaped_and_whole() {
+        use crate::schema::{Record, sample_flow};
+        let long = "A".repeat(64);
+        for (master, app, expected) in [
+            ("My\"Proto", Some("Back\\slash"), "My\"Proto.Back\\slash".to_string()),
+            ("TLS", None, "TLS".to_string()),
+            (long.as_str(), Some(long.as_str()), format!("{long}.{long}")),
+        ] {
+            let mut flow = sample_flow();
+            flow.ext.label.master = master.to_string().leak();
+            flow.ext.label.app = app.map(|a| &*a.to_string().leak());
+            let record = Record {
+                flow: &flow,
+                end: sluice_flow::EndReason::Idle,
+                stats: None,
+                media: None,
+            };
+            let mut out = Vec::new();
+            super::JsonlEncoder::default().encode(&record, &mut out);
+            let object: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(object["app"], expected.as_str());
+            assert_eq!(object["master"], master);
+        }
     }
 
     /// A direction without packets is copied from its first writing: the

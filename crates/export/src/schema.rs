@@ -31,6 +31,9 @@ pub trait FieldSink {
     fn ip(&mut self, name: &'static str, value: IpAddr);
     fn list(&mut self, name: &'static str, values: &[u64]);
     fn opt_str(&mut self, name: &'static str, value: Option<&str>);
+    /// `first.second`, or `first` alone: a label written where it lies
+    /// rather than joined into a buffer first.
+    fn dotted(&mut self, name: &'static str, first: &str, second: Option<&str>);
     fn str_list(&mut self, name: &'static str, values: &[Text]);
 
     /// The fields `write` writes, which are the same in every record that
@@ -102,8 +105,7 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.list("first_iat_ns", &f.first_inter_arrivals[..n]);
     out.str("end_reason", r.end.name());
     let class = &f.ext;
-    let mut label = [0u8; 96];
-    out.str("app", label_text(class, &mut label));
+    out.dotted("app", class.label.master, class.label.app);
     out.str("master", class.label.master);
     out.str("classifier", class.classifier.name());
     out.f64("confidence", thousandths(class.confidence as f64));
@@ -160,22 +162,6 @@ fn metadata(out: &mut impl FieldSink, m: &Metadata) {
     out.opt_str("client_banner", m.client_banner.as_deref());
     out.opt_str("server_banner", m.server_banner.as_deref());
     out.str_list("commands", &m.commands);
-}
-
-fn label_text<'b>(class: &FlowClass, buf: &'b mut [u8; 96]) -> &'b str {
-    let label = &class.label;
-    let Some(app) = label.app else {
-        return label.master;
-    };
-    let (m, a) = (label.master.as_bytes(), app.as_bytes());
-    let n = m.len() + 1 + a.len();
-    if n > buf.len() {
-        return label.master;
-    }
-    buf[..m.len()].copy_from_slice(m);
-    buf[m.len()] = b'.';
-    buf[m.len() + 1..n].copy_from_slice(a);
-    std::str::from_utf8(&buf[..n]).unwrap_or(label.master)
 }
 
 /// Flow ids are printed as 16 hex digits: JSON numbers above 2^53 do not
@@ -343,6 +329,9 @@ impl FieldSink for Names {
     }
     fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
         self.take(name, value.is_some());
+    }
+    fn dotted(&mut self, name: &'static str, _: &str, _: Option<&str>) {
+        self.take(name, true);
     }
     fn str_list(&mut self, name: &'static str, values: &[Text]) {
         self.take(name, !values.is_empty());

@@ -229,18 +229,16 @@ impl Metadata {
 
     /// Printable ASCII of `bytes`, other bytes as `.`, cut to `MAX_TEXT`.
     pub fn text(bytes: &[u8]) -> Text {
-        // A replacing pass the compiler vectorises, into a buffer on the
-        // stack: host names and URIs of every flow come through here, and
-        // most are short enough to be kept inline, with no allocation.
+        // Host names and URIs of every flow come through here, and most
+        // are short enough to be kept inline, with no allocation: their
+        // buffer is as short, where zeroing one of `MAX_TEXT` bytes took
+        // more instructions than the rest of this function.
         let bytes = &bytes[..bytes.len().min(MAX_TEXT)];
-        let mut buffer = [0u8; MAX_TEXT];
-        let printable = &mut buffer[..bytes.len()];
-        for (out, &b) in printable.iter_mut().zip(bytes) {
-            *out = if b.wrapping_sub(0x20) < 0x5f { b } else { b'.' };
+        if bytes.len() <= INLINE_TEXT {
+            printable::<INLINE_TEXT>(bytes)
+        } else {
+            printable::<MAX_TEXT>(bytes)
         }
-        // Printable ASCII is UTF-8; going through bytes spares the
-        // per-character encoding a `char` collect does.
-        Text::from_utf8(printable).unwrap_or_default()
     }
 
     /// Sets `field` from `bytes` unless it is already set.
@@ -256,6 +254,23 @@ impl Metadata {
             list.push(Metadata::text(bytes));
         }
     }
+}
+
+/// The longest [`Text`] kept inline.
+const INLINE_TEXT: usize = std::mem::size_of::<Text>();
+
+/// `bytes` (at most `N`) with those not printable ASCII replaced by `.`,
+/// in a replacing pass the compiler vectorises, into a buffer on the stack.
+#[allow(unsafe_code)]
+fn printable<const N: usize>(bytes: &[u8]) -> Text {
+    let mut buffer = [0u8; N];
+    let printable = &mut buffer[..bytes.len()];
+    for (out, &b) in printable.iter_mut().zip(bytes) {
+        *out = if b.wrapping_sub(0x20) < 0x5f { b } else { b'.' };
+    }
+    // SAFETY: printable ASCII, made so above, is UTF-8; validating it
+    // again would be work done for every text of every flow.
+    unsafe { Text::from_utf8_unchecked(printable) }
 }
 
 /// A flow that a control flow announced (FTP PASV, SIP/SDP media, RTSP
@@ -598,7 +613,7 @@ pub(crate) fn verdict_of(
 
 #[cfg(test)]
 mod tests {
-    use super::{Fingerprint, MAX_TEXT, Metadata};
+    use super::{Fingerprint, INLINE_TEXT, MAX_TEXT, Metadata};
 
     #[test]
     fn a_fingerprint_holds_a_ja4_and_refuses_what_no_fingerprint_is() {
@@ -617,5 +632,11 @@ mod tests {
         let long = vec![b'x'; MAX_TEXT + 10];
         assert_eq!(Metadata::text(&long).len(), MAX_TEXT);
         assert_eq!(Metadata::text(b""), "");
+        // Either side of the inline buffer's size, replaced alike.
+        for len in [INLINE_TEXT - 1, INLINE_TEXT, INLINE_TEXT + 1, MAX_TEXT - 1, MAX_TEXT] {
+            let bytes: Vec<u8> = (0..len).map(|i| [b'a', 0x80, b'~', b'\n'][i % 4]).collect();
+            let expected: String = (0..len).map(|i| ['a', '.', '~', '.'][i % 4]).collect();
+            assert_eq!(Metadata::text(&bytes), expected, "{len} bytes");
+        }
     }
 }

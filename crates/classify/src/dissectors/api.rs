@@ -601,14 +601,27 @@ pub(crate) fn verdict_of(
     inspect: fn(&Packet, &mut Context) -> Verdict,
     transport: Transport,
     side: Side,
-    (client_port, server_port): (u16, u16),
+    ports: (u16, u16),
     data: &[u8],
 ) -> Verdict {
+    inspect_fresh(inspect, transport, side, ports, data).0
+}
+
+/// [`verdict_of`] and what `inspect` noted and announced.
+#[cfg(test)]
+pub(crate) fn inspect_fresh(
+    inspect: fn(&Packet, &mut Context) -> Verdict,
+    transport: Transport,
+    side: Side,
+    (client_port, server_port): (u16, u16),
+    data: &[u8],
+) -> (Verdict, TestContext) {
     let mut tc = TestContext::new();
-    inspect(
+    let verdict = inspect(
         &test_packet(transport, side, client_port, server_port, data),
         &mut tc.ctx(),
-    )
+    );
+    (verdict, tc)
 }
 
 #[cfg(test)]

@@ -254,7 +254,7 @@ fn utp_syn(data: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, test_packet};
+    use super::super::{TestContext, inspect_fresh};
     use super::*;
 
     /// A find_node query and its answer, from targusdataspeed_false_positives.pcap
@@ -269,9 +269,7 @@ mod tests {
     const HANDSHAKE_MSG: &[u8] = b"\x13BitTorrent protocol\x00\x00\x00\x00\x00\x10\x00\x05";
 
     fn run(transport: Transport, side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(transport, side, 23994, 6881, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, transport, side, (23994, 6881), data)
     }
 
     #[test]

@@ -111,7 +111,7 @@ fn extended(data: &[u8], at: usize, nibble: u8) -> Option<(u16, usize)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// A confirmable PUT to /storage/myresource with a payload, from coap_mqtt.pcap.
@@ -120,12 +120,7 @@ mod tests {
     const DISCOVER: &[u8] = b"\x43\x01\x05\xca\x72\x16\x33\xbb.well-known\x04core";
 
     fn run(client_port: u16, server_port: u16, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(
-            &test_packet(Transport::Udp, Side::Up, client_port, server_port, data),
-            &mut tc.ctx(),
-        );
-        (v, tc)
+        inspect_fresh(inspect, Transport::Udp, Side::Up, (client_port, server_port), data)
     }
 
     #[test]

@@ -87,15 +87,13 @@ fn field_len(data: &[u8], max: usize, ok: impl Fn(u8) -> bool) -> Option<Option<
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     const HEARTBEAT: &[u8] = b"8=FIX.4.1\x019=00014\x0135=1\x01112=farm\x0110=217\x01";
 
     fn run(data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, Side::Up, 45578, 4000, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, Side::Up, (45578, 4000), data)
     }
 
     #[test]

@@ -70,15 +70,13 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     const UPLOAD: &[u8] = b"0045git-upload-pack /collab-maint/wotsap.git\0host=anonscm.debian.org\0";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 47991, 9418, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (47991, 9418), data)
     }
 
     #[test]

@@ -236,7 +236,7 @@ fn udp(data: &[u8]) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, test_packet};
+    use super::super::{TestContext, inspect_fresh};
     use super::*;
 
     const HANDSHAKE: &[u8] = b"GNUTELLA CONNECT/0.6\r\nUser-Agent: LimeWire/5.5.16\r\nX-Ultrapeer: False\r\n\
@@ -255,9 +255,7 @@ mod tests {
             \x00\x00\x00\x00\x00";
 
     fn run(transport: Transport, side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(transport, side, 40000, 6346, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, transport, side, (40000, 6346), data)
     }
 
     #[test]

@@ -63,13 +63,11 @@ fn value<'a>(data: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 36646, 8080, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (36646, 8080), data)
     }
 
     #[test]

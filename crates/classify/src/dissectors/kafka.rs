@@ -61,7 +61,7 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// ApiVersions requests from kafka.pcapng.
@@ -70,9 +70,7 @@ mod tests {
         \x12apache-kafka-java\x063.6.1\x00";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 49280, 9092, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (49280, 9092), data)
     }
 
     #[test]

@@ -138,13 +138,11 @@ fn text(pkt: &Packet, data: &[u8], ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, TestContext, inspect_fresh};
     use super::*;
 
     fn run(transport: Transport, port: u16, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(transport, Side::Up, 59604, port, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, transport, Side::Up, (59604, port), data)
     }
 
     #[test]

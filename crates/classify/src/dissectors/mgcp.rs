@@ -60,15 +60,13 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     const RQNT: &[u8] = b"RQNT 1 *@gateway44.myplace.com MGCP 0.1\r\nN: ca@ca1.whatever.net:5678\r\n";
 
     fn run(side: Side, port: u16, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Udp, side, 38238, port, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Udp, side, (38238, port), data)
     }
 
     #[test]

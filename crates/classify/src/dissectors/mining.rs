@@ -76,7 +76,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     const SUBSCRIBE: &[u8] =
@@ -87,9 +87,7 @@ mod tests {
         b"{\"method\":\"login\",\"params\":{\"login\":\"4BCeEPhodgPM\",\"pass\":\"x\",\"agent\":\"xmrig\"},\"id\":1}\n";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 46838, 3333, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (46838, 3333), data)
     }
 
     #[test]

@@ -220,7 +220,7 @@ fn reply(body: &[u8], room: usize) -> Check<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// An isMaster OP_QUERY from mongodb.pcap.
@@ -236,9 +236,7 @@ mod tests {
         \x00\x00\x00\x00\x00\x17\x00\x00\x00\x10hello\x00\x01\x00\x00\x00\x02$db\x00\x01\x00\x00\x00\x00\x00";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 51822, 27017, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (51822, 27017), data)
     }
 
     #[test]

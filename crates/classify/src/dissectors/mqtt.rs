@@ -212,7 +212,7 @@ fn subscribe(body: &[u8], len: usize, complete: bool) -> Step<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// CONNECT for MQTT 3.1.1 from coap_mqtt.pcap.
@@ -225,9 +225,7 @@ mod tests {
             \x02{\"messageType\":\"UPDATE\",\"messageContent\":\"Fri Feb 19 20:41:11 EET 2016\"}";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 53528, 17501, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (53528, 17501), data)
     }
 
     #[test]

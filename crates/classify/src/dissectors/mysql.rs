@@ -113,7 +113,7 @@ fn refusal(body: &[u8]) -> Check<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// MariaDB 10.6 greeting from mysql.pcapng.
@@ -125,9 +125,7 @@ mod tests {
         \x15\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00p\">4m\x0f6|1\"j|\x00caching_sha2_password\x00";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 36272, 3306, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (36272, 3306), data)
     }
 
     #[test]

@@ -107,7 +107,7 @@ fn push_param(list: &mut Vec<Text>, label: &[u8], value: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// SSLRequest from pgsql2.pcapng.
@@ -116,9 +116,7 @@ mod tests {
         b"\x00\x00\x00\x2c\x00\x03\x00\x00user\x00alice\x00database\x00sales\x00client_encoding\x00UTF8\x00\x00";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 58574, 5432, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (58574, 5432), data)
     }
 
     #[test]

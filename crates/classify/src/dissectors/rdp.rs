@@ -126,7 +126,7 @@ fn udp(pkt: &Packet) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, test_packet};
+    use super::super::{TestContext, inspect_fresh, test_packet};
     use super::*;
 
     /// Connection Request with a negotiation request, from rdp.pcap.
@@ -137,9 +137,7 @@ mod tests {
     const CR_COOKIE: &[u8] = b"\x03\x00\x00\x27\x22\xe0\x00\x00\x00\x00\x00Cookie: mstshash=Administr\r\n";
 
     fn run(transport: Transport, side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(transport, side, 52494, 3389, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, transport, side, (52494, 3389), data)
     }
 
     #[test]

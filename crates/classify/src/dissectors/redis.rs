@@ -243,7 +243,7 @@ fn inline(data: &[u8], ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// What redis-cli sends for `SET greeting hello` then `GET greeting`.
@@ -251,9 +251,7 @@ mod tests {
         b"*3\r\n$3\r\nSET\r\n$8\r\ngreeting\r\n$5\r\nhello\r\n*2\r\n$3\r\nGET\r\n$8\r\ngreeting\r\n";
 
     fn run(side: Side, port: u16, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 50000, port, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (50000, port), data)
     }
 
     #[test]

@@ -140,16 +140,14 @@ fn could_start(data: &[u8]) -> bool {
 mod tests {
     use std::net::IpAddr;
 
-    use super::super::{Side, TestContext, test_packet};
+    use super::super::{Side, TestContext, inspect_fresh, test_packet};
     use super::*;
 
     const SETUP: &[u8] =
         b"SETUP rtsp://172.28.4.26:8554/trackID=88 RTSP/1.0\r\nCSeq: 3\r\nTransport: RTP/AVP;unicast\r\n\r\n";
 
     fn run(data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, Side::Up, 63840, 8554, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, Side::Up, (63840, 8554), data)
     }
 
     #[test]

@@ -38,7 +38,7 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     fn join() -> Vec<u8> {
@@ -51,9 +51,7 @@ mod tests {
     }
 
     fn run(data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Udp, Side::Up, 55322, 8130, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Udp, Side::Up, (55322, 8130), data)
     }
 
     #[test]

@@ -69,16 +69,11 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::super::{Side, TestContext, Transport, inspect_fresh};
     use super::*;
 
     fn run(data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(
-            &test_packet(Transport::Tcp, Side::Up, 34732, 61613, data),
-            &mut tc.ctx(),
-        );
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, Side::Up, (34732, 61613), data)
     }
 
     #[test]

@@ -114,7 +114,7 @@ fn login7(body: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     /// The PRELOGIN example of MS-TDS 4.1, as SSMS sends it.
@@ -127,9 +127,7 @@ mod tests {
         \x0f\x00\x07\xd0\x00\x00\x00\x00";
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 50000, 1433, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (50000, 1433), data)
     }
 
     #[test]

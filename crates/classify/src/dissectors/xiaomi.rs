@@ -68,7 +68,7 @@ fn properties(message: &[u8], ctx: &mut Context) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{TestContext, Transport, test_packet};
+    use super::super::{TestContext, Transport, inspect_fresh};
     use super::*;
 
     fn message(props: &[u8]) -> Vec<u8> {
@@ -82,9 +82,7 @@ mod tests {
     }
 
     fn run(side: Side, data: &[u8]) -> (Verdict, TestContext) {
-        let mut tc = TestContext::new();
-        let v = inspect(&test_packet(Transport::Tcp, side, 45106, 5222, data), &mut tc.ctx());
-        (v, tc)
+        inspect_fresh(inspect, Transport::Tcp, side, (45106, 5222), data)
     }
 
     #[test]

@@ -135,14 +135,8 @@ mod tests {
         let mut flow = sample_flow();
         flow.ext.label.master = master;
         flow.ext.label.app = app;
-        let record = Record {
-            flow: &flow,
-            end: sluice_flow::EndReason::Idle,
-            stats: None,
-            media: None,
-        };
         let mut out = Vec::new();
-        super::CsvEncoder::default().encode(&record, &mut out);
+        super::CsvEncoder::default().encode(&Record::idle(&flow), &mut out);
         let line = String::from_utf8(out).unwrap();
         let column = field_names().iter().position(|&n| n == "app").unwrap();
         // The sample's fields before `app` hold no commas.

@@ -297,14 +297,8 @@ mod tests {
             let mut flow = sample_flow();
             flow.ext.label.master = master.to_string().leak();
             flow.ext.label.app = app.map(|a| &*a.to_string().leak());
-            let record = Record {
-                flow: &flow,
-                end: sluice_flow::EndReason::Idle,
-                stats: None,
-                media: None,
-            };
             let mut out = Vec::new();
-            super::JsonlEncoder::default().encode(&record, &mut out);
+            super::JsonlEncoder::default().encode(&Record::idle(&flow), &mut out);
             let object: serde_json::Value = serde_json::from_slice(&out).unwrap();
             assert_eq!(object["app"], expected.as_str());
             assert_eq!(object["master"], master);
@@ -329,14 +323,8 @@ mod tests {
             flows.push(flow);
         }
         let line = |encoder: &mut super::JsonlEncoder, flow| {
-            let record = Record {
-                flow,
-                end: sluice_flow::EndReason::Idle,
-                stats: None,
-                media: None,
-            };
             let mut out = Vec::new();
-            encoder.encode(&record, &mut out);
+            encoder.encode(&Record::idle(flow), &mut out);
             String::from_utf8(out).unwrap()
         };
         for order in [[0, 1, 2, 3, 0, 2], [1, 0, 3, 2, 1, 0], [3, 3, 1, 0, 2, 1]] {

@@ -21,6 +21,19 @@ pub struct Record<'a> {
     pub media: Option<&'static str>,
 }
 
+#[cfg(test)]
+impl<'a> Record<'a> {
+    /// The record of `flow` ended idle, with no model verdict or media.
+    pub(crate) fn idle(flow: &'a Flow<FlowClass>) -> Record<'a> {
+        Record {
+            flow,
+            end: EndReason::Idle,
+            stats: None,
+            media: None,
+        }
+    }
+}
+
 /// Receives the fields of a record in schema order.
 pub trait FieldSink {
     fn u64(&mut self, name: &'static str, value: u64);

@@ -5,12 +5,15 @@
 //! tile the datagram, or an ACK/NACK (0xc0/0xa0) whose records must. Frame sets
 //! and NACKs are believed from the second datagram of a flow on.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RakNet",
     wants: Wants::Udp,
-    first_byte: FirstByte::ANY,
+    // The message id.
+    first_byte: FirstByte::is(
+        ByteSet::of(&[0x01, 0x02, 0x05, 0x06, 0x07, 0x08, 0x19, 0x1c, 0xa0, 0xc0]).union(ByteSet::range(0x84, 0x8d)),
+    ),
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! at once. DATA, ACK and ERROR packets, which go to the transfer's own ports,
 //! decide once both directions have spoken in TFTP's shapes.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TFTP",
     wants: Wants::Udp,
-    first_byte: FirstByte::ANY,
+    // A 16-bit opcode from 1 to 6.
+    first_byte: FirstByte::is(ByteSet::of(&[0])),
     inspect,
 }];
 

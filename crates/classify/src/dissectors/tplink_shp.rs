@@ -3,12 +3,16 @@
 //! cipher byte. Over TCP a 32-bit big-endian length comes first. The plaintext
 //! must open with `{"` or `{}` and stay printable; a complete message must end in `}`.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TPLINK_SHP",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte {
+        // Over TCP, a 32-bit length under 1 MiB.
+        tcp: ByteSet::of(&[0]),
+        udp: ByteSet::ANY,
+    },
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! which ends with the suffix 0x0000AA55. Seen as UDP broadcasts (6666/6667) and
 //! as TCP control sessions (6668); over TCP a frame cut short waits for more.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TuyaLP",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    // The prefix 0x000055aa.
+    first_byte: FirstByte::is(ByteSet::of(&[0])),
     inspect,
 }];
 

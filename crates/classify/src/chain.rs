@@ -210,8 +210,7 @@ pub struct Chain {
 struct Spares {
     /// Those of flows decided just now at the back, where the next flow
     /// takes one; those of flows that ended, long out of cache, at the
-    /// front (the first touch of a cold spare was half of
-    /// `fresh_inspection`'s time).
+    /// front.
     inspections: VecDeque<Box<Inspection>>,
     /// Each empty, its lists' capacity kept.
     metadata: Vec<Box<Metadata>>,

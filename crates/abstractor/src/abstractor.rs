@@ -199,6 +199,18 @@ impl Abstractor {
         self.core.out.interfaces.lend(bytes);
     }
 
+    /// Events dropped so far for every interface: for a consumer too slow
+    /// or gone (running totals, for live statistics).
+    pub fn dropped_events(&self) -> u64 {
+        self.core
+            .out
+            .interfaces
+            .report()
+            .iter()
+            .map(|i| i.counters.dropped_events)
+            .sum()
+    }
+
     /// One captured frame.
     pub fn packet(&mut self, link: LinkType, ts_ns: u64, wire_len: u32, frame: &[u8]) {
         self.decoded_packet(ts_ns, wire_len, frame, &decode(link, frame));

@@ -214,6 +214,10 @@ pub struct Flow<X> {
     pub tcp: TcpState,
     pub directions: [DirectionStats; 2],
     pub ext: X,
+    /// Free for whoever owns the table, 0 in a new flow: a listener's mark
+    /// of the flows it has seen lately (the statistics' interval list).
+    /// It lives in the bytes that round the flow up to whole cache lines.
+    pub mark: u32,
 }
 
 impl<X> Flow<X> {
@@ -242,6 +246,7 @@ impl<X> Flow<X> {
             first_inter_arrivals: [0; FIRST_PACKETS],
             closing: None,
             ext,
+            mark: 0,
         }
     }
 
@@ -265,6 +270,7 @@ impl<X> Flow<X> {
             tcp,
             directions,
             ext: own_ext,
+            mark,
         } = self;
         *live = true;
         *closing = None;
@@ -281,6 +287,7 @@ impl<X> Flow<X> {
         *tcp = TcpState::default();
         *directions = [DirectionStats::default(); 2];
         *own_ext = ext;
+        *mark = 0;
     }
 
     pub fn packets(&self) -> u64 {

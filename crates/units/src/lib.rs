@@ -1,3 +1,8 @@
+//! The quantities that Sluice's command line and `probe.yaml` are given:
+//! durations (`10s`, `500ms`, `2m`), sizes (`2GiB`, `500MiB`, `100MB`)
+//! and rates (`1Gbps`, `500kpps`), read exactly (decimal fractions are not
+//! rounded through floating point) and written back in the same form.
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -131,7 +136,7 @@ fn scaled(number: &str, scale: u128) -> Result<u128, Scaled> {
 }
 
 /// `1234567.0` -> `1.23 M`: three significant digits and an SI prefix.
-pub(crate) fn si(value: f64) -> String {
+pub fn si(value: f64) -> String {
     let (scaled, prefix) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
         .into_iter()
         .find(|&(scale, _)| value >= scale)
@@ -144,6 +149,71 @@ pub(crate) fn si(value: f64) -> String {
         2
     };
     format!("{scaled:.decimals$} {prefix}")
+}
+
+/// `500GiB`, `2MiB`, `1.5MiB`, `100MB`, `4096B`: a number and a unit, in
+/// powers of 1024 (`KiB`, `MiB`, `GiB`, `TiB`) or of 1000 (`kB`, `MB`,
+/// `GB`, `TB`), or bytes (`B`).
+pub fn parse_size(text: &str) -> Result<u64, ParseError> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let scale: u128 = match unit {
+        "B" => 1,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        _ => {
+            return Err(ParseError(format!(
+                "size {text:?}: give a number and a unit (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB), as in 2GiB or 500MB"
+            )));
+        }
+    };
+    match scaled(number, scale) {
+        Ok(0) => Err(ParseError(format!("size {text:?}: must be more than 0"))),
+        Ok(bytes) => u64::try_from(bytes).map_err(|_| ParseError(format!("size {text:?}: too large"))),
+        Err(Scaled::NotANumber) => Err(ParseError(format!("size {text:?}: {number:?} is not a number"))),
+        Err(Scaled::Fraction) => Err(ParseError(format!("size {text:?}: not a whole number of bytes"))),
+    }
+}
+
+/// A duration as [`parse_duration`] reads it back: the largest unit that
+/// divides it (`90s` is `90s`, `120s` is `2m`).
+pub fn format_duration(duration: Duration) -> String {
+    let ns = duration.as_nanos();
+    if ns == 0 {
+        return "0s".into();
+    }
+    for (unit, scale) in [
+        ("h", 3_600_000_000_000u128),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// A size as [`parse_size`] reads it back: the largest power-of-1024 unit
+/// that divides it, else bytes.
+pub fn format_size(bytes: u64) -> String {
+    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes != 0 && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes}B")
 }
 
 #[cfg(test)]
@@ -212,5 +282,29 @@ mod tests {
         assert_eq!(rate("20000pps").to_string(), "20.0 kpps");
         assert_eq!(rate("999pps").to_string(), "999 pps");
         assert_eq!(si(123_456_789.0), "123 M");
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5MiB"), Ok(3 << 19));
+        assert_eq!(parse_size("100MB"), Ok(100_000_000));
+        assert_eq!(parse_size("4096B"), Ok(4096));
+        for bad in ["100", "MiB", "1.5B", "0GiB", "-1MiB", "99999999TiB"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_size("100").unwrap_err().to_string().contains("2GiB"));
+    }
+
+    #[test]
+    fn durations_and_sizes_are_written_as_they_are_read() {
+        for text in ["10s", "500ms", "2m", "1h", "90s", "250us", "7ns"] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        for text in ["2GiB", "500MiB", "4KiB", "1000B"] {
+            assert_eq!(format_size(parse_size(text).unwrap()), text);
+        }
+        assert_eq!(format_size(100_000_000), "100000000B");
     }
 }

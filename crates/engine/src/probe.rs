@@ -12,6 +12,7 @@ use sluice_classify::{ADDRESS_NAMES_CAPACITY, AddressNames, EXPECTATIONS_CAPACIT
 use crate::config::{ConfigError, ProbeConfig, listener_dir};
 use crate::control::Control;
 use crate::listen::abstractor::Abstracting;
+use crate::listen::ipfix::Ipfix;
 use crate::listen::record::Recording;
 use crate::listen::records::{RecordWrites, Records};
 use crate::listen::stats::{Stats, StatsWorker};
@@ -142,9 +143,24 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         RecordWrites::Direct
     };
     let mut records = Vec::with_capacity(config.flows.len());
+    let mut ipfix = Vec::new();
     for (i, flows) in config.flows.iter().enumerate() {
         let dir = listener_dir(out.expect("checked"), "flows", i, flows.name.as_deref());
         records.push(Records::start(&dir, flows.format()?, workers.max(1), writes, control)?);
+        if let Some(destination) = &flows.ipfix {
+            let mtu = flows.ipfix_mtu.map_or(1500, usize::from);
+            let rate = flows
+                .ipfix_rate
+                .as_deref()
+                .map(|r| {
+                    r.parse::<sluice_units::Rate>().map_err(|e| ConfigError::Value {
+                        key: "flows.ipfix_rate".into(),
+                        message: e.to_string(),
+                    })
+                })
+                .transpose()?;
+            ipfix.push(Ipfix::start(destination, mtu, rate, workers.max(1), published.clone())?);
+        }
     }
     // Parts of an interval: one per source thread and one per worker.
     let source_threads = if live { workers.max(1) } else { 1 };
@@ -182,6 +198,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                 let mut listeners: Vec<Box<dyn FlowListener>> = Vec::new();
                 for r in &records {
                     listeners.push(Box::new(r.worker_part()));
+                }
+                for x in &ipfix {
+                    listeners.push(Box::new(x.worker_part()));
                 }
                 for s in &stats {
                     listeners.push(Box::new(StatsWorker::new(s.feed())));
@@ -316,6 +335,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             records_path = path;
             summary.threads.record_writer = time;
         }
+    }
+    for x in ipfix {
+        summary.exports.push(x.finish());
     }
     for (i, s) in stats.into_iter().enumerate() {
         let dir = listener_dir(out.expect("checked"), "stats", i, None);

@@ -9,6 +9,7 @@ use sluice_export::SCHEMA_VERSION;
 use serde::Serialize;
 use sluice_flow::TableCounters;
 
+pub use crate::listen::export::ExportReport;
 pub use crate::listen::stats::StatsReport;
 use crate::talkers::Talkers;
 use crate::threads::ThreadTime;
@@ -371,6 +372,10 @@ pub struct Summary {
     /// The statistics listener's account, when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<StatsReport>,
+    /// What each exporting sink of the flows listeners (IPFIX, Kafka) sent
+    /// and lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<ExportReport>,
     pub records_path: Option<PathBuf>,
     pub threads: Threads,
 }
@@ -595,6 +600,9 @@ impl Summary {
             group(e.peak_flows)
         );
         s.push_str(&self.render_losses());
+        for export in &self.exports {
+            s.push_str(&export.render());
+        }
         if let Some(path) = &self.records_path {
             let _ = writeln!(s, "\nflow records: {}", path.display());
         }

@@ -299,7 +299,7 @@ const TAIL: [Element; 34] = [
     ours("commands", "commands", 230, Utf8List),
     // nfdump 1.7 takes the reverse flags for the forward ones, and the
     // last of the two it reads wins: the forward flags come last.
-    reverse("", "reverseTcpControlBits", 6, Flags(1)),
+    reverse("", "tcpControlBits", 6, Flags(1)),
     iana("", "tcpControlBits", 6, Flags(0)),
 ];
 

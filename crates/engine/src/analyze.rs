@@ -715,6 +715,7 @@ impl<'f> Reader<'f> {
             DecodeError::Truncated { .. } => d.truncated_frames += 1,
             DecodeError::Malformed { .. } => d.malformed_frames += 1,
             DecodeError::TooDeep => d.too_deeply_tunnelled += 1,
+            DecodeError::Encrypted { .. } => d.encrypted_frames += 1,
         }
     }
 }

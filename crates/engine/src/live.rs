@@ -498,6 +498,7 @@ fn count_undecodable(d: &mut Drops, e: DecodeError) {
         DecodeError::Truncated { .. } => d.truncated_frames += 1,
         DecodeError::Malformed { .. } => d.malformed_frames += 1,
         DecodeError::TooDeep => d.too_deeply_tunnelled += 1,
+        DecodeError::Encrypted { .. } => d.encrypted_frames += 1,
     }
 }
 

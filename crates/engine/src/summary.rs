@@ -112,6 +112,9 @@ pub struct Drops {
     pub malformed_frames: u64,
     /// Frames nested in more tunnels than the decoder follows.
     pub too_deeply_tunnelled: u64,
+    /// Frames whose data is encrypted below IP (MACsec, protected 802.11
+    /// data): they carry flows that cannot be seen.
+    pub encrypted_frames: u64,
     /// Later IP fragments whose first fragment was never seen: counted in a
     /// flow without ports.
     pub unresolved_fragments: u64,
@@ -146,6 +149,7 @@ impl Drops {
         self.truncated_frames += other.truncated_frames;
         self.malformed_frames += other.malformed_frames;
         self.too_deeply_tunnelled += other.too_deeply_tunnelled;
+        self.encrypted_frames += other.encrypted_frames;
     }
 }
 
@@ -386,11 +390,12 @@ impl Summary {
         let d = &self.drops;
         let _ = writeln!(
             s,
-            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements; {} dropped DNS names",
+            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled, {} encrypted below IP; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements; {} dropped DNS names",
             group(d.non_ip_frames),
             group(d.truncated_frames),
             group(d.malformed_frames),
             group(d.too_deeply_tunnelled),
+            group(d.encrypted_frames),
             group(d.unresolved_fragments),
             group(d.evicted_flows),
             d.unreadable_files,

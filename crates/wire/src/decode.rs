@@ -105,6 +105,10 @@ pub enum DecodeError {
     Malformed { layer: &'static str },
     /// Tunnels nested deeper than [`MAX_TUNNEL_DEPTH`].
     TooDeep,
+    /// The frame's data is encrypted below IP (MACsec with
+    /// confidentiality, protected 802.11 data): whatever flow it carries
+    /// cannot be seen.
+    Encrypted { layer: &'static str },
 }
 
 impl std::fmt::Display for DecodeError {
@@ -114,6 +118,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::Truncated { layer } => write!(f, "frame ends inside the {layer} header"),
             DecodeError::Malformed { layer } => write!(f, "malformed {layer} header"),
             DecodeError::TooDeep => write!(f, "tunnels nested more than {MAX_TUNNEL_DEPTH} deep"),
+            DecodeError::Encrypted { layer } => write!(f, "{layer} frame with encrypted data"),
         }
     }
 }
@@ -140,7 +145,19 @@ pub(crate) enum Next {
     EtherType(u16, usize),
     /// IP of either version, told by the version nibble.
     Ip(usize),
+    /// A frame that carries no IP, with its protocol (an Ethernet type
+    /// where there is one) for [`DecodeError::NotIp`].
+    NotIp(u16),
+    Mpls(usize),
+    /// A PPPoE session header, then PPP.
+    PppoE(usize),
     Ppp(usize),
+    FrameRelay(usize),
+    /// An 802.2 LLC header.
+    Llc(usize),
+    /// A SNAP header's OUI and protocol id.
+    Snap(usize),
+    Nsh(usize),
     Ieee80211(usize),
 }
 
@@ -162,10 +179,7 @@ pub fn decode_into(link: LinkType, frame: &[u8], decoded: &mut Decoded) -> Resul
     let mut next = link_layer(link, frame)?;
     let mut depth = 0u8;
     loop {
-        let ip_offset = match below_ip(frame, next, &mut decoded.key.vlan)? {
-            Some(offset) => offset,
-            None => return Err(DecodeError::Malformed { layer: "link" }),
-        };
+        let ip_offset = below_ip(frame, next, &mut decoded.key.vlan)?;
         match ip_and_transport(frame, ip_offset, decoded)? {
             None => return Ok(()),
             Some((kind, inner)) => {
@@ -173,7 +187,12 @@ pub fn decode_into(link: LinkType, frame: &[u8], decoded: &mut Decoded) -> Resul
                 if depth > MAX_TUNNEL_DEPTH {
                     return Err(DecodeError::TooDeep);
                 }
-                decoded.tunnel = kind;
+                // The record names the innermost tunnel, but IP in IP
+                // inside another tunnel (IPv6 in IPv6 behind GTP-U, say)
+                // is that tunnel's traffic: its name says more.
+                if kind != TunnelKind::IpInIp || decoded.tunnel == TunnelKind::None {
+                    decoded.tunnel = kind;
+                }
                 next = inner;
             }
         }
@@ -213,27 +232,75 @@ fn link_layer(link: LinkType, frame: &[u8]) -> Result<Next, DecodeError> {
             }
         }
         LinkType::LinuxSll => {
+            // Packet type, ARPHRD type, address length, 8 address bytes, protocol.
             let protocol = be16(frame, 14).ok_or(truncated("Linux SLL"))?;
             let arphrd = be16(frame, 2).ok_or(truncated("Linux SLL"))?;
-            // ARPHRD_IPGRE and friends carry a GRE payload; 0x0004 means an
-            // 802.2 LLC frame. Only Ethernet types are followed.
-            if arphrd == 778 {
-                return Err(DecodeError::NotIp { ethertype: protocol });
-            }
-            Next::EtherType(protocol, 16)
+            cooked(arphrd, protocol, 16)
         }
         LinkType::LinuxSll2 => {
+            // Protocol, reserved, interface index, ARPHRD type, packet type,
+            // address length, 8 address bytes.
             let protocol = be16(frame, 0).ok_or(truncated("Linux SLL2"))?;
+            let arphrd = be16(frame, 8).ok_or(truncated("Linux SLL2"))?;
             if frame.len() < 20 {
                 return Err(truncated("Linux SLL2"));
             }
-            Next::EtherType(protocol, 20)
+            cooked(arphrd, protocol, 20)
         }
         LinkType::Ppp => Next::Ppp(0),
+        // A direction byte (sent or received) in front of the frame.
+        LinkType::PppWithDirection => Next::Ppp(1),
         LinkType::CiscoHdlc => {
             let protocol = be16(frame, 2).ok_or(truncated("Cisco HDLC"))?;
             Next::EtherType(protocol, 4)
         }
+        LinkType::CiscoHdlcWithDirection => {
+            let protocol = be16(frame, 3).ok_or(truncated("Cisco HDLC"))?;
+            Next::EtherType(protocol, 5)
+        }
+        LinkType::PppoE => Next::PppoE(0),
+        LinkType::FrameRelay => Next::FrameRelay(0),
+        LinkType::FrameRelayWithDirection => Next::FrameRelay(1),
+        // An 802.2 LLC header first: LLC/SNAP, RFC 1483 section 4.1.
+        LinkType::AtmRfc1483 => Next::Llc(0),
+        LinkType::Mpls => Next::Mpls(0),
+        LinkType::Slip => {
+            // A 16-byte pseudo-header: the direction, then the first bytes of
+            // a Van Jacobson compressed header when there was one; the packet
+            // after it is always whole.
+            if frame.len() < 16 {
+                return Err(truncated("SLIP"));
+            }
+            Next::Ip(16)
+        }
+        // The 40 bytes of an InfiniBand global route header, then RFC 4391
+        // section 6's encapsulation header: the protocol type (an Ethernet
+        // type) and two reserved bytes (as tcpdump and Wireshark read it).
+        LinkType::IpOverInfiniband => Next::EtherType(be16(frame, 40).ok_or(truncated("IPoIB"))?, 44),
+        LinkType::Nflog => nflog(frame)?,
+        // Broadcom and Marvell switch tags between the source address and
+        // the Ethernet type: 4 bytes (Broadcom, DSA) or 8 (EDSA, which
+        // starts with its own Ethernet type).
+        LinkType::DsaBroadcom | LinkType::DsaMarvell => {
+            Next::EtherType(be16(frame, 16).ok_or(truncated("DSA tag"))?, 18)
+        }
+        LinkType::DsaMarvellEdsa => Next::EtherType(be16(frame, 20).ok_or(truncated("EDSA tag"))?, 22),
+        // The Broadcom tag in front of the whole Ethernet frame.
+        LinkType::DsaBroadcomPrepend => Next::Ethernet(4),
+        // Hilscher netANALYZER: a 4-byte status header; the transparent
+        // variant keeps the preamble and start-of-frame delimiter too.
+        LinkType::NetAnalyzer => Next::Ethernet(4),
+        LinkType::NetAnalyzerTransparent => Next::Ethernet(12),
+        LinkType::Pflog => {
+            // OpenBSD's pfloghdr: its length in the first byte, padded to 4.
+            let len = *frame.first().ok_or(truncated("pflog"))? as usize;
+            if len < 4 {
+                return Err(DecodeError::Malformed { layer: "pflog" });
+            }
+            Next::Ip(len.next_multiple_of(4))
+        }
+        // OpenBSD's enc(4): address family, SPI and flags, 4 bytes each.
+        LinkType::Enc => Next::Ip(12),
         LinkType::Ieee80211 => Next::Ieee80211(0),
         LinkType::Radiotap => {
             let len = u16::from_le_bytes([
@@ -242,6 +309,7 @@ fn link_layer(link: LinkType, frame: &[u8]) -> Result<Next, DecodeError> {
             ]);
             Next::Ieee80211(len as usize)
         }
+        LinkType::Prism | LinkType::Avs => radio_header(frame)?,
         LinkType::Ppi => {
             let len = frame.get(2..4).ok_or(truncated("PPI"))?;
             let len = u16::from_le_bytes([len[0], len[1]]) as usize;
@@ -256,20 +324,139 @@ fn link_layer(link: LinkType, frame: &[u8]) -> Result<Next, DecodeError> {
     })
 }
 
+/// Linux ARPHRD types whose cooked frames hold something other than a
+/// packet of the protocol field's Ethernet type.
+const ARPHRD_IPGRE: u16 = 778;
+const ARPHRD_NETLINK: u16 = 824;
+/// Protocol values of cooked frames that are not Ethernet types.
+const LINUX_SLL_P_802_2: u16 = 0x0004;
+
+/// What follows a Linux cooked header, from its ARPHRD type and protocol
+/// field. Tunnel devices (ARPHRD_TUNNEL, TUNNEL6, SIT, IP6GRE, NONE for
+/// tun and WireGuard, RAWIP, PPP) have no link header: the packet follows,
+/// of the protocol field's Ethernet type. On a GRE device (ARPHRD_IPGRE)
+/// the field is the GRE protocol type, which is an Ethernet type too,
+/// Transparent Ethernet Bridging included.
+fn cooked(arphrd: u16, protocol: u16, at: usize) -> Next {
+    match (arphrd, protocol) {
+        // Netlink messages: the protocol is the netlink family.
+        (ARPHRD_NETLINK, _) => Next::NotIp(protocol),
+        (ARPHRD_IPGRE, GRE_TRANSPARENT_ETHERNET) => Next::Ethernet(at),
+        // An 802.2 LLC frame, whose SNAP header may name IP.
+        (_, LINUX_SLL_P_802_2) => Next::Llc(at),
+        _ => Next::EtherType(protocol, at),
+    }
+}
+
+const GRE_TRANSPARENT_ETHERNET: u16 = 0x6558;
+
+/// The radio headers in front of 802.11 frames on LINKTYPE_IEEE802_11_PRISM
+/// and LINKTYPE_IEEE802_11_AVS. An AVS header starts with its big-endian
+/// magic (0x8021100x) and length; a Prism header holds its length at offset
+/// 4 in the capturing host's byte order.
+fn radio_header(frame: &[u8]) -> Result<Next, DecodeError> {
+    let magic = be32(frame, 0).ok_or(truncated("802.11 radio"))?;
+    let length = frame.get(4..8).ok_or(truncated("802.11 radio"))?;
+    let length = [length[0], length[1], length[2], length[3]];
+    let len = if magic & 0xffff_fff0 == 0x8021_1000 {
+        u32::from_be_bytes(length)
+    } else {
+        // A real header is far shorter than 64 KiB, and 8 bytes or more:
+        // only one byte order reads it so.
+        let le = u32::from_le_bytes(length);
+        if (8..0x1_0000).contains(&le) {
+            le
+        } else {
+            u32::from_be_bytes(length)
+        }
+    };
+    if len < 8 {
+        return Err(DecodeError::Malformed { layer: "802.11 radio" });
+    }
+    Ok(Next::Ieee80211(len as usize))
+}
+
+/// TLV types of LINKTYPE_NFLOG.
+const NFULA_PAYLOAD: u16 = 9;
+/// The highest TLV type libpcap's `nflog.h` names (NFULA_HWLEN).
+const NFULA_MAX: u16 = 17;
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_IPV6: u8 = 10;
+
+/// LINKTYPE_NFLOG: Linux's firewall log target. A 4-byte header (address
+/// family, version 0, resource id), then type-length-value attributes, each
+/// padded to 4 bytes, whose length (header included) and type are in the
+/// capturing host's byte order; the packet, from its IP header, is the
+/// payload attribute. The byte order is the one in which the first
+/// attribute reads as one (a type libpcap knows, a length that fits).
+fn nflog(frame: &[u8]) -> Result<Next, DecodeError> {
+    let header = frame.get(..4).ok_or(truncated("NFLOG"))?;
+    let family = header[0];
+    if header[1] != 0 {
+        return Err(DecodeError::Malformed { layer: "NFLOG" });
+    }
+    let read = |at: usize, little: bool| -> Option<(usize, u16)> {
+        let b = frame.get(at..at + 4)?;
+        Some(if little {
+            (
+                u16::from_le_bytes([b[0], b[1]]) as usize,
+                u16::from_le_bytes([b[2], b[3]]),
+            )
+        } else {
+            (
+                u16::from_be_bytes([b[0], b[1]]) as usize,
+                u16::from_be_bytes([b[2], b[3]]),
+            )
+        })
+    };
+    let plausible = |tlv: Option<(usize, u16)>| {
+        tlv.is_some_and(|(len, kind)| len >= 4 && 4 + len <= frame.len() && (1..=NFULA_MAX).contains(&(kind & 0x7fff)))
+    };
+    let little = if plausible(read(4, true)) {
+        true
+    } else if plausible(read(4, false)) {
+        false
+    } else {
+        return Err(if frame.len() < 8 {
+            truncated("NFLOG")
+        } else {
+            DecodeError::Malformed { layer: "NFLOG" }
+        });
+    };
+    let mut at = 4;
+    while let Some((len, kind)) = read(at, little) {
+        if len < 4 {
+            return Err(DecodeError::Malformed { layer: "NFLOG" });
+        }
+        if kind & 0x7fff == NFULA_PAYLOAD {
+            return match family {
+                NFPROTO_IPV4 | NFPROTO_IPV6 => Ok(Next::Ip(at + 4)),
+                other => Err(DecodeError::NotIp {
+                    ethertype: other as u16,
+                }),
+            };
+        }
+        at += len.next_multiple_of(4);
+    }
+    // A log message without the packet (a zero copy range): nothing to count.
+    Err(DecodeError::NotIp { ethertype: 0 })
+}
+
 /// Walks Ethernet, VLAN tags, MPLS labels, PPPoE, PPP and 802.11 down to the
-/// first IP header. `Ok(None)` cannot happen for well-formed input but keeps
-/// the signature honest for `Next` values that do not lead to IP.
-fn below_ip(frame: &[u8], mut next: Next, vlan: &mut u16) -> Result<Option<usize>, DecodeError> {
+/// first IP header.
+fn below_ip(frame: &[u8], mut next: Next, vlan: &mut u16) -> Result<usize, DecodeError> {
     loop {
         next = match next {
-            Next::Ip(at) => return Ok(Some(at)),
+            Next::Ip(at) => return Ok(at),
+            Next::NotIp(protocol) => return Err(DecodeError::NotIp { ethertype: protocol }),
             Next::Ethernet(at) => {
                 let ethertype = be16(frame, at + 12).ok_or(truncated("Ethernet"))?;
                 if ethertype <= 1500 {
                     // 802.3 length field: an LLC frame (STP, CDP, ...), or SNAP.
-                    return llc(frame, at + 14);
+                    Next::Llc(at + 14)
+                } else {
+                    Next::EtherType(ethertype, at + 14)
                 }
-                Next::EtherType(ethertype, at + 14)
             }
             Next::EtherType(ethertype, at) => match ethertype {
                 ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Next::Ip(at),
@@ -279,54 +466,179 @@ fn below_ip(frame: &[u8], mut next: Next, vlan: &mut u16) -> Result<Option<usize
                     *vlan = tci & 0x0fff;
                     Next::EtherType(inner, at + 4)
                 }
-                ETHERTYPE_MPLS | ETHERTYPE_MPLS_MULTICAST => {
-                    let mut at = at;
-                    loop {
-                        let entry = be32(frame, at).ok_or(truncated("MPLS"))?;
-                        at += 4;
-                        if entry & 0x100 != 0 {
-                            break;
-                        }
-                    }
-                    match frame.get(at).map(|b| b >> 4) {
-                        Some(4 | 6) => Next::Ip(at),
-                        // A pseudowire control word (first nibble 0) precedes
-                        // an Ethernet frame.
-                        Some(0) => Next::Ethernet(at + 4),
-                        Some(_) => return Err(DecodeError::Malformed { layer: "MPLS" }),
-                        None => return Err(truncated("MPLS")),
+                // IEEE 802.1BR: 6 bytes of E-tag (priority, ingress and
+                // destination E-CIDs), then the Ethernet type.
+                ETHERTYPE_ETAG => Next::EtherType(be16(frame, at + 6).ok_or(truncated("802.1BR E-tag"))?, at + 8),
+                // Cisco VN-tag: 4 bytes (direction, pointer, virtual
+                // interfaces), then the Ethernet type.
+                ETHERTYPE_VNTAG => Next::EtherType(be16(frame, at + 4).ok_or(truncated("VN-tag"))?, at + 6),
+                ETHERTYPE_MPLS | ETHERTYPE_MPLS_MULTICAST => Next::Mpls(at),
+                ETHERTYPE_PPPOE_SESSION => Next::PppoE(at),
+                ETHERTYPE_NSH => Next::Nsh(at),
+                ETHERTYPE_MACSEC => macsec(frame, at)?,
+                other => Next::NotIp(other),
+            },
+            Next::Mpls(mut at) => {
+                loop {
+                    let entry = be32(frame, at).ok_or(truncated("MPLS"))?;
+                    at += 4;
+                    if entry & 0x100 != 0 {
+                        break;
                     }
                 }
-                ETHERTYPE_PPPOE_SESSION => Next::Ppp(at + 6),
-                other => return Err(DecodeError::NotIp { ethertype: other }),
-            },
+                match frame.get(at).map(|b| b >> 4) {
+                    Some(4 | 6) => Next::Ip(at),
+                    // A pseudowire control word (first nibble 0) precedes
+                    // an Ethernet frame.
+                    Some(0) => Next::Ethernet(at + 4),
+                    Some(_) => return Err(DecodeError::Malformed { layer: "MPLS" }),
+                    None => return Err(truncated("MPLS")),
+                }
+            }
+            Next::PppoE(at) => {
+                // RFC 2516: version and type (0x11), code (0 in the session
+                // stage), session id, length; then PPP's protocol field.
+                let header = frame.get(at..at + 6).ok_or(truncated("PPPoE"))?;
+                if header[0] != 0x11 || header[1] != 0 {
+                    return Err(DecodeError::NotIp { ethertype: 0x8863 });
+                }
+                Next::Ppp(at + 6)
+            }
             Next::Ppp(mut at) => {
                 // Address 0xff and control 0x03 precede the protocol in HDLC-like framing.
                 if frame.get(at..at + 2) == Some(&[0xff, 0x03]) {
                     at += 2;
                 }
-                let protocol = be16(frame, at).ok_or(truncated("PPP"))?;
+                // RFC 1661 section 6.5 (Protocol-Field-Compression): every
+                // protocol number has an odd low byte and an even high byte,
+                // so an odd first byte is a protocol field of one byte.
+                let first = *frame.get(at).ok_or(truncated("PPP"))?;
+                let (protocol, at) = if first & 1 == 1 {
+                    (first as u16, at + 1)
+                } else {
+                    (be16(frame, at).ok_or(truncated("PPP"))?, at + 2)
+                };
                 match protocol {
-                    0x0021 => Next::Ip(at + 2),
-                    0x0057 => Next::Ip(at + 2),
-                    other => return Err(DecodeError::NotIp { ethertype: other }),
+                    PPP_IPV4 | PPP_IPV6 => Next::Ip(at),
+                    PPP_MPLS | PPP_MPLS_MULTICAST => Next::Mpls(at),
+                    other => Next::NotIp(other),
                 }
             }
+            Next::FrameRelay(at) => frame_relay(frame, at)?,
+            Next::Llc(at) => llc(frame, at)?,
+            Next::Snap(at) => snap(frame, at)?,
+            Next::Nsh(at) => nsh(frame, at)?,
             Next::Ieee80211(at) => ieee80211(frame, at)?,
         }
     }
 }
 
-fn llc(frame: &[u8], at: usize) -> Result<Option<usize>, DecodeError> {
+const ETHERTYPE_ETAG: u16 = 0x893f;
+const ETHERTYPE_VNTAG: u16 = 0x8926;
+const ETHERTYPE_NSH: u16 = 0x894f;
+const ETHERTYPE_MACSEC: u16 = 0x88e5;
+/// PPP protocol numbers (RFC 1332, 5072, 3032).
+const PPP_IPV4: u16 = 0x0021;
+const PPP_IPV6: u16 = 0x0057;
+const PPP_MPLS: u16 = 0x0281;
+const PPP_MPLS_MULTICAST: u16 = 0x0283;
+
+/// IEEE 802.1AE: the SecTAG after the Ethernet type is a TCI/AN byte, a
+/// short length and a 4-byte packet number, then the 8-byte secure channel
+/// identifier when the TCI's SC bit is set. With the E bit (confidentiality)
+/// set the data is encrypted; without it, the frame is only integrity
+/// protected and its Ethernet type and data follow in clear (the 16-byte
+/// ICV at the end is past the IP packet).
+fn macsec(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
+    let tci = *frame.get(at).ok_or(truncated("MACsec"))?;
+    if tci & 0x80 != 0 {
+        // The version bit: only version 0 exists.
+        return Err(DecodeError::Malformed { layer: "MACsec" });
+    }
+    if tci & 0x08 != 0 {
+        return Err(DecodeError::Encrypted { layer: "MACsec" });
+    }
+    let sectag = if tci & 0x20 != 0 { 14 } else { 6 };
+    let ethertype = be16(frame, at + sectag).ok_or(truncated("MACsec"))?;
+    Ok(Next::EtherType(ethertype, at + sectag + 2))
+}
+
+/// RFC 8300: the Network Service Header. A base header (version, flags,
+/// TTL, length in 4-byte words of the whole NSH, metadata type, next
+/// protocol) and the service path header, then the context headers the
+/// length covers.
+fn nsh(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
+    let base = be32(frame, at).ok_or(truncated("NSH"))?;
+    let words = ((base >> 16) & 0x3f) as usize;
+    if base >> 30 != 0 || words < 2 {
+        return Err(DecodeError::Malformed { layer: "NSH" });
+    }
+    let inner = at + words * 4;
+    if frame.len() < inner {
+        return Err(truncated("NSH"));
+    }
+    Ok(match base & 0xff {
+        1 | 2 => Next::Ip(inner),
+        3 => Next::Ethernet(inner),
+        4 => Next::Nsh(inner),
+        5 => Next::Mpls(inner),
+        _ => Next::NotIp(ETHERTYPE_NSH),
+    })
+}
+
+/// Frame Relay (ITU-T Q.922) as LINKTYPE_FRELAY has it: a 2- to 4-byte
+/// address whose last byte has its EA bit (bit 0) set, then either RFC
+/// 2427's multiprotocol encapsulation (control 0x03 UI, an optional 0x00
+/// pad, an NLPID: 0xcc IPv4, 0x8e IPv6, 0x80 SNAP) or Cisco's (an Ethernet
+/// type straight after the address).
+fn frame_relay(frame: &[u8], start: usize) -> Result<Next, DecodeError> {
+    let mut at = start;
+    loop {
+        let byte = *frame.get(at).ok_or(truncated("Frame Relay"))?;
+        at += 1;
+        if byte & 1 == 1 {
+            break;
+        }
+        if at - start == 4 {
+            return Err(DecodeError::Malformed { layer: "Frame Relay" });
+        }
+    }
+    if at - start < 2 {
+        return Err(DecodeError::Malformed { layer: "Frame Relay" });
+    }
+    if frame.get(at) != Some(&0x03) {
+        return Ok(Next::EtherType(
+            be16(frame, at).ok_or(truncated("Frame Relay"))?,
+            at + 2,
+        ));
+    }
+    at += 1;
+    if frame.get(at) == Some(&0x00) {
+        at += 1;
+    }
+    Ok(match *frame.get(at).ok_or(truncated("Frame Relay"))? {
+        0xcc | 0x8e => Next::Ip(at + 1),
+        0x80 => Next::Snap(at + 1),
+        nlpid => Next::NotIp(nlpid as u16),
+    })
+}
+
+fn llc(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
     // SNAP (AA AA 03 + OUI) carries an Ethernet type; plain LLC does not.
     if frame.get(at..at + 3) == Some(&[0xaa, 0xaa, 0x03]) {
-        let ethertype = be16(frame, at + 6).ok_or(truncated("SNAP"))?;
-        if matches!(ethertype, ETHERTYPE_IPV4 | ETHERTYPE_IPV6) {
-            return Ok(Some(at + 8));
-        }
-        return Err(DecodeError::NotIp { ethertype });
+        return snap(frame, at + 3);
     }
-    Err(DecodeError::NotIp { ethertype: 0 })
+    Ok(Next::NotIp(0))
+}
+
+/// A SNAP header: an OUI and a protocol id, which is an Ethernet type when
+/// the OUI is 0 (RFC 1042).
+fn snap(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
+    let ethertype = be16(frame, at + 3).ok_or(truncated("SNAP"))?;
+    Ok(match ethertype {
+        ETHERTYPE_IPV4 | ETHERTYPE_IPV6 => Next::Ip(at + 5),
+        _ => Next::NotIp(ethertype),
+    })
 }
 
 fn ieee80211(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
@@ -334,9 +646,13 @@ fn ieee80211(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
     let flags = *frame.get(at + 1).ok_or(truncated("802.11"))?;
     let frame_type = (fc >> 2) & 0x3;
     let subtype = fc >> 4;
-    if frame_type != 2 || flags & 0x40 != 0 {
-        // Management, control, or protected (encrypted) data: nothing to decode.
+    if frame_type != 2 {
+        // Management or control: nothing to decode.
         return Err(DecodeError::NotIp { ethertype: 0 });
+    }
+    if flags & 0x40 != 0 {
+        // Protected: the data is encrypted (WEP, TKIP, CCMP, GCMP).
+        return Err(DecodeError::Encrypted { layer: "802.11" });
     }
     let mut header = 24;
     if flags & 0x03 == 0x03 {
@@ -344,11 +660,13 @@ fn ieee80211(frame: &[u8], at: usize) -> Result<Next, DecodeError> {
     }
     if subtype & 0x08 != 0 {
         header += 2; // QoS control
+        if flags & 0x80 != 0 {
+            // +HTC (the Order bit of a QoS data frame, 802.11n and later):
+            // a 4-byte HT Control field follows the QoS control.
+            header += 4;
+        }
     }
-    match llc(frame, at + header)? {
-        Some(ip) => Ok(Next::Ip(ip)),
-        None => Err(DecodeError::NotIp { ethertype: 0 }),
-    }
+    Ok(Next::Llc(at + header))
 }
 
 /// Decodes the IP header at `at` and what follows. Returns the tunnel to
@@ -911,5 +1229,369 @@ mod tests {
             frame = ipip(&frame)[14..].to_vec();
         }
         assert_eq!(decode(LinkType::RawIp, &frame), Err(DecodeError::TooDeep));
+    }
+
+    fn inner_ip(v6: bool) -> Vec<u8> {
+        if v6 { ipv6_tcp() } else { ipv4_tcp() }
+    }
+
+    /// Each framing, tag and tunnel around the same segment: the flow is
+    /// the inner one, its IP header is where `ip_offset` says, the tunnel
+    /// is named, and a frame cut anywhere before the end of the inner IP
+    /// header is refused (or, cut inside a UDP tunnel's header, is the
+    /// outer UDP flow's), never read as some other inner flow.
+    #[test]
+    fn every_framing_yields_the_inner_flow() {
+        for case in cases() {
+            let link = LinkType::from_linktype(case.linktype).unwrap_or_else(|| panic!("{}: link type", case.name));
+            let d = decode(link, &case.frame).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let (src, dst) = if case.v6 {
+                ("2001:db8::1", "2001:db8::2")
+            } else {
+                ("10.0.0.1", "10.0.0.2")
+            };
+            assert_eq!(
+                (d.key.src_ip().to_string().as_str(), d.key.dst_ip().to_string().as_str()),
+                (src, dst),
+                "{}",
+                case.name
+            );
+            assert_eq!(
+                (d.key.src_port, d.key.dst_port, d.key.proto),
+                (40000, 80, 6),
+                "{}",
+                case.name
+            );
+            assert_eq!(d.tunnel.name(), case.tunnel, "{}", case.name);
+            let inner = inner_ip(case.v6);
+            let at = d.ip_offset as usize;
+            assert_eq!(case.frame.get(at..at + inner.len()), Some(&inner[..]), "{}", case.name);
+            assert_eq!(d.payload_offset as usize, at + inner.len(), "{}", case.name);
+            let header = if case.v6 { 40 } else { 20 };
+            for cut in 0..at + header {
+                // The outer packets of the test frames are from 192.0.2.1.
+                let outer_udp = |d: &Decoded| {
+                    d.tunnel == TunnelKind::None && d.key.proto == 17 && d.key.src_ip().to_string() == "192.0.2.1"
+                };
+                let cut_short = decode(link, &case.frame[..cut]);
+                assert!(
+                    cut_short.as_ref().map_or(true, outer_udp),
+                    "{} cut to {cut} bytes: {cut_short:?}",
+                    case.name,
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tunnel_ids_of_geneve_and_vxlan_gpe() {
+        let by_name = |name: &str| cases().into_iter().find(|c| c.name == name).unwrap().frame;
+        let d = decode(LinkType::Ethernet, &by_name("Geneve")).unwrap();
+        assert_eq!((d.tunnel, d.key.tunnel_id), (TunnelKind::Geneve, 0xabcd));
+        let d = decode(LinkType::Ethernet, &by_name("VXLAN-GPE, NSH")).unwrap();
+        assert_eq!((d.tunnel, d.key.tunnel_id), (TunnelKind::Vxlan, 7));
+        // ERSPAN's session is not part of the flow key: one session per
+        // mirrored direction would split a flow.
+        let d = decode(LinkType::Ethernet, &by_name("ERSPAN type II")).unwrap();
+        assert_eq!(d.key.tunnel_id, 0);
+    }
+
+    /// A Geneve or VXLAN-GPE header the decoder does not know is left as
+    /// the outer UDP flow's payload.
+    #[test]
+    fn unknown_udp_tunnel_headers_are_the_outer_flow() {
+        let eth = eth_ipv4_tcp(&TcpSpec::default());
+        let outer = |port: u16, header: &[u8]| {
+            let frame = outer_ipv4(17, &udp(port, &[header, &eth[..]].concat()));
+            decode(LinkType::Ethernet, &frame).unwrap()
+        };
+        for (port, header) in [
+            // Geneve version 1; Geneve carrying ARP's Ethernet type.
+            (6081, &[0x40, 0, 0x65, 0x58, 0, 0, 1, 0][..]),
+            (6081, &[0x00, 0, 0x08, 0x06, 0, 0, 1, 0]),
+            // VXLAN-GPE without the P bit; with next protocol 9.
+            (4790, &[0x08, 0, 0, 3, 0, 0, 1, 0]),
+            (4790, &[0x0c, 0, 0, 9, 0, 0, 1, 0]),
+        ] {
+            let d = outer(port, header);
+            assert_eq!(
+                (d.tunnel, d.key.dst_port, d.key.tunnel_id),
+                (TunnelKind::None, port, 0),
+                "{header:?}"
+            );
+        }
+        // Geneve options longer than the capture: truncated, not a flow.
+        let frame = outer_ipv4(17, &udp(6081, &[0x3f, 0, 0x65, 0x58, 0, 0, 1, 0]));
+        assert_eq!(
+            decode(LinkType::Ethernet, &frame),
+            Err(DecodeError::Truncated { layer: "Geneve" })
+        );
+    }
+
+    #[test]
+    fn encrypted_frames_are_counted_as_such() {
+        let v4 = ipv4_tcp();
+        // MACsec with the E and C bits (and SC) set: the data is ciphertext.
+        let mut sectag = vec![0x2c, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 1, 0, 1];
+        sectag.extend_from_slice(&[0x5a; 64]);
+        assert_eq!(
+            decode(LinkType::Ethernet, &ethernet(0x88e5, &sectag)),
+            Err(DecodeError::Encrypted { layer: "MACsec" })
+        );
+        // Version bit set: no such MACsec.
+        assert_eq!(
+            decode(LinkType::Ethernet, &ethernet(0x88e5, &[0x80, 0, 0, 0, 0, 1, 8, 0])),
+            Err(DecodeError::Malformed { layer: "MACsec" })
+        );
+        // Integrity only, without the SCI: the Ethernet type follows the
+        // 6-byte SecTAG.
+        let clear = ethernet(0x88e5, &[&[0x00, 0, 0, 0, 0, 1, 0x08, 0x00][..], &v4].concat());
+        assert_eq!(decode(LinkType::Ethernet, &clear).unwrap().ip_offset, 14 + 8);
+        let protected = ieee80211_data(true, false, true, &v4);
+        assert_eq!(
+            decode(LinkType::Ieee80211, &protected),
+            Err(DecodeError::Encrypted { layer: "802.11" })
+        );
+        assert_eq!(
+            DecodeError::Encrypted { layer: "MACsec" }.to_string(),
+            "MACsec frame with encrypted data"
+        );
+    }
+
+    #[test]
+    fn ieee80211_header_lengths() {
+        let v4 = ipv4_tcp();
+        // Data 24, QoS data 26, QoS data with HT Control 30; the Order bit
+        // of a non-QoS data frame announces no HT Control.
+        for (qos, htc, ip_offset) in [
+            (false, false, 32),
+            (true, false, 34),
+            (true, true, 38),
+            (false, true, 32),
+        ] {
+            let d = decode(LinkType::Ieee80211, &ieee80211_data(qos, htc, false, &v4)).unwrap();
+            assert_eq!(d.ip_offset, ip_offset, "qos {qos} htc {htc}");
+        }
+        // A WDS (four-address) QoS frame with HT Control: 30 + 2 + 4.
+        let mut wds = ieee80211_data(true, true, false, &v4);
+        wds[1] |= 0x03;
+        wds.splice(24..24, [0x02, 0, 0, 0, 0, 0x03]);
+        assert_eq!(decode(LinkType::Ieee80211, &wds).unwrap().ip_offset, 44);
+        // Management (beacon) and control frames carry no IP.
+        for fc in [0x80, 0xd4] {
+            let mut frame = ieee80211_data(false, false, false, &v4);
+            frame[0] = fc;
+            assert_eq!(
+                decode(LinkType::Ieee80211, &frame),
+                Err(DecodeError::NotIp { ethertype: 0 })
+            );
+        }
+    }
+
+    #[test]
+    fn ppp_protocol_fields() {
+        let v4 = ipv4_tcp();
+        let ppp = |prefix: &[u8]| decode(LinkType::Ppp, &[prefix, &v4].concat());
+        // RFC 1661 section 6.5: 0x21 is 0x0021; 0x0021 uncompressed too.
+        for prefix in [
+            &[0x21][..],
+            &[0x00, 0x21],
+            &[0xff, 0x03, 0x21],
+            &[0xff, 0x03, 0x00, 0x21],
+        ] {
+            let d = ppp(prefix).unwrap();
+            assert_eq!(d.ip_offset as usize, prefix.len(), "{prefix:?}");
+        }
+        // LCP (0xc021) and IPCP (0x8021) are not IP, and say which protocol they are.
+        assert_eq!(ppp(&[0xc0, 0x21]), Err(DecodeError::NotIp { ethertype: 0xc021 }));
+        assert_eq!(
+            ppp(&[0xff, 0x03, 0x80, 0x21]),
+            Err(DecodeError::NotIp { ethertype: 0x8021 })
+        );
+        // A compressed field of another protocol (0x3d, multilink).
+        assert_eq!(ppp(&[0x3d]), Err(DecodeError::NotIp { ethertype: 0x003d }));
+        // A PPPoE discovery packet (code 0x09, PADI) behind the session type.
+        let padi = ethernet(0x8864, &[0x11, 0x09, 0, 0, 0, 0]);
+        assert_eq!(
+            decode(LinkType::Ethernet, &padi),
+            Err(DecodeError::NotIp { ethertype: 0x8863 })
+        );
+    }
+
+    #[test]
+    fn cooked_frames_by_arphrd_type() {
+        let v4 = ipv4_tcp();
+        // Netlink messages (ARPHRD_NETLINK) are not IP, whatever the protocol.
+        assert_eq!(
+            decode(LinkType::LinuxSll, &sll(824, 0x0800, &v4)),
+            Err(DecodeError::NotIp { ethertype: 0x0800 })
+        );
+        // A GRE device's frame of another GRE protocol type (ARP).
+        assert_eq!(
+            decode(LinkType::LinuxSll2, &sll2(778, 0x0806, &[0; 28])),
+            Err(DecodeError::NotIp { ethertype: 0x0806 })
+        );
+        // Bridged Ethernet on an Ethernet device is not unwrapped twice.
+        assert_eq!(
+            decode(LinkType::LinuxSll, &sll(1, 0x6558, &v4)),
+            Err(DecodeError::NotIp { ethertype: 0x6558 })
+        );
+        // 802.2 LLC without SNAP (spanning tree).
+        assert_eq!(
+            decode(LinkType::LinuxSll, &sll(1, 0x0004, &[0x42, 0x42, 0x03, 0, 0])),
+            Err(DecodeError::NotIp { ethertype: 0 })
+        );
+    }
+
+    #[test]
+    fn nsh_headers() {
+        let v4 = ipv4_tcp();
+        let nsh = |base: u32, rest: &[u8]| {
+            decode(
+                LinkType::Ethernet,
+                &ethernet(0x894f, &[&base.to_be_bytes()[..], &[0, 0, 1, 255], rest].concat()),
+            )
+        };
+        // MD type 2 with one 4-byte context word (length 3), then IPv6.
+        let v6 = ipv6_tcp();
+        let d = nsh(
+            (63 << 22) | (3 << 16) | (2 << 8) | 2,
+            &[&[0, 1, 2, 3][..], &v6].concat(),
+        )
+        .unwrap();
+        assert_eq!(d.ip_offset, 14 + 12);
+        // NSH in NSH, then MPLS.
+        let inner = [
+            &((63u32 << 22) | (2 << 16) | (2 << 8) | 5).to_be_bytes()[..],
+            &[0, 0, 2, 254],
+            &MPLS_BOTTOM,
+            &v4,
+        ]
+        .concat();
+        let d = nsh((63 << 22) | (2 << 16) | (2 << 8) | 4, &inner).unwrap();
+        assert_eq!(d.ip_offset, 14 + 8 + 8 + 4);
+        // Version 1, and a length shorter than the two mandatory words.
+        for base in [(1u32 << 30) | (2 << 16) | 1, (1 << 16) | 1] {
+            assert_eq!(
+                nsh(base, &v4),
+                Err(DecodeError::Malformed { layer: "NSH" }),
+                "{base:#x}"
+            );
+        }
+        // A length past the end of the frame.
+        assert_eq!(nsh((63 << 16) | 1, &[]), Err(DecodeError::Truncated { layer: "NSH" }));
+        // Next protocol 0x42: not one NSH can carry IP in.
+        assert_eq!(
+            nsh((2 << 16) | 0x42, &v4),
+            Err(DecodeError::NotIp { ethertype: 0x894f })
+        );
+    }
+
+    #[test]
+    fn erspan_headers() {
+        let eth = eth_ipv4_tcp(&TcpSpec::default());
+        // Type II must be version 1; type III version 2 with frame type 0 or 2.
+        let bad = [
+            (0x1000, 0x88be, [&[0x20, 0, 0, 5, 0, 0, 0, 0][..], &eth].concat()),
+            (
+                0x1000,
+                0x22eb,
+                [&[0x10, 0, 0, 6, 0, 0, 0, 9, 0, 0, 0, 0][..], &eth].concat(),
+            ),
+            (
+                0x1000,
+                0x22eb,
+                [&[0x20, 0, 0, 6, 0, 0, 0, 9, 0, 0, 0x04, 0][..], &eth].concat(),
+            ),
+        ];
+        for (flags, protocol, payload) in bad {
+            assert_eq!(
+                decode(LinkType::Ethernet, &gre_with(flags, protocol, &payload)),
+                Err(DecodeError::Malformed { layer: "ERSPAN" })
+            );
+        }
+        // Headers cut short.
+        assert_eq!(
+            decode(LinkType::Ethernet, &gre_with(0x1000, 0x88be, &[])),
+            Err(DecodeError::Truncated { layer: "ERSPAN" })
+        );
+        assert_eq!(
+            decode(
+                LinkType::Ethernet,
+                &gre_with(0x1000, 0x22eb, &[0x20, 0, 0, 6, 0, 0, 0, 9, 0, 0, 0, 0x01])
+            ),
+            Err(DecodeError::Truncated { layer: "ERSPAN" })
+        );
+        // MPLS over GRE (RFC 4023) is plain GRE.
+        let mpls = gre_with(0, 0x8847, &[&MPLS_BOTTOM[..], &ipv4_tcp()].concat());
+        assert_eq!(decode(LinkType::Ethernet, &mpls).unwrap().tunnel, TunnelKind::Gre);
+    }
+
+    #[test]
+    fn link_headers_that_lead_nowhere() {
+        // NFLOG: a message without the packet, a version other than 0,
+        // attributes that read as such in neither byte order, an IPv4
+        // payload announced for family 7 (bridge).
+        assert_eq!(
+            decode(LinkType::Nflog, &nflog_message(true, None)),
+            Err(DecodeError::NotIp { ethertype: 0 })
+        );
+        let mut v1 = nflog_message(true, Some(&ipv4_tcp()));
+        v1[1] = 1;
+        assert_eq!(
+            decode(LinkType::Nflog, &v1),
+            Err(DecodeError::Malformed { layer: "NFLOG" })
+        );
+        let mut garbled = nflog_message(false, Some(&ipv4_tcp()));
+        garbled[4..8].copy_from_slice(&[0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            decode(LinkType::Nflog, &garbled),
+            Err(DecodeError::Malformed { layer: "NFLOG" })
+        );
+        let mut bridge = nflog_message(false, Some(&ipv4_tcp()));
+        bridge[0] = 7;
+        assert_eq!(
+            decode(LinkType::Nflog, &bridge),
+            Err(DecodeError::NotIp { ethertype: 7 })
+        );
+        // A zero-length attribute would loop forever.
+        let mut zero = nflog_message(true, Some(&ipv4_tcp()));
+        zero[12..14].copy_from_slice(&[0, 0]);
+        assert_eq!(
+            decode(LinkType::Nflog, &zero),
+            Err(DecodeError::Malformed { layer: "NFLOG" })
+        );
+        // Frame Relay: an address without its EA bit in 4 bytes, or of 1 byte;
+        // an NLPID of OSI (0x81).
+        let fr = |bytes: &[u8]| decode(LinkType::FrameRelay, &[bytes, &ipv4_tcp()].concat());
+        assert_eq!(
+            fr(&[0x18, 0x40, 0x40, 0x40, 0x41]),
+            Err(DecodeError::Malformed { layer: "Frame Relay" })
+        );
+        assert_eq!(
+            fr(&[0x19, 0x03, 0xcc]),
+            Err(DecodeError::Malformed { layer: "Frame Relay" })
+        );
+        assert_eq!(
+            fr(&[0x18, 0x41, 0x03, 0x81]),
+            Err(DecodeError::NotIp { ethertype: 0x81 })
+        );
+        // A 4-byte address (EA on the last) is one.
+        assert_eq!(fr(&[0x18, 0x40, 0x40, 0x41, 0x03, 0xcc]).unwrap().ip_offset, 6);
+        // pflog's length is at least its own byte and the family's.
+        assert_eq!(
+            decode(LinkType::Pflog, &[3, 2, 0, 0]),
+            Err(DecodeError::Malformed { layer: "pflog" })
+        );
+        // A radio header shorter than its own length fields.
+        assert_eq!(
+            decode(LinkType::Avs, &[0x80, 0x21, 0x10, 0x01, 0, 0, 0, 4]),
+            Err(DecodeError::Malformed { layer: "802.11 radio" })
+        );
+        // A Prism header written big-endian.
+        let mut prism = vec![0, 0, 0, 0x44, 0, 0, 0, 144];
+        prism.resize(144, 0);
+        prism.extend_from_slice(&ieee80211_data(false, false, false, &ipv4_tcp()));
+        assert_eq!(decode(LinkType::Prism, &prism).unwrap().ip_offset, 144 + 32);
     }
 }

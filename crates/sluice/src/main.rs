@@ -63,8 +63,11 @@ enum Command {
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
-    /// the name) of link types Ethernet, Linux SLL/SLL2, raw IPv4/IPv6,
-    /// BSD null/loopback, PPP, Cisco HDLC, 802.11 (plain, radiotap, PPI).
+    /// the name) of link types Ethernet (DSA tags too), Linux SLL/SLL2,
+    /// raw IPv4/IPv6, BSD null/loopback, PPP, PPPoE, Cisco HDLC, Frame
+    /// Relay, ATM RFC 1483, SLIP, IP over InfiniBand, MPLS, NFLOG, pflog,
+    /// enc, netANALYZER, 802.11 (plain, radiotap, PPI, Prism, AVS); the
+    /// flows in GRE, VXLAN, Geneve, GTP-U, ERSPAN and IP-in-IP tunnels.
     /// Several files are read in order as one capture. Writes one record
     /// per flow to OUTDIR/flows.jsonl (or flows.csv) and the run's counters
     /// to OUTDIR/summary.json, and prints a summary.

@@ -463,6 +463,8 @@ impl Consumer<'_> {
                         decoded,
                         // Arrival is the only order a live link has.
                         order: raw.ts_ns,
+                        // Each worker keeps the clock of its own packets.
+                        clock_ns: raw.ts_ns,
                     });
                     frames.push(raw.data);
                 }

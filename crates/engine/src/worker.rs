@@ -32,6 +32,11 @@ pub(crate) struct PacketDesc {
     pub decoded: Decoded,
     /// Its position in the input, as the reader dealt it.
     pub order: u64,
+    /// The input's clock at this packet: the latest packet time dealt so
+    /// far, this one's included. Flows expire by it, so that which flows a
+    /// packet finds over does not depend on which worker had news of the
+    /// clock when (it is the packet's own time unless timestamps went back).
+    pub clock_ns: u64,
 }
 
 /// Packets of one file for one worker. Batches travel back to the reader
@@ -316,6 +321,7 @@ impl Worker {
                 table.prefetch_flow(ahead.hash);
             }
             let frame = frame(i, p);
+            table.advance(p.clock_ns, &mut |flow, end| sink.end(flow, end, chain));
             let info = PacketInfo {
                 ts_ns: p.ts_ns,
                 wire_len: p.wire_len,

@@ -195,6 +195,7 @@ impl<X> FlowTable<X> {
     ) -> Option<(u32, Direction)> {
         let ts = packet.ts_ns;
         self.advance(ts, on_end);
+        let clock = self.now_ns;
         let key = packet.decoded.key;
         let reversed = key.reversed();
         let slots = &self.slots;
@@ -203,7 +204,7 @@ impl<X> FlowTable<X> {
             *k == key || *k == reversed
         });
         if let Some(slot) = found {
-            let ending = self.ending(&self.slots[slot as usize], packet);
+            let ending = self.ending(&self.slots[slot as usize], packet, clock);
             let flow = &mut self.slots[slot as usize];
             let dir = if flow.key == key {
                 Direction::ClientToServer
@@ -214,6 +215,7 @@ impl<X> FlowTable<X> {
                 None => {
                     let dir = reorient_on_syn(flow, dir, packet);
                     flow.update(dir, packet, self.config.metrics);
+                    flow.last_clock_ns = clock;
                     return Some((slot, dir));
                 }
                 Some(reason) => self.end(slot, reason, on_end),
@@ -237,7 +239,9 @@ impl<X> FlowTable<X> {
         } else {
             self.slots[slot as usize].reset(oriented, hash, packet, ext);
         }
-        self.slots[slot as usize].update(dir, packet, self.config.metrics);
+        let flow = &mut self.slots[slot as usize];
+        flow.update(dir, packet, self.config.metrics);
+        flow.last_clock_ns = clock;
         self.index.insert(hash, slot);
         self.live += 1;
         self.counters.created += 1;
@@ -245,24 +249,29 @@ impl<X> FlowTable<X> {
         Some((slot, dir))
     }
 
-    /// Why the flow must end before this packet can be counted, if it must.
-    fn ending(&self, flow: &Flow<X>, packet: &PacketInfo) -> Option<EndReason> {
+    /// Why the flow must end before this packet can be counted, if it must,
+    /// with the input clock at `clock`.
+    ///
+    /// First what the expiry scan ends flows for, by the same clock: a
+    /// packet must see the flow ended whether or not the scan has reached
+    /// it yet, or the flows would depend on when the scan ran (on how many
+    /// workers share the input). When timestamps go back, the clock stands
+    /// still until they pass it again; the time between the flow's own
+    /// packets ends it then, as it would on any capture.
+    fn ending(&self, flow: &Flow<X>, packet: &PacketInfo, clock: u64) -> Option<EndReason> {
         let ts = packet.ts_ns;
-        let gap = ts.saturating_sub(flow.last_ns);
-        if gap > self.idle_timeout(flow) {
-            return Some(EndReason::Idle);
+        if let Some(reason) = self.expired(flow, clock) {
+            return Some(reason);
+        }
+        if let Some(reason) = self.quiet_for(flow, ts.saturating_sub(flow.last_ns)) {
+            return Some(reason);
         }
         if ts.saturating_sub(flow.first_ns) > self.config.active_timeout_ns {
             return Some(EndReason::ActiveTimeout);
         }
-        if let Some(reason) = flow.closing {
-            let flags = packet.decoded.tcp.flags;
-            let new_syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
-            if new_syn || gap > self.config.closed_linger_ns {
-                return Some(reason);
-            }
-        }
-        None
+        let flags = packet.decoded.tcp.flags;
+        let new_syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
+        flow.closing.filter(|_| new_syn)
     }
 
     fn idle_timeout(&self, flow: &Flow<X>) -> u64 {
@@ -273,8 +282,14 @@ impl<X> FlowTable<X> {
         }
     }
 
+    /// Whether a flow is over by the input clock at `now`.
     fn expired(&self, flow: &Flow<X>, now: u64) -> Option<EndReason> {
-        let gap = now.saturating_sub(flow.last_ns);
+        self.quiet_for(flow, now.saturating_sub(flow.last_clock_ns))
+    }
+
+    /// Why a flow without a packet for `gap` is over: a closed one after
+    /// the linger, any after its idle timeout.
+    fn quiet_for(&self, flow: &Flow<X>, gap: u64) -> Option<EndReason> {
         match flow.closing {
             Some(reason) if gap > self.config.closed_linger_ns => Some(reason),
             _ if gap > self.idle_timeout(flow) => Some(EndReason::Idle),
@@ -308,7 +323,7 @@ impl<X> FlowTable<X> {
             self.index.prefetch(flow.hash);
         }
         for i in candidates..2 * candidates {
-            prefetch(&self.slots[(self.cursor + i) % n].last_ns);
+            prefetch(&self.slots[(self.cursor + i) % n].last_clock_ns);
         }
         self.end(victim as u32, EndReason::Evicted, on_end);
         self.free.pop().expect("ending a flow frees its slot")
@@ -321,7 +336,7 @@ impl<X> FlowTable<X> {
         (0..candidates)
             .map(|i| (self.cursor + i) % n)
             .filter(|&s| self.slots[s].live)
-            .min_by_key(|&s| self.slots[s].last_ns)
+            .min_by_key(|&s| self.slots[s].last_clock_ns)
     }
 
     /// Ends the flow in `slot` now, for `reason`, through `on_end`.
@@ -344,6 +359,13 @@ impl<X> FlowTable<X> {
 
     /// Moves the table's clock to `now_ns` and, once per sweep step, scans
     /// the next slice of slots for flows whose time is up.
+    ///
+    /// The clock is the input's: the latest packet time of the whole input
+    /// so far, never going back. A table fed only part of an input (one
+    /// worker's share) that is advanced to the input's clock before each
+    /// of its packets ends the same flows, for the same reasons, as a table
+    /// fed all of it, however often and with whatever earlier clock it is
+    /// advanced in between.
     #[inline]
     pub fn advance(&mut self, now_ns: u64, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         if now_ns > self.now_ns {
@@ -743,5 +765,142 @@ mod tests {
         run.flush();
         assert_eq!(run.ended.len(), 256);
         assert!(run.ended.iter().all(|e| e.2 == 2), "a flow was split by eviction");
+    }
+
+    /// One packet of a test input: its time, the client port of its flow
+    /// (a few ports, so that flows come back after their time is up), and
+    /// its TCP flags.
+    type Input = Vec<(u64, u16, u8)>;
+
+    /// What a flow ended as: key, first and last time, packets, reason.
+    type Ended = (FlowKey, u64, u64, u64, String);
+
+    /// The input's clock before each packet: the latest time so far.
+    fn clocks(input: &Input) -> Vec<u64> {
+        input
+            .iter()
+            .scan(0, |clock, &(ts, _, _)| {
+                *clock = (*clock).max(ts);
+                Some(*clock)
+            })
+            .collect()
+    }
+
+    /// Deals `input` over `workers` tables by flow hash, as the engine does.
+    /// Each table is advanced to the input's clock before each of its
+    /// packets and, where `news` says so after a packet of the input, to
+    /// the clock there (a batch reaching a worker); at the end every table
+    /// hears the last clock and is flushed.
+    fn dealt(input: &Input, workers: usize, news: &[(usize, usize)], config: FlowConfig) -> Vec<Ended> {
+        let clock = clocks(input);
+        let mut tables: Vec<FlowTable<()>> = (0..workers).map(|_| FlowTable::new(config)).collect();
+        let mut ended = Vec::new();
+        let mut on_end =
+            |f: &mut Flow<()>, r: EndReason| ended.push((f.key, f.first_ns, f.last_ns, f.packets(), format!("{r:?}")));
+        let decoded: Vec<Decoded> = input
+            .iter()
+            .map(|&(_, port, flags)| {
+                let mut d = packet_for_port(port);
+                d.tcp.flags = flags;
+                d
+            })
+            .collect();
+        for (i, (&(ts, _, _), d)) in input.iter().zip(&decoded).enumerate() {
+            let hash = d.key.symmetric_hash();
+            let table = &mut tables[(hash % workers as u64) as usize];
+            table.advance(clock[i], &mut on_end);
+            let info = PacketInfo {
+                ts_ns: ts,
+                wire_len: 60,
+                decoded: d,
+                order: i as u64,
+            };
+            table.process(&info, hash, || (), &mut on_end);
+            for &(after, worker) in news {
+                if after == i {
+                    tables[worker % workers].advance(clock[i], &mut on_end);
+                }
+            }
+        }
+        for table in &mut tables {
+            table.advance(clock.last().copied().unwrap_or(0), &mut on_end);
+            table.flush(&mut on_end);
+        }
+        ended.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        ended
+    }
+
+    /// Times that mostly move on, by less or more than the timeouts, and
+    /// now and then step back, by a little or by far.
+    fn input() -> impl Strategy<Value = Input> {
+        let step = prop_oneof![
+            6 => 0..150 * S,
+            2 => 150 * S..400 * S,
+            1 => 0..2000 * S,
+        ];
+        let back = prop::bool::weighted(0.15);
+        let flags = prop::sample::select(vec![ACK, ACK, ACK, SYN, FIN_ACK, tcp_flags::RST]);
+        prop::collection::vec((step, back, 0u16..12, flags), 1..200).prop_map(|packets| {
+            let mut ts = 10_000 * S;
+            packets
+                .into_iter()
+                .map(|(step, back, port, flags)| {
+                    ts = if back { ts.saturating_sub(step) } else { ts + step };
+                    (ts, port, flags)
+                })
+                .collect()
+        })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// The records of an input whose clock steps back do not depend on
+        /// how it is dealt over tables, nor on when the expiry scan runs.
+        #[test]
+        fn the_flows_do_not_depend_on_the_workers_when_time_goes_back(
+            input in input(),
+            workers in 2usize..5,
+            news in prop::collection::vec((0usize..200, 0usize..4), 0..40),
+            steps in prop::sample::select(vec![1u32, 7, 1000]),
+        ) {
+            let config = FlowConfig { sweep_steps: steps, ..FlowConfig::default() };
+            let one = dealt(&input, 1, &[], config);
+            prop_assert_eq!(&dealt(&input, workers, &news, config), &one);
+            // A scan that visits the whole table at every step.
+            let eager = FlowConfig { sweep_steps: 1, sweep_period_ns: 1, ..config };
+            prop_assert_eq!(&dealt(&input, workers, &news, eager), &one);
+        }
+    }
+
+    /// After the clock steps back, a flow goes on as long as neither the
+    /// clock nor its own packets say it was idle; the clock stands still
+    /// until the packets pass it again.
+    #[test]
+    fn a_step_back_neither_splits_nor_ends_flows_by_itself() {
+        let mut run = Run::new(FlowConfig::default());
+        let a = packet_for_port(1);
+        let b = packet_for_port(2);
+        run.feed(1000 * S, &a);
+        run.feed(2000 * S, &b);
+        // Back by 990 s: a's flow has been idle 10 s by its own packets and
+        // for 1000 s by the clock, which the scan would have ended it by.
+        run.feed(1010 * S, &a);
+        run.feed(1020 * S, &b);
+        run.flush();
+        let mut ended: Vec<(u16, EndReason, u64)> = run.ended.iter().map(|(k, r, n)| (k.src_port, *r, *n)).collect();
+        ended.sort_by_key(|&(port, reason, _)| (port, reason != EndReason::Idle));
+        assert_eq!(
+            ended,
+            [
+                (1, EndReason::Idle, 1),
+                (1, EndReason::EndOfInput, 1),
+                (2, EndReason::EndOfInput, 2)
+            ]
+        );
+        // b's flow was not idle by the clock (it stood at 2000 s) nor by
+        // its packets (the 1020 s packet is earlier than its last): one flow.
     }
 }

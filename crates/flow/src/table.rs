@@ -499,6 +499,11 @@ mod tests {
             let ended = &mut self.ended;
             self.table.flush(&mut |f, r| ended.push((f.key, r, f.packets())));
         }
+
+        fn advance(&mut self, now: u64) {
+            let ended = &mut self.ended;
+            self.table.advance(now, &mut |f, r| ended.push((f.key, r, f.packets())));
+        }
     }
 
     const SYN: u8 = tcp_flags::SYN;
@@ -767,6 +772,207 @@ mod tests {
         assert!(run.ended.iter().all(|e| e.2 == 2), "a flow was split by eviction");
     }
 
+    /// Every way out is counted once, and merging two tables' counters adds
+    /// them field by field (the peak too: tables hold their flows at once).
+    #[test]
+    fn each_end_is_counted_under_its_reason_and_counters_merge() {
+        // The scan runs once, at the first packet: every end below is a
+        // packet's or the flush's.
+        let config = FlowConfig {
+            active_timeout_ns: 1000 * S,
+            sweep_period_ns: u64::MAX / 2,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        assert!(run.table.is_empty() && run.table.len() == 0);
+        // Port 1: FIN both ways, then a new SYN (fin). Port 2: RST, then the
+        // linger passes (rst). Port 3: idle past its timeout (idle).
+        run.feed(S, &with_port(packet(true, SYN, 0), 1));
+        run.feed(S, &with_port(packet(false, FIN_ACK, 0), 1));
+        run.feed(S, &with_port(packet(true, FIN_ACK, 0), 1));
+        run.feed(2 * S, &with_port(packet(true, SYN, 0), 1));
+        run.feed(2 * S, &with_port(packet(true, tcp_flags::RST, 0), 2));
+        assert_eq!((run.table.len(), run.table.is_empty()), (2, false));
+        run.feed(3 * S, &with_port(packet(true, ACK, 0), 3));
+        run.feed(3 * S + config.closed_linger_ns + 1, &with_port(packet(true, ACK, 0), 2));
+        run.feed(
+            3 * S + config.tcp_idle_timeout_ns + 1,
+            &with_port(packet(true, ACK, 0), 3),
+        );
+        // Port 4 once; port 5 every 200 s until it has lasted past the
+        // active timeout. Five flows are held then: the peak.
+        run.feed(400 * S, &with_port(packet(true, ACK, 0), 4));
+        for t in [400, 600, 800, 1000, 1200, 1401] {
+            run.feed(t * S, &with_port(packet(true, ACK, 0), 5));
+        }
+        // At the end, all but port 5's new flow have been idle too long.
+        run.flush();
+        let c = run.table.counters();
+        let expected = TableCounters {
+            created: 9,
+            idle: 5,
+            active_timeout: 1,
+            fin: 1,
+            rst: 1,
+            evicted: 0,
+            end_of_input: 1,
+            peak_flows: 5,
+        };
+        assert_eq!(c, expected);
+        assert_eq!(run.ended.len() as u64, c.created);
+        let mut merged = c;
+        merged.merge(&TableCounters {
+            created: 1,
+            idle: 2,
+            active_timeout: 3,
+            fin: 4,
+            rst: 5,
+            evicted: 6,
+            end_of_input: 7,
+            peak_flows: 8,
+        });
+        assert_eq!(
+            merged,
+            TableCounters {
+                created: c.created + 1,
+                idle: c.idle + 2,
+                active_timeout: c.active_timeout + 3,
+                fin: c.fin + 4,
+                rst: c.rst + 5,
+                evicted: c.evicted + 6,
+                end_of_input: c.end_of_input + 7,
+                peak_flows: c.peak_flows + 8,
+            }
+        );
+        for (reason, field) in [
+            (EndReason::Idle, 0),
+            (EndReason::ActiveTimeout, 1),
+            (EndReason::Fin, 2),
+            (EndReason::Rst, 3),
+            (EndReason::Evicted, 4),
+            (EndReason::EndOfInput, 5),
+        ] {
+            let mut one = TableCounters::default();
+            one.count(reason);
+            one.count(reason);
+            let fields = [
+                one.idle,
+                one.active_timeout,
+                one.fin,
+                one.rst,
+                one.evicted,
+                one.end_of_input,
+            ];
+            let mut want = [0; 6];
+            want[field] = 2;
+            assert_eq!(fields, want, "{reason:?}");
+        }
+    }
+
+    fn with_port(mut d: Decoded, port: u16) -> Decoded {
+        if d.key.src_port == 443 {
+            d.key.dst_port = port;
+        } else {
+            d.key.src_port = port;
+        }
+        d
+    }
+
+    /// The scan moves once per sweep period / sweep steps of clock, and
+    /// looks at table size / sweep steps slots (rounded up) each time, so
+    /// it covers the table once per sweep period.
+    #[test]
+    fn the_scan_covers_the_table_once_per_sweep_period() {
+        let config = FlowConfig {
+            sweep_period_ns: 10 * S,
+            sweep_steps: 5,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        // Ten flows, then their idle timeout passes without a packet.
+        for port in 0..10 {
+            run.feed(S, &packet_for_port(port));
+        }
+        let mut now = S + config.tcp_idle_timeout_ns + 1;
+        // The first advance past the last step's time scans 2 slots; one
+        // less than 2 s later scans none; 2 s later, 2 more.
+        run.advance(now);
+        assert_eq!(run.ended.len(), 2);
+        now += 2 * S - 1;
+        run.advance(now);
+        assert_eq!(run.ended.len(), 2, "a step before its time");
+        now += 1;
+        run.advance(now);
+        assert_eq!(run.ended.len(), 4);
+        // Going back changes nothing: the clock only moves forward.
+        run.advance(S);
+        run.advance(now + S);
+        assert_eq!(run.ended.len(), 4);
+        for _ in 0..3 {
+            now += 2 * S;
+            run.advance(now);
+        }
+        let mut ended: Vec<u16> = run.ended.iter().map(|e| e.0.src_port).collect();
+        ended.sort_unstable();
+        assert_eq!(ended, (0..10).collect::<Vec<u16>>());
+        assert!(run.table.is_empty());
+        assert_eq!(run.table.counters().idle, 10);
+    }
+
+    /// Exactly the timeouts are still in time; a nanosecond more is not.
+    #[test]
+    fn timeouts_are_exclusive_bounds() {
+        let config = FlowConfig::default();
+        for (proto, timeout) in [(6, config.tcp_idle_timeout_ns), (17, config.idle_timeout_ns)] {
+            let mut d = packet(true, ACK, 1);
+            d.key.proto = proto;
+            let mut run = Run::new(config);
+            run.feed(S, &d);
+            run.feed(S + timeout, &d);
+            assert!(run.ended.is_empty(), "proto {proto} at its timeout");
+            run.feed(S + 2 * timeout + 1, &d);
+            assert_eq!(run.ended.len(), 1, "proto {proto} past it");
+            assert_eq!(run.ended[0].1, EndReason::Idle);
+        }
+        // The linger of a closed flow, the same way.
+        let mut run = Run::new(config);
+        run.feed(S, &packet(true, tcp_flags::RST, 0));
+        run.feed(S + config.closed_linger_ns, &packet(true, ACK, 0));
+        assert!(run.ended.is_empty());
+        run.feed(S + 2 * config.closed_linger_ns + 1, &packet(true, ACK, 0));
+        assert_eq!(run.ended[0].1, EndReason::Rst);
+        // Active timeout: a flow may last exactly that long.
+        let config = FlowConfig {
+            active_timeout_ns: 100 * S,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        for t in [0, 50, 100] {
+            run.feed(S + t * S, &packet(true, ACK, 1));
+        }
+        assert!(run.ended.is_empty());
+        run.feed(S + 100 * S + 1, &packet(true, ACK, 1));
+        assert_eq!(run.ended[0].1, EndReason::ActiveTimeout);
+    }
+
+    /// A flow that is still in use is found again, from either side, and
+    /// by the slot `process` gave: `flow_mut` and `live_flow_mut` see it,
+    /// and after it ended `live_flow_mut` does not.
+    #[test]
+    fn slots_lead_back_to_their_flows() {
+        let mut run = Run::new(FlowConfig::default());
+        let (a, _) = run.feed(S, &packet_for_port(7));
+        let (b, _) = run.feed(S, &packet(true, ACK, 1));
+        assert_ne!(a, b);
+        assert_eq!(run.feed(S, &packet(false, ACK, 1)), (b, Direction::ServerToClient));
+        assert_eq!(run.feed(S + 1, &packet_for_port(7)), (a, Direction::ClientToServer));
+        assert_eq!(run.table.flow_mut(a).key.src_port, 7);
+        assert_eq!(run.table.live_flow_mut(b).map(|f| f.packets()), Some(2));
+        run.flush();
+        assert!(run.table.live_flow_mut(a).is_none() && run.table.live_flow_mut(b).is_none());
+        assert!(run.table.live_flow_mut(99).is_none());
+    }
+
     /// One packet of a test input: its time, the client port of its flow
     /// (a few ports, so that flows come back after their time is up), and
     /// its TCP flags.
@@ -855,7 +1061,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(400))]
+        #![proptest_config(ProptestConfig::with_cases(150))]
 
         /// The records of an input whose clock steps back do not depend on
         /// how it is dealt over tables, nor on when the expiry scan runs.

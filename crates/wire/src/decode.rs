@@ -139,7 +139,7 @@ const ETHERTYPE_MPLS_MULTICAST: u16 = 0x8848;
 const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
 
 /// Where decoding continues after a layer has been peeled off.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Next {
     Ethernet(usize),
     EtherType(u16, usize),
@@ -216,10 +216,15 @@ fn link_layer(link: LinkType, frame: &[u8]) -> Result<Next, DecodeError> {
         LinkType::Ethernet => Next::Ethernet(0),
         LinkType::RawIp | LinkType::RawIpv4 | LinkType::RawIpv6 => Next::Ip(0),
         LinkType::Null | LinkType::Loop => {
-            let family = frame.get(..4).ok_or(truncated("loopback"))?;
+            let family: [u8; 4] = frame
+                .get(..4)
+                .ok_or(truncated("loopback"))?
+                .try_into()
+                .expect("4 bytes");
             // The family is in the capturing host's byte order for Null and
-            // big-endian for Loop; any non-zero byte holds the value.
-            let family = family.iter().fold(0u32, |acc, b| acc | *b as u32);
+            // big-endian for Loop: the smaller reading is the family (the
+            // other has it in the top byte).
+            let family = u32::from_le_bytes(family).min(u32::from_be_bytes(family));
             match family {
                 2 => Next::Ip(4),
                 // BSD variants disagree on AF_INET6: 24, 28 and 30 all occur.
@@ -351,24 +356,21 @@ fn cooked(arphrd: u16, protocol: u16, at: usize) -> Next {
 const GRE_TRANSPARENT_ETHERNET: u16 = 0x6558;
 
 /// The radio headers in front of 802.11 frames on LINKTYPE_IEEE802_11_PRISM
-/// and LINKTYPE_IEEE802_11_AVS. An AVS header starts with its big-endian
-/// magic (0x8021100x) and length; a Prism header holds its length at offset
-/// 4 in the capturing host's byte order.
+/// and LINKTYPE_IEEE802_11_AVS hold their length at offset 4: big-endian
+/// in an AVS header (after its magic, 0x8021100x), in the capturing host's
+/// byte order in a Prism header. A real header is 8 bytes to well under
+/// 64 KiB long, which only one byte order reads.
 fn radio_header(frame: &[u8]) -> Result<Next, DecodeError> {
-    let magic = be32(frame, 0).ok_or(truncated("802.11 radio"))?;
-    let length = frame.get(4..8).ok_or(truncated("802.11 radio"))?;
-    let length = [length[0], length[1], length[2], length[3]];
-    let len = if magic & 0xffff_fff0 == 0x8021_1000 {
-        u32::from_be_bytes(length)
+    let length: [u8; 4] = frame
+        .get(4..8)
+        .ok_or(truncated("802.11 radio"))?
+        .try_into()
+        .expect("4 bytes");
+    let le = u32::from_le_bytes(length);
+    let len = if (8..0x1_0000).contains(&le) {
+        le
     } else {
-        // A real header is far shorter than 64 KiB, and 8 bytes or more:
-        // only one byte order reads it so.
-        let le = u32::from_le_bytes(length);
-        if (8..0x1_0000).contains(&le) {
-            le
-        } else {
-            u32::from_be_bytes(length)
-        }
+        u32::from_be_bytes(length)
     };
     if len < 8 {
         return Err(DecodeError::Malformed { layer: "802.11 radio" });
@@ -900,8 +902,8 @@ fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
         d.tcp.flags = l4.get(13).copied().unwrap_or(0);
         d.tcp.window = be16(l4, 14).unwrap_or(0);
         d.l4_truncated = true;
-        let header = l4.get(12).map_or(20, |b| (b >> 4) as usize * 4);
-        return Ok(header.max(20));
+        // The header runs past what was captured: no payload is.
+        return Ok(20);
     }
     let header_len = (l4[12] >> 4) as usize * 4;
     if header_len < 20 {
@@ -1225,10 +1227,23 @@ mod tests {
     #[test]
     fn tunnel_nesting_is_bounded() {
         let mut frame = eth_ipv4_tcp(&TcpSpec::default())[14..].to_vec();
-        for _ in 0..=MAX_TUNNEL_DEPTH {
+        for depth in 1..=MAX_TUNNEL_DEPTH + 1 {
             frame = ipip(&frame)[14..].to_vec();
+            let d = decode(LinkType::RawIp, &frame);
+            if depth <= MAX_TUNNEL_DEPTH {
+                assert_eq!(
+                    d.map(|d| (d.key.dst_port, d.tunnel)),
+                    Ok((80, TunnelKind::IpInIp)),
+                    "{depth} deep"
+                );
+            } else {
+                assert_eq!(d, Err(DecodeError::TooDeep));
+            }
         }
-        assert_eq!(decode(LinkType::RawIp, &frame), Err(DecodeError::TooDeep));
+        assert_eq!(
+            DecodeError::TooDeep.to_string(),
+            format!("tunnels nested more than {MAX_TUNNEL_DEPTH} deep")
+        );
     }
 
     fn inner_ip(v6: bool) -> Vec<u8> {
@@ -1593,5 +1608,446 @@ mod tests {
         prism.resize(144, 0);
         prism.extend_from_slice(&ieee80211_data(false, false, false, &ipv4_tcp()));
         assert_eq!(decode(LinkType::Prism, &prism).unwrap().ip_offset, 144 + 32);
+    }
+
+    /// BSD loopback: AF_INET is 2 everywhere; AF_INET6 is 24, 28 or 30
+    /// depending on the BSD, in either byte order (the capturing host's)
+    /// for DLT_NULL and big-endian for DLT_LOOP.
+    #[test]
+    fn loopback_families() {
+        let v4 = ipv4_tcp();
+        let v6 = ipv6_tcp();
+        for (family, ip) in [(2u32, &v4), (24, &v6), (28, &v6), (30, &v6)] {
+            for header in [family.to_le_bytes(), family.to_be_bytes()] {
+                let frame = [&header[..], ip].concat();
+                for link in [LinkType::Null, LinkType::Loop] {
+                    assert_eq!(decode(link, &frame).map(|d| d.ip_offset), Ok(4), "{link:?} {family}");
+                }
+            }
+        }
+        // AF_APPLETALK (16), and no family at all.
+        let frame = [&16u32.to_le_bytes()[..], &v4].concat();
+        assert_eq!(
+            decode(LinkType::Null, &frame),
+            Err(DecodeError::NotIp { ethertype: 16 })
+        );
+        assert_eq!(
+            decode(LinkType::Null, &[2, 0, 0]),
+            Err(DecodeError::Truncated { layer: "loopback" })
+        );
+    }
+
+    /// A frame that holds its link header and nothing more ends in the IP
+    /// header, not in the link header; one byte less ends in the link
+    /// header.
+    #[test]
+    fn frames_cut_right_after_their_link_header() {
+        let cases = [
+            (LinkType::LinuxSll2, sll2(1, 0x0800, &[]), "Linux SLL2"),
+            (LinkType::LinuxSll, sll(1, 0x0800, &[]), "Linux SLL"),
+            (LinkType::Slip, vec![0; 16], "SLIP"),
+        ];
+        for (link, header, layer) in cases {
+            assert_eq!(
+                decode(link, &header),
+                Err(DecodeError::Truncated { layer: "IP" }),
+                "{layer}"
+            );
+            let short = &header[..header.len() - 1];
+            assert_eq!(decode(link, short), Err(DecodeError::Truncated { layer }), "{layer}");
+        }
+        // NSH whose length ends with the frame: the inner packet is missing.
+        let nsh = ethernet(0x894f, &[0x00, 0x02, 0x02, 0x01, 0, 0, 1, 255]);
+        assert_eq!(
+            decode(LinkType::Ethernet, &nsh),
+            Err(DecodeError::Truncated { layer: "IP" })
+        );
+        assert_eq!(
+            decode(LinkType::Ethernet, &nsh[..nsh.len() - 1]),
+            Err(DecodeError::Truncated { layer: "NSH" })
+        );
+    }
+
+    /// The shortest headers their formats allow: a pfloghdr of 4 bytes,
+    /// a radio header of 8.
+    #[test]
+    fn shortest_link_headers() {
+        let v4 = ipv4_tcp();
+        let pflog = [&[4, 2, 0, 0][..], &v4].concat();
+        assert_eq!(decode(LinkType::Pflog, &pflog).map(|d| d.ip_offset), Ok(4));
+        // 61 bytes, padded to 64.
+        let mut long = vec![61, 2];
+        long.resize(64, 0);
+        assert_eq!(
+            decode(LinkType::Pflog, &[&long[..], &v4].concat()).map(|d| d.ip_offset),
+            Ok(64)
+        );
+        let data = ieee80211_data(false, false, false, &v4);
+        let avs = [&[0x80, 0x21, 0x10, 0x01, 0, 0, 0, 8][..], &data].concat();
+        assert_eq!(decode(LinkType::Avs, &avs).map(|d| d.ip_offset), Ok(8 + 32));
+        let prism = [&[0x41, 0, 0, 0, 8, 0, 0, 0][..], &data].concat();
+        assert_eq!(decode(LinkType::Prism, &prism).map(|d| d.ip_offset), Ok(8 + 32));
+        // 7 in either byte order: the one that reads as a header's length
+        // (little-endian 7 does not) is too short.
+        assert_eq!(
+            decode(LinkType::Prism, &[0x41, 0, 0, 0, 0, 0, 0, 7]),
+            Err(DecodeError::Malformed { layer: "802.11 radio" })
+        );
+        assert_eq!(
+            decode(LinkType::Prism, &[0x41, 0, 0, 0, 7, 0, 0, 0]),
+            Err(DecodeError::Truncated { layer: "802.11" })
+        );
+        assert_eq!(
+            decode(LinkType::Prism, &[0x41, 0, 0, 0, 7, 0, 0]),
+            Err(DecodeError::Truncated { layer: "802.11 radio" })
+        );
+    }
+
+    /// PPI (version 0, flags, header length and the DLT of what follows,
+    /// little-endian): Ethernet (1) or 802.11 (105), nothing else.
+    #[test]
+    fn ppi_headers() {
+        let ppi = |dlt: u32, rest: &[u8]| [&[0, 0, 8, 0][..], &dlt.to_le_bytes(), rest].concat();
+        let eth = eth_ipv4_tcp(&TcpSpec::default());
+        assert_eq!(decode(LinkType::Ppi, &ppi(1, &eth)).map(|d| d.ip_offset), Ok(8 + 14));
+        let wifi = ieee80211_data(true, false, false, &ipv4_tcp());
+        assert_eq!(decode(LinkType::Ppi, &ppi(105, &wifi)).map(|d| d.ip_offset), Ok(8 + 34));
+        assert_eq!(
+            decode(LinkType::Ppi, &ppi(127, &wifi)),
+            Err(DecodeError::Malformed { layer: "PPI" })
+        );
+        assert_eq!(
+            decode(LinkType::Ppi, &ppi(1, &eth)[..7]),
+            Err(DecodeError::Truncated { layer: "PPI" })
+        );
+    }
+
+    /// NFLOG's byte order is told by the first attribute; an attribute of
+    /// no value (4 bytes) is one; a frame too short for any is truncated.
+    #[test]
+    fn nflog_attributes() {
+        let v4 = ipv4_tcp();
+        // An empty NFULA_MARK before the payload, little-endian.
+        let mut frame = vec![2, 0, 0, 0, 4, 0, 2, 0];
+        frame.extend_from_slice(&((4 + v4.len()) as u16).to_le_bytes());
+        frame.extend_from_slice(&9u16.to_le_bytes());
+        frame.extend_from_slice(&v4);
+        assert_eq!(decode(LinkType::Nflog, &frame).map(|d| d.ip_offset), Ok(12));
+        // A type libpcap knows with a length past the frame reads in
+        // neither order.
+        let garbage = [2, 0, 0, 0, 0xff, 0xff, 0x01, 0x00];
+        assert_eq!(
+            decode(LinkType::Nflog, &garbage),
+            Err(DecodeError::Malformed { layer: "NFLOG" })
+        );
+        assert_eq!(
+            decode(LinkType::Nflog, &garbage[..7]),
+            Err(DecodeError::Truncated { layer: "NFLOG" })
+        );
+        assert_eq!(
+            decode(LinkType::Nflog, &[2, 0, 0]),
+            Err(DecodeError::Truncated { layer: "NFLOG" })
+        );
+        // The flags in the type's top bit (NLA_F_NESTED) do not hide it.
+        let mut nested = nflog_message(true, Some(&v4));
+        let payload_type = nested.len() - v4.len() - 2;
+        nested[payload_type + 1] |= 0x80;
+        assert_eq!(
+            decode(LinkType::Nflog, &nested).map(|d| d.ip_offset as usize),
+            Ok(nested.len() - v4.len())
+        );
+        // IPv6 (family 10).
+        let v6 = ipv6_tcp();
+        let mut six = nflog_message(true, Some(&v6));
+        six[0] = 10;
+        assert_eq!(decode(LinkType::Nflog, &six).map(|d| d.key.version), Ok(IpVersion::V6));
+    }
+
+    /// An 802.3 frame (a length where the Ethernet type would be) carrying
+    /// IP behind LLC/SNAP (RFC 1042), and an MPLS pseudowire whose control
+    /// word precedes an Ethernet frame (RFC 4448).
+    #[test]
+    fn ieee8023_snap_and_pseudowires() {
+        let v4 = ipv4_tcp();
+        let llc = [&[0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00][..], &v4].concat();
+        let mut frame = eth_ipv4_tcp(&TcpSpec::default())[..12].to_vec();
+        frame.extend_from_slice(&(llc.len() as u16).to_be_bytes());
+        frame.extend_from_slice(&llc);
+        assert_eq!(decode(LinkType::Ethernet, &frame).map(|d| d.ip_offset), Ok(22));
+        // SNAP with another protocol (AppleTalk ARP) is not IP.
+        let mut aarp = frame.clone();
+        aarp[20..22].copy_from_slice(&[0x80, 0xf3]);
+        assert_eq!(
+            decode(LinkType::Ethernet, &aarp),
+            Err(DecodeError::NotIp { ethertype: 0x80f3 })
+        );
+        let eth = eth_ipv4_tcp(&TcpSpec::default());
+        let pw = ethernet(0x8847, &[&MPLS_BOTTOM[..], &[0, 0, 0, 0], &eth].concat());
+        assert_eq!(
+            decode(LinkType::Ethernet, &pw).map(|d| d.ip_offset),
+            Ok(14 + 4 + 4 + 14)
+        );
+        // A label stack cut before its bottom, and one followed by neither
+        // IP nor a control word.
+        let cut = ethernet(0x8847, &[0, 1, 0, 0x40]);
+        assert_eq!(
+            decode(LinkType::Ethernet, &cut),
+            Err(DecodeError::Truncated { layer: "MPLS" })
+        );
+        let odd = ethernet(0x8847, &[&MPLS_BOTTOM[..], &[0x12]].concat());
+        assert_eq!(
+            decode(LinkType::Ethernet, &odd),
+            Err(DecodeError::Malformed { layer: "MPLS" })
+        );
+        let empty = ethernet(0x8847, &MPLS_BOTTOM);
+        assert_eq!(
+            decode(LinkType::Ethernet, &empty),
+            Err(DecodeError::Truncated { layer: "MPLS" })
+        );
+    }
+
+    /// Frame Relay behind a direction byte: the address is counted from
+    /// after it, and the Cisco encapsulation's Ethernet type follows the
+    /// address, however long.
+    #[test]
+    fn frame_relay_addresses_behind_a_direction_byte() {
+        let v4 = ipv4_tcp();
+        let fr = |bytes: &[u8]| decode(LinkType::FrameRelayWithDirection, &[&[1][..], bytes, &v4].concat());
+        assert_eq!(fr(&[0x18, 0x41, 0x08, 0x00]).map(|d| d.ip_offset), Ok(5));
+        assert_eq!(fr(&[0x18, 0x40, 0x41, 0x08, 0x00]).map(|d| d.ip_offset), Ok(6));
+        assert_eq!(fr(&[0x18, 0x40, 0x40, 0x41, 0x03, 0xcc]).map(|d| d.ip_offset), Ok(7));
+        assert_eq!(
+            fr(&[0x18, 0x40, 0x40, 0x40, 0x41]),
+            Err(DecodeError::Malformed { layer: "Frame Relay" })
+        );
+        assert_eq!(
+            fr(&[0x19, 0x08, 0x00]),
+            Err(DecodeError::Malformed { layer: "Frame Relay" })
+        );
+        assert_eq!(
+            decode(LinkType::FrameRelayWithDirection, &[1, 0x18]),
+            Err(DecodeError::Truncated { layer: "Frame Relay" })
+        );
+        assert_eq!(
+            decode(LinkType::FrameRelay, &[0x18, 0x41, 0x03]),
+            Err(DecodeError::Truncated { layer: "Frame Relay" })
+        );
+    }
+
+    fn ipv4_of(proto: u8, l4: &[u8]) -> Vec<u8> {
+        let mut ip = ipv4_tcp()[..20].to_vec();
+        ip[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+        ip[9] = proto;
+        ip.extend_from_slice(l4);
+        ip
+    }
+
+    /// SCTP's common header (RFC 9260: ports, verification tag, checksum,
+    /// 12 bytes) and ICMP's and ICMPv6's (type, code, checksum, 4 bytes)
+    /// before their data; an ICMP header cut short is flagged.
+    #[test]
+    fn sctp_and_icmp_headers() {
+        let mut sctp = vec![0x0b, 0x59, 0x0b, 0x5a, 1, 2, 3, 4, 0, 0, 0, 0];
+        sctp.extend_from_slice(b"chunk");
+        let d = decode(LinkType::RawIp, &ipv4_of(132, &sctp)).unwrap();
+        assert_eq!(
+            (d.key.src_port, d.key.dst_port, d.payload_offset, d.payload_len),
+            (2905, 2906, 32, 5)
+        );
+        assert!(!d.l4_truncated);
+        let d = decode(LinkType::RawIp, &ipv4_of(132, &sctp[..11])).unwrap();
+        assert!(d.l4_truncated);
+        // An echo request (type 8, code 0) with 4 bytes of identifier and
+        // sequence, which count as data.
+        let echo = [8, 0, 0, 0, 0, 1, 0, 2];
+        let d = decode(LinkType::RawIp, &ipv4_of(1, &echo)).unwrap();
+        assert_eq!(
+            (
+                d.icmp_type,
+                d.icmp_code,
+                d.key.src_port,
+                d.payload_offset,
+                d.payload_len
+            ),
+            (8, 0, 0, 24, 4)
+        );
+        assert!(!d.l4_truncated);
+        let unreachable = [3, 3, 0, 0];
+        let d = decode(LinkType::RawIp, &ipv4_of(1, &unreachable)).unwrap();
+        assert_eq!(
+            (d.icmp_type, d.icmp_code, d.payload_len, d.l4_truncated),
+            (3, 3, 0, false)
+        );
+        let d = decode(LinkType::RawIp, &ipv4_of(1, &unreachable[..3])).unwrap();
+        assert_eq!((d.icmp_type, d.icmp_code, d.l4_truncated), (3, 3, true));
+        let d = decode(
+            LinkType::RawIp,
+            &crate::test_frames::ipv6(58, 1, 2, &[128, 0, 0, 0, 0, 7, 0, 1]),
+        )
+        .unwrap();
+        assert_eq!((d.icmp_type, d.icmp_code, d.payload_len, d.key.proto), (128, 0, 4, 58));
+        // Another protocol (OSPF, 89): its whole payload is data.
+        let d = decode(LinkType::RawIp, &ipv4_of(89, &[2, 1, 0, 44])).unwrap();
+        assert_eq!((d.key.proto, d.payload_offset, d.payload_len), (89, 20, 4));
+    }
+
+    /// RFC 791: IHL counts 4-byte words, 5 at least; the total length
+    /// covers the header.
+    #[test]
+    fn ipv4_header_bounds() {
+        let header = ipv4_of(17, &[])[..20].to_vec();
+        let d = decode(LinkType::RawIp, &header).unwrap();
+        assert_eq!((d.l4_offset, d.payload_len, d.l4_truncated), (20, 0, true));
+        assert_eq!(
+            decode(LinkType::RawIp, &header[..19]),
+            Err(DecodeError::Truncated { layer: "IPv4" })
+        );
+        // IHL 6: a 4-byte option (NOP padding) before UDP.
+        let mut options = ipv4_of(17, &[0x30, 0x39, 0, 53, 0, 8, 0, 0]);
+        options[0] = 0x46;
+        options.splice(20..20, [1, 1, 1, 0]);
+        options[2..4].copy_from_slice(&32u16.to_be_bytes());
+        let d = decode(LinkType::RawIp, &options).unwrap();
+        assert_eq!((d.l4_offset, d.key.dst_port), (24, 53));
+        assert_eq!(
+            decode(LinkType::RawIp, &options[..23]),
+            Err(DecodeError::Truncated { layer: "IPv4" })
+        );
+        assert_eq!(decode(LinkType::RawIp, &options[..24]).map(|d| d.l4_offset), Ok(24));
+        let mut ihl4 = header.clone();
+        ihl4[0] = 0x44;
+        assert_eq!(
+            decode(LinkType::RawIp, &ihl4),
+            Err(DecodeError::Malformed { layer: "IPv4" })
+        );
+        // A total length of the header alone is a packet without data; one
+        // below it is impossible.
+        let mut total = options.clone();
+        total[2..4].copy_from_slice(&24u16.to_be_bytes());
+        assert_eq!(
+            decode(LinkType::RawIp, &total).map(|d| (d.payload_len, d.l4_truncated)),
+            Ok((0, true))
+        );
+        total[2..4].copy_from_slice(&23u16.to_be_bytes());
+        assert_eq!(
+            decode(LinkType::RawIp, &total),
+            Err(DecodeError::Malformed { layer: "IPv4" })
+        );
+        // Total length 0 (segmentation offload): the captured bytes count.
+        total[2..4].copy_from_slice(&0u16.to_be_bytes());
+        assert_eq!(decode(LinkType::RawIp, &total).map(|d| d.payload_len), Ok(0));
+        let mut tso = ipv4_of(17, &[0x30, 0x39, 0, 53, 0, 12, 0, 0, 1, 2, 3, 4]);
+        tso[2..4].copy_from_slice(&[0, 0]);
+        assert_eq!(decode(LinkType::RawIp, &tso).map(|d| d.payload_len), Ok(4));
+        // Version 5 is no IP.
+        let mut v5 = header.clone();
+        v5[0] = 0x55;
+        assert_eq!(
+            decode(LinkType::RawIp, &v5),
+            Err(DecodeError::Malformed { layer: "IP" })
+        );
+    }
+
+    /// A later IPv6 fragment cut by the snap length keeps the length the
+    /// header declares for it.
+    #[test]
+    fn ipv6_later_fragment_cut_short_keeps_its_declared_length() {
+        let data = [0x11; 16];
+        let frame = eth_ipv6_fragment(17, 9, 16, true, &data);
+        let d = decode(LinkType::Ethernet, &frame[..frame.len() - 4]).unwrap();
+        assert_eq!((d.payload_captured, d.payload_len), (12, 16));
+    }
+
+    /// A transport header exactly as long as its fixed part is whole; a
+    /// byte less is cut.
+    #[test]
+    fn transport_headers_at_their_exact_length() {
+        let udp = [0x30, 0x39, 0, 53, 0, 8, 0, 0];
+        let d = decode(LinkType::RawIp, &ipv4_of(17, &udp)).unwrap();
+        assert_eq!((d.key.dst_port, d.l4_truncated, d.payload_len), (53, false, 0));
+        let d = decode(LinkType::RawIp, &ipv4_of(17, &udp[..7])).unwrap();
+        assert_eq!((d.key.dst_port, d.l4_truncated), (53, true));
+        let sctp = [0x0b, 0x59, 0x0b, 0x5a, 1, 2, 3, 4, 0, 0, 0, 0];
+        let d = decode(LinkType::RawIp, &ipv4_of(132, &sctp)).unwrap();
+        assert_eq!((d.key.dst_port, d.l4_truncated, d.payload_len), (2906, false, 0));
+        let tcp = &ipv4_tcp()[20..];
+        assert_eq!(tcp.len(), 20);
+        let d = decode(LinkType::RawIp, &ipv4_of(6, tcp)).unwrap();
+        assert_eq!(
+            (d.key.dst_port, d.tcp.window, d.l4_truncated, d.payload_offset),
+            (80, 0xffff, false, 40)
+        );
+        let d = decode(LinkType::RawIp, &ipv4_of(6, &tcp[..19])).unwrap();
+        assert_eq!(
+            (d.tcp.window, d.l4_truncated, d.payload_offset, d.payload_captured),
+            (0xffff, true, 39, 0)
+        );
+    }
+
+    /// Walking to the Fragment header (RFC 8200): an Authentication Header
+    /// counts its length in 4-byte units plus 2 (RFC 4302), the others in
+    /// 8-byte units plus 1; an atomic fragment's header (offset 0, no more)
+    /// is passed over for a later one that fragments.
+    #[test]
+    fn ipv6_fragment_header_behind_other_headers() {
+        let udp = [0x30, 0x39, 0, 53, 0, 12, 0, 0, 1, 2, 3, 4];
+        // AH of 24 bytes (payload length 4), then Fragment, then UDP.
+        let mut body = vec![44, 4, 0, 0];
+        body.extend_from_slice(&[0; 20]);
+        body.extend_from_slice(&[17, 0, 0, 1, 0, 0, 0, 5]);
+        body.extend_from_slice(&udp);
+        let d = decode(LinkType::RawIp, &crate::test_frames::ipv6(51, 1, 2, &body)).unwrap();
+        assert_eq!(d.fragment, Fragment::First { id: 5 });
+        assert_eq!((d.key.dst_port, d.l4_offset), (53, 40 + 24 + 8));
+        // Destination options of 16 bytes (length 1), an atomic Fragment
+        // header, then one that fragments.
+        let mut body = vec![44, 1];
+        body.extend_from_slice(&[0; 14]);
+        body.extend_from_slice(&[44, 0, 0, 0, 0, 0, 0, 4]);
+        body.extend_from_slice(&[17, 0, 0, 1, 0, 0, 0, 6]);
+        body.extend_from_slice(&udp);
+        let d = decode(LinkType::RawIp, &crate::test_frames::ipv6(60, 1, 2, &body)).unwrap();
+        assert_eq!(d.fragment, Fragment::First { id: 6 });
+        // Reserved bits set in an atomic fragment's header do not make it
+        // fragment.
+        let mut body = vec![17, 0, 0, 0x06, 0, 0, 0, 7];
+        body.extend_from_slice(&udp);
+        let d = decode(LinkType::RawIp, &crate::test_frames::ipv6(44, 1, 2, &body)).unwrap();
+        assert_eq!((d.fragment, d.key.dst_port), (Fragment::None, 53));
+    }
+
+    /// MSS and window scale are read from SYNs only (RFC 9293: the MSS
+    /// option is sent only with SYN; RFC 7323: window scale likewise); the
+    /// same options on an ACK leave them unset.
+    #[test]
+    fn tcp_options_count_on_syns_only() {
+        let options = [2, 4, 0x05, 0xb4, 1, 3, 3, 7];
+        let ack = eth_ipv4_tcp(&TcpSpec {
+            flags: tcp_flags::ACK,
+            options: &options,
+            payload: b"x",
+        });
+        let d = decode(LinkType::Ethernet, &ack).unwrap();
+        assert_eq!(
+            (d.tcp.mss, d.tcp.window_scale, d.payload_offset, d.payload_len),
+            (0, None, 62, 1)
+        );
+        let syn_ack = eth_ipv4_tcp(&TcpSpec {
+            flags: tcp_flags::SYN | tcp_flags::ACK,
+            options: &options,
+            payload: b"",
+        });
+        let d = decode(LinkType::Ethernet, &syn_ack).unwrap();
+        assert_eq!((d.tcp.mss, d.tcp.window_scale), (1460, Some(7)));
+        // A data offset below 5 words is no TCP header; options cut by the
+        // capture are not read.
+        let mut bad = ack.clone();
+        bad[14 + 20 + 12] = 0x40;
+        assert_eq!(
+            decode(LinkType::Ethernet, &bad),
+            Err(DecodeError::Malformed { layer: "TCP" })
+        );
+        let d = decode(LinkType::Ethernet, &syn_ack[..14 + 20 + 24]).unwrap();
+        assert_eq!((d.tcp.mss, d.l4_truncated, d.payload_captured), (0, true, 0));
     }
 }

@@ -227,3 +227,249 @@ fn erspan_iii(g: &[u8], at: usize) -> Result<Descend, DecodeError> {
 fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a recogniser says, with the continuation applied at offset 0.
+    fn seen(found: Result<Option<Descend>, DecodeError>) -> Result<Option<(TunnelKind, usize, Next)>, DecodeError> {
+        found.map(|o| o.map(|(kind, len, next)| (kind, len, next(0))))
+    }
+
+    fn gre_of(flags: u16, protocol: u16, rest: usize) -> Result<Option<(TunnelKind, usize, Next)>, DecodeError> {
+        let mut g = flags.to_be_bytes().to_vec();
+        g.extend_from_slice(&protocol.to_be_bytes());
+        g.resize(4 + rest, 0);
+        // ERSPAN II's version nibble, where its header would start.
+        if let Some(b) = g.get_mut(4 + rest.saturating_sub(8)) {
+            *b = 0x10;
+        }
+        seen(gre(&g, &mut FlowKey::default()))
+    }
+
+    /// RFC 2784/2890: 4 bytes, and 4 more for the checksum (C, or R of
+    /// RFC 1701), the key (K) and the sequence number (S); RFC 2637's
+    /// enhanced GRE (version 1) adds the acknowledgment number (A).
+    #[test]
+    fn gre_header_lengths_follow_its_flags() {
+        let ip = |len| Ok(Some((TunnelKind::Gre, len, Next::Ip(0))));
+        assert_eq!(gre_of(0x0000, 0x0800, 0), ip(4));
+        assert_eq!(gre_of(0x8000, 0x0800, 4), ip(8));
+        assert_eq!(gre_of(0x4000, 0x86dd, 4), ip(8));
+        assert_eq!(gre_of(0xc000, 0x0800, 4), ip(8), "C and R share one word");
+        assert_eq!(gre_of(0x2000, 0x0800, 4), ip(8));
+        assert_eq!(gre_of(0x1000, 0x0800, 4), ip(8));
+        assert_eq!(gre_of(0xb000, 0x0800, 12), ip(16));
+        // PPTP: version 1 with key, sequence and acknowledgment, carrying PPP.
+        let ppp = |len| Ok(Some((TunnelKind::Gre, len, Next::Ppp(0))));
+        assert_eq!(gre_of(0x3081, 0x880b, 12), ppp(16));
+        assert_eq!(gre_of(0x2081, 0x880b, 8), ppp(12));
+        assert_eq!(gre_of(0x3001, 0x880b, 8), ppp(12));
+        // The A bit means nothing in version 0.
+        assert_eq!(gre_of(0x0080, 0x0800, 0), ip(4));
+        // Each word announced must be there.
+        for (flags, rest) in [(0x8000, 3), (0x3081, 11), (0xb000, 11)] {
+            assert_eq!(
+                gre_of(flags, 0x0800, rest),
+                Err(DecodeError::Truncated { layer: "GRE" }),
+                "{flags:#x}"
+            );
+        }
+        assert_eq!(
+            seen(gre(&[0x00, 0x00, 0x08], &mut FlowKey::default())),
+            Err(DecodeError::Truncated { layer: "GRE" })
+        );
+        // What GRE carries: Ethernet (TEB), MPLS, NSH; not ARP or WCCP.
+        assert_eq!(gre_of(0, 0x6558, 0), Ok(Some((TunnelKind::Gre, 4, Next::Ethernet(0)))));
+        assert_eq!(gre_of(0, 0x8847, 0), Ok(Some((TunnelKind::Gre, 4, Next::Mpls(0)))));
+        assert_eq!(gre_of(0, 0x894f, 0), Ok(Some((TunnelKind::Gre, 4, Next::Nsh(0)))));
+        assert_eq!(gre_of(0, 0x0806, 0), Ok(None));
+        assert_eq!(gre_of(0, 0x883e, 0), Ok(None));
+        // ERSPAN II's 8-byte header follows GRE's 8; type I has neither.
+        assert_eq!(
+            gre_of(0x1000, 0x88be, 12),
+            Ok(Some((TunnelKind::Erspan, 16, Next::Ethernet(0))))
+        );
+        assert_eq!(
+            gre_of(0x0000, 0x88be, 0),
+            Ok(Some((TunnelKind::Erspan, 4, Next::Ethernet(0))))
+        );
+    }
+
+    fn gtp(header: &[u8]) -> Result<Option<(TunnelKind, usize, Next)>, DecodeError> {
+        let mut g = header.to_vec();
+        g.push(0x45);
+        seen(gtpu(&g))
+    }
+
+    /// 3GPP TS 29.281 section 5.1: flags (version 1, protocol type 1, E, S,
+    /// PN), message type 255 (G-PDU), length, TEID; with any of E, S, PN a
+    /// sequence number, N-PDU number and next extension type follow, then
+    /// extensions whose first byte is their length in 4-byte units and
+    /// whose last byte is the next extension's type.
+    #[test]
+    fn gtpu_headers_and_extension_chains() {
+        let ip = |at| Ok(Some((TunnelKind::GtpU, at, Next::Ip(0))));
+        let teid = [0, 0, 0, 1];
+        assert_eq!(gtp(&[&[0x30, 0xff, 0, 20][..], &teid].concat()), ip(8));
+        for flags in [0x31, 0x32, 0x34] {
+            let h = [&[flags, 0xff, 0, 20][..], &teid, &[0, 0, 0, 0]].concat();
+            assert_eq!(gtp(&h), ip(12), "{flags:#x}");
+        }
+        // Two extensions of 1 and 2 units.
+        let h = [
+            &[0x34, 0xff, 0, 20][..],
+            &teid,
+            &[0, 0, 0, 0x85],
+            &[1, 0x10, 5, 0xc0],
+            &[2, 1, 2, 3, 4, 5, 6, 0],
+        ]
+        .concat();
+        assert_eq!(gtp(&h), ip(24));
+        // An extension of length 0 would never end; a chain cut short.
+        let zero = [&[0x34, 0xff, 0, 20][..], &teid, &[0, 0, 0, 0x85], &[0, 0, 0, 0]].concat();
+        assert_eq!(gtp(&zero), Err(DecodeError::Malformed { layer: "GTP-U" }));
+        let cut = [&[0x34, 0xff, 0, 20][..], &teid, &[0, 0, 0, 0x85], &[2, 0, 0, 0]].concat();
+        assert_eq!(seen(gtpu(&cut)), Err(DecodeError::Truncated { layer: "GTP-U" }));
+        assert_eq!(
+            seen(gtpu(&[0x34, 0xff, 0, 20, 0, 0, 0, 1, 0, 0])),
+            Err(DecodeError::Truncated { layer: "GTP-U" })
+        );
+        // Not user data: version 2, GTP' (protocol type 0), an echo request,
+        // a G-PDU that is not IP, a header of one byte.
+        for h in [
+            &[0x50, 0xff, 0, 20, 0, 0, 0, 1][..],
+            &[0x20, 0xff, 0, 20, 0, 0, 0, 1],
+            &[0x30, 0x01, 0, 20, 0, 0, 0, 1],
+        ] {
+            assert_eq!(gtp(h), Ok(None), "{h:?}");
+        }
+        assert_eq!(seen(gtpu(&[0x30, 0xff, 0, 4, 0, 0, 0, 1, 0x12])), Ok(None));
+        assert_eq!(seen(gtpu(&[0x30])), Ok(None));
+    }
+
+    fn on_udp(
+        dst_port: u16,
+        src_port: u16,
+        payload: &[u8],
+    ) -> (Result<Option<(TunnelKind, usize, Next)>, DecodeError>, u32) {
+        let mut l4 = vec![0; 8];
+        l4.extend_from_slice(payload);
+        let mut key = FlowKey::default();
+        let found = seen(udp(&l4, src_port, dst_port, &mut key));
+        (found, key.tunnel_id)
+    }
+
+    /// RFC 7348: the I flag and a VNI in bytes 4 to 6, then an Ethernet
+    /// frame (14 bytes at least); only towards port 4789.
+    #[test]
+    fn vxlan_wants_its_flag_its_port_and_a_frame() {
+        let mut v = vec![0x08, 0, 0, 0, 0x12, 0x34, 0x56, 0x78];
+        v.resize(8 + 14, 0);
+        assert_eq!(
+            on_udp(4789, 1, &v),
+            (Ok(Some((TunnelKind::Vxlan, 8, Next::Ethernet(0)))), 0x12_3456)
+        );
+        assert_eq!(on_udp(1, 4789, &v), (Ok(None), 0));
+        assert_eq!(on_udp(4789, 1, &v[..21]), (Ok(None), 0));
+        v[0] = 0x00;
+        assert_eq!(on_udp(4789, 1, &v), (Ok(None), 0));
+    }
+
+    /// GTP-U is recognised from either port (a reply comes from 2152).
+    #[test]
+    fn gtpu_from_either_port() {
+        let g = [0x30, 0xff, 0, 1, 0, 0, 0, 1, 0x45];
+        for (dst, src) in [(2152, 40000), (40000, 2152)] {
+            assert_eq!(on_udp(dst, src, &g).0, Ok(Some((TunnelKind::GtpU, 8, Next::Ip(0)))));
+        }
+        assert_eq!(on_udp(2153, 40000, &g).0, Ok(None));
+    }
+
+    /// RFC 8926: options length in 4-byte words in the low 6 bits of the
+    /// first byte; version 0 only; the VNI goes into the key.
+    #[test]
+    fn geneve_options_and_version() {
+        let mut g = vec![0x00, 0, 0x65, 0x58, 0xab, 0xcd, 0xef, 0];
+        assert_eq!(
+            on_udp(6081, 1, &g),
+            (Ok(Some((TunnelKind::Geneve, 8, Next::Ethernet(0)))), 0xab_cdef)
+        );
+        g[0] = 0x3f;
+        g.resize(8 + 63 * 4, 0);
+        assert_eq!(
+            on_udp(6081, 1, &g).0,
+            Ok(Some((TunnelKind::Geneve, 260, Next::Ethernet(0))))
+        );
+        g.truncate(8 + 63 * 4 - 1);
+        assert_eq!(
+            on_udp(6081, 1, &g),
+            (Err(DecodeError::Truncated { layer: "Geneve" }), 0)
+        );
+        let ip = [0x00, 0, 0x86, 0xdd, 0, 0, 1, 0];
+        assert_eq!(on_udp(6081, 1, &ip).0, Ok(Some((TunnelKind::Geneve, 8, Next::Ip(0)))));
+        let v1 = [0x40, 0, 0x08, 0x00, 0, 0, 1, 0];
+        assert_eq!(on_udp(6081, 1, &v1), (Ok(None), 0));
+        assert_eq!(on_udp(6081, 1, &[0x00, 0, 0x08]), (Ok(None), 0));
+        assert_eq!(on_udp(6081, 1, &[0x00, 0, 0x08, 0x00, 0, 0, 1]), (Ok(None), 0));
+        assert_eq!(on_udp(1, 6081, &ip), (Ok(None), 0));
+    }
+
+    /// VXLAN-GPE: the I and P flags, version 0, the next protocol in byte 3.
+    #[test]
+    fn vxlan_gpe_next_protocols() {
+        let gpe = |flags: u8, next: u8| on_udp(4790, 1, &[flags, 0, 0, next, 0, 0, 9, 0]);
+        assert_eq!(gpe(0x0c, 1), (Ok(Some((TunnelKind::Vxlan, 8, Next::Ip(0)))), 9));
+        assert_eq!(gpe(0x0c, 2).0, Ok(Some((TunnelKind::Vxlan, 8, Next::Ip(0)))));
+        assert_eq!(gpe(0x0c, 3).0, Ok(Some((TunnelKind::Vxlan, 8, Next::Ethernet(0)))));
+        assert_eq!(gpe(0x0c, 4).0, Ok(Some((TunnelKind::Vxlan, 8, Next::Nsh(0)))));
+        assert_eq!(gpe(0x0c, 5).0, Ok(Some((TunnelKind::Vxlan, 8, Next::Mpls(0)))));
+        for (flags, next) in [(0x0c, 0), (0x0c, 6), (0x08, 1), (0x04, 1), (0x1c, 1), (0x2c, 1)] {
+            assert_eq!(gpe(flags, next), (Ok(None), 0), "{flags:#x} {next}");
+        }
+        assert_eq!(on_udp(4790, 1, &[0x0c, 0, 0, 1, 0, 0, 9]), (Ok(None), 0));
+    }
+
+    /// draft-foschiano-erspan section 4.3: version 2, the frame type in
+    /// bits 2 to 6 of byte 10, the O flag in bit 0 of byte 11 announcing 8
+    /// more bytes; after `at`, GRE's own header.
+    #[test]
+    fn erspan_iii_header_lengths() {
+        let iii = |byte10: u8, byte11: u8, len: usize| {
+            let mut g = vec![0; 4];
+            g.extend_from_slice(&[0x20, 0, 0, 1, 0, 0, 0, 0, 0, 0, byte10, byte11]);
+            g.resize(len, 0);
+            erspan_iii(&g, 4).map(|(kind, len, next)| (kind, len, next(0)))
+        };
+        assert_eq!(iii(0x00, 0x00, 16), Ok((TunnelKind::Erspan, 16, Next::Ethernet(0))));
+        assert_eq!(iii(0x08, 0x00, 16), Ok((TunnelKind::Erspan, 16, Next::Ip(0))));
+        assert_eq!(iii(0x00, 0x01, 24), Ok((TunnelKind::Erspan, 24, Next::Ethernet(0))));
+        // The P bit and hardware id beside the frame type change nothing.
+        assert_eq!(iii(0x83, 0xf0, 16), Ok((TunnelKind::Erspan, 16, Next::Ethernet(0))));
+        assert_eq!(iii(0x00, 0x01, 23), Err(DecodeError::Truncated { layer: "ERSPAN" }));
+        assert_eq!(iii(0x04, 0x00, 16), Err(DecodeError::Malformed { layer: "ERSPAN" }));
+        assert_eq!(iii(0x7c, 0x00, 16), Err(DecodeError::Malformed { layer: "ERSPAN" }));
+        let mut g = vec![0; 4];
+        g.extend_from_slice(&[0x10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(erspan_iii(&g, 4).is_err());
+        assert!(erspan_iii(&g[..15], 4).is_err());
+    }
+
+    #[test]
+    fn names_in_records() {
+        let names: Vec<&str> = [
+            TunnelKind::None,
+            TunnelKind::IpInIp,
+            TunnelKind::Gre,
+            TunnelKind::Vxlan,
+            TunnelKind::GtpU,
+            TunnelKind::Geneve,
+            TunnelKind::Erspan,
+        ]
+        .iter()
+        .map(|k| k.name())
+        .collect();
+        assert_eq!(names, ["", "IP-in-IP", "GRE", "VXLAN", "GTP", "Geneve", "ERSPAN"]);
+    }
+}

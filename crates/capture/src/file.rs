@@ -432,7 +432,7 @@ enum Inner<'a> {
 /// so only the first [`Warnings::KEPT`] are kept verbatim; all are counted.
 #[derive(Default)]
 pub(crate) struct Warnings {
-    kept: Vec<ReadWarning>,
+    pub(crate) kept: Vec<ReadWarning>,
     total: u64,
 }
 

@@ -784,7 +784,7 @@ mod tests {
             ..FlowConfig::default()
         };
         let mut run = Run::new(config);
-        assert!(run.table.is_empty() && run.table.len() == 0);
+        assert_eq!((run.table.is_empty(), run.table.len()), (true, 0));
         // Port 1: FIN both ways, then a new SYN (fin). Port 2: RST, then the
         // linger passes (rst). Port 3: idle past its timeout (idle).
         run.feed(S, &with_port(packet(true, SYN, 0), 1));

@@ -233,11 +233,13 @@ mod tests {
     use super::*;
 
     /// What a recogniser says, with the continuation applied at offset 0.
-    fn seen(found: Result<Option<Descend>, DecodeError>) -> Result<Option<(TunnelKind, usize, Next)>, DecodeError> {
+    type Seen = Result<Option<(TunnelKind, usize, Next)>, DecodeError>;
+
+    fn seen(found: Result<Option<Descend>, DecodeError>) -> Seen {
         found.map(|o| o.map(|(kind, len, next)| (kind, len, next(0))))
     }
 
-    fn gre_of(flags: u16, protocol: u16, rest: usize) -> Result<Option<(TunnelKind, usize, Next)>, DecodeError> {
+    fn gre_of(flags: u16, protocol: u16, rest: usize) -> Seen {
         let mut g = flags.to_be_bytes().to_vec();
         g.extend_from_slice(&protocol.to_be_bytes());
         g.resize(4 + rest, 0);
@@ -297,7 +299,7 @@ mod tests {
         );
     }
 
-    fn gtp(header: &[u8]) -> Result<Option<(TunnelKind, usize, Next)>, DecodeError> {
+    fn gtp(header: &[u8]) -> Seen {
         let mut g = header.to_vec();
         g.push(0x45);
         seen(gtpu(&g))
@@ -349,11 +351,7 @@ mod tests {
         assert_eq!(seen(gtpu(&[0x30])), Ok(None));
     }
 
-    fn on_udp(
-        dst_port: u16,
-        src_port: u16,
-        payload: &[u8],
-    ) -> (Result<Option<(TunnelKind, usize, Next)>, DecodeError>, u32) {
+    fn on_udp(dst_port: u16, src_port: u16, payload: &[u8]) -> (Seen, u32) {
         let mut l4 = vec![0; 8];
         l4.extend_from_slice(payload);
         let mut key = FlowKey::default();

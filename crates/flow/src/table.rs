@@ -225,8 +225,7 @@ impl<X> FlowTable<X> {
         let slot = self.allocate(on_end);
         // A SYN-ACK's sender is the server, whatever was seen first.
         let flags = packet.decoded.tcp.flags;
-        let from_server =
-            key.proto == 6 && flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
+        let from_server = key.proto == 6 && flags & SYN_AND_ACK == SYN_AND_ACK;
         let (oriented, dir) = if from_server {
             (reversed, Direction::ServerToClient)
         } else {
@@ -270,7 +269,7 @@ impl<X> FlowTable<X> {
             return Some(EndReason::ActiveTimeout);
         }
         let flags = packet.decoded.tcp.flags;
-        let new_syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
+        let new_syn = flags & SYN_AND_ACK == tcp_flags::SYN;
         flow.closing.filter(|_| new_syn)
     }
 
@@ -422,7 +421,7 @@ fn reorient_on_syn<X>(flow: &mut Flow<X>, dir: Direction, packet: &PacketInfo) -
     let flags = packet.decoded.tcp.flags;
     if dir == Direction::ServerToClient
         && packet.decoded.key.proto == 6
-        && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+        && flags & SYN_AND_ACK == tcp_flags::SYN
         && flow.tcp.syn_ns == 0
         && flow.tcp.syn_ack_ns == 0
     {
@@ -431,6 +430,9 @@ fn reorient_on_syn<X>(flow: &mut Flow<X>, dir: Direction, packet: &PacketInfo) -
     }
     dir
 }
+
+/// The two flags that tell a SYN (the first alone) from a SYN-ACK (both).
+const SYN_AND_ACK: u8 = tcp_flags::SYN | tcp_flags::ACK;
 
 #[cfg(test)]
 mod tests {

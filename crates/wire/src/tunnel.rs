@@ -407,6 +407,13 @@ mod tests {
         );
         let ip = [0x00, 0, 0x86, 0xdd, 0, 0, 1, 0];
         assert_eq!(on_udp(6081, 1, &ip).0, Ok(Some((TunnelKind::Geneve, 8, Next::Ip(0)))));
+        let nsh = [0x00, 0, 0x89, 0x4f, 0, 0, 1, 0];
+        assert_eq!(on_udp(6081, 1, &nsh).0, Ok(Some((TunnelKind::Geneve, 8, Next::Nsh(0)))));
+        let mpls = [0x00, 0, 0x88, 0x47, 0, 0, 1, 0];
+        assert_eq!(
+            on_udp(6081, 1, &mpls).0,
+            Ok(Some((TunnelKind::Geneve, 8, Next::Mpls(0))))
+        );
         let v1 = [0x40, 0, 0x08, 0x00, 0, 0, 1, 0];
         assert_eq!(on_udp(6081, 1, &v1), (Ok(None), 0));
         assert_eq!(on_udp(6081, 1, &[0x00, 0, 0x08]), (Ok(None), 0));

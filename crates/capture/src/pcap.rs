@@ -238,5 +238,13 @@ mod tests {
         let (packets, warnings, _) = read(&f, false, false);
         assert_eq!((packets[0].1, packets[0].2), (60, 60));
         assert_eq!(warnings[0], (24, false));
+        // The same length on the wire: nothing to recover it from.
+        let f = file(false, 1, &[(1, 0, MAX_RECORD + 1, MAX_RECORD + 1, &big)]);
+        let (packets, warnings, _) = read(&f, false, false);
+        assert_eq!((packets.len(), warnings), (0, vec![(24, true)]));
+        // 64 MiB itself is a frame.
+        let f = file(false, 1, &[(1, 0, MAX_RECORD, MAX_RECORD, &big[1..])]);
+        let (packets, warnings, _) = read(&f, false, false);
+        assert_eq!((packets[0].2, warnings.len()), (MAX_RECORD as usize, 0));
     }
 }

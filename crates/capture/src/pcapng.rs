@@ -609,4 +609,59 @@ mod tests {
         // No interface at all: nothing to refuse.
         assert_eq!(refused(&File::new()), None);
     }
+
+    /// Blocks passed over are counted: of a type Sluice does not read, an
+    /// interface description too short to be one, packets of an interface
+    /// whose link type it cannot decode. The reader ends at the file's end.
+    #[test]
+    fn skipped_blocks_are_counted() {
+        let read = |f: &File| {
+            let mut reader = Reader::new(&f.0).map_err(|_| "header").unwrap();
+            let mut warnings = Warnings::default();
+            let mut packets = 0;
+            while reader.next(&mut warnings).is_some() {
+                packets += 1;
+            }
+            (packets, reader.skipped_blocks(), reader.position())
+        };
+        let mut plain = File::new();
+        plain.idb(1, 0, &[]).epb(0, 1, &[0; 14]);
+        assert_eq!(read(&plain), (1, 0, plain.0.len() as u64));
+        let mut f = File::new();
+        f.block(0x0bad, &[]).block(INTERFACE_DESCRIPTION, &[1, 0, 0, 0]);
+        f.idb(1, 0, &[]).idb(189, 0, &[]);
+        f.epb(1, 1, &[0; 8]).epb(0, 2, &[0; 14]).block(0x0000_0bad, &[1, 2, 3]);
+        let mut usb_simple = File::new();
+        usb_simple
+            .idb(189, 0, &[])
+            .idb(1, 0, &[])
+            .block(SIMPLE_PACKET, &[8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(read(&f), (1, 4, f.0.len() as u64));
+        assert_eq!(read(&usb_simple), (0, 1, usb_simple.0.len() as u64));
+    }
+
+    /// The scan for a decodable interface goes past blocks of any length
+    /// down to the 12-byte minimum (an empty body).
+    #[test]
+    fn the_scan_for_interfaces_passes_empty_blocks() {
+        let mut f = File::new();
+        f.block(0x0bad, &[]).idb(189, 0, &[]).epb(0, 1, &[0; 8]);
+        assert!(matches!(Reader::new(&f.0), Err(HeaderError::LinkType(189))));
+    }
+
+    /// A second section whose byte-order magic is neither order stops the
+    /// read, the warning pointing at the magic (8 bytes into the block).
+    #[test]
+    fn a_second_section_with_a_bad_magic() {
+        let mut f = File::new();
+        f.idb(1, 0, &[]).epb(0, 1, &[0; 14]);
+        let at = f.0.len() as u64;
+        f.block(
+            SECTION_HEADER,
+            &[1, 2, 3, 4, 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+        );
+        let (packets, warnings) = f.read();
+        assert_eq!(packets.len(), 1);
+        assert_eq!((warnings[0].0, warnings[0].2), (at + 8, true));
+    }
 }

@@ -664,4 +664,25 @@ mod tests {
         assert_eq!(packets.len(), 1);
         assert_eq!((warnings[0].0, warnings[0].2), (at + 8, true));
     }
+
+    /// Packet blocks exactly as long as their fixed fields and data: an
+    /// enhanced packet of 16 bytes (no padding) and one of none, a simple
+    /// packet of no data. A negative if_tsoffset moves the time back.
+    #[test]
+    fn blocks_with_nothing_to_spare() {
+        let mut f = File::new();
+        f.idb(1, 0, &option(OPT_IF_TSOFFSET, &(-100i64).to_le_bytes()));
+        f.epb(0, 1_000_000_000, &[7; 16]).epb(0, 1_000_000_000, &[]);
+        f.block(SIMPLE_PACKET, &60u32.to_le_bytes());
+        let (packets, warnings) = f.read();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            packets,
+            [
+                (900_000_000_000, 20, vec![7; 16]),
+                (900_000_000_000, 4, vec![]),
+                (900_000_000_000, 60, vec![]),
+            ]
+        );
+    }
 }

@@ -15,6 +15,7 @@ mod learned;
 pub mod media;
 mod names;
 mod ports;
+mod ranges;
 pub mod rules;
 pub mod services;
 mod stats;
@@ -26,6 +27,7 @@ pub use learned::History;
 pub use names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 pub use ports::port_label;
 pub use rules::{RuleError, RuleSet};
+pub use services::{Services, ServicesError};
 pub use stats::{BUILTIN_MODEL, StatsClassifier, StatsScope, StatsVerdict};
 
 /// Which stage of the chain decided a flow's label.

@@ -253,6 +253,13 @@ struct RunArgs {
     /// added to the built-in ones. May be given several times.
     #[arg(long, value_name = "FILE")]
     rules: Vec<PathBuf>,
+    /// More host names and address ranges that name a flow's service
+    /// (`suffix,Service` and `prefix/len,Service` lines, see
+    /// docs/classification.md), on top of the built-in lists; a suffix or
+    /// range given again takes the file's service. May be given several
+    /// times.
+    #[arg(long, value_name = "FILE")]
+    services: Vec<PathBuf>,
     /// A statistical model from `sluice train` (or `builtin`, the one
     /// shipped with Sluice) that labels the flows the other stages left
     /// unknown from the sizes and timing of their first packets; the
@@ -494,6 +501,11 @@ fn run_config(args: &RunArgs, inputs: Vec<PathBuf>, out: PathBuf, iat_scale: f64
             }))
         },
         iat_scale,
+        services: if args.services.is_empty() {
+            sluice_classify::Services::builtin()
+        } else {
+            Arc::new(sluice_classify::Services::with_files(&args.services)?)
+        },
         ..ChainConfig::default()
     };
     Ok(config)

@@ -51,7 +51,7 @@ impl Chain {
                 noted |= ctx.meta.written();
                 match verdict {
                     Verdict::Yes(f) => {
-                        found = Some(found_label(f, &self.scratch, &mut None, &mut self.hosts));
+                        found = Some(found_label(f, &self.scratch, &mut None, &mut self.hosts, server.0));
                         break 'dissectors;
                     }
                     Verdict::No => break,
@@ -318,7 +318,7 @@ impl Chain {
         let verdict = (self.dissectors[d].inspect)(packet, &mut ctx);
         let noted = ctx.meta.written();
         if let Verdict::Yes(found) = verdict {
-            let label = found_label(found, &self.scratch, service, &mut self.hosts);
+            let label = found_label(found, &self.scratch, service, &mut self.hosts, packet.server);
             class.decide(label, Classifier::Dissector);
             if !self.scratch.is_empty() {
                 class.meta = Some(std::mem::replace(&mut self.scratch, self.spares.metadata()));
@@ -361,7 +361,7 @@ impl Chain {
             let mut ctx = Context::new(meta, &mut self.expect, &mut self.resolved);
             match (self.dissectors[d as usize].inspect)(packet, &mut ctx) {
                 Verdict::Yes(found) => {
-                    let label = found_label(found, &ctx.meta, service, &mut self.hosts);
+                    let label = found_label(found, &ctx.meta, service, &mut self.hosts, packet.server);
                     class.decide(label, Classifier::Dissector);
                     *following = found.follow;
                     if !found.more {
@@ -482,12 +482,15 @@ pub(super) struct Stamp {
 }
 
 /// The label a dissector's finding gives: its app, else the service of the
-/// host it saw (looked up once per flow, in `service`).
+/// host it saw (looked up once per flow, in `service`), else, for an
+/// encrypted transport that hides the name it serves, the service whose
+/// address range holds the server.
 pub(super) fn found_label(
     found: Found,
     meta: &Metadata,
     service: &mut Option<Option<&'static str>>,
     hosts: &mut RecentHosts,
+    server: IpAddr,
 ) -> Label {
     let app = found
         .app
@@ -495,6 +498,7 @@ pub(super) fn found_label(
             let host = meta.host.as_deref()?;
             *service.get_or_insert_with(|| hosts.service(host))
         })
+        .or_else(|| hides_its_name(found.master).then(|| hosts.address(server)).flatten())
         .filter(|&app| app != found.master);
     Label {
         master: found.master,
@@ -522,4 +526,10 @@ pub(super) fn in_order_part<'p>(state: &mut SideState, seq: u32, payload: &'p [u
         state.next_seq = end;
     }
     new
+}
+
+/// Encrypted transports, whose flows show their service by a name (SNI)
+/// or not at all: an address range or a DNS answer may name it.
+pub(super) fn hides_its_name(master: &str) -> bool {
+    matches!(master, "TLS" | "QUIC" | "DTLS")
 }

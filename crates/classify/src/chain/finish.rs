@@ -69,7 +69,7 @@ pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, prior: Option<&Prior>) {
 fn names_its_service(class: &FlowClass) -> bool {
     match class.classifier {
         Classifier::Port | Classifier::DynamicPort => true,
-        Classifier::Dissector | Classifier::Rule => matches!(class.label.master, "TLS" | "QUIC" | "DTLS"),
+        Classifier::Dissector | Classifier::Rule => dispatch::hides_its_name(class.label.master),
         Classifier::None | Classifier::Protocol | Classifier::Stats | Classifier::Behaviour => false,
     }
 }

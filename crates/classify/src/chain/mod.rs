@@ -29,7 +29,7 @@ use crate::learned::History;
 use crate::media::{self, Media, MediaConfig, MediaWindows};
 use crate::names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 use crate::rules::{RuleCursor, RuleSet};
-use crate::services::RecentHosts;
+use crate::services::{RecentHosts, Services};
 use crate::stats::StatsClassifier;
 use crate::{Classified, Classifier, FlowClass, Label, port_label};
 
@@ -78,6 +78,9 @@ pub struct ChainConfig {
     /// abstractor): the rule's label wins either way, but the metadata of a
     /// flow a rule decides is lost.
     pub rules_first: bool,
+    /// Host names and address ranges → services: the built-in lists and
+    /// those of `--services` files.
+    pub services: Arc<Services>,
 }
 
 /// Dynamic-port announcements kept at once, for all workers together.
@@ -97,6 +100,7 @@ impl Default for ChainConfig {
             iat_scale: 1.0,
             media: Some(Arc::new(MediaConfig::default())),
             rules_first: false,
+            services: Services::builtin(),
         }
     }
 }
@@ -261,6 +265,7 @@ impl Chain {
             ..m.clone()
         });
         let media_from = media.as_ref().map_or(1, media_from_packet);
+        let hosts = RecentHosts::new(config.services.clone());
         Chain {
             config,
             dissectors,
@@ -272,7 +277,7 @@ impl Chain {
             scratch: Box::default(),
             media,
             media_from,
-            hosts: RecentHosts::default(),
+            hosts,
             by_name,
             guesses: [(0, 0, None); GUESS_SLOTS],
             spares: Spares::default(),
@@ -373,7 +378,15 @@ impl Chain {
         if self.config.mode == Mode::Off {
             return;
         }
-        if let Some((label, classifier)) = self.label_by_port(&flow.key) {
+        if let Some((mut label, classifier)) = self.label_by_port(&flow.key) {
+            if classifier == Classifier::Port && label.app.is_none() {
+                // A guess from the port names no service: the address
+                // range of the server (or, mid-stream, the client) may.
+                label.app = [server.0, client.0]
+                    .into_iter()
+                    .find_map(|addr| self.hosts.address(addr))
+                    .filter(|&app| app != label.master);
+            }
             class.decide(label, classifier);
             if classifier == Classifier::Protocol {
                 return;

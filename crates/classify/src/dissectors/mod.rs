@@ -7,21 +7,27 @@
 //! the rest in this order.
 
 mod afp;
+mod ajp;
 mod api;
 mod atg;
 mod avast;
 mod bacnet;
 mod beckhoff_ads;
+mod bfd;
+mod bgp;
 mod bittorrent;
+mod capwap;
 mod cassandra;
 mod checkmk;
 mod cip;
 mod cisco_skinny;
 mod coap;
+mod dcerpc;
 mod dhcp;
 mod diameter;
 mod discord;
 mod dlep;
+mod dnp3;
 mod dns;
 mod dnscrypt;
 mod drda;
@@ -36,10 +42,13 @@ mod gearman;
 mod genshin_impact;
 mod git;
 mod gnutella;
+mod gtp;
+mod h323;
 mod heroes_of_the_storm;
 mod hsrp;
 mod http;
 mod i3d;
+mod iax;
 mod iec60870;
 mod iec62056;
 mod ieee_c37118;
@@ -63,9 +72,11 @@ mod mgcp;
 mod mining;
 mod modbus;
 mod mongodb;
+mod mpegts;
 mod mqtt;
 mod mysql;
 mod nano;
+mod natpmp;
 mod nats;
 mod nest_log_sink;
 mod netbios;
@@ -75,8 +86,10 @@ mod nintendo;
 mod nomachine;
 mod ntp;
 mod oicq;
+mod openflow;
 mod openvpn;
 mod postgres;
+mod pptp;
 mod quic;
 mod radius;
 mod raknet;
@@ -86,13 +99,17 @@ mod riot_games;
 mod rmcp;
 mod roughtime;
 mod rsync;
+mod rtmp;
 mod rtp;
 mod rtsp;
 mod rx;
+mod s7comm;
 mod s7comm_plus;
 mod sd_rtn;
+mod sflow;
 mod sip;
 mod smb;
+mod smpp;
 mod snmp;
 mod socks;
 mod someip;
@@ -116,8 +133,10 @@ mod tplink_shp;
 mod tuya_lp;
 mod ubntac2;
 mod usenet;
+mod vxlan;
 mod whatsapp;
 mod wireguard;
+mod xdmcp;
 mod xiaomi;
 
 pub use api::*;
@@ -256,6 +275,29 @@ pub fn registry() -> &'static [Dissector] {
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,
             atg::DISSECTORS,
+            dnp3::DISSECTORS,
+            s7comm::DISSECTORS,
+            // Routing, tunnels and network management: headers with magic
+            // numbers and exact lengths, most of them on their own ports.
+            bgp::DISSECTORS,
+            pptp::DISSECTORS,
+            gtp::DISSECTORS,
+            vxlan::DISSECTORS,
+            capwap::DISSECTORS,
+            sflow::DISSECTORS,
+            bfd::DISSECTORS,
+            natpmp::DISSECTORS,
+            openflow::DISSECTORS,
+            xdmcp::DISSECTORS,
+            // Remote procedure calls, messaging and media.
+            dcerpc::DISSECTORS,
+            ajp::DISSECTORS,
+            smpp::DISSECTORS,
+            // After RDP, whose TPKT opening starts with the same byte.
+            h323::DISSECTORS,
+            rtmp::DISSECTORS,
+            iax::DISSECTORS,
+            mpegts::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

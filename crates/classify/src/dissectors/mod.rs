@@ -18,13 +18,16 @@ mod bgp;
 mod bittorrent;
 mod capwap;
 mod cassandra;
+mod ceph;
 mod checkmk;
 mod cip;
 mod cisco_skinny;
 mod coap;
+mod collectd;
 mod dcerpc;
 mod dhcp;
 mod diameter;
+mod dicom;
 mod discord;
 mod dlep;
 mod dnp3;
@@ -40,11 +43,13 @@ mod fix;
 mod ftp;
 mod gearman;
 mod genshin_impact;
+mod giop;
 mod git;
 mod gnutella;
 mod gtp;
 mod h323;
 mod heroes_of_the_storm;
+mod hislip;
 mod hsrp;
 mod http;
 mod i3d;
@@ -55,6 +60,7 @@ mod ieee_c37118;
 mod ipsec;
 mod irc;
 mod jabber;
+mod jrmi;
 mod json_rpc;
 mod kafka;
 mod kcp;
@@ -86,10 +92,13 @@ mod nintendo;
 mod nomachine;
 mod ntp;
 mod oicq;
+mod opc_ua;
 mod openflow;
 mod openvpn;
+mod pfcp;
 mod postgres;
 mod pptp;
+mod ptp;
 mod quic;
 mod radius;
 mod raknet;
@@ -101,10 +110,12 @@ mod roughtime;
 mod rsync;
 mod rtmp;
 mod rtp;
+mod rtps;
 mod rtsp;
 mod rx;
 mod s7comm;
 mod s7comm_plus;
+mod sap;
 mod sd_rtn;
 mod sflow;
 mod sip;
@@ -136,6 +147,7 @@ mod usenet;
 mod vxlan;
 mod whatsapp;
 mod wireguard;
+mod wsd;
 mod xdmcp;
 mod xiaomi;
 
@@ -289,10 +301,22 @@ pub fn registry() -> &'static [Dissector] {
             natpmp::DISSECTORS,
             openflow::DISSECTORS,
             xdmcp::DISSECTORS,
+            pfcp::DISSECTORS,
+            ptp::DISSECTORS,
+            collectd::DISSECTORS,
+            wsd::DISSECTORS,
+            sap::DISSECTORS,
             // Remote procedure calls, messaging and media.
             dcerpc::DISSECTORS,
             ajp::DISSECTORS,
             smpp::DISSECTORS,
+            jrmi::DISSECTORS,
+            giop::DISSECTORS,
+            ceph::DISSECTORS,
+            rtps::DISSECTORS,
+            opc_ua::DISSECTORS,
+            hislip::DISSECTORS,
+            dicom::DISSECTORS,
             // After RDP, whose TPKT opening starts with the same byte.
             h323::DISSECTORS,
             rtmp::DISSECTORS,

@@ -8,6 +8,7 @@
 //! use nDPI's protocol names in its `Master.App` form so that results
 //! compare flow by flow with nDPI's.
 
+pub mod catalog;
 mod chain;
 pub mod dissectors;
 mod expect;

@@ -141,6 +141,9 @@ fn the_documented_table_is_the_catalog() {
             p.detection.join(", ")
         };
         let row = format!("| {id} | {} | {detection} | {} |", p.name, p.note);
-        assert!(rows.contains(row.as_str()), "docs/classification.md lacks the row {row}");
+        assert!(
+            rows.contains(row.as_str()),
+            "docs/classification.md lacks the row {row}"
+        );
     }
 }

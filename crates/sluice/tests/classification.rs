@@ -347,9 +347,10 @@ fn a_dns_answer_names_the_service_of_a_later_flow() {
 }
 
 /// A user's services file names the service of flows that show none: by
-/// the server's address range (a port-labelled TLS flow) and by host name
-/// (an HTTP Host), on top of the built-in lists, which still name
-/// Telegram's addresses. A malformed file stops the run with its line.
+/// the server's address range (a flow whose payload was never seen, which
+/// the range names better than its port) and by host name (an HTTP Host),
+/// on top of the built-in lists, which still name Telegram's addresses. A
+/// malformed file stops the run with its line.
 #[test]
 fn a_users_services_file_names_flows_by_address_and_host() {
     let dir = tempfile::tempdir().unwrap();
@@ -388,11 +389,11 @@ fn a_users_services_file_names_flows_by_address_and_host() {
     let app = |records: &[Value], port: u64| by_port(records, port)[0]["app"].clone();
     let plain = records(&path, &[]);
     assert_eq!(app(&plain, 40200), "TLS");
-    assert_eq!(app(&plain, 40201), "TLS.Telegram");
+    assert_eq!(app(&plain, 40201), "Telegram");
     assert_eq!(app(&plain, 40202), "HTTP");
     let ours = records(&path, &["--services", list.to_str().unwrap()]);
-    assert_eq!(app(&ours, 40200), "TLS.Lab");
-    assert_eq!(app(&ours, 40201), "TLS.Telegram");
+    assert_eq!(app(&ours, 40200), "Lab");
+    assert_eq!(app(&ours, 40201), "Telegram");
     assert_eq!(app(&ours, 40202), "HTTP.Intranet");
 
     std::fs::write(&list, "10.9.0.0/16,Lab\n10.9.0.0/40,Lab\n").unwrap();

@@ -378,19 +378,35 @@ impl Chain {
         if self.config.mode == Mode::Off {
             return;
         }
-        if let Some((mut label, classifier)) = self.label_by_port(&flow.key) {
-            if classifier == Classifier::Port && label.app.is_none() {
-                // A guess from the port names no service: the address
-                // range of the server (or, mid-stream, the client) may.
-                label.app = [server.0, client.0]
-                    .into_iter()
-                    .find_map(|addr| self.hosts.address(addr))
-                    .filter(|&app| app != label.master);
-            }
+        let guess = self.label_by_port(&flow.key);
+        if let Some((label, Classifier::Protocol)) = guess {
+            class.decide(label, Classifier::Protocol);
+            return;
+        }
+        // The address range of the server (or, mid-stream, the client)
+        // says whose service the flow is: a better guess than a port,
+        // which any service may use (a rule's port label names its own).
+        let by_address = || {
+            [server.0, client.0]
+                .into_iter()
+                .find_map(|addr| self.hosts.address(addr))
+        };
+        let guess = match guess {
+            Some((label, classifier)) if label.app.is_some() => Some((label, classifier)),
+            guess => by_address()
+                .map(|service| {
+                    (
+                        Label {
+                            master: service,
+                            app: None,
+                        },
+                        Classifier::Port,
+                    )
+                })
+                .or(guess),
+        };
+        if let Some((label, classifier)) = guess {
             class.decide(label, classifier);
-            if classifier == Classifier::Protocol {
-                return;
-            }
         }
         let Some(transport) = transport_of(flow.key.proto) else {
             return;

@@ -85,7 +85,24 @@ impl Intervals {
 pub(crate) struct AddressRanges {
     v4: Intervals,
     v6: Intervals,
+    /// Per family, the first bytes some range covers: most flows' addresses
+    /// are in none, and are turned away by one bit before any search.
+    v4_first: [u64; 4],
+    v6_first: [u64; 4],
     prefixes: usize,
+}
+
+/// Marks in `set` the first bytes of the addresses from `first` to `last`,
+/// numbers of `bits` bits.
+fn mark_first_bytes(set: &mut [u64; 4], (first, last): (u128, u128), bits: u32) {
+    let (from, to) = ((first >> (bits - 8)) as usize, (last >> (bits - 8)) as usize);
+    for b in from..=to {
+        set[b / 64] |= 1 << (b % 64);
+    }
+}
+
+fn has_first_byte(set: &[u64; 4], b: u8) -> bool {
+    set[usize::from(b) / 64] & (1 << (b % 64)) != 0
 }
 
 /// The first and last address of `addr/len`, as numbers of `bits` bits.
@@ -105,14 +122,17 @@ impl AddressRanges {
     pub(crate) fn new(prefixes: Vec<(IpAddr, u8, &'static str)>) -> AddressRanges {
         let count = prefixes.len();
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        let (mut v4_first, mut v6_first) = ([0; 4], [0; 4]);
         for (addr, len, service) in prefixes {
             match addr {
                 IpAddr::V4(a) => {
                     let (first, last) = span(u128::from(a.to_bits()), len.min(32), 32);
+                    mark_first_bytes(&mut v4_first, (first, last), 32);
                     v4.push((first, last, service));
                 }
                 IpAddr::V6(a) => {
                     let (first, last) = span(a.to_bits(), len.min(128), 128);
+                    mark_first_bytes(&mut v6_first, (first, last), 128);
                     v6.push((first, last, service));
                 }
             }
@@ -120,16 +140,26 @@ impl AddressRanges {
         AddressRanges {
             v4: Intervals::new(v4),
             v6: Intervals::new(v6),
+            v4_first,
+            v6_first,
             prefixes: count,
         }
     }
 
+    #[inline]
     pub(crate) fn get(&self, addr: IpAddr) -> Option<&'static str> {
+        let v4 = |a: std::net::Ipv4Addr| {
+            has_first_byte(&self.v4_first, a.octets()[0])
+                .then(|| self.v4.get(u128::from(a.to_bits())))
+                .flatten()
+        };
         match addr {
-            IpAddr::V4(a) => self.v4.get(u128::from(a.to_bits())),
+            IpAddr::V4(a) => v4(a),
             IpAddr::V6(a) => match a.to_ipv4_mapped() {
-                Some(v4) => self.v4.get(u128::from(v4.to_bits())),
-                None => self.v6.get(a.to_bits()),
+                Some(a) => v4(a),
+                None => has_first_byte(&self.v6_first, a.octets()[0])
+                    .then(|| self.v6.get(a.to_bits()))
+                    .flatten(),
             },
         }
     }

@@ -148,6 +148,7 @@ impl Services {
     }
 
     /// The service whose range holds `addr`, the longest prefix winning.
+    #[inline]
     pub fn address(&self, addr: IpAddr) -> Option<&'static str> {
         self.addresses.get(addr)
     }

@@ -149,6 +149,9 @@ pub struct ClassifyConfig {
     /// More payload rules, SF-TAP's YAML format (`--rules`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<PathBuf>,
+    /// More host names and address ranges (`--services`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<PathBuf>,
     /// A model from `sluice train`, or `builtin` (`--model`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
@@ -165,6 +168,7 @@ impl Default for ClassifyConfig {
             mode: "full".into(),
             depth: 16,
             rules: Vec::new(),
+            services: Vec::new(),
             model: None,
             model_scope: "unknown".into(),
             media: "on".into(),
@@ -454,10 +458,16 @@ impl ProbeConfig {
             Some(policy) if !self.capture.no_rescale => 1.0 / policy.one_in() as f64,
             _ => 1.0,
         };
+        let services = if c.services.is_empty() {
+            sluice_classify::Services::builtin()
+        } else {
+            Arc::new(sluice_classify::Services::with_files(&c.services).map_err(|e| value("services", e.to_string()))?)
+        };
         Ok(ChainConfig {
             mode,
             depth_packets: c.depth.max(1),
             rules,
+            services,
             stats,
             media,
             iat_scale,

@@ -18,6 +18,7 @@ mod abstractor;
 mod extract;
 mod options;
 mod probe;
+mod protocols;
 mod record;
 mod run;
 mod training;
@@ -148,6 +149,10 @@ enum Command {
     /// of every drop and interface at the end. See docs/abstractor.md.
     #[command(after_help = EXIT_CODES)]
     Abstract(abstractor::AbstractArgs),
+    /// List every protocol and application Sluice can name: how each is
+    /// detected (a dissector, a payload rule, a host name, an address range,
+    /// the port, the IP protocol) and what metadata its flows may carry.
+    Protocols(protocols::ProtocolsArgs),
     /// Generate a realistic traffic mix and analyse it: a first look at
     /// Sluice with no input of your own.
     Demo {
@@ -307,6 +312,7 @@ fn main() -> ExitCode {
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Abstract(args) => abstractor::run_abstract(args),
+        Command::Protocols(args) => protocols::run_protocols(&args).map(|()| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
     };
     match result {

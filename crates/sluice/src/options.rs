@@ -55,6 +55,13 @@ pub struct ClassifyArgs {
     /// added to the built-in ones. May be given several times.
     #[arg(long, value_name = "FILE")]
     pub rules: Vec<PathBuf>,
+    /// More host names and address ranges that name a flow's service
+    /// (`suffix,Service` and `prefix/len,Service` lines, see
+    /// docs/classification.md), on top of the built-in lists; a suffix or
+    /// range given again takes the file's service. May be given several
+    /// times.
+    #[arg(long, value_name = "FILE")]
+    pub services: Vec<PathBuf>,
     /// A statistical model from `sluice train` (or `builtin`, the one
     /// shipped with Sluice) that labels the flows the other stages left
     /// unknown from the sizes and timing of their first packets; the
@@ -145,6 +152,7 @@ impl RunArgs {
             .into();
         }
         k.rules.extend(c.rules.iter().cloned());
+        k.services.extend(c.services.iter().cloned());
         if let Some(model) = &c.model {
             k.model = Some(model.clone());
         }

@@ -428,6 +428,24 @@ enum Inner<'a> {
     PcapNg(pcapng::Reader<'a>),
 }
 
+/// The longest frame whose wire length a file is believed about: no link
+/// carries more (GRO and GSO aggregates stay well below, and pcap's
+/// largest snap length is this too). A file that claims more is damaged
+/// or hostile, and a frame counts its captured bytes instead.
+pub(crate) const MAX_WIRE_LEN: u32 = 256 << 10;
+
+/// Why a frame's wire length from the file was not believed.
+#[cold]
+#[inline(never)]
+pub(crate) fn untrusted_wire_len(original: u32, captured: u32) -> String {
+    let why = if original > MAX_WIRE_LEN {
+        "more than 256 KiB"
+    } else {
+        "less than the bytes captured of it"
+    };
+    format!("record claims a {original}-byte frame, {why}; counted as its {captured} captured bytes")
+}
+
 /// Warnings of one file. A hostile file can hold millions of bad records,
 /// so only the first [`Warnings::KEPT`] are kept verbatim; all are counted.
 #[derive(Default)]

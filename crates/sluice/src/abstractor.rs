@@ -66,6 +66,11 @@ pub struct AbstractArgs {
     /// missing segment; past it the hole is reported as a GAP.
     #[arg(long, value_name = "KIB", default_value_t = 256)]
     reorder_kib: usize,
+    /// Memory all flows together may take for the events they hold until
+    /// their rule is known (each holds 64 KiB at most); a flow that would
+    /// take more is routed on what is known by then, and counted.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    held_mib: usize,
     /// Live capture: a tcpdump filter expression.
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
@@ -95,13 +100,22 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
     };
     settings.flows.capacity = args.flows.max(1);
     settings.reassembly.max_buffered_per_stream = args.reorder_kib << 10;
+    settings.held_total = args.held_mib << 20;
     let mut abstractor = Abstractor::new(Arc::new(config), settings, &args.dir)?;
+    let (unknown, known) = abstractor.unknown_interfaces(&args.wait_for);
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "--wait-for: no interface {} in the configuration; its interfaces are {}",
+            unknown.join(", "),
+            known.join(", ")
+        );
+    }
     if args.wait.is_some() || !args.wait_for.is_empty() {
         let timeout = args.wait.unwrap_or(Duration::from_secs(30));
         let missing = abstractor.wait_for_consumers(&args.wait_for, timeout);
         if !missing.is_empty() {
             anyhow::bail!(
-                "--wait: no consumer on {} (under {}): not an interface of the configuration (they are named like tcp/http0), or none connected within {timeout:?}",
+                "--wait: no consumer connected to {} (under {}) within {timeout:?}",
                 missing.join(", "),
                 args.dir.display()
             );
@@ -347,20 +361,35 @@ fn render(report: &Report) -> String {
     let d = &report.defragmentation;
     let _ = writeln!(
         s,
-        "fragments {}  datagrams reassembled {}  timed out {}  evicted {}  overlapping {}  too large {}  malformed {}",
-        d.fragments, d.reassembled, d.timed_out, d.evicted, d.overlaps, d.too_large, d.malformed
+        "fragments {}  datagrams reassembled {}  timed out {}  evicted {}  overlapping {}  too large {}  malformed {}  incomplete at the end {}",
+        d.fragments, d.reassembled, d.timed_out, d.evicted, d.overlaps, d.too_large, d.malformed, d.incomplete_at_end
+    );
+    let _ = writeln!(
+        s,
+        "fragments used in datagrams {}  duplicates {}  dropped {}",
+        d.fragments.saturating_sub(d.duplicates + d.dropped_fragments),
+        d.duplicates,
+        d.dropped_fragments
     );
     let r = &report.reassembly;
     let _ = writeln!(
         s,
-        "stream bytes {}  retransmitted {}  conflicting overlaps {}  out of order segments {}  gaps {} ({} bytes)  cut {}",
+        "stream bytes {}  retransmitted {}  conflicting overlaps {}  out of order segments {}  gaps {} ({} bytes)  cut {}  beyond the window {} segments ({} bytes)",
         r.delivered_bytes,
         r.retransmitted_bytes,
         r.overlap_conflicts,
         r.out_of_order_segments,
         r.gaps,
         r.gap_bytes,
-        r.cut_bytes
+        r.cut_bytes,
+        r.beyond_window_segments,
+        r.beyond_window_bytes
+    );
+    let h = &report.held;
+    let _ = writeln!(
+        s,
+        "held until classified: at most {} bytes  flows routed early at 64 KiB {}, at --held-mib {}",
+        h.peak_bytes, h.routed_early.at_flow_bound, h.routed_early.at_total_bound
     );
     let l = &report.loopback;
     if l.connections > 0 {

@@ -610,6 +610,8 @@ struct Reading {
     stretches: VecDeque<Stretch>,
     /// The stretch being read, and what it held so far.
     scanning: Option<Scanning>,
+    /// The end of the last stretch read, and where its records reached.
+    read_to: Option<(u64, u64)>,
 }
 
 /// A stretch being read: where in it, the index entry to compare it with,
@@ -660,6 +662,7 @@ impl Stream {
                     counted: 0,
                     stretches,
                     scanning: None,
+                    read_to: None,
                 });
             }
             let reading = self.reading.as_mut().expect("a file is being read");
@@ -704,8 +707,31 @@ impl Reading {
                     return Ok(None);
                 };
                 report.blocks_read += u64::from(stretch.block);
-                let scanner = Scanner::new(self.header.clone(), stretch.start, stretch.end);
-                self.scanning = Some((scanner, stretch.entry, Tally::default()));
+                let mut start = stretch.start;
+                // The block before, read just now, ended where this one
+                // starts, but its last record ran on past that: records go
+                // on where it ends, not where the index says.
+                if let Some((end, at)) = self.read_to
+                    && end == start
+                    && at > start
+                {
+                    report.warn(
+                        &index_path(&self.path),
+                        stretch
+                            .entry
+                            .as_ref()
+                            .map(|(k, _)| (HEADER_BYTES + k * ENTRY_BYTES) as u64),
+                        format!(
+                            "a block starts at byte offset {start}, inside the record that ends at {at}; \
+                             reading goes on at {at}"
+                        ),
+                    );
+                    start = at.min(stretch.end);
+                }
+                let scanner = Scanner::new(self.header.clone(), start, stretch.end);
+                let entry = stretch.entry.filter(|_| start == stretch.start);
+                self.scanning = Some((scanner, entry, Tally::default()));
+                self.read_to = Some((stretch.end, start));
                 continue;
             };
             let step = scanner.next(&mut self.window).map_err(|e| {
@@ -751,6 +777,9 @@ impl Reading {
                     report.warn(&self.path, Some(at), what);
                 }
                 Step::End => {
+                    if let Some((_, to)) = &mut self.read_to {
+                        *to = scanner.position();
+                    }
                     if let Some((k, entry)) = entry
                         && !tally.damaged
                         && (tally.packets != u64::from(entry.packets)
@@ -1187,6 +1216,33 @@ mod tests {
             let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
             assert!(!report.partial() && read(&out) == sent, "{report:?}");
         }
+    }
+
+    /// Two entries whose boundary was moved into a record (both changed so
+    /// that they still tile the file): the record is read once, from the
+    /// first block, and the second goes on where it ends.
+    #[test]
+    fn a_block_boundary_inside_a_record_reads_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        let sent = record_as(&rec, CaptureFormat::Pcap);
+        let files = recordings(&rec).unwrap();
+        let index_file = index_path(&files[0]);
+        let index = Index::read(&index_file).unwrap();
+        let (mut first, mut second) = (index.blocks[0].clone(), index.blocks[1].clone());
+        first.length -= 10;
+        second.offset -= 10;
+        second.length += 10;
+        poke(&index_file, entry_at(0), &first.encode());
+        poke(&index_file, entry_at(1), &second.encode());
+        let out = dir.path().join("out.pcap");
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        assert!(read(&out) == sent, "{report:?}");
+        assert_eq!(report.bytes_unreadable, 0, "{report:?}");
+        assert!(
+            report.partial() && report.warnings[0].message.contains("inside the record"),
+            "{report:?}"
+        );
     }
 
     /// A damaged record header inside an indexed block: extraction reads on

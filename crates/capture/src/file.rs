@@ -311,6 +311,28 @@ impl CaptureFile {
         Ok(capture)
     }
 
+    /// A capture already in memory, read as a file at `path` would be
+    /// (`path` only names it in errors): for tests and fuzzing.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<CaptureFile, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let Some(format) = detect(&bytes) else {
+            let magic = match bytes.is_empty() {
+                true => "none: the file is empty".into(),
+                false => bytes
+                    .iter()
+                    .take(4)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            return Err(OpenError::NotACapture { path, magic });
+        };
+        let bytes = FileBytes(Arc::new(Contents::Read(bytes.into_boxed_slice())));
+        let capture = CaptureFile { path, bytes, format };
+        capture.reader()?;
+        Ok(capture)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

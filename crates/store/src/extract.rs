@@ -322,10 +322,18 @@ struct Stretch {
     end: u64,
     /// A block of the index (else the whole file).
     block: bool,
-    /// The index entry that describes it (its number and contents), to
-    /// compare with what it holds; `None` for a file read whole and for a
-    /// block whose entry was already found wrong.
-    entry: Option<(usize, BlockEntry)>,
+    /// The index entry that describes it, to compare with what it holds;
+    /// `None` for a file read whole.
+    entry: Option<Entry>,
+}
+
+/// An index entry whose block is read.
+struct Entry {
+    number: usize,
+    entry: BlockEntry,
+    /// Why the entry was not believed before the block was read, when
+    /// reading it shows whether it is right.
+    suspect: Option<String>,
 }
 
 /// Decides from a file's index what to read of it; `None` skips it. The
@@ -374,7 +382,9 @@ fn plan(path: PathBuf, selection: &Selection, report: &mut ExtractReport) -> io:
     let (mut in_time, mut stretches) = (0, VecDeque::new());
     for (k, block) in index.blocks.iter().enumerate() {
         let problem = entry_problem(&index.blocks, k, min_record);
-        if let Some(why) = &problem {
+        // What reading the block can check is told once it is read, and
+        // only if the block does not bear the entry out.
+        if let Some(Problem { why, checkable: false }) = &problem {
             report.warn(
                 &index_file,
                 Some((HEADER_BYTES + k * ENTRY_BYTES) as u64),
@@ -394,7 +404,11 @@ fn plan(path: PathBuf, selection: &Selection, report: &mut ExtractReport) -> io:
                 start: block.offset,
                 end: block.offset + block.length,
                 block: true,
-                entry: problem.is_none().then(|| (k, block.clone())),
+                entry: Some(Entry {
+                    number: k,
+                    entry: block.clone(),
+                    suspect: problem.filter(|p| p.checkable).map(|p| p.why),
+                }),
             });
         }
     }
@@ -531,9 +545,34 @@ fn coverage(index: &Index, file_length: u64) -> Coverage {
     }
 }
 
+/// Why an index entry cannot be believed.
+struct Problem {
+    why: String,
+    /// Reading the block shows whether the entry is right after all (its
+    /// packets and times; not its flags or flow filter).
+    checkable: bool,
+}
+
 /// Why entry `k` cannot be believed, if it contradicts itself or its
 /// neighbours. `min_record` is the fewest bytes a record takes.
-fn entry_problem(blocks: &[BlockEntry], k: usize, min_record: u64) -> Option<String> {
+fn entry_problem(blocks: &[BlockEntry], k: usize, min_record: u64) -> Option<Problem> {
+    match entry_flags_problem(&blocks[k]) {
+        Some(why) => Some(Problem { why, checkable: false }),
+        None => entry_count_or_time_problem(blocks, k, min_record).map(|why| Problem { why, checkable: true }),
+    }
+}
+
+fn entry_flags_problem(b: &BlockEntry) -> Option<String> {
+    if b.flags & !FLAG_NON_IP != 0 {
+        return Some(format!("has flags {:#x}, which no recorder sets", b.flags));
+    }
+    if b.packets > 0 && b.flags & FLAG_NON_IP == 0 && b.bloom.iter().all(|&w| w == 0) {
+        return Some("has an empty flow filter, although all its packets are IP".into());
+    }
+    None
+}
+
+fn entry_count_or_time_problem(blocks: &[BlockEntry], k: usize, min_record: u64) -> Option<String> {
     let b = &blocks[k];
     if b.length == 0 {
         return (b.packets > 0).then(|| format!("says it holds {} packets in no bytes", b.packets));
@@ -544,17 +583,13 @@ fn entry_problem(blocks: &[BlockEntry], k: usize, min_record: u64) -> Option<Str
     if u64::from(b.packets) > b.length / min_record {
         return Some(format!("says it holds {} packets, more than its bytes can", b.packets));
     }
-    if b.first_ts_ns > b.last_ts_ns {
+    // Packets of different queues come slightly out of order, so the last
+    // may be stamped a little before the first.
+    if b.first_ts_ns > b.last_ts_ns.saturating_add(MAX_STEP_BACK_NS) {
         return Some(format!(
-            "says its first packet ({} ns) is later than its last ({} ns)",
+            "says its first packet ({} ns) came long after its last ({} ns)",
             b.first_ts_ns, b.last_ts_ns
         ));
-    }
-    if b.flags & !FLAG_NON_IP != 0 {
-        return Some(format!("has flags {:#x}, which no recorder sets", b.flags));
-    }
-    if b.flags & FLAG_NON_IP == 0 && b.bloom.iter().all(|&w| w == 0) {
-        return Some("has an empty flow filter, although all its packets are IP".into());
     }
     if let Some(previous) = k.checked_sub(1).map(|p| &blocks[p])
         && b.first_ts_ns.saturating_add(MAX_STEP_BACK_NS) < previous.last_ts_ns
@@ -616,7 +651,7 @@ struct Reading {
 
 /// A stretch being read: where in it, the index entry to compare it with,
 /// and what it held so far.
-type Scanning = (Scanner, Option<(usize, BlockEntry)>, Tally);
+type Scanning = (Scanner, Option<Entry>, Tally);
 
 /// What a block held: to compare with its index entry.
 #[derive(Default)]
@@ -720,7 +755,7 @@ impl Reading {
                         stretch
                             .entry
                             .as_ref()
-                            .map(|(k, _)| (HEADER_BYTES + k * ENTRY_BYTES) as u64),
+                            .map(|e| (HEADER_BYTES + e.number * ENTRY_BYTES) as u64),
                         format!(
                             "a block starts at byte offset {start}, inside the record that ends at {at}; \
                              reading goes on at {at}"
@@ -780,30 +815,43 @@ impl Reading {
                     if let Some((_, to)) = &mut self.read_to {
                         *to = scanner.position();
                     }
-                    if let Some((k, entry)) = entry
-                        && !tally.damaged
-                        && (tally.packets != u64::from(entry.packets)
-                            || tally.first_ts_ns != entry.first_ts_ns
-                            || tally.last_ts_ns != entry.last_ts_ns)
+                    if let Some(Entry {
+                        number: k,
+                        entry,
+                        suspect,
+                    }) = entry
                     {
-                        let index_file = index_path(&self.path);
-                        report.warn(
-                            &index_file,
-                            Some((HEADER_BYTES + *k * ENTRY_BYTES) as u64),
-                            format!(
-                                "entry {k} says the block at byte offset {} holds {} packets stamped {} to {} ns; \
-                                 it holds {} stamped {} to {} ns (what it holds was extracted; \
-                                 `sluice repair {}` rebuilds the index)",
-                                entry.offset,
-                                entry.packets,
-                                entry.first_ts_ns,
-                                entry.last_ts_ns,
-                                tally.packets,
-                                tally.first_ts_ns,
-                                tally.last_ts_ns,
-                                self.path.display()
-                            ),
-                        );
+                        let agrees = tally.packets == u64::from(entry.packets)
+                            && tally.first_ts_ns == entry.first_ts_ns
+                            && tally.last_ts_ns == entry.last_ts_ns;
+                        let why = match suspect {
+                            Some(why) if !agrees || tally.damaged => Some(format!(
+                                "{why}; the block was read whatever the time range and flow, and"
+                            )),
+                            // Damage already told explains a disagreement.
+                            None if !agrees && !tally.damaged => Some(format!(
+                                "says the block holds {} packets stamped {} to {} ns, but",
+                                entry.packets, entry.first_ts_ns, entry.last_ts_ns
+                            )),
+                            _ => None,
+                        };
+                        if let Some(why) = why {
+                            let index_file = index_path(&self.path);
+                            report.warn(
+                                &index_file,
+                                Some((HEADER_BYTES + *k * ENTRY_BYTES) as u64),
+                                format!(
+                                    "entry {k} (the block at byte offset {} of the capture) {why} it holds {} \
+                                     stamped {} to {} ns (what it holds was extracted; `sluice repair {}` \
+                                     rebuilds the index)",
+                                    entry.offset,
+                                    tally.packets,
+                                    tally.first_ts_ns,
+                                    tally.last_ts_ns,
+                                    self.path.display()
+                                ),
+                            );
+                        }
                     }
                     self.scanning = None;
                 }

@@ -50,8 +50,9 @@ const OPT_IF_TSRESOL: u16 = 9;
 /// Longest header read to find the first record.
 const MAX_HEADER: usize = 64 << 10;
 /// Largest wire length believed: GRO aggregates reach 64 KiB, jumbo GSO
-/// frames a little more.
-pub(crate) const MAX_WIRE_LEN: u32 = 1 << 20;
+/// frames a little more. The bound `sluice_capture`'s readers believe too,
+/// so that what extract writes, the analysis reads as it is.
+pub(crate) const MAX_WIRE_LEN: u32 = 256 << 10;
 /// Longest step back in time a record may take and still count as
 /// plausible: clocks are stepped, and packets of different queues arrive
 /// slightly out of order, but garbage read as a timestamp is almost never

@@ -181,6 +181,13 @@ impl FlowClass {
     pub fn settled(&self) -> bool {
         self.stage == chain::Stage::Done
     }
+
+    /// The memory the chain holds for the flow while it inspects it (its
+    /// inspection state and the heads of its TCP streams); 0 once it is
+    /// decided.
+    pub fn inspection_memory(&self) -> usize {
+        self.inspection.as_ref().map_or(0, |i| i.memory())
+    }
 }
 
 #[cfg(test)]

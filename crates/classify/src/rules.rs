@@ -309,6 +309,14 @@ pub(crate) struct RuleCursor {
 }
 
 impl RuleCursor {
+    /// The memory its lists of matched rules take.
+    pub(crate) fn memory(&self) -> usize {
+        self.matched
+            .iter()
+            .map(|m| m.capacity() * std::mem::size_of::<u32>())
+            .sum()
+    }
+
     pub(crate) fn exhausted(&self) -> bool {
         self.state.iter().all(Option::is_none)
     }

@@ -278,9 +278,13 @@ pub struct AbstractConfig {
     pub hop_limit: u8,
     /// Flows tracked at once (`--abstract-flows`).
     pub flows: usize,
-    /// Out-of-order bytes one TCP direction may hold (`--reorder`).
+    /// Out-of-order bytes one TCP direction may hold (`--reorder-kib`).
     #[serde(with = "size")]
     pub reorder: u64,
+    /// Bytes all flows together may hold until their rule is known
+    /// (`--held-mib`).
+    #[serde(with = "size")]
+    pub held: u64,
     /// `wait` (files: hold the source back for the abstractor) or `drop`
     /// (count what it has no room for); `wait` for files and `drop` live
     /// when absent.
@@ -302,6 +306,7 @@ impl Default for AbstractConfig {
             hop_limit: 4,
             flows: 1 << 19,
             reorder: 256 << 10,
+            held: 64 << 20,
             policy: None,
         }
     }

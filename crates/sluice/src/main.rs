@@ -108,9 +108,11 @@ enum Command {
     /// DIR/record-summary.json. Kernel drops and waits for the disk are
     /// counted. -i needs root or CAP_NET_RAW. See docs/recording.md.
     Record(record::RecordArgs),
-    /// Make recordings left by a killed `sluice record` (or `live --record`)
-    /// readable: cut each file (pcap or pcapng) after its last complete
-    /// record and rebuild its index.
+    /// Make recordings left by a killed `sluice record` (or `live --record`),
+    /// or damaged, readable: cut what a crash left at the end of each file
+    /// (pcap or pcapng), move bytes that are not records to a side file,
+    /// keep every record that can be read, and rebuild the index of a file
+    /// that changed.
     Repair(record::RepairArgs),
     /// Copy the packets of a time range, a capture filter or a flow out of
     /// a directory of recordings (pcap or pcapng) into one pcap file.
@@ -308,7 +310,7 @@ fn main() -> ExitCode {
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),
         Command::Repair(args) => record::run_repair(&args),
-        Command::Extract(args) => extract::run_extract(&args).map(|_| ExitCode::SUCCESS),
+        Command::Extract(args) => extract::run_extract(&args),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Abstract(args) => abstractor::run_abstract(args),

@@ -371,6 +371,12 @@ pub struct AbstractArgs {
     /// 256].
     #[arg(long, value_name = "KIB")]
     pub reorder_kib: Option<usize>,
+    /// Memory all flows together may take for the events they hold until
+    /// their rule is known (each holds 64 KiB at most); a flow that would
+    /// take more is routed on what is known by then, and counted [default:
+    /// 64].
+    #[arg(long, value_name = "MIB")]
+    pub held_mib: Option<usize>,
 }
 
 impl AbstractArgs {
@@ -382,6 +388,7 @@ impl AbstractArgs {
             || self.linger.is_some()
             || self.hop_limit.is_some()
             || self.reorder_kib.is_some()
+            || self.held_mib.is_some()
     }
 
     pub fn apply(&self, a: &mut AbstractConfig) {
@@ -403,6 +410,9 @@ impl AbstractArgs {
         }
         if let Some(kib) = self.reorder_kib {
             a.reorder = (kib as u64) << 10;
+        }
+        if let Some(mib) = self.held_mib {
+            a.held = (mib as u64) << 20;
         }
     }
 }

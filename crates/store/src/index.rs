@@ -30,7 +30,7 @@ pub const INDEX_MAGIC: &[u8; 8] = b"SLUICEIX";
 pub const INDEX_VERSION: u32 = 1;
 pub const BLOOM_BITS: usize = 1024;
 const BLOOM_HASHES: u32 = 3;
-const HEADER_BYTES: usize = 16;
+pub(crate) const HEADER_BYTES: usize = 16;
 pub const ENTRY_BYTES: usize = 48 + BLOOM_BITS / 8;
 
 /// Set in [`BlockEntry::flags`] when a block holds packets that are not IP

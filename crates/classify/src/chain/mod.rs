@@ -132,6 +132,15 @@ pub(crate) struct Inspection {
     withheld_first: usize,
 }
 
+impl Inspection {
+    /// The memory it takes: itself and what it points to.
+    pub(crate) fn memory(&self) -> usize {
+        std::mem::size_of::<Inspection>()
+            + self.sides.iter().map(|s| s.head.capacity()).sum::<usize>()
+            + self.rules.as_ref().map_or(0, RuleCursor::memory)
+    }
+}
+
 /// Where the dissectors stand on a flow.
 #[derive(Clone, Debug, Default)]
 struct Dissecting {

@@ -3,7 +3,7 @@
 
 use sluice_wire::LinkType;
 
-use crate::file::{HeaderError, Prefetcher, RawPacket, Warnings};
+use crate::file::{HeaderError, MAX_WIRE_LEN, Prefetcher, RawPacket, Warnings, untrusted_wire_len};
 
 /// No real capture has frames this large; a bigger length means the record
 /// header is garbage, and everything after it is unreliable.
@@ -102,6 +102,12 @@ impl<'a> Reader<'a> {
                 return None;
             }
         }
+        let wire_len = if original > MAX_WIRE_LEN || original < captured {
+            warnings.push(at as u64, untrusted_wire_len(original, captured), false);
+            captured
+        } else {
+            original
+        };
         let data = &self.bytes[at + 16..at + 16 + captured as usize];
         self.pos = at + 16 + captured as usize;
         self.prefetcher.ahead(self.bytes, self.pos);
@@ -112,9 +118,7 @@ impl<'a> Reader<'a> {
         });
         Some(RawPacket {
             ts_ns,
-            // A wire length below the captured length is a writer bug; the
-            // captured bytes are the better witness.
-            wire_len: original.max(captured),
+            wire_len,
             data,
             link: self.link,
             offset: at as u64,

@@ -3,7 +3,7 @@
 
 use sluice_wire::LinkType;
 
-use crate::file::{HeaderError, Prefetcher, RawPacket, Warnings};
+use crate::file::{HeaderError, MAX_WIRE_LEN, Prefetcher, RawPacket, Warnings, untrusted_wire_len};
 
 const SECTION_HEADER: u32 = 0x0a0d_0d0a;
 const INTERFACE_DESCRIPTION: u32 = 1;
@@ -305,7 +305,7 @@ impl<'a> Reader<'a> {
         self.last_ts = ts_ns;
         Some(RawPacket {
             ts_ns,
-            wire_len: original.max(captured as u32),
+            wire_len: checked_wire_len(at, original, captured as u32, warnings),
             data: &body[20..20 + captured],
             link,
             offset: at as u64,
@@ -337,11 +337,23 @@ impl<'a> Reader<'a> {
         // Simple packets carry no timestamp: the last one seen stands in.
         Some(RawPacket {
             ts_ns: self.last_ts,
-            wire_len: original.max(captured as u32),
+            wire_len: checked_wire_len(at, original, captured as u32, warnings),
             data: &body[4..4 + captured],
             link,
             offset: at as u64,
         })
+    }
+}
+
+/// The frame's wire length: `original` when it is believable, else (with a
+/// warning) its captured length.
+#[inline]
+fn checked_wire_len(at: usize, original: u32, captured: u32, warnings: &mut Warnings) -> u32 {
+    if original > MAX_WIRE_LEN || original < captured {
+        warnings.push(at as u64, untrusted_wire_len(original, captured), false);
+        captured
+    } else {
+        original
     }
 }
 

@@ -650,6 +650,66 @@ fn pcap_absurd_captured_length_with_a_wire_length_beyond_the_file_stops_the_read
     only_warning(&read, PCAP_END, true);
 }
 
+/// A wire length from the file over 256 KiB, or under the captured
+/// length, is not believed: a located warning, and the frame counts its
+/// captured bytes. Reading goes on.
+#[test]
+fn pcap_wire_lengths_beyond_belief_count_the_captured_bytes() {
+    for pcap in [
+        Pcap::LE_US,
+        Pcap {
+            nanos: true,
+            big_endian: true,
+        },
+    ] {
+        for original in [ABSURD_CAPLEN, (256 << 10) + 1, 63, 0] {
+            let mut bytes = pcap.two_packets();
+            pcap.record(&mut bytes, ts_ns(1), original, &frame(2, 64));
+            let after = bytes.len() as u64;
+            pcap.record(&mut bytes, ts_ns(1), 256 << 10, &frame(3, 70));
+            let read = read(&bytes);
+            assert_two_standard_packets(&read.packets[..2]);
+            assert_eq!(read.packets.len(), 4);
+            assert_eq!((read.packets[2].wire_len, read.packets[2].data.len()), (64, 64));
+            assert_eq!((read.packets[3].wire_len, read.packets[3].offset), (256 << 10, after));
+            let w = only_warning(&read, PCAP_END, false);
+            assert!(
+                w.message.contains(&format!("claims a {original}-byte frame")) && w.message.contains("64 captured"),
+                "{w:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pcapng_wire_lengths_beyond_belief_count_the_captured_bytes() {
+    for big_endian in [false, true] {
+        let ng = Ng { big_endian };
+        for original in [ABSURD_CAPLEN, (256 << 10) + 1, 99] {
+            let mut bytes = small_pcapng(big_endian);
+            let epb = ng.epb(&mut bytes, 0, ts_ns(1), original, &frame(2, 100));
+            let spb = ng.spb(&mut bytes, original.max(101), &frame(3, 101));
+            let read = read(&bytes);
+            assert_eq!(read.packets.len(), 4);
+            assert_two_standard_packets_ng(&read.packets[..2]);
+            assert_eq!(read.packets[2].wire_len, 100);
+            // A simple packet's captured length follows from its original
+            // one; without that, from its block, padding included.
+            let expected_spb = if original > 256 << 10 { 104 } else { 101.max(original) };
+            assert_eq!(read.packets[3].wire_len, expected_spb);
+            assert_eq!(read.warnings[0].offset, epb);
+            assert!(!read.warnings[0].fatal);
+            assert!(read.warnings[0].message.contains("100 captured"), "{:?}", read.warnings);
+            if original > 256 << 10 {
+                assert_eq!(read.warnings.len(), 2);
+                assert_eq!(read.warnings[1].offset, spb);
+            } else {
+                assert_eq!(read.warnings.len(), 1);
+            }
+        }
+    }
+}
+
 #[test]
 fn pcap_garbage_after_the_last_record() {
     for garbage in [

@@ -1,25 +1,32 @@
-//! The analysis pipeline: one reader decodes each packet once and hands it,
-//! by the symmetric flow hash, to one of N share-nothing workers through
-//! batched single-producer/single-consumer queues; each worker owns a flow
-//! table and a classifier chain and encodes the records of the flows that
-//! end; one writer thread puts the records in a file.
+//! The probe: one source of packets (capture files, or network interfaces
+//! through AF_PACKET rings) decoded once and dealt by the symmetric flow
+//! hash to share-nothing workers, each with its own flow table and
+//! classifier chain, and every configured listener fed from that one
+//! capture: flow records, per-interval statistics, the recorder, the flow
+//! abstractor. See [`config::ProbeConfig`] for what a run is told and
+//! [`probe::run`] for the run.
 
-mod analyze;
-#[cfg(target_os = "linux")]
-mod live;
+pub mod config;
+mod control;
+mod listen;
 mod order;
+pub mod probe;
+mod progress;
+mod publish;
 mod sampling;
+mod source;
 mod summary;
 mod talkers;
 mod threads;
 mod worker;
 
-pub use analyze::{AnalyzeConfig, AnalyzeError, analyze};
-#[cfg(target_os = "linux")]
-pub use live::{LiveOptions, LiveReport, live};
+pub use control::Control;
+pub use probe::{Report, RunError};
+pub use publish::{Published, Snapshot};
 pub use sampling::Sampling;
+pub use source::Source;
 pub use summary::{
-    CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, Summary, Threads, WarningReport,
-    WorkerRecording,
+    AbstractReport, CaptureReport, Counts, FileReport, RecordingReport, SamplingReport, StatsReport, Summary, Threads,
+    WarningReport, WorkerRecording,
 };
 pub use threads::ThreadTime;

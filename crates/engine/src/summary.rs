@@ -1,11 +1,18 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
+
+use sluice_classify::Classifier;
+use sluice_classify::media::Media;
+use sluice_export::SCHEMA_VERSION;
 
 use serde::Serialize;
 use sluice_flow::TableCounters;
 
+pub use crate::listen::stats::StatsReport;
+use crate::talkers::Talkers;
 use crate::threads::ThreadTime;
+use crate::worker::{WorkerOutput, l4_label};
 
 /// Flows, packets and bytes of some slice of the traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -153,13 +160,19 @@ impl Drops {
     }
 }
 
-/// What the recorders of a live run did, in `summary.json` as `recording`.
+/// What a `record` listener's recorders did, in `summary.json` as
+/// `recording`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RecordingReport {
-    /// Each worker's files are in `dir/w0/`, `dir/w1/`, ...
+    /// The listener's name (`record` unless the configuration names it).
+    pub name: String,
+    /// Reading files, the files are here; live with several capture
+    /// threads, each thread's in `dir/w0/`, `dir/w1/`, ...
     pub dir: PathBuf,
     /// `pcap` or `pcapng`.
     pub format: &'static str,
+    /// `lossless` (the capture waits for the disk) or `drop`.
+    pub policy: &'static str,
     pub packets: u64,
     pub bytes: u64,
     pub wire_bytes: u64,
@@ -169,6 +182,8 @@ pub struct RecordingReport {
     /// the slower consumer imposed on the capture.
     pub writer_waits: u64,
     pub writer_wait_ms: f64,
+    /// Packets not recorded because the disk fell behind (policy `drop`).
+    pub dropped: u64,
     pub files_written: u64,
     pub files_deleted: u64,
     pub bytes_deleted: u64,
@@ -183,7 +198,99 @@ pub struct RecordingReport {
     pub workers: Vec<WorkerRecording>,
 }
 
-/// One worker's recorder.
+impl RecordingReport {
+    /// Lines for the end-of-run report.
+    pub fn render(&self) -> String {
+        let place = match self.workers.len() {
+            0 | 1 => self.dir.display().to_string(),
+            n => format!("{}/w0..w{}", self.dir.display(), n - 1),
+        };
+        let mut text = format!(
+            "recorded: {} packets to {place} ({} bytes in {} {} files, {}), {} files deleted by retention\n\
+             recorder lag: {} writer waits ({:.0} ms) during which the capture waited ({} policy), {} packets dropped\n",
+            self.packets,
+            self.written_bytes,
+            self.files_written,
+            self.format,
+            self.write_mode,
+            self.files_deleted,
+            self.writer_waits,
+            self.writer_wait_ms,
+            self.policy,
+            self.dropped,
+        );
+        for w in &self.workers {
+            if let Some(e) = &w.error {
+                text.push_str(&format!("recording to {} failed: {e}\n", w.dir.display()));
+            }
+        }
+        text
+    }
+}
+
+/// A record listener's own account, `record-summary.json` in its
+/// directory: the recording and what its source read, in one flat object,
+/// the one `sluice record` has always written.
+#[derive(Serialize)]
+pub struct RecordSummary<'a> {
+    /// Live: the interface(s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interface: Option<&'a str>,
+    /// Files: those read, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read: Option<Vec<String>>,
+    pub filter: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_timestamps: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_packets: Option<u64>,
+    pub kernel_drops: u64,
+    pub queue_freezes: u64,
+    pub unread_at_stop: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packets_read: Option<u64>,
+    pub filtered_out: u64,
+    pub read_warnings: u64,
+    pub unreadable_files: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<&'a [FileReport]>,
+    pub seconds: f64,
+    pub written_mb_per_s: f64,
+    #[serde(flatten)]
+    pub recording: &'a RecordingReport,
+}
+
+impl<'a> RecordSummary<'a> {
+    pub(crate) fn new(
+        recording: &'a RecordingReport,
+        summary: &'a Summary,
+        config: &'a crate::config::ProbeConfig,
+    ) -> RecordSummary<'a> {
+        let live = summary.capture.as_ref();
+        let files = live.is_none();
+        let d = &summary.drops;
+        RecordSummary {
+            interface: live.map(|c| c.interface.as_str()),
+            read: files.then(|| config.capture.files.iter().map(|p| p.display().to_string()).collect()),
+            filter: config.capture.filter.as_deref(),
+            batch_timestamps: live.map(|c| c.batch_timestamps),
+            kernel_packets: live.map(|c| c.kernel_packets),
+            kernel_drops: d.kernel_drops,
+            queue_freezes: d.queue_freezes,
+            unread_at_stop: d.unread_at_stop,
+            packets_read: files.then_some(summary.packets),
+            filtered_out: summary.filtered_out,
+            read_warnings: d.read_warnings,
+            unreadable_files: d.unreadable_files,
+            inputs: files.then_some(&summary.files[..]),
+            seconds: summary.wall_seconds,
+            written_mb_per_s: recording.written_bytes as f64 / summary.wall_seconds.max(1e-9) / 1e6,
+            recording,
+        }
+    }
+}
+
+/// One capture thread's recorder.
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkerRecording {
     pub dir: PathBuf,
@@ -199,6 +306,8 @@ pub struct WorkerRecording {
 /// Where a live run's packets came from.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaptureReport {
+    /// The interface, or the interfaces' names joined by commas for the
+    /// total of several.
     pub interface: String,
     /// Frames the kernel counted for the workers' sockets: `packets` +
     /// `drops.kernel_drops` + `drops.unread_at_stop`.
@@ -253,8 +362,104 @@ pub struct Summary {
     pub capture: Option<CaptureReport>,
     /// Present for a live capture that also recorded (`--record`).
     pub recording: Option<RecordingReport>,
+    /// A live capture on several interfaces: each one's counts (`capture`
+    /// is their total).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<CaptureReport>,
+    /// Frames the capture filter (`--filter`) left out, reading files.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub filtered_out: u64,
+    /// The flow abstractor's counters, when an `abstract` listener ran.
+    #[serde(rename = "abstract", skip_serializing_if = "Option::is_none")]
+    pub abstractor: Option<AbstractReport>,
+    /// The statistics listener's account, when one ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<StatsReport>,
     pub records_path: Option<PathBuf>,
     pub threads: Threads,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The flow abstractor's account, and the frames its feeders dropped for a
+/// full queue (live).
+#[derive(Clone, Debug, Serialize)]
+pub struct AbstractReport {
+    #[serde(flatten)]
+    pub report: sluice_abstractor::Report,
+    pub dropped_packets: u64,
+}
+
+/// The run's summary from what each worker and the source counted.
+pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drops: Drops, workers: usize) -> Summary {
+    let mut counters = TableCounters::default();
+    let mut l4: HashMap<u8, Counts> = HashMap::new();
+    let mut apps: HashMap<String, Counts> = HashMap::new();
+    let mut talkers = Talkers::new(1_000_000);
+    let mut records = 0;
+    let mut classifiers: BTreeMap<String, Counts> = BTreeMap::new();
+    let mut media: BTreeMap<String, Counts> = BTreeMap::new();
+    let (mut first, mut last) = (u64::MAX, 0);
+    let mut worker_times = Vec::with_capacity(outputs.len());
+    for out in outputs {
+        worker_times.push(out.time);
+        counters.merge(&out.counters);
+        for (proto, c) in out.l4.iter().enumerate().filter(|(_, c)| c.flows > 0) {
+            l4.entry(proto as u8).or_default().add(c);
+        }
+        for (label, c) in out.apps.into_values() {
+            apps.entry(label.to_string()).or_default().add(&c);
+        }
+        talkers.merge(out.talkers);
+        for (classifier, c) in Classifier::ALL
+            .iter()
+            .zip(&out.classifiers)
+            .filter(|(_, c)| c.flows > 0)
+        {
+            classifiers.entry(classifier.name().to_string()).or_default().add(c);
+        }
+        for (kind, c) in Media::ALL.iter().zip(&out.media).filter(|(_, c)| c.flows > 0) {
+            media.entry(kind.name().to_string()).or_default().add(c);
+        }
+        records += out.records;
+        first = first.min(out.first_ts_ns);
+        last = last.max(out.last_ts_ns);
+    }
+    drops.evicted_flows = counters.evicted;
+    let mut applications: Vec<(String, Counts)> = apps.into_iter().collect();
+    applications.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(&b.0)));
+    Summary {
+        schema_version: SCHEMA_VERSION,
+        packets: files.iter().map(|f| f.packets).sum(),
+        bytes: files.iter().map(|f| f.bytes).sum(),
+        files,
+        flows: records,
+        first_ts_ns: if records == 0 { 0 } else { first },
+        last_ts_ns: last,
+        workers,
+        l4: l4.into_iter().map(|(p, c)| (l4_label(p), c)).collect(),
+        applications,
+        classifiers,
+        media,
+        top_talkers: talkers
+            .top(20)
+            .into_iter()
+            .map(|(host, bytes)| Talker {
+                host: host.to_string(),
+                bytes,
+            })
+            .collect(),
+        talkers_error_bound: talkers.error_bound,
+        flow_ends: counters,
+        drops,
+        threads: Threads {
+            workers: worker_times,
+            ..Threads::default()
+        },
+        ..Summary::default()
+    }
 }
 
 impl Threads {
@@ -351,6 +556,12 @@ impl Summary {
                 self.first_ts_ns
             );
         }
+        if self.workers == 0 {
+            // No flow tables (recording or stream sockets alone): the
+            // packets and what was lost.
+            s.push_str(&self.render_losses());
+            return s;
+        }
         let mut l4: Vec<(&String, &Counts)> = self.l4.iter().collect();
         l4.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(b.0)));
         counts_table(&mut s, "L4", l4);
@@ -387,6 +598,16 @@ impl Summary {
             group(e.end_of_input),
             group(e.peak_flows)
         );
+        s.push_str(&self.render_losses());
+        if let Some(path) = &self.records_path {
+            let _ = writeln!(s, "\nflow records: {}", path.display());
+        }
+        s
+    }
+
+    /// What was not analysed or was lost, and the problems with the input.
+    fn render_losses(&self) -> String {
+        let mut s = String::new();
         let d = &self.drops;
         let _ = writeln!(
             s,
@@ -427,10 +648,10 @@ impl Summary {
                 group(sampling.sampled_out_packets)
             );
         }
-        s.push_str(&self.render_problems());
-        if let Some(path) = &self.records_path {
-            let _ = writeln!(s, "\nflow records: {}", path.display());
+        if self.filtered_out > 0 {
+            let _ = writeln!(s, "filtered out by --filter: {} frames", group(self.filtered_out));
         }
+        s.push_str(&self.render_problems());
         s
     }
 

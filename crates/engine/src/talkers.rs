@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// variant, its length and its bytes one by one; this hashes in two
 /// multiplications and compares in two. Two `u64`s, not a `u128`, whose
 /// 16-byte alignment would pad every entry of the map from 24 bytes to 32.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct Host {
     halves: [u64; 2],
 }
@@ -34,7 +34,15 @@ impl Host {
         }
     }
 
-    fn addr(self) -> IpAddr {
+    pub(crate) fn halves(self) -> [u64; 2] {
+        self.halves
+    }
+
+    pub(crate) fn from_halves(halves: [u64; 2]) -> Host {
+        Host { halves }
+    }
+
+    pub(crate) fn addr(self) -> IpAddr {
         let [high, low] = self.halves;
         if high == MAPPED_PREFIX && low >> 32 == MAPPED_MARK >> 32 {
             return IpAddr::V4(Ipv4Addr::from(low as u32));

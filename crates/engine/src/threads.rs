@@ -3,6 +3,7 @@
 //! operator sees which stage bounds the rate (reading, a worker, the
 //! record writer) and whether more workers would help.
 
+use std::sync::Barrier;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -109,6 +110,36 @@ pub(crate) fn thread_cpu_seconds() -> f64 {
     // this builds for; on failure `t` stays zero and the report says 0.
     let _ = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+/// A worker's place at the end-of-input barrier. A worker that panics
+/// still takes it on the way out, so that the others are not left waiting
+/// for it forever and the run can report the panic.
+pub(crate) struct Arrival<'a> {
+    barrier: &'a Barrier,
+    arrived: bool,
+}
+
+impl<'a> Arrival<'a> {
+    pub(crate) fn new(barrier: &'a Barrier) -> Self {
+        Arrival {
+            barrier,
+            arrived: false,
+        }
+    }
+
+    pub(crate) fn wait(&mut self) {
+        if !self.arrived {
+            self.arrived = true;
+            self.barrier.wait();
+        }
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        self.wait();
+    }
 }
 
 #[cfg(test)]

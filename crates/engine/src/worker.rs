@@ -1,9 +1,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
-use sluice_capture::FileBytes;
 use std::collections::VecDeque;
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 use sluice_classify::media::Media;
 use sluice_classify::{
@@ -11,49 +9,15 @@ use sluice_classify::{
     prior,
 };
 use sluice_export::schema::Record;
-use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
-use sluice_wire::{Decoded, l4_name};
+use sluice_wire::l4_name;
 
+use crate::listen::FlowListener;
 use crate::order::InputOrder;
+use crate::source::PacketDesc;
 use crate::summary::Counts;
 use crate::talkers::{Host, Talkers};
 use crate::threads::{ThreadTime, Waits};
-
-/// A decoded packet on its way to a worker: the decoder's summary and where
-/// the frame's bytes are in the mapped file. About 120 bytes, no pointers.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct PacketDesc {
-    pub ts_ns: u64,
-    pub offset: usize,
-    pub captured: u32,
-    pub wire_len: u32,
-    pub hash: u64,
-    pub decoded: Decoded,
-    /// Its position in the input, as the reader dealt it.
-    pub order: u64,
-    /// The input's clock at this packet: the latest packet time dealt so
-    /// far, this one's included. Flows expire by it, so that which flows a
-    /// packet finds over does not depend on which worker had news of the
-    /// clock when (it is the packet's own time unless timestamps went back).
-    pub clock_ns: u64,
-}
-
-/// Packets of one file for one worker. Batches travel back to the reader
-/// empty, so their buffers are allocated once per run, not per batch.
-pub(crate) struct Batch {
-    pub bytes: Option<FileBytes>,
-    pub packets: Vec<PacketDesc>,
-    /// The worker it was dealt to.
-    pub worker: usize,
-    /// Every packet before this position that goes to this worker is in
-    /// this batch or an earlier one.
-    pub upto: u64,
-    /// The latest packet time the reader had dealt when it sent the batch:
-    /// flows expire by the whole input's clock, not by whichever of its
-    /// packets happened to reach this worker.
-    pub clock_ns: u64,
-}
 
 const PREFETCH_BUCKET_AHEAD: usize = 16;
 const PREFETCH_FLOW_AHEAD: usize = 8;
@@ -65,8 +29,6 @@ const PREFETCH_FLOW_AHEAD: usize = 8;
 /// hosts in 32,768 slots of 32 bytes spent twice the time in the talkers
 /// (about 5 % of the workers' time), in cache misses.
 pub(crate) const TALKERS_TRACKED: usize = 16_384 * 7 / 8 - 1;
-/// Encoded records are handed to the writer in chunks of about this size.
-const RECORD_CHUNK: usize = 1 << 20;
 
 /// What one worker saw, merged into the run summary at the end.
 pub(crate) struct WorkerOutput {
@@ -90,9 +52,10 @@ pub(crate) struct WorkerOutput {
 }
 
 struct Sink {
-    encoder: Option<Encoder>,
-    chunk: Vec<u8>,
-    records: Option<RecordQueue>,
+    /// The flow listeners of this worker: records, statistics.
+    listeners: Vec<Box<dyn FlowListener>>,
+    /// Whether some listener is shown every packet.
+    packets_seen: bool,
     expectations: Arc<Expectations>,
     names: Arc<AddressNames>,
     stats: Option<Arc<StatsClassifier>>,
@@ -141,16 +104,11 @@ pub(crate) struct InOrder {
     asked_before: u64,
 }
 
-/// Where a worker sends full chunks of encoded records, and where the
-/// writer returns them emptied: a chunk is a fresh mapping of 1 MiB, and
-/// allocating one per flush cost more system time than writing the file.
-pub(crate) struct RecordQueue {
-    pub full: Sender<Vec<u8>>,
-    pub empty: Receiver<Vec<u8>>,
-}
-
 impl Sink {
     fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason, chain: &mut Chain) {
+        for listener in &mut self.listeners {
+            listener.ended(flow, end);
+        }
         let prior = match &mut self.asking {
             Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names),
             Asking::InOrder(o) if flow.order >= o.asked_before => {
@@ -200,61 +158,16 @@ impl Sink {
         self.out.records += 1;
         self.out.first_ts_ns = self.out.first_ts_ns.min(flow.first_ns);
         self.out.last_ts_ns = self.out.last_ts_ns.max(flow.last_ns);
-        if let Some(encoder) = &mut self.encoder {
-            encoder.encode(
-                &Record {
-                    flow,
-                    end,
-                    stats,
-                    media: flow.ext.media.map(Media::name),
-                },
-                &mut self.chunk,
-            );
-            if self.chunk.len() >= RECORD_CHUNK {
-                self.flush();
-            }
+        let record = Record {
+            flow,
+            end,
+            stats,
+            media: flow.ext.media.map(Media::name),
+        };
+        for listener in &mut self.listeners {
+            listener.record(&record, &mut self.waits);
         }
         chain.release(&mut flow.ext);
-    }
-
-    fn flush(&mut self) {
-        if let Some(queue) = &self.records
-            && !self.chunk.is_empty()
-        {
-            let fresh = queue
-                .empty
-                .try_recv()
-                .unwrap_or_else(|_| Vec::with_capacity(RECORD_CHUNK + 4096));
-            let chunk = std::mem::replace(&mut self.chunk, fresh);
-            // The writer only goes away after a failed write, which the run
-            // reports as an error of its own.
-            if let Err(TrySendError::Full(chunk)) = queue.full.try_send(chunk) {
-                let _ = self.waits.time(|| queue.full.send(chunk));
-            }
-        }
-    }
-}
-
-/// A worker's place at the end-of-input barrier. A worker that panics
-/// still takes it on the way out, so that the others are not left waiting
-/// for it forever and the run can report the panic.
-struct Arrival<'a> {
-    barrier: &'a Barrier,
-    arrived: bool,
-}
-
-impl Arrival<'_> {
-    fn wait(&mut self) {
-        if !self.arrived {
-            self.arrived = true;
-            self.barrier.wait();
-        }
-    }
-}
-
-impl Drop for Arrival<'_> {
-    fn drop(&mut self) {
-        self.wait();
     }
 }
 
@@ -268,11 +181,10 @@ pub(crate) struct Worker {
 
 impl Worker {
     pub(crate) fn new(
-        records: Option<RecordQueue>,
-        format: Format,
         flow_config: FlowConfig,
         classify: ChainConfig,
         asking: Asking,
+        listeners: Vec<Box<dyn FlowListener>>,
     ) -> Worker {
         let expectations = classify.expectations.clone();
         let names = classify.names.clone();
@@ -281,9 +193,8 @@ impl Worker {
             table: FlowTable::new(flow_config),
             chain: Chain::new(classify),
             sink: Sink {
-                encoder: Encoder::new(format),
-                chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
-                records,
+                packets_seen: listeners.iter().any(|l| l.sees_packets()),
+                listeners,
                 expectations,
                 names,
                 stats,
@@ -341,6 +252,26 @@ impl Worker {
             let start = (d.payload_offset as usize).min(frame.len());
             let end = (start + d.payload_captured as usize).min(frame.len());
             chain.on_packet(flow, dir, d, &frame[start..end], p.order);
+            if sink.packets_seen {
+                for listener in &mut sink.listeners {
+                    listener.packet(slot, flow, p);
+                }
+            }
+        }
+    }
+
+    /// Packets from now on count in the statistics interval that began at
+    /// `start_ns`.
+    pub(crate) fn interval(&mut self, start_ns: u64) {
+        for listener in &mut self.sink.listeners {
+            listener.interval(start_ns);
+        }
+    }
+
+    /// The statistics interval that began at `start_ns` is over.
+    pub(crate) fn interval_over(&mut self, start_ns: u64) {
+        for listener in &mut self.sink.listeners {
+            listener.interval_over(start_ns, &mut self.table);
         }
     }
 
@@ -400,6 +331,20 @@ impl Worker {
         });
     }
 
+    /// Live, once a second: the listeners hand over what they hold, so
+    /// that records are readable soon after their flows end.
+    pub(crate) fn idle(&mut self) {
+        let Worker { sink, .. } = self;
+        for listener in &mut sink.listeners {
+            listener.idle(&mut sink.waits);
+        }
+    }
+
+    /// The worker's count of its waits for other threads.
+    pub(crate) fn waits(&mut self) -> &mut Waits {
+        &mut self.sink.waits
+    }
+
     /// Records written so far.
     pub(crate) fn records(&self) -> u64 {
         self.sink.out.records
@@ -411,7 +356,9 @@ impl Worker {
         self.ask_before(u64::MAX);
         let Worker { table, chain, sink } = &mut self;
         table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end, chain));
-        sink.flush();
+        for listener in &mut sink.listeners {
+            listener.finish(table, &mut sink.waits);
+        }
         if let Asking::InOrder(o) = &self.sink.asking {
             debug_assert!(o.held.is_empty() && o.waiting.is_empty());
         }
@@ -419,77 +366,6 @@ impl Worker {
         self.sink.out.time = self.sink.waits.report(0.0);
         self.sink.out
     }
-}
-
-/// How a worker's turn at the reader went.
-pub(crate) enum Turn {
-    /// It read and dealt packets, or waited for room to deal them.
-    Taken,
-    /// A worker panicked while reading: stop, so that the run can report it.
-    Abandoned,
-}
-
-enum Next {
-    Batch(Batch),
-    Turn,
-    /// Every packet is dealt and processed.
-    Done,
-}
-
-/// Processes the batches dealt to this worker; whenever none is waiting,
-/// it takes the reader's turn (`turns` holds the one token while nobody
-/// reads) and `take_turn` reads for everybody. With a worker per core no
-/// thread does nothing but read: with a reader of its own besides them, a
-/// third of the threads waited at any moment for a core or for a batch,
-/// and a fifth of two cores went unused.
-pub(crate) fn run(
-    batches: Receiver<Batch>,
-    recycle: Sender<Batch>,
-    mut worker: Worker,
-    input_done: &Barrier,
-    turns: &Receiver<()>,
-    mut take_turn: impl FnMut(&mut Waits) -> Turn,
-) -> WorkerOutput {
-    let mut arrival = Arrival {
-        barrier: input_done,
-        arrived: false,
-    };
-    loop {
-        let next = match batches.try_recv() {
-            Ok(batch) => Next::Batch(batch),
-            Err(TryRecvError::Disconnected) => Next::Done,
-            Err(TryRecvError::Empty) => match turns.try_recv() {
-                Ok(()) => Next::Turn,
-                // Packets or the reader, whichever comes first: a worker
-                // that only waited for packets slept on while the reader
-                // lay free.
-                Err(_) => worker.sink.waits.time(|| {
-                    crossbeam_channel::select! {
-                        recv(batches) -> batch => batch.map_or(Next::Done, Next::Batch),
-                        recv(turns) -> token => token.map_or(Next::Done, |()| Next::Turn),
-                    }
-                }),
-            },
-        };
-        let mut batch = match next {
-            Next::Batch(batch) => batch,
-            Next::Turn => match take_turn(&mut worker.sink.waits) {
-                Turn::Taken => continue,
-                Turn::Abandoned => break,
-            },
-            Next::Done => break,
-        };
-        if let Some(bytes) = batch.bytes.take() {
-            worker.process(&batch.packets, |_, p| &bytes[p.offset..p.offset + p.captured as usize]);
-        }
-        worker.reached(batch.upto, batch.clock_ns);
-        batch.packets.clear();
-        let _ = recycle.send(batch);
-    }
-    // Every worker has read everything once all have arrived: the flows
-    // still waiting to ask can, and the rest of the records follow.
-    worker.sink.waits.time(|| arrival.wait());
-    worker.finish()
 }
 
 /// The name a summary uses for an IP protocol number.

@@ -218,6 +218,10 @@ pub struct Flow<X> {
     pub tcp: TcpState,
     pub directions: [DirectionStats; 2],
     pub ext: X,
+    /// Free for whoever owns the table, 0 in a new flow: a listener's mark
+    /// of the flows it has seen lately (the statistics' interval list).
+    /// It lives in the bytes that round the flow up to whole cache lines.
+    pub mark: u32,
 }
 
 impl<X> Flow<X> {
@@ -247,6 +251,7 @@ impl<X> Flow<X> {
             first_inter_arrivals: [0; FIRST_PACKETS],
             closing: None,
             ext,
+            mark: 0,
         }
     }
 
@@ -271,6 +276,7 @@ impl<X> Flow<X> {
             tcp,
             directions,
             ext: own_ext,
+            mark,
         } = self;
         *live = true;
         *closing = None;
@@ -288,6 +294,7 @@ impl<X> Flow<X> {
         *tcp = TcpState::default();
         *directions = [DirectionStats::default(); 2];
         *own_ext = ext;
+        *mark = 0;
     }
 
     pub fn packets(&self) -> u64 {

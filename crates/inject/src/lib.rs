@@ -8,13 +8,12 @@
 //! at the [`Limits`] given. The [`Report`] tells what was sent.
 
 mod pacer;
-mod rate;
 mod socket;
 
 use std::io;
 
 pub use pacer::{Clock, Limits, PacedSender, Pacer, Report, SystemClock, Transmit};
-pub use rate::{ParseError, Rate, parse_duration};
+pub use sluice_units::{ParseError, Rate, parse_duration};
 pub use socket::Injector;
 
 /// Why frames could not be sent. Each names the interface and says what

@@ -1,8 +1,8 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::rate::{self, Rate};
 use crate::{InjectError, SendStats};
+use sluice_units::{self as rate, Rate};
 
 /// When each frame is due, counted from the first frame.
 ///

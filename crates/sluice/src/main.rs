@@ -16,7 +16,11 @@ Exit status:
 
 mod abstractor;
 mod extract;
+mod options;
+mod probe;
+mod protocols;
 mod record;
+mod run;
 mod training;
 
 use std::path::{Path, PathBuf};
@@ -24,20 +28,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::sync::Arc;
 
-use sluice_capture::live::LiveConfig as RingConfig;
-use sluice_classify::media::MediaConfig;
-use sluice_classify::rules::{DEFAULT_RULES, parse_rules, read_rules};
-use sluice_classify::{BUILTIN_MODEL, ChainConfig, Mode, RuleSet, StatsClassifier, StatsScope};
-use sluice_engine::{AnalyzeConfig, AnalyzeError, LiveOptions, Sampling, analyze, live};
-use sluice_export::Format;
-use sluice_flow::FlowConfig;
+use sluice_engine::config::ProbeConfig;
 use sluice_gen::{FrameSink, Media as TruthMedia, Profile, TruthRow, generate};
-use sluice_inject::parse_duration;
-use sluice_learn::Model;
 use sluice_store::PcapWriter;
-use std::sync::atomic::AtomicBool;
+use sluice_units::parse_duration;
+
+use options::{CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, first, snaplen_parser};
+use run::Printing;
 
 /// Every flow a dissector names gets a metadata box and a few strings,
 /// freed when its record is written: with glibc's allocator that churn was
@@ -60,6 +58,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// One capture feeding many listeners: flow records, statistics,
+    /// recording, stream sockets, metrics.
+    ///
+    /// Reads network interfaces (-i, until SIGINT or SIGTERM) or capture
+    /// files (-r), decodes each packet once, and feeds the listeners that
+    /// probe.yaml (--config) or the options name: `flows` (records and the
+    /// summary, as `analyze`), `stats` (per-interval counters and top-N in
+    /// OUTDIR/stats.jsonl and OUTDIR/mrtg/), `record` (indexed pcap files,
+    /// as `record`) and `abstract` (SF-TAP stream sockets, as `abstract`).
+    /// With neither --config nor listener options it runs flows and stats.
+    /// Writes the effective configuration to OUTDIR/probe.yaml and every
+    /// counter to OUTDIR/summary.json. SIGHUP reopens the output files (for
+    /// log rotation). See docs/probe.md.
+    #[command(after_help = EXIT_CODES)]
+    Probe(Box<probe::ProbeArgs>),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -98,9 +111,11 @@ enum Command {
     /// DIR/record-summary.json. Kernel drops and waits for the disk are
     /// counted. -i needs root or CAP_NET_RAW. See docs/recording.md.
     Record(record::RecordArgs),
-    /// Make recordings left by a killed `sluice record` (or `live --record`)
-    /// readable: cut each file (pcap or pcapng) after its last complete
-    /// record and rebuild its index.
+    /// Make recordings left by a killed `sluice record` (or `live --record`),
+    /// or damaged, readable: cut what a crash left at the end of each file
+    /// (pcap or pcapng), move bytes that are not records to a side file,
+    /// keep every record that can be read, and rebuild the index of a file
+    /// that changed.
     Repair(record::RepairArgs),
     /// Copy the packets of a time range, a capture filter or a flow out of
     /// a directory of recordings (pcap or pcapng) into one pcap file.
@@ -139,6 +154,10 @@ enum Command {
     /// of every drop and interface at the end. See docs/abstractor.md.
     #[command(after_help = EXIT_CODES)]
     Abstract(abstractor::AbstractArgs),
+    /// List every protocol and application Sluice can name: how each is
+    /// detected (a dissector, a payload rule, a host name, an address range,
+    /// the port, the IP protocol) and what metadata its flows may carry.
+    Protocols(protocols::ProtocolsArgs),
     /// Generate a realistic traffic mix and analyse it: a first look at
     /// Sluice with no input of your own.
     Demo {
@@ -168,8 +187,8 @@ struct AnalyzeArgs {
     /// first of every N), `stratified:N` (one at random in every N) or
     /// `random:N` (each with probability 1/N). Inter-arrival times are
     /// rescaled by 1/N for the media detector unless --no-rescale.
-    #[arg(long, value_name = "POLICY:N")]
-    sample: Option<Sampling>,
+    #[arg(long, value_name = "POLICY:N", value_parser = options::sampling)]
+    sample: Option<String>,
     /// With --sample: leave inter-arrival times as observed.
     #[arg(long, requires = "sample")]
     no_rescale: bool,
@@ -183,28 +202,19 @@ struct LiveArgs {
     /// Output directory.
     #[arg(short, long, default_value = "live.sluice")]
     out: PathBuf,
-    /// Stop after this long (10s, 5m, 1h) instead of at SIGINT/SIGTERM.
-    #[arg(long, value_parser = parse_duration)]
-    duration: Option<std::time::Duration>,
-    /// Size of each worker's ring in MiB: the kernel memory that absorbs a
-    /// moment in which the worker falls behind (bytes per second of your
-    /// link, times the longest stall to ride out, divided by the workers).
-    #[arg(long, default_value_t = (RingConfig::DEFAULT_RING_BYTES >> 20) as u32, value_parser = clap::value_parser!(u32).range(2..=4095))]
-    ring_mib: u32,
     /// Bytes kept of each frame (the wire length is always counted).
-    #[arg(long, default_value_t = RingConfig::DEFAULT_SNAPLEN, value_parser = clap::value_parser!(u32).range(64..=262_144))]
+    #[arg(long, default_value_t = options::DEFAULT_SNAPLEN, value_parser = snaplen_parser())]
     snaplen: u32,
-    /// Do not put the interface in promiscuous mode.
-    #[arg(long)]
-    no_promiscuous: bool,
     /// Capture only the frames this tcpdump expression matches (see
     /// pcap-filter(7)), e.g. 'tcp port 443' or 'not port 22'; the kernel
     /// drops the others before they reach the ring.
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
+    #[command(flatten)]
+    ring: RingArgs,
     /// Also record every packet captured to pcap files with block indexes,
-    /// as `sluice record` does: each worker writes its own time-ordered
-    /// files to DIR/w0/, DIR/w1/, ... from the same capture (see
+    /// as `sluice record` does: with one worker into DIR, with several each
+    /// worker into its own DIR/w0/, DIR/w1/, ... from the same capture (see
     /// docs/live.md). The options below apply to them.
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
@@ -212,93 +222,11 @@ struct LiveArgs {
     /// (one interface with nanosecond timestamps, one Enhanced Packet Block
     /// a packet) [default: pcap]. (`--format` is the flow records'.)
     #[arg(long, value_enum, value_name = "FORMAT", help_heading = "Recording (with --record)")]
-    record_format: Option<record::FormatArg>,
-    #[command(flatten)]
-    timestamps: record::BatchTimestampsArg,
+    record_format: Option<CaptureFormatArg>,
     #[command(flatten)]
     run: RunArgs,
     #[command(flatten, next_help_heading = "Recording (with --record)")]
-    recording: record::RecordingArgs,
-}
-
-/// What `analyze` and `live` share: the output, the flow table and the
-/// classification.
-#[derive(clap::Args)]
-struct RunArgs {
-    /// Flow record format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
-    format: FormatArg,
-    /// Worker threads, each with its own flow table [default: all cores].
-    #[arg(short, long, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    workers: Option<u32>,
-    /// Most flows held at once, per worker; when full, the least recently
-    /// active of a few candidates is ended early and counted as evicted.
-    #[arg(long, default_value_t = FlowConfig::default().capacity as u32, value_parser = clap::value_parser!(u32).range(1..))]
-    max_flows: u32,
-    /// Seconds without packets after which a TCP flow ends.
-    #[arg(long, default_value_t = 300)]
-    tcp_idle_timeout: u64,
-    /// Seconds without packets after which a UDP or other flow ends.
-    #[arg(long, default_value_t = 120)]
-    idle_timeout: u64,
-    /// Seconds after which a long flow is cut and continues as a new record.
-    #[arg(long, default_value_t = 1800)]
-    active_timeout: u64,
-    /// Do not print the summary (summary.json is still written).
-    #[arg(short, long)]
-    quiet: bool,
-    /// How flows are labelled: every stage (payload rules, protocol
-    /// dissectors, announced ports, port table), the port table only, or not
-    /// at all.
-    #[arg(long, value_enum, default_value_t = ClassifyArg::Full)]
-    classify: ClassifyArg,
-    /// More payload rules (SF-TAP's YAML format, see docs/classification.md),
-    /// added to the built-in ones. May be given several times.
-    #[arg(long, value_name = "FILE")]
-    rules: Vec<PathBuf>,
-    /// A statistical model from `sluice train` (or `builtin`, the one
-    /// shipped with Sluice) that labels the flows the other stages left
-    /// unknown from the sizes and timing of their first packets; the
-    /// record says `classifier: stats`.
-    #[arg(long, value_name = "FILE|builtin")]
-    model: Option<PathBuf>,
-    /// Which flows the model is asked about: those left unknown, or all
-    /// (its verdict goes to `stats_app` in every record, for comparison;
-    /// labels still change only for unknown flows).
-    #[arg(long, value_enum, default_value_t = ModelScopeArg::Unknown, requires = "model")]
-    model_scope: ModelScopeArg,
-    /// Intervals and thresholds of the real-time media detector (YAML, see
-    /// crates/classify/media/default.yaml for the built-in ones).
-    #[arg(long, value_name = "FILE", conflicts_with = "no_media")]
-    media_config: Option<PathBuf>,
-    /// Turn the real-time media detector off.
-    #[arg(long)]
-    no_media: bool,
-    /// Payload-carrying packets inspected per direction before a flow's
-    /// label is settled.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    depth: u32,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum ClassifyArg {
-    Full,
-    Ports,
-    Off,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum ModelScopeArg {
-    Unknown,
-    All,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum FormatArg {
-    Jsonl,
-    Csv,
-    /// No flow records; summary only.
-    None,
+    recording: RecordingArgs,
 }
 
 #[derive(clap::Args)]
@@ -348,7 +276,7 @@ struct GenArgs {
     #[arg(long, conflicts_with = "write")]
     rate: Option<sluice_inject::Rate>,
     /// With -i: stop sending after this long (10s, 500ms, 2m).
-    #[arg(long, conflicts_with = "write", value_parser = sluice_inject::parse_duration)]
+    #[arg(long, conflicts_with = "write", value_parser = parse_duration)]
     duration: Option<std::time::Duration>,
     /// With -i: write what each flow sent is (as NAME.truth.csv beside a -w
     /// file) to FILE.
@@ -379,15 +307,17 @@ enum ProfileArg {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Probe(args) => probe::run_probe(*args),
         Command::Analyze(args) => run_analyze(args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),
         Command::Repair(args) => record::run_repair(&args),
-        Command::Extract(args) => extract::run_extract(&args).map(|_| ExitCode::SUCCESS),
+        Command::Extract(args) => extract::run_extract(&args),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Abstract(args) => abstractor::run_abstract(args),
+        Command::Protocols(args) => protocols::run_protocols(&args).map(|()| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
     };
     match result {
@@ -425,167 +355,55 @@ fn command_line() -> String {
 }
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let out = match args.out {
-        Some(out) => out,
-        None => default_out_dir(&args.inputs[0]),
-    };
-    let iat_scale = match args.sample {
-        Some(policy) if !args.no_rescale => 1.0 / policy.one_in() as f64,
-        _ => 1.0,
-    };
-    let mut config = run_config(&args.run, args.inputs, out, iat_scale)?;
-    config.sampling = args.sample;
-    run_and_report(&config, args.run.quiet)
+    let quiet = args.run.quiet;
+    run::execute(&analyze_config(args), Printing { quiet })
 }
 
-/// An analysis's settings from the options `analyze` and `live` share.
-fn run_config(args: &RunArgs, inputs: Vec<PathBuf>, out: PathBuf, iat_scale: f64) -> anyhow::Result<AnalyzeConfig> {
-    const S: u64 = 1_000_000_000;
-    let mut config = AnalyzeConfig::new(inputs, out);
-    config.format = match args.format {
-        FormatArg::Jsonl => Format::Jsonl,
-        FormatArg::Csv => Format::Csv,
-        FormatArg::None => Format::None,
+/// `analyze`'s preset: files, the `flows` listener, nothing else.
+fn analyze_config(args: AnalyzeArgs) -> ProbeConfig {
+    let mut config = ProbeConfig {
+        out: Some(args.out.unwrap_or_else(|| default_out_dir(&args.inputs[0]))),
+        ..ProbeConfig::default()
     };
-    if let Some(workers) = args.workers {
-        config.workers = workers as usize;
-    }
-    config.flow = FlowConfig {
-        capacity: args.max_flows as usize,
-        tcp_idle_timeout_ns: args.tcp_idle_timeout.saturating_mul(S),
-        idle_timeout_ns: args.idle_timeout.saturating_mul(S),
-        active_timeout_ns: args.active_timeout.saturating_mul(S),
-        ..FlowConfig::default()
-    };
-    config.progress = !args.quiet;
-    let rules = if args.rules.is_empty() {
-        RuleSet::default_rules()
-    } else {
-        let mut rules = parse_rules(DEFAULT_RULES, "built-in rules").expect("built-in rules parse");
-        for path in &args.rules {
-            rules.extend(read_rules(path)?);
-        }
-        Arc::new(RuleSet::compile(rules)?)
-    };
-    config.classify = ChainConfig {
-        mode: match args.classify {
-            ClassifyArg::Full => Mode::Full,
-            ClassifyArg::Ports => Mode::Ports,
-            ClassifyArg::Off => Mode::Off,
-        },
-        depth_packets: args.depth,
-        rules,
-        stats: match &args.model {
-            Some(path) => Some(Arc::new(StatsClassifier::new(
-                load_model(path)?,
-                match args.model_scope {
-                    ModelScopeArg::Unknown => StatsScope::Unknown,
-                    ModelScopeArg::All => StatsScope::All,
-                },
-            ))),
-            None => None,
-        },
-        media: if args.no_media {
-            None
-        } else {
-            Some(Arc::new(match &args.media_config {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-                    MediaConfig::from_yaml(&text, &path.display().to_string())?
-                }
-                None => MediaConfig::default(),
-            }))
-        },
-        iat_scale,
-        ..ChainConfig::default()
-    };
-    Ok(config)
+    config.capture.files = args.inputs;
+    config.capture.progress = !args.run.quiet;
+    config.capture.sample = args.sample;
+    config.capture.no_rescale = args.no_rescale;
+    first(&mut config.flows);
+    args.run.apply(&mut config);
+    config
 }
 
+/// `live`'s preset: an interface, the `flows` listener, and with
+/// `--record` the `record` listener.
 fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
-    let config = run_config(&args.run, Vec::new(), args.out, 1.0)?;
-    let mut ring = RingConfig::new(args.interface);
-    ring.ring_bytes = (args.ring_mib as usize) << 20;
-    // A frame never spans blocks: a block holds the largest one.
-    ring.block_bytes = ring
-        .block_bytes
-        .max((args.snaplen as usize + RingConfig::FRAME_OVERHEAD).next_multiple_of(1 << 20));
-    ring.ring_bytes = ring.ring_bytes.max(2 * ring.block_bytes);
-    ring.snaplen = args.snaplen;
-    ring.promiscuous = !args.no_promiscuous;
-    ring.filter = args.filter;
-    ring.batch_timestamps = args.timestamps.mode;
-    let record = match &args.record {
+    let mut config = ProbeConfig {
+        out: Some(args.out),
+        ..ProbeConfig::default()
+    };
+    config.capture.interfaces = vec![args.interface];
+    config.capture.command = "live".into();
+    config.capture.snaplen = args.snaplen;
+    config.capture.filter = args.filter;
+    config.capture.progress = !args.run.quiet;
+    args.ring.apply(&mut config);
+    first(&mut config.flows);
+    args.run.apply(&mut config);
+    match &args.record {
         Some(dir) => {
-            let mut recording = LiveOptions::recording(dir, args.snaplen);
-            recording.format = args.record_format.unwrap_or(record::FormatArg::Pcap).into();
-            args.recording.apply(&mut recording, config.workers.max(1))?;
-            Some(recording)
+            let record = first(&mut config.record);
+            record.dir = dir.clone();
+            record.format = args.record_format.unwrap_or(CaptureFormatArg::Pcap).name().into();
+            args.recording.apply(record);
         }
         None if args.recording.given() || args.record_format.is_some() => {
             anyhow::bail!(
-                "--record-format, --rotate, --keep, --block-mib, --queue-blocks and --buffered need --record DIR"
+                "--record-format, --rotate, --keep, --block-mib, --queue-blocks, --buffered and --record-policy need --record DIR"
             )
         }
-        None => None,
-    };
-    let options = LiveOptions {
-        ring,
-        duration: args.duration,
-        status: !args.run.quiet,
-        record,
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the signal handlers")?;
+        None => {}
     }
-    let report = live(&config, &options, &stop)?;
-    if args.run.quiet {
-        eprint!("{}", report.summary.render_problems());
-    } else {
-        print!("{}", report.summary.render());
-    }
-    if let Some(recording) = &report.recording {
-        if !args.run.quiet {
-            print!("{}", recording.render());
-        }
-        if let Some(e) = recording.workers.iter().find_map(|w| w.error.as_ref()) {
-            anyhow::bail!(
-                "recording stopped early, and the capture with it; the files written so far are complete: {e}"
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn load_model(path: &Path) -> anyhow::Result<Model> {
-    if path == Path::new("builtin") {
-        return Ok(Model::from_json(BUILTIN_MODEL, "the built-in model")?);
-    }
-    Ok(Model::load(path)?)
-}
-
-fn run_and_report(config: &AnalyzeConfig, quiet: bool) -> anyhow::Result<ExitCode> {
-    match analyze(config) {
-        Ok(summary) => {
-            if quiet {
-                // Quiet drops the report, never the news that input was lost.
-                eprint!("{}", summary.render_problems());
-            } else {
-                print!("{}", summary.render());
-            }
-            Ok(if summary.is_partial() {
-                ExitCode::from(3)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
-        Err(AnalyzeError::NothingRead(summary)) => {
-            eprint!("{}", summary.render());
-            Err(anyhow::anyhow!("none of the inputs could be read"))
-        }
-        Err(e) => Err(e.into()),
-    }
+    run::execute(&config, Printing { quiet: args.run.quiet })
 }
 
 /// `trace.pcap` -> `trace.sluice` beside it, or in the current directory
@@ -780,7 +598,12 @@ fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
         duration: None,
         truth: None,
     })?;
-    let mut config = AnalyzeConfig::new(vec![trace], dir.join("out"));
-    config.progress = true;
-    run_and_report(&config, false)
+    let mut config = ProbeConfig {
+        out: Some(dir.join("out")),
+        ..ProbeConfig::default()
+    };
+    config.capture.files = vec![trace];
+    config.capture.progress = true;
+    first(&mut config.flows);
+    run::execute(&config, Printing::default())
 }

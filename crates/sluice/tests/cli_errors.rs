@@ -65,7 +65,7 @@ fn record_offsets(bytes: &[u8]) -> Vec<usize> {
 fn analyze(inputs: &[&Path], out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["analyze"];
     args.extend(inputs.iter().map(|p| s(p)));
-    args.extend(["-o", s(out), "-w", "2"]);
+    args.extend(["-o", s(out), "--workers", "2"]);
     args.extend(extra);
     sluice(&args)
 }
@@ -289,7 +289,7 @@ fn zero_workers_or_zero_flows_are_refused() {
     let out_dir = dir.path().join("out");
     for (args, flag) in [
         (["--workers", "0"], "--workers"),
-        (["-w", "0"], "--workers"),
+        (["--workers", "0"], "--workers"),
         (["--max-flows", "0"], "--max-flows"),
     ] {
         let mut all = vec!["analyze", s(&good), "-o", s(&out_dir)];

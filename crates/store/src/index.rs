@@ -30,7 +30,7 @@ pub const INDEX_MAGIC: &[u8; 8] = b"SLUICEIX";
 pub const INDEX_VERSION: u32 = 1;
 pub const BLOOM_BITS: usize = 1024;
 const BLOOM_HASHES: u32 = 3;
-const HEADER_BYTES: usize = 16;
+pub(crate) const HEADER_BYTES: usize = 16;
 pub const ENTRY_BYTES: usize = 48 + BLOOM_BITS / 8;
 
 /// Set in [`BlockEntry::flags`] when a block holds packets that are not IP
@@ -90,13 +90,24 @@ impl BlockEntry {
 
     /// Puts the frame's flow in the Bloom filter, or flags it as not IP.
     pub(crate) fn add_flow(&mut self, link: LinkType, frame: &[u8]) {
-        match sluice_wire::decode(link, frame) {
-            Ok(decoded) => {
-                for bit in bloom_bits(decoded.key.symmetric_hash()) {
+        self.add_hash(sluice_wire::decode(link, frame).ok().map(|d| d.key.symmetric_hash()));
+    }
+
+    /// The record's place and time, and its flow's hash as the caller's
+    /// decoder found it (`None`: not IP).
+    pub(crate) fn add_hashed(&mut self, ts_ns: u64, record_len: u64, flow_hash: Option<u64>) {
+        self.add_record(ts_ns, record_len);
+        self.add_hash(flow_hash);
+    }
+
+    fn add_hash(&mut self, flow_hash: Option<u64>) {
+        match flow_hash {
+            Some(hash) => {
+                for bit in bloom_bits(hash) {
                     self.bloom[bit / 64] |= 1 << (bit % 64);
                 }
             }
-            Err(_) => self.flags |= FLAG_NON_IP,
+            None => self.flags |= FLAG_NON_IP,
         }
     }
 

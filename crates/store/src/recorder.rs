@@ -69,6 +69,12 @@ pub struct RecorderConfig {
     /// each block again), and the capture side decodes for the index
     /// itself.
     pub index_thread: bool,
+    /// When every block waits for the disk: true (the default) makes the
+    /// capture side wait for the writer, so nothing is lost and the
+    /// slowest consumer sets the pace; false drops the packet and counts it
+    /// ([`RecorderStats::dropped`]), so that a slow disk never holds up the
+    /// capture's other consumers.
+    pub lossless: bool,
 }
 
 impl RecorderConfig {
@@ -85,6 +91,7 @@ impl RecorderConfig {
             keep_bytes: None,
             direct: true,
             index_thread: true,
+            lossless: true,
         }
     }
 }
@@ -127,6 +134,9 @@ pub struct RecorderStats {
     /// writer, and how long in total.
     pub writer_waits: u64,
     pub writer_wait_ns: u64,
+    /// Packets not recorded because every block was waiting for the disk
+    /// ([`RecorderConfig::lossless`] off).
+    pub dropped: u64,
     pub files_written: u64,
     pub files_deleted: u64,
     pub bytes_deleted: u64,
@@ -199,6 +209,8 @@ pub struct Recorder {
     writer: Option<JoinHandle<io::Result<Vec<PathBuf>>>>,
     shared: Arc<Shared>,
     current: Option<AlignedBuf>,
+    /// A free block taken ahead, by a lossy push that made sure of room.
+    spare: Option<AlignedBuf>,
     filled: usize,
     /// The records that started in `current` (without their flows).
     entry: BlockEntry,
@@ -302,6 +314,7 @@ impl Recorder {
             writer: Some(writer),
             shared,
             current: None,
+            spare: None,
             filled: 0,
             entry: BlockEntry::empty(0),
             file_bytes: None,
@@ -313,9 +326,29 @@ impl Recorder {
     }
 
     /// Records one packet, cut to the snap length. Blocks only when every
-    /// buffer is waiting for the disk (counted as a writer wait).
+    /// buffer is waiting for the disk (counted as a writer wait), unless
+    /// the recorder is lossy: then the packet is dropped and counted.
     pub fn push(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8]) -> io::Result<()> {
+        let flow = match self.config.index_thread {
+            true => Flow::Later,
+            false => Flow::Decode,
+        };
+        self.push_with(ts_ns, wire_len, frame, flow)
+    }
+
+    /// [`Recorder::push`] for a packet whose frame was decoded already:
+    /// `flow_hash` is its symmetric flow hash, `None` for a frame that
+    /// carries no IP. The index takes it as it is, decoding nothing.
+    pub fn push_decoded(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8], flow_hash: Option<u64>) -> io::Result<()> {
+        self.push_with(ts_ns, wire_len, frame, Flow::Hash(flow_hash))
+    }
+
+    fn push_with(&mut self, ts_ns: u64, wire_len: u32, frame: &[u8], flow: Flow) -> io::Result<()> {
         let captured = &frame[..frame.len().min(self.config.snaplen as usize)];
+        if !self.config.lossless && !self.room_for(captured.len())? {
+            self.stats.dropped += 1;
+            return Ok(());
+        }
         let format = self.config.format;
         let record_len = format.record_len(captured.len()) as u64;
         if let Some(file_bytes) = self.file_bytes {
@@ -339,9 +372,10 @@ impl Recorder {
             self.entry.offset = *file_bytes;
         }
         *file_bytes += record_len;
-        match self.config.index_thread {
-            true => self.entry.add_record(ts_ns, record_len),
-            false => self.entry.add(ts_ns, record_len, self.config.link, captured),
+        match flow {
+            Flow::Later => self.entry.add_record(ts_ns, record_len),
+            Flow::Decode => self.entry.add(ts_ns, record_len, self.config.link, captured),
+            Flow::Hash(hash) => self.entry.add_hashed(ts_ns, record_len, hash),
         }
         let mut head = [0u8; 28];
         let head_len = format.record_head(ts_ns, captured.len() as u32, wire_len, &mut head);
@@ -480,7 +514,38 @@ impl Recorder {
         self.send(Job::Data { buf, len, entry })
     }
 
+    /// Whether a record of `captured` bytes can be copied without waiting
+    /// for the writer: it fits in the block being filled, or a free block
+    /// is taken ahead for it. A file's header may need room too, and a
+    /// record is never larger than a block.
+    fn room_for(&mut self, captured: usize) -> io::Result<bool> {
+        let header = if self.file_bytes.is_none() {
+            self.file_header.len()
+        } else {
+            0
+        };
+        let needed = self.config.format.record_len(captured) + header;
+        let left = self
+            .current
+            .as_ref()
+            .map_or(0, |_| self.config.block_bytes - self.filled);
+        if needed <= left || self.spare.is_some() {
+            return Ok(true);
+        }
+        match self.free.try_recv() {
+            Ok(buf) => {
+                self.spare = Some(buf);
+                Ok(true)
+            }
+            Err(TryRecvError::Empty) => Ok(false),
+            Err(TryRecvError::Disconnected) => Err(self.writer_failed()),
+        }
+    }
+
     fn take_buffer(&mut self) -> io::Result<AlignedBuf> {
+        if let Some(buf) = self.spare.take() {
+            return Ok(buf);
+        }
         match self.free.try_recv() {
             Ok(buf) => return Ok(buf),
             Err(TryRecvError::Disconnected) => return Err(self.writer_failed()),
@@ -492,6 +557,17 @@ impl Recorder {
         self.stats.writer_wait_ns += waiting.elapsed().as_nanos() as u64;
         buf.map_err(|_| self.writer_failed())
     }
+}
+
+/// How a record's flow reaches the block's index.
+#[derive(Clone, Copy)]
+enum Flow {
+    /// The indexer thread decodes the block's frames.
+    Later,
+    /// Decoded here, as the packet is pushed.
+    Decode,
+    /// Given by the caller, who decoded the frame already.
+    Hash(Option<u64>),
 }
 
 /// `sluice-YYYYMMDDTHHMMSS.nnnnnnnnnZ-SEQ.pcap` (or `.pcapng`), from the
@@ -841,6 +917,35 @@ mod tests {
         );
         assert!(is_recording("sluice-20000229T000000.000000000Z-000001.pcapng"));
         assert!(!is_recording("sluice-20000229T000000.000000000Z-000001.pcapng.idx"));
+    }
+
+    /// A lossy recorder with no free block (every one is taken, as when
+    /// all wait for a slow disk) drops the packet and counts it rather than
+    /// wait; a lossless one would wait for the writer.
+    #[test]
+    fn a_lossy_recorder_drops_and_counts_what_has_no_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = RecorderConfig::new(dir.path(), LinkType::Ethernet, 2048);
+        config.block_bytes = MIN_BLOCK_BYTES;
+        config.queue_blocks = 1;
+        config.index_thread = false;
+        config.lossless = false;
+        let mut recorder = Recorder::start(config).unwrap();
+        // Every block of the pool, as the disk would hold them.
+        let held: Vec<AlignedBuf> = std::iter::from_fn(|| recorder.free.try_recv().ok()).collect();
+        assert_eq!(held.len(), 3);
+        for i in 0..10 {
+            let f = frame(i, 1000);
+            recorder
+                .push_decoded(1_000 + u64::from(i), 1000, &f, Some(u64::from(i)))
+                .unwrap();
+        }
+        let stats = recorder.stats();
+        assert_eq!((stats.packets, stats.dropped), (0, 10));
+        let summary = recorder.finish().unwrap();
+        assert_eq!(summary.stats.dropped, 10);
+        assert!(summary.files.is_empty(), "no file for what was not recorded");
+        drop(held);
     }
 
     fn frame(i: u32, len: usize) -> Vec<u8> {

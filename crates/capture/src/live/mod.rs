@@ -607,6 +607,16 @@ impl LiveSocket {
         Ok((stats.packets - stats.drops).saturating_sub(self.delivered))
     }
 
+    /// The share of the ring's blocks the kernel has filled and handed
+    /// over that are not yet read: 0 when the reader keeps up, 1 when the
+    /// kernel has no free block left and drops.
+    pub fn fill(&self) -> f64 {
+        let ready = (0..self.blocks)
+            .filter(|&b| self.status(b) & libc::TP_STATUS_USER != 0)
+            .count();
+        ready as f64 / self.blocks.max(1) as f64
+    }
+
     /// Frames in the blocks returned so far.
     pub fn delivered(&self) -> u64 {
         self.delivered
@@ -634,6 +644,23 @@ impl LiveSocket {
         // it concurrently, so it is only ever accessed atomically; Acquire
         // makes the kernel's writes to the block visible before we read it.
         unsafe { AtomicU32::from_ptr(word) }.load(Ordering::Acquire)
+    }
+}
+
+/// Waits up to `timeout` until one of `sockets` has a block ready (or an
+/// error to report): for a thread that reads several rings.
+pub fn wait_for_any<'a>(sockets: impl IntoIterator<Item = &'a LiveSocket>, timeout: Duration) -> Result<(), LiveError> {
+    let sockets: Vec<&LiveSocket> = sockets.into_iter().collect();
+    let fds: Vec<BorrowedFd<'_>> = sockets.iter().map(|s| s.fd.as_fd()).collect();
+    let ms = timeout.as_nanos().div_ceil(1_000_000).min(libc::c_int::MAX as u128) as libc::c_int;
+    match sys::poll_any(&fds, ms) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+        Err(e) => Err(LiveError::system(
+            sockets.first().map_or("", |s| s.interface.as_str()),
+            "waiting for packets",
+            e,
+        )),
     }
 }
 

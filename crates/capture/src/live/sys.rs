@@ -187,6 +187,27 @@ pub(super) fn poll(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<li
     }
 }
 
+/// Waits up to `timeout_ms` for any of the sockets to become readable or
+/// to report an error.
+#[allow(unsafe_code)]
+pub(super) fn poll_any(fds: &[BorrowedFd<'_>], timeout_ms: libc::c_int) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds` holds `len` valid pollfds and lives for the call.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 #[allow(unsafe_code)]
 pub(super) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.

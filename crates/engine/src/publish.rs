@@ -1,0 +1,63 @@
+//! What a running probe publishes for the console and `/metrics`: running
+//! totals that grow by each statistics interval as it is written (so the
+//! final counters equal the sums of `stats.jsonl`), the gauges of the last
+//! interval, and the last intervals themselves.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::summary::Counts;
+
+/// Intervals kept for the console's charts.
+const RECENT_INTERVALS: usize = 900;
+
+/// Shared between the run and whoever serves it.
+#[derive(Clone, Default)]
+pub struct Published(Arc<Mutex<Snapshot>>);
+
+impl Published {
+    pub fn new() -> Published {
+        Published::default()
+    }
+
+    /// The current state; hold it briefly.
+    pub fn lock(&self) -> MutexGuard<'_, Snapshot> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Everything counted so far.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub packets: u64,
+    pub bytes: u64,
+    pub flows_new: u64,
+    pub flows_ended: u64,
+    /// Flows with packets in the last interval.
+    pub flows_active: u64,
+    /// Per interface (live) or `files`.
+    pub interfaces: BTreeMap<String, Counts>,
+    pub l4: BTreeMap<String, Counts>,
+    pub applications: BTreeMap<String, Counts>,
+    /// Every drop counter by its name (`kernel_drops`, `malformed_frames`,
+    /// `record_dropped`, ...), per listener where it is a listener's.
+    pub drops: BTreeMap<(String, String), u64>,
+    /// Per interface, the share of its rings filled at the last interval's
+    /// end (0 to 1), the fullest ring's.
+    pub ring_fill: BTreeMap<String, f64>,
+    pub intervals_written: u64,
+    /// The last intervals, as written to `stats.jsonl`, oldest first.
+    pub recent: VecDeque<serde_json::Value>,
+    /// The run has ended: the totals are final.
+    pub finished: bool,
+}
+
+impl Snapshot {
+    pub(crate) fn remember(&mut self, line: serde_json::Value) {
+        if self.recent.len() == RECENT_INTERVALS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(line);
+        self.intervals_written += 1;
+    }
+}

@@ -1,0 +1,455 @@
+//! The command-line forms of `probe.yaml`'s keys, shared by `probe` and
+//! its presets (`analyze`, `live`, `record`, `abstract`). Each option is
+//! optional: given, it sets its key over the file's value (or the
+//! built-in default); a listener's options on their own add that listener.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::ValueEnum;
+use sluice_capture::live::LiveConfig as RingConfig;
+use sluice_engine::Sampling;
+use sluice_engine::config::{AbstractConfig, ProbeConfig, RecordConfig, StatsConfig};
+use sluice_units::{parse_duration, parse_size};
+
+/// How flows are tracked and labelled, and where their records go.
+#[derive(clap::Args, Clone, Default)]
+pub struct RunArgs {
+    /// Flow record format [default: jsonl].
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Worker threads, each with its own flow table [default: all cores].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub workers: Option<u32>,
+    /// Most flows held at once, per worker; when full, the least recently
+    /// active of a few candidates is ended early and counted as evicted
+    /// [default: 524288].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_flows: Option<u32>,
+    /// Seconds without packets after which a TCP flow ends [default: 300].
+    #[arg(long, value_name = "SECONDS")]
+    pub tcp_idle_timeout: Option<u64>,
+    /// Seconds without packets after which a UDP or other flow ends
+    /// [default: 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<u64>,
+    /// Seconds after which a long flow is cut and continues as a new record
+    /// [default: 1800].
+    #[arg(long, value_name = "SECONDS")]
+    pub active_timeout: Option<u64>,
+    /// Do not print the summary (summary.json is still written).
+    #[arg(short, long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub classify: ClassifyArgs,
+}
+
+#[derive(clap::Args, Clone, Default)]
+pub struct ClassifyArgs {
+    /// How flows are labelled: every stage (payload rules, protocol
+    /// dissectors, announced ports, port table), the port table only, or not
+    /// at all [default: full].
+    #[arg(long, value_enum)]
+    pub classify: Option<ClassifyArg>,
+    /// More payload rules (SF-TAP's YAML format, see docs/classification.md),
+    /// added to the built-in ones. May be given several times.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+    /// More host names and address ranges that name a flow's service
+    /// (`suffix,Service` and `prefix/len,Service` lines, see
+    /// docs/classification.md), on top of the built-in lists; a suffix or
+    /// range given again takes the file's service. May be given several
+    /// times.
+    #[arg(long, value_name = "FILE")]
+    pub services: Vec<PathBuf>,
+    /// A statistical model from `sluice train` (or `builtin`, the one
+    /// shipped with Sluice) that labels the flows the other stages left
+    /// unknown from the sizes and timing of their first packets; the
+    /// record says `classifier: stats`.
+    #[arg(long, value_name = "FILE|builtin")]
+    pub model: Option<PathBuf>,
+    /// Which flows the model is asked about: those left unknown, or all
+    /// (its verdict goes to `stats_app` in every record, for comparison;
+    /// labels still change only for unknown flows) [default: unknown].
+    #[arg(long, value_enum, requires = "model")]
+    pub model_scope: Option<ModelScopeArg>,
+    /// Intervals and thresholds of the real-time media detector (YAML, see
+    /// crates/classify/media/default.yaml for the built-in ones).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_media")]
+    pub media_config: Option<PathBuf>,
+    /// Turn the real-time media detector off.
+    #[arg(long)]
+    pub no_media: bool,
+    /// Payload-carrying packets inspected per direction before a flow's
+    /// label is settled [default: 16].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub depth: Option<u32>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ClassifyArg {
+    Full,
+    Ports,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ModelScopeArg {
+    Unknown,
+    All,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Jsonl,
+    Csv,
+    /// No flow records; summary only.
+    None,
+}
+
+impl FormatArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            FormatArg::Jsonl => "jsonl",
+            FormatArg::Csv => "csv",
+            FormatArg::None => "none",
+        }
+    }
+}
+
+impl RunArgs {
+    /// Sets the flow table, the classifier and (given `--format`) the
+    /// first flows listener's format.
+    pub fn apply(&self, config: &mut ProbeConfig) {
+        const S: u64 = 1_000_000_000;
+        if let Some(format) = self.format {
+            first(&mut config.flows).format = format.name().into();
+        }
+        if let Some(workers) = self.workers {
+            config.workers = Some(workers as usize);
+        }
+        let t = &mut config.table;
+        if let Some(n) = self.max_flows {
+            t.max_flows = n as usize;
+        }
+        if let Some(s) = self.tcp_idle_timeout {
+            t.tcp_idle_timeout = Duration::from_nanos(s.saturating_mul(S));
+        }
+        if let Some(s) = self.idle_timeout {
+            t.idle_timeout = Duration::from_nanos(s.saturating_mul(S));
+        }
+        if let Some(s) = self.active_timeout {
+            t.active_timeout = Duration::from_nanos(s.saturating_mul(S));
+        }
+        let c = &self.classify;
+        let k = &mut config.classify;
+        if let Some(mode) = c.classify {
+            k.mode = match mode {
+                ClassifyArg::Full => "full",
+                ClassifyArg::Ports => "ports",
+                ClassifyArg::Off => "off",
+            }
+            .into();
+        }
+        k.rules.extend(c.rules.iter().cloned());
+        k.services.extend(c.services.iter().cloned());
+        if let Some(model) = &c.model {
+            k.model = Some(model.clone());
+        }
+        if let Some(scope) = c.model_scope {
+            k.model_scope = match scope {
+                ModelScopeArg::Unknown => "unknown",
+                ModelScopeArg::All => "all",
+            }
+            .into();
+        }
+        if let Some(path) = &c.media_config {
+            k.media = path.display().to_string();
+        }
+        if c.no_media {
+            k.media = "off".into();
+        }
+        if let Some(depth) = c.depth {
+            k.depth = depth;
+        }
+    }
+}
+
+/// The first listener of a kind, added with its defaults if there is none.
+pub fn first<T: Default>(list: &mut Vec<T>) -> &mut T {
+    if list.is_empty() {
+        list.push(T::default());
+    }
+    &mut list[0]
+}
+
+/// How a live capture reads an interface.
+#[derive(clap::Args, Clone, Default)]
+pub struct RingArgs {
+    /// Size of each worker's ring in MiB: the kernel memory that absorbs a
+    /// moment in which the worker falls behind (bytes per second of your
+    /// link, times the longest stall to ride out, divided by the workers)
+    /// [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=4095))]
+    pub ring_mib: Option<u32>,
+    /// Do not put the interface in promiscuous mode.
+    #[arg(long)]
+    pub no_promiscuous: bool,
+    /// Time packets as a source that stamps a whole block at once would,
+    /// corrected (UDTS and WDTS, docs/timestamps.md): each kernel ring block
+    /// is one batch, stamped with its last packet's kernel time, and the
+    /// interval since the previous block's time is spread over its packets
+    /// evenly (udts) or by wire length (wdts); the first block's packets all
+    /// get its time. `keep` leaves every packet its own kernel stamp, which
+    /// is more accurate: the corrections are for measuring them and for
+    /// comparing with batch-stamping capture engines [default: keep].
+    #[arg(long = "batch-timestamps", value_name = "MODE", value_parser = ["keep", "udts", "wdts"])]
+    pub batch_timestamps: Option<String>,
+    /// Stop after this long (10s, 5m, 1h) instead of at SIGINT/SIGTERM.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+}
+
+impl RingArgs {
+    pub fn apply(&self, config: &mut ProbeConfig) {
+        let c = &mut config.capture;
+        if let Some(mib) = self.ring_mib {
+            c.ring = u64::from(mib) << 20;
+        }
+        c.promiscuous &= !self.no_promiscuous;
+        if let Some(mode) = &self.batch_timestamps {
+            c.batch_timestamps.clone_from(mode);
+        }
+        if self.duration.is_some() {
+            c.duration = self.duration;
+        }
+    }
+}
+
+/// Bytes kept of each frame.
+pub fn snaplen_parser() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(64..=262_144)
+}
+
+/// The default snap length, for help texts.
+pub const DEFAULT_SNAPLEN: u32 = RingConfig::DEFAULT_SNAPLEN;
+
+/// How recordings are written, rotated and pruned.
+#[derive(clap::Args, Clone, Default)]
+pub struct RecordingArgs {
+    /// Start a new file when the current one would grow past a size
+    /// (2GiB, 500MiB, 100MB) or its first packet is older than a time
+    /// (60s, 5m, 1h). May be given twice, once of each.
+    #[arg(long, value_name = "SIZE|TIME", value_parser = parse_rotate)]
+    pub rotate: Vec<Rotate>,
+    /// After each file closes, delete the oldest recordings in the
+    /// directory (earlier runs' too) until they take at most this much
+    /// (500GiB). Several capture threads each get an equal share.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg, requires = "rotate")]
+    pub keep: Option<u64>,
+    /// Size of each write to disk, in MiB [default: 4].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub block_mib: Option<u32>,
+    /// Blocks that may wait for the disk before capture waits for the
+    /// writer; beyond them the kernel ring absorbs a slow disk [default:
+    /// 16].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub queue_blocks: Option<u32>,
+    /// Write through the page cache even where O_DIRECT would work.
+    #[arg(long)]
+    pub buffered: bool,
+    /// When the disk falls behind: `lossless` makes the capture wait for it
+    /// (the slowest listener sets the pace), `drop` drops the packets it has
+    /// no room for and counts them, so that the other listeners never wait
+    /// [default: lossless].
+    #[arg(long, value_name = "POLICY", value_parser = ["lossless", "drop"])]
+    pub record_policy: Option<String>,
+}
+
+impl RecordingArgs {
+    /// Whether any of these options was given.
+    pub fn given(&self) -> bool {
+        !self.rotate.is_empty()
+            || self.keep.is_some()
+            || self.block_mib.is_some()
+            || self.queue_blocks.is_some()
+            || self.buffered
+            || self.record_policy.is_some()
+    }
+
+    pub fn apply(&self, record: &mut RecordConfig) {
+        for rotate in &self.rotate {
+            match *rotate {
+                Rotate::Bytes(bytes) => record.rotate = Some(bytes),
+                Rotate::Time(time) => record.rotate_time = Some(time),
+            }
+        }
+        if self.keep.is_some() {
+            record.keep = self.keep;
+        }
+        if let Some(mib) = self.block_mib {
+            record.block = u64::from(mib) << 20;
+        }
+        if let Some(n) = self.queue_blocks {
+            record.queue_blocks = n as usize;
+        }
+        record.buffered |= self.buffered;
+        if let Some(policy) = &self.record_policy {
+            record.policy.clone_from(policy);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Rotate {
+    Bytes(u64),
+    Time(Duration),
+}
+
+fn parse_rotate(text: &str) -> Result<Rotate, String> {
+    if text.trim_end().ends_with(['B', 'b']) {
+        parse_size_arg(text).map(Rotate::Bytes)
+    } else {
+        parse_duration(text)
+            .map(Rotate::Time)
+            .map_err(|e| format!("{e} (or a size: 2GiB, 500MB)"))
+    }
+}
+
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    parse_size(text).map_err(|e| e.to_string())
+}
+
+/// The recordings' file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CaptureFormatArg {
+    Pcap,
+    Pcapng,
+}
+
+impl CaptureFormatArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureFormatArg::Pcap => "pcap",
+            CaptureFormatArg::Pcapng => "pcapng",
+        }
+    }
+}
+
+/// The flow abstractor's options.
+#[derive(clap::Args, Clone, Default)]
+pub struct AbstractArgs {
+    /// Before reading, wait until every interface of the configuration
+    /// (the defaults aside) has a consumer; fail after this long.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "30s", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+    /// Like --wait, for these interfaces only (`tcp/http,udp/dns`; default
+    /// ones too); waits 30 s unless --wait says otherwise.
+    #[arg(long, value_name = "IFACE,...", value_delimiter = ',')]
+    pub wait_for: Vec<String>,
+    /// Bytes queued per consumer, in MiB. Live capture drops (and counts)
+    /// what a slow consumer cannot take; capture files wait for it instead
+    /// [default: 16].
+    #[arg(long, value_name = "MIB")]
+    pub buffer_mib: Option<usize>,
+    /// With capture files: a consumer that takes nothing for this long is
+    /// cut off (and its losses counted) [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub stall: Option<Duration>,
+    /// After the input (or the capture's stop), keep serving what analyzers
+    /// inject into DIR/loopback7 until nothing has come in for this long.
+    /// With -r, the inside of the last flows' tunnels is injected only once
+    /// those flows have ended, which is after the file has run out.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub linger: Option<Duration>,
+    /// Injected (L7 loopback) flows whose hop count would pass this are
+    /// dropped [default: 4].
+    #[arg(long, value_name = "N")]
+    pub hop_limit: Option<u8>,
+    /// Out-of-order bytes one TCP direction may hold while it waits for a
+    /// missing segment; past it the hole is reported as a GAP [default:
+    /// 256].
+    #[arg(long, value_name = "KIB")]
+    pub reorder_kib: Option<usize>,
+    /// Memory all flows together may take for the events they hold until
+    /// their rule is known (each holds 64 KiB at most); a flow that would
+    /// take more is routed on what is known by then, and counted [default:
+    /// 64].
+    #[arg(long, value_name = "MIB")]
+    pub held_mib: Option<usize>,
+}
+
+impl AbstractArgs {
+    pub fn given(&self) -> bool {
+        self.wait.is_some()
+            || !self.wait_for.is_empty()
+            || self.buffer_mib.is_some()
+            || self.stall.is_some()
+            || self.linger.is_some()
+            || self.hop_limit.is_some()
+            || self.reorder_kib.is_some()
+            || self.held_mib.is_some()
+    }
+
+    pub fn apply(&self, a: &mut AbstractConfig) {
+        if self.wait.is_some() {
+            a.wait = self.wait;
+        }
+        a.wait_for.extend(self.wait_for.iter().cloned());
+        if let Some(mib) = self.buffer_mib {
+            a.buffer = (mib.max(1) as u64) << 20;
+        }
+        if let Some(stall) = self.stall {
+            a.stall = stall;
+        }
+        if self.linger.is_some() {
+            a.linger = self.linger;
+        }
+        if let Some(hops) = self.hop_limit {
+            a.hop_limit = hops;
+        }
+        if let Some(kib) = self.reorder_kib {
+            a.reorder = (kib as u64) << 10;
+        }
+        if let Some(mib) = self.held_mib {
+            a.held = (mib as u64) << 20;
+        }
+    }
+}
+
+/// The statistics' options.
+#[derive(clap::Args, Clone, Default)]
+pub struct StatsArgs {
+    /// Length of a statistics interval (1s, 500ms, 1m) [default: 1s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub stats_interval: Option<Duration>,
+    /// Entries of each top list in stats.jsonl [default: 20].
+    #[arg(long, value_name = "N")]
+    pub stats_top: Option<usize>,
+    /// Do not write the MRTG-style files (OUTDIR/mrtg/<counter>.log).
+    #[arg(long)]
+    pub no_mrtg: bool,
+}
+
+impl StatsArgs {
+    pub fn given(&self) -> bool {
+        self.stats_interval.is_some() || self.stats_top.is_some() || self.no_mrtg
+    }
+
+    pub fn apply(&self, s: &mut StatsConfig) {
+        if let Some(interval) = self.stats_interval {
+            s.interval = interval;
+        }
+        if let Some(top) = self.stats_top {
+            s.top = top;
+        }
+        s.mrtg &= !self.no_mrtg;
+    }
+}
+
+/// `--sample`'s parser.
+pub fn sampling(text: &str) -> Result<String, String> {
+    text.parse::<Sampling>()
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
+}

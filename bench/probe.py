@@ -11,15 +11,25 @@
    the table lists each configuration's CPU seconds, and the sum of its
    listeners' own costs (alone minus reading alone) plus the reading.
 
+3. With --live (root): the same configurations on a live interface. Two
+   network namespaces joined by a veth pair; `sluice gen --profile mix -i`
+   sends --packets frames as fast as the veth takes them (or at --rate)
+   into `sluice probe -i`, which is stopped with SIGTERM once they are
+   sent; reports the sender's rate, the share of frames captured, the
+   kernel's drops and what each listener dropped.
+
 Prints Markdown tables. The trace is cached first as bench/ab.py does.
 
 usage: bench/probe.py TRACE [--runs N] [--sluice PATH]
+       bench/probe.py --live [--packets N] [--rate R] [--sluice PATH]
 """
 
 import argparse
+import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -105,12 +115,75 @@ def measure(commands, runs, scratch):
     return {name: statistics.median(v) for name, v in results.items()}
 
 
+def live(sluice, packets, rate):
+    """The listener configurations on a veth pair; prints a table."""
+    tag = f"sluice-probe-bench-{os.getpid()}"
+    a, b = f"{tag}-a", f"{tag}-b"
+    scratch = tempfile.mkdtemp(prefix="sluice-probe-live-")
+
+    def sh(*cmd):
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+    try:
+        sh("ip", "netns", "add", a)
+        sh("ip", "netns", "add", b)
+        sh("ip", "-n", a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", b)
+        for ns, link in [(a, "va"), (b, "vb")]:
+            sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1")
+            sh("ip", "-n", ns, "link", "set", link, "up")
+        print(f"## Listeners on one live source ({packets} frames of the mix through a veth pair"
+              f"{', ' + rate if rate else ', as fast as the veth takes them'})\n")
+        print("| listeners | sender's rate | captured | kernel drops | listener drops |\n|---|---|---|---|---|")
+        for count in [1, 2, 4, 8]:
+            for sub in ["out", "rec", "rec2", "taps", "taps2"]:
+                shutil.rmtree(f"{scratch}/{sub}", ignore_errors=True)
+            config = config_file(scratch, count)
+            probe = subprocess.Popen(
+                ["ip", "netns", "exec", b, sluice, "probe", "-q", "-i", "vb", "-o", f"{scratch}/out",
+                 "--config", config, "--workers", "2"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            while not os.path.exists(f"{scratch}/out/probe.yaml"):
+                if probe.poll() is not None:
+                    raise SystemExit(probe.stderr.read().decode())
+                time.sleep(0.05)
+            send = ["ip", "netns", "exec", a, sluice, "gen", "--profile", "mix", "-i", "va",
+                    "--packets", str(packets), "--seed", "3"]
+            if rate:
+                send += ["--rate", rate]
+            sent = subprocess.run(send, check=True, capture_output=True, text=True).stderr
+            line = next(l for l in sent.splitlines() if l.startswith("sent on"))
+            sent_rate = " ".join(line.split(" s: ")[1].split()[:2]).rstrip(",") if " s: " in line else "?"
+            time.sleep(1)
+            probe.send_signal(signal.SIGTERM)
+            probe.wait()
+            summary = json.load(open(f"{scratch}/out/summary.json"))
+            lost = 0
+            if summary.get("recording"):
+                lost += summary["recording"]["dropped"]
+            if summary.get("abstract"):
+                lost += summary["abstract"]["dropped_packets"]
+            print(f"| {count} | {sent_rate} | {summary['packets'] / packets:.4f} | "
+                  f"{summary['drops']['kernel_drops']} | {lost} |")
+    finally:
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("trace")
+    ap.add_argument("trace", nargs="?")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sluice", default=os.path.join(REPO_ROOT, "target/release/sluice"))
+    ap.add_argument("--live", action="store_true")
+    ap.add_argument("--packets", type=int, default=200000)
+    ap.add_argument("--rate")
     args = ap.parse_args()
+    if args.live:
+        live(os.path.abspath(args.sluice), args.packets, args.rate)
+        return
+    if not args.trace:
+        ap.error("give a TRACE, or --live")
     sluice, trace = args.sluice, os.path.abspath(args.trace)
     cache(trace)
     scratch = tempfile.mkdtemp(prefix="sluice-probe-bench-")

@@ -16,7 +16,9 @@ use crate::config::Config;
 use crate::event::{From, L4};
 use crate::interfaces::{Delivery, InterfaceError, InterfaceReport, Interfaces};
 use crate::loopback::{Loopback, LoopbackCounters};
-use crate::streams::{AbstractFlow, Output, Route, finish_streams, route_flow, tcp_segment};
+use crate::streams::{
+    AbstractFlow, Output, Route, RoutedEarly, charge_inspection, finish_streams, held_too_much, route_flow, tcp_segment,
+};
 
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -26,6 +28,11 @@ pub struct Settings {
     /// Bytes of events one flow may hold while it is being classified;
     /// past this it is routed on what is known by then.
     pub held_bytes: usize,
+    /// Memory the events held for all flows being classified may take
+    /// together (default 64 MiB); a flow that would take it past this is
+    /// routed on what is known by then. Without it, flows that are never
+    /// answered (a flood of requests) hold `held_bytes` each.
+    pub held_total: usize,
     /// Injected flows whose hop count would pass this are dropped.
     pub hop_limit: u8,
     /// Bytes queued per consumer at most.
@@ -55,6 +62,7 @@ impl Default for Settings {
             reassembly: ReassemblyConfig::default(),
             defrag: DefragConfig::default(),
             held_bytes: 64 << 10,
+            held_total: 64 << 20,
             hop_limit: 4,
             buffer_bytes: 16 << 20,
             delivery: Delivery::Wait(Duration::from_secs(30)),
@@ -83,10 +91,21 @@ pub struct PacketCounters {
     pub tcp_without_stream: u64,
 }
 
+/// What was held for flows until their rule was known.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HeldCounters {
+    /// The most memory the events held for unrouted flows took, all flows
+    /// together (bounded by `Settings::held_total`, plus one event).
+    pub peak_bytes: u64,
+    /// Flows routed on what was known because of what they held.
+    pub routed_early: RoutedEarly,
+}
+
 /// Everything counted over a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub packets: PacketCounters,
+    pub held: HeldCounters,
     pub flows: TableCounters,
     pub closed_connections: ClosedCounters,
     pub defragmentation: DefragCounters,
@@ -163,6 +182,14 @@ impl Abstractor {
                 last_ts: 0,
             },
         })
+    }
+
+    /// Of `names`, those that are no interface of the configuration, and
+    /// the names of all that are.
+    pub fn unknown_interfaces(&self, names: &[String]) -> (Vec<String>, Vec<String>) {
+        let interfaces = &self.core.out.interfaces;
+        let unknown = names.iter().filter(|n| !interfaces.has(n)).cloned().collect();
+        (unknown, interfaces.names().into_iter().map(str::to_owned).collect())
     }
 
     /// Accepts consumers until each of `names` (every rule interface when
@@ -280,7 +307,7 @@ impl Abstractor {
         self.loopback.poll(
             &core.config,
             core.settings.hop_limit,
-            core.settings.held_bytes,
+            (core.settings.held_bytes, core.settings.held_total),
             accept,
             &mut core.out,
         );
@@ -302,6 +329,7 @@ impl Abstractor {
     /// that is after the input has run out.
     pub fn linger(&mut self, quiet: Duration, keep_going: impl Fn() -> bool) {
         self.poll_sockets(true);
+        self.defrag.finish();
         let Core {
             table,
             memory,
@@ -328,6 +356,7 @@ impl Abstractor {
     /// hangs up on the consumers.
     pub fn finish(mut self, stall: Duration) -> Report {
         self.poll_sockets(true);
+        self.defrag.finish();
         let core = &mut self.core;
         let Core {
             table,
@@ -342,6 +371,10 @@ impl Abstractor {
         core.out.interfaces.finish(stall);
         Report {
             packets: core.counters.clone(),
+            held: HeldCounters {
+                peak_bytes: core.out.held_peak as u64,
+                routed_early: core.out.routed_early,
+            },
             flows: core.table.counters(),
             closed_connections: core.closed.counters(),
             defragmentation: *self.defrag.counters(),
@@ -460,9 +493,11 @@ impl Core {
                 stream.sink.data(out, ts_ns, from, payload);
             }
         }
-        if flow.ext.stream.sink.route == Route::Pending && flow.ext.stream.sink.pending.len() > settings.held_bytes {
+        charge_inspection(&mut flow.ext, out, false);
+        if held_too_much(&flow.ext.stream.sink, out, settings.held_bytes, settings.held_total) {
             chain.settle(flow);
             route_flow(flow, config, out);
+            charge_inspection(&mut flow.ext, out, false);
         }
     }
 }
@@ -482,6 +517,7 @@ fn end_flow(
         destroy(flow, reason.name(), ts, config, chain, memory, out);
     }
     chain.release(&mut flow.ext.class);
+    charge_inspection(&mut flow.ext, out, true);
 }
 
 fn destroy(

@@ -515,6 +515,11 @@ impl Interfaces {
         self.list.iter().any(|i| i.name == name)
     }
 
+    /// Every interface's name (`tcp/http0`, `udp/default`, ...).
+    pub fn names(&self) -> Vec<&str> {
+        self.list.iter().map(|i| i.name.as_str()).collect()
+    }
+
     pub fn report(&self) -> Vec<InterfaceReport> {
         self.list
             .iter()

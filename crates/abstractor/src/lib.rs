@@ -15,7 +15,8 @@ pub mod queued;
 mod streams;
 mod writer;
 
-pub use abstractor::{Abstractor, PacketCounters, Report, Settings};
+pub use abstractor::{Abstractor, HeldCounters, PacketCounters, Report, Settings};
 pub use config::{Config, ConfigError};
 pub use interfaces::{Delivery, InterfaceError};
 pub use loopback::LoopbackCounters;
+pub use streams::RoutedEarly;

@@ -17,7 +17,10 @@ use sluice_classify::{Chain, Classifier, FlowClass, Transport};
 use crate::config::Config;
 use crate::event::{L4, ParsedEvent, parse_header};
 use crate::interfaces::{InterfaceError, listen};
-use crate::streams::{Output, Route, Sink, choose_interface};
+use crate::streams::{Output, Route, Sink, choose_interface, held_too_much};
+
+/// What one flow, and all flows together, may hold until routed (bytes).
+type Bounds = (usize, usize);
 
 /// A header line longer than this is garbage, not an event.
 const MAX_HEADER: usize = 1024;
@@ -88,7 +91,7 @@ impl Loopback {
 
     /// Reads what the injectors sent, and first takes new injectors if
     /// `accept`.
-    pub fn poll(&mut self, config: &Config, hop_limit: u8, held_bytes: usize, accept: bool, out: &mut Output) {
+    pub fn poll(&mut self, config: &Config, hop_limit: u8, held_bytes: Bounds, accept: bool, out: &mut Output) {
         while accept && let Ok((stream, _)) = self.listener.accept() {
             if stream.set_nonblocking(true).is_ok() {
                 self.counters.connections += 1;
@@ -173,7 +176,7 @@ impl Injector {
         &mut self,
         router: &mut Router,
         hop_limit: u8,
-        held_bytes: usize,
+        held_bytes: Bounds,
         out: &mut Output,
         counters: &mut LoopbackCounters,
     ) -> Result<(), String> {
@@ -269,7 +272,7 @@ impl Injector {
         let ts = now_ns();
         for (_, mut flow) in self.flows.drain() {
             if !flow.over_limit {
-                route_if_known(&mut flow, router, usize::MAX, out, true);
+                route_if_known(&mut flow, router, (usize::MAX, usize::MAX), out, true);
                 flow.sink.destroyed(out, ts, "end_of_input");
             }
         }
@@ -286,7 +289,7 @@ struct Router<'a> {
 /// Routes an injected flow once a rule's patterns match its first bytes or
 /// a dissector names its protocol, once those bytes are spent, or when it
 /// ends.
-fn route_if_known(flow: &mut Injected, router: &mut Router, held_bytes: usize, out: &mut Output, ending: bool) {
+fn route_if_known(flow: &mut Injected, router: &mut Router, held_bytes: Bounds, out: &mut Output, ending: bool) {
     if flow.sink.route != Route::Pending {
         return;
     }
@@ -322,8 +325,11 @@ fn route_if_known(flow: &mut Injected, router: &mut Router, held_bytes: usize, o
                 })
             }),
     };
-    let spent = flow.heads.iter().all(|h| h.len() >= DEPTH) || flow.sink.pending.len() > held_bytes;
-    if matched.is_none() && dissected.is_none() && !spent && !ending {
+    let undecided = matched.is_none() && dissected.is_none() && !ending;
+    if undecided
+        && flow.heads.iter().any(|h| h.len() < DEPTH)
+        && !held_too_much(&flow.sink, out, held_bytes.0, held_bytes.1)
+    {
         return;
     }
     let mut class = FlowClass::default();

@@ -85,6 +85,12 @@ impl Queued {
         self.own.capacity()
     }
 
+    /// The memory this buffer takes: its own bytes' allocation and the
+    /// references to lent bodies (which take none: they are the file's).
+    pub fn memory(&self) -> usize {
+        self.own.capacity() + self.lent.capacity() * std::mem::size_of::<Lent>()
+    }
+
     pub fn clear(&mut self) {
         self.own.clear();
         self.lent.clear();

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use sluice_classify::{Classified, FlowClass, Transport};
 use sluice_flow::Flow;
 use sluice_flow::reassembly::{StreamEvent, StreamMemory, StreamReassembler};
-use sluice_wire::TcpMeta;
+use sluice_wire::{TcpMeta, tcp_flags};
 
 use crate::config::{Config, TCP_DEFAULT, UDP_DEFAULT, transport_index};
 use crate::event::{Event, FlowPrefix, From, Header, L4};
@@ -20,6 +20,24 @@ use crate::queued::Queued;
 pub struct AbstractFlow {
     pub class: FlowClass,
     pub stream: Stream,
+    /// What the chain's inspection of the flow is counted for in
+    /// [`Output::held_memory`] (see [`charge_inspection`]).
+    pub inspection_charged: usize,
+}
+
+/// Counts the memory the chain holds to inspect a flow that is not routed
+/// yet (its stream heads hold the same bytes as its held events) in
+/// [`Output::held_memory`], and stops counting it once the flow is routed
+/// or has `ended`. Called after anything that may change either.
+pub fn charge_inspection(flow: &mut AbstractFlow, out: &mut Output, ended: bool) {
+    let now = if !ended && flow.stream.sink.route == Route::Pending {
+        flow.class.inspection_memory()
+    } else {
+        0
+    };
+    out.held_memory = (out.held_memory + now).saturating_sub(flow.inspection_charged);
+    out.held_peak = out.held_peak.max(out.held_memory);
+    flow.inspection_charged = now;
 }
 
 impl Classified for AbstractFlow {
@@ -81,10 +99,23 @@ impl Default for Sink {
     }
 }
 
+/// What a side's SYN said about window scaling (RFC 7323).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WindowScale {
+    /// Its SYN was not seen.
+    #[default]
+    Unknown,
+    /// Its SYN carried no window scale option.
+    Off,
+    Shift(u8),
+}
+
 #[derive(Debug, Default)]
 pub struct Stream {
     pub sink: Sink,
     pub reassembly: [StreamReassembler; 2],
+    /// Per side, how it scales the windows it advertises.
+    pub scale: [WindowScale; 2],
     /// DESTROYED was sent: ending the flow in the table, which follows at
     /// once, must not send it again.
     pub destroyed: bool,
@@ -96,6 +127,41 @@ pub struct Output {
     pub interfaces: Interfaces,
     pub header: Header,
     pub held: HeldBuffers,
+    /// What is held for unrouted flows, all flows together: their events
+    /// ([`Queued::memory`] of each flow's `pending`) and the chain's
+    /// inspection of them ([`charge_inspection`])...
+    pub held_memory: usize,
+    /// ...and the most it took.
+    pub held_peak: usize,
+    /// Flows routed before their rule was known, to bound what is held.
+    pub routed_early: RoutedEarly,
+}
+
+/// Flows routed on what was known, before their rule could decide, because
+/// of what they held.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct RoutedEarly {
+    /// The flow's own held events passed the bound of one flow.
+    pub at_flow_bound: u64,
+    /// All flows' held events together passed `Settings::held_total`.
+    pub at_total_bound: u64,
+}
+
+/// Whether a pending flow must be routed now, on what is known, to keep
+/// what is held within its bounds (counted when it must).
+pub fn held_too_much(sink: &Sink, out: &mut Output, flow_bound: usize, total_bound: usize) -> bool {
+    if sink.route != Route::Pending {
+        return false;
+    }
+    if sink.pending.len() > flow_bound {
+        out.routed_early.at_flow_bound += 1;
+        true
+    } else if out.held_memory > total_bound {
+        out.routed_early.at_total_bound += 1;
+        true
+    } else {
+        false
+    }
 }
 
 impl Output {
@@ -104,6 +170,9 @@ impl Output {
             interfaces,
             header: Header::default(),
             held: HeldBuffers::default(),
+            held_memory: 0,
+            held_peak: 0,
+            routed_early: RoutedEarly::default(),
         }
     }
 }
@@ -195,15 +264,21 @@ impl Sink {
             interfaces,
             header,
             held,
+            held_memory,
+            held_peak,
+            ..
         } = out;
         match self.route {
             Route::Pending => {
+                let before = self.pending.memory();
                 if self.pending.capacity() == 0 {
                     self.pending = held.take();
                 }
                 header.write(self.pending.own_mut(), &self.prefix, ts_ns, event);
                 self.pending.push_body(body, interfaces.lenders());
                 self.pending_events += 1;
+                *held_memory = (*held_memory + self.pending.memory()).saturating_sub(before);
+                *held_peak = (*held_peak).max(*held_memory);
                 true
             }
             Route::To {
@@ -219,6 +294,7 @@ impl Sink {
         let consumer = out.interfaces.assign(iface);
         self.route = Route::To { iface, consumer };
         let pending = std::mem::take(&mut self.pending);
+        out.held_memory = out.held_memory.saturating_sub(pending.memory());
         if let Some(c) = consumer {
             let created = self.created_ns.take().is_none_or(|ts| {
                 let (header, prefix) = (&mut out.header, &self.prefix);
@@ -256,8 +332,31 @@ pub fn tcp_segment(
     tcp: &TcpMeta,
     payload: &[u8],
 ) {
-    let Stream { sink, reassembly, .. } = stream;
-    reassembly[side(from)].segment(tcp.seq, tcp.flags, payload, memory, &mut |event| match event {
+    let Stream {
+        sink,
+        reassembly,
+        scale,
+        ..
+    } = stream;
+    let i = side(from);
+    if tcp.flags & tcp_flags::SYN != 0 {
+        scale[i] = tcp
+            .window_scale
+            .map_or(WindowScale::Off, |s| WindowScale::Shift(s.min(14)));
+    }
+    // This segment's ACK says how much the other direction may send.
+    if tcp.flags & tcp_flags::ACK != 0 {
+        let shift = match (scale[i], scale[1 - i]) {
+            // A SYN's own window is never scaled.
+            _ if tcp.flags & tcp_flags::SYN != 0 => 0,
+            (WindowScale::Shift(s), WindowScale::Shift(_)) => s,
+            (WindowScale::Off, _) | (_, WindowScale::Off) => 0,
+            // A handshake not seen: the largest scale there can be.
+            _ => 14,
+        };
+        reassembly[1 - i].receive_window(tcp.ack, u64::from(tcp.window) << shift);
+    }
+    reassembly[i].segment(tcp.seq, tcp.flags, payload, memory, &mut |event| match event {
         StreamEvent::Data(bytes) => sink.data(out, ts_ns, from, bytes),
         StreamEvent::Gap(len) => sink.gap(out, ts_ns, from, len),
     });

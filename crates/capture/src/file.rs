@@ -311,6 +311,28 @@ impl CaptureFile {
         Ok(capture)
     }
 
+    /// A capture already in memory, read as a file at `path` would be
+    /// (`path` only names it in errors): for tests and fuzzing.
+    pub fn from_bytes(path: impl AsRef<Path>, bytes: Vec<u8>) -> Result<CaptureFile, OpenError> {
+        let path = path.as_ref().to_path_buf();
+        let Some(format) = detect(&bytes) else {
+            let magic = match bytes.is_empty() {
+                true => "none: the file is empty".into(),
+                false => bytes
+                    .iter()
+                    .take(4)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            return Err(OpenError::NotACapture { path, magic });
+        };
+        let bytes = FileBytes(Arc::new(Contents::Read(bytes.into_boxed_slice())));
+        let capture = CaptureFile { path, bytes, format };
+        capture.reader()?;
+        Ok(capture)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -428,11 +450,29 @@ enum Inner<'a> {
     PcapNg(pcapng::Reader<'a>),
 }
 
+/// The longest frame whose wire length a file is believed about: no link
+/// carries more (GRO and GSO aggregates stay well below, and pcap's
+/// largest snap length is this too). A file that claims more is damaged
+/// or hostile, and a frame counts its captured bytes instead.
+pub(crate) const MAX_WIRE_LEN: u32 = 256 << 10;
+
+/// Why a frame's wire length from the file was not believed.
+#[cold]
+#[inline(never)]
+pub(crate) fn untrusted_wire_len(original: u32, captured: u32) -> String {
+    let why = if original > MAX_WIRE_LEN {
+        "more than 256 KiB"
+    } else {
+        "less than the bytes captured of it"
+    };
+    format!("record claims a {original}-byte frame, {why}; counted as its {captured} captured bytes")
+}
+
 /// Warnings of one file. A hostile file can hold millions of bad records,
 /// so only the first [`Warnings::KEPT`] are kept verbatim; all are counted.
 #[derive(Default)]
 pub(crate) struct Warnings {
-    kept: Vec<ReadWarning>,
+    pub(crate) kept: Vec<ReadWarning>,
     total: u64,
 }
 

@@ -547,31 +547,33 @@ fn pcapng_second_section_switches_byte_order_and_forgets_interfaces() {
 
 #[test]
 fn pcapng_if_tsoffset_is_added_in_seconds() {
-    for big_endian in [false, true] {
-        let ng = Ng { big_endian };
-        let mut out = Vec::new();
-        ng.shb(&mut out);
-        let mut body = Vec::new();
-        body.extend_from_slice(&ng.u16(1));
-        body.extend_from_slice(&ng.u16(0));
-        body.extend_from_slice(&ng.u32(0));
-        let offset: u64 = 1_600_000_000;
-        body.extend_from_slice(&ng.u16(14));
-        body.extend_from_slice(&ng.u16(8));
-        body.extend_from_slice(&if big_endian {
-            offset.to_be_bytes()
-        } else {
-            offset.to_le_bytes()
-        });
-        ng.block(&mut out, IDB, &body);
-        ng.epb(&mut out, 0, 2_000_000, 60, &frame(0, 60));
-        let read = read(&out);
-        assert_eq!(read.packets.len(), 1);
-        assert_eq!(
-            read.packets[0].ts_ns,
-            (offset + 2) * 1_000_000_000,
-            "big endian {big_endian}"
-        );
+    // A signed 64-bit count of seconds: a negative one has both halves set.
+    for (offset, expected) in [(1_600_000_000i64, 1_600_001_000u64), (-100, 900)] {
+        for big_endian in [false, true] {
+            let ng = Ng { big_endian };
+            let mut out = Vec::new();
+            ng.shb(&mut out);
+            let mut body = Vec::new();
+            body.extend_from_slice(&ng.u16(1));
+            body.extend_from_slice(&ng.u16(0));
+            body.extend_from_slice(&ng.u32(0));
+            body.extend_from_slice(&ng.u16(14));
+            body.extend_from_slice(&ng.u16(8));
+            body.extend_from_slice(&if big_endian {
+                offset.to_be_bytes()
+            } else {
+                offset.to_le_bytes()
+            });
+            ng.block(&mut out, IDB, &body);
+            ng.epb(&mut out, 0, 1_000_000_000, 60, &frame(0, 60));
+            let read = read(&out);
+            assert_eq!(read.packets.len(), 1);
+            assert_eq!(
+                read.packets[0].ts_ns,
+                expected * 1_000_000_000,
+                "offset {offset}, big endian {big_endian}"
+            );
+        }
     }
 }
 
@@ -646,6 +648,66 @@ fn pcap_absurd_captured_length_with_a_wire_length_beyond_the_file_stops_the_read
     let read = read(&bytes);
     assert_two_standard_packets(&read.packets);
     only_warning(&read, PCAP_END, true);
+}
+
+/// A wire length from the file over 256 KiB, or under the captured
+/// length, is not believed: a located warning, and the frame counts its
+/// captured bytes. Reading goes on.
+#[test]
+fn pcap_wire_lengths_beyond_belief_count_the_captured_bytes() {
+    for pcap in [
+        Pcap::LE_US,
+        Pcap {
+            nanos: true,
+            big_endian: true,
+        },
+    ] {
+        for original in [ABSURD_CAPLEN, (256 << 10) + 1, 63, 0] {
+            let mut bytes = pcap.two_packets();
+            pcap.record(&mut bytes, ts_ns(1), original, &frame(2, 64));
+            let after = bytes.len() as u64;
+            pcap.record(&mut bytes, ts_ns(1), 256 << 10, &frame(3, 70));
+            let read = read(&bytes);
+            assert_two_standard_packets(&read.packets[..2]);
+            assert_eq!(read.packets.len(), 4);
+            assert_eq!((read.packets[2].wire_len, read.packets[2].data.len()), (64, 64));
+            assert_eq!((read.packets[3].wire_len, read.packets[3].offset), (256 << 10, after));
+            let w = only_warning(&read, PCAP_END, false);
+            assert!(
+                w.message.contains(&format!("claims a {original}-byte frame")) && w.message.contains("64 captured"),
+                "{w:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pcapng_wire_lengths_beyond_belief_count_the_captured_bytes() {
+    for big_endian in [false, true] {
+        let ng = Ng { big_endian };
+        for original in [ABSURD_CAPLEN, (256 << 10) + 1, 99] {
+            let mut bytes = small_pcapng(big_endian);
+            let epb = ng.epb(&mut bytes, 0, ts_ns(1), original, &frame(2, 100));
+            let spb = ng.spb(&mut bytes, original.max(101), &frame(3, 101));
+            let read = read(&bytes);
+            assert_eq!(read.packets.len(), 4);
+            assert_two_standard_packets_ng(&read.packets[..2]);
+            assert_eq!(read.packets[2].wire_len, 100);
+            // A simple packet's captured length follows from its original
+            // one; without that, from its block, padding included.
+            let expected_spb = if original > 256 << 10 { 104 } else { 101.max(original) };
+            assert_eq!(read.packets[3].wire_len, expected_spb);
+            assert_eq!(read.warnings[0].offset, epb);
+            assert!(!read.warnings[0].fatal);
+            assert!(read.warnings[0].message.contains("100 captured"), "{:?}", read.warnings);
+            if original > 256 << 10 {
+                assert_eq!(read.warnings.len(), 2);
+                assert_eq!(read.warnings[1].offset, spb);
+            } else {
+                assert_eq!(read.warnings.len(), 1);
+            }
+        }
+    }
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! use nDPI's protocol names in its `Master.App` form so that results
 //! compare flow by flow with nDPI's.
 
+pub mod catalog;
 mod chain;
 pub mod dissectors;
 mod expect;
@@ -15,6 +16,7 @@ mod learned;
 pub mod media;
 mod names;
 mod ports;
+mod ranges;
 pub mod rules;
 pub mod services;
 mod stats;
@@ -26,6 +28,7 @@ pub use learned::History;
 pub use names::{ADDRESS_NAMES_CAPACITY, AddressNames};
 pub use ports::port_label;
 pub use rules::{RuleError, RuleSet};
+pub use services::{Services, ServicesError};
 pub use stats::{BUILTIN_MODEL, StatsClassifier, StatsScope, StatsVerdict};
 
 /// Which stage of the chain decided a flow's label.
@@ -177,6 +180,13 @@ impl FlowClass {
     /// inspection depth is spent.
     pub fn settled(&self) -> bool {
         self.stage == chain::Stage::Done
+    }
+
+    /// The memory the chain holds for the flow while it inspects it (its
+    /// inspection state and the heads of its TCP streams); 0 once it is
+    /// decided.
+    pub fn inspection_memory(&self) -> usize {
+        self.inspection.as_ref().map_or(0, |i| i.memory())
     }
 }
 

@@ -309,6 +309,14 @@ pub(crate) struct RuleCursor {
 }
 
 impl RuleCursor {
+    /// The memory its lists of matched rules take.
+    pub(crate) fn memory(&self) -> usize {
+        self.matched
+            .iter()
+            .map(|m| m.capacity() * std::mem::size_of::<u32>())
+            .sum()
+    }
+
     pub(crate) fn exhausted(&self) -> bool {
         self.state.iter().all(Option::is_none)
     }
@@ -698,7 +706,7 @@ dns_udp:
         assert_eq!(label(b"RFB 003.008\n", b"RFB 003.008\n", 5900), Some("VNC"));
         assert_eq!(label(b"AMQP\x00\x00\x09\x01", b"", 5672), Some("AMQP"));
         assert_eq!(label(b"ZBXD\x01\x10\x00", b"", 10051), Some("Zabbix"));
-        assert_eq!(label(b"\xf9\xbe\xb4\xd9version\x00\x00", b"", 8333), Some("Bitcoin"));
+        assert_eq!(label(b"\xf9\xbe\xb4\xd9version\x00\x00", b"", 8333), Some("BITCOIN"));
         assert_eq!(label(b"example.com\r\n", b"", 43), Some("Whois-DAS"));
         assert_eq!(label(b"example.com\r\n", b"", 4300), None, "Whois needs its port");
         let zmtp = b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03\x00NULL";

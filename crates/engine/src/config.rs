@@ -149,6 +149,9 @@ pub struct ClassifyConfig {
     /// More payload rules, SF-TAP's YAML format (`--rules`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<PathBuf>,
+    /// More host names and address ranges (`--services`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<PathBuf>,
     /// A model from `sluice train`, or `builtin` (`--model`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
@@ -165,6 +168,7 @@ impl Default for ClassifyConfig {
             mode: "full".into(),
             depth: 16,
             rules: Vec::new(),
+            services: Vec::new(),
             model: None,
             model_scope: "unknown".into(),
             media: "on".into(),
@@ -291,9 +295,13 @@ pub struct AbstractConfig {
     pub hop_limit: u8,
     /// Flows tracked at once (`--abstract-flows`).
     pub flows: usize,
-    /// Out-of-order bytes one TCP direction may hold (`--reorder`).
+    /// Out-of-order bytes one TCP direction may hold (`--reorder-kib`).
     #[serde(with = "size")]
     pub reorder: u64,
+    /// Bytes all flows together may hold until their rule is known
+    /// (`--held-mib`).
+    #[serde(with = "size")]
+    pub held: u64,
     /// `wait` (files: hold the source back for the abstractor) or `drop`
     /// (count what it has no room for); `wait` for files and `drop` live
     /// when absent.
@@ -315,6 +323,7 @@ impl Default for AbstractConfig {
             hop_limit: 4,
             flows: 1 << 19,
             reorder: 256 << 10,
+            held: 64 << 20,
             policy: None,
         }
     }
@@ -471,10 +480,16 @@ impl ProbeConfig {
             Some(policy) if !self.capture.no_rescale => 1.0 / policy.one_in() as f64,
             _ => 1.0,
         };
+        let services = if c.services.is_empty() {
+            sluice_classify::Services::builtin()
+        } else {
+            Arc::new(sluice_classify::Services::with_files(&c.services).map_err(|e| value("services", e.to_string()))?)
+        };
         Ok(ChainConfig {
             mode,
             depth_packets: c.depth.max(1),
             rules,
+            services,
             stats,
             media,
             iat_scale,

@@ -50,7 +50,9 @@
 //!   fragment) are evicted (`evicted`); the fragment's own datagram goes last.
 //!
 //! Every fragment pushed ends up in exactly one place: a reassembled
-//! datagram, `duplicates`, `dropped_fragments`, or still held.
+//! datagram, `duplicates`, `dropped_fragments`, or still held; and at the
+//! end of the input ([`Defragmenter::finish`]) nothing is held: what is
+//! left is dropped, and its datagrams counted as `incomplete_at_end`.
 //!
 //! Packets are fragmented at the innermost IP header the decoder reached. A
 //! tunnel whose outer header is fragmented (GTP-U or VXLAN over a small MTU)
@@ -107,6 +109,9 @@ pub struct DefragCounters {
     /// module documentation), and fragments whose IP headers could not be
     /// read at all.
     pub malformed: u64,
+    /// Datagrams still incomplete when the input ended
+    /// ([`Defragmenter::finish`]).
+    pub incomplete_at_end: u64,
     /// Fragments thrown away: with the datagrams above, or because their
     /// datagram had already been dropped.
     pub dropped_fragments: u64,
@@ -269,6 +274,19 @@ impl Defragmenter {
             self.tombstones_by_age.remove(&age);
             self.tombstones.remove(&key);
         }
+    }
+
+    /// The input has ended: the datagrams still incomplete are given up
+    /// (`incomplete_at_end`) and their fragments counted as dropped, so
+    /// that every fragment pushed is accounted for. The defragmenter is
+    /// empty afterwards and can be used again.
+    pub fn finish(&mut self) {
+        while let Some((_, &key)) = self.by_age.first_key_value() {
+            self.counters.incomplete_at_end += 1;
+            self.discard(&key);
+        }
+        self.tombstones.clear();
+        self.tombstones_by_age.clear();
     }
 
     pub fn counters(&self) -> &DefragCounters {
@@ -755,6 +773,38 @@ mod tests {
         assert!(d.tombstones.len() <= d.config.max_datagrams);
     }
 
+    /// Datagrams still incomplete when the input ends are counted, and so
+    /// are their fragments: three first fragments alone, and a flood of
+    /// more datagrams than can be held.
+    #[test]
+    fn fragments_of_datagrams_incomplete_at_the_end_are_counted() {
+        let mut d = defrag();
+        for id in 0..3 {
+            let frames = ipv4_fragments(id, 17, &udp(5353, 53, &data(3000)), 1480);
+            assert_eq!(feed(&mut d, S, &frames[0]), None);
+        }
+        d.finish();
+        let c = *d.counters();
+        assert_eq!((c.fragments, c.incomplete_at_end, c.dropped_fragments), (3, 3, 3));
+        assert_eq!((d.pending(), d.held_bytes()), (0, 0));
+        assert_accounted(&d);
+
+        let mut d = Defragmenter::new(DefragConfig {
+            max_datagrams: 64,
+            ..DefragConfig::default()
+        });
+        for id in 0..1000u16 {
+            let frames = ipv4_fragments(id, 17, &udp(5353, 53, &data(3000)), 1480);
+            feed(&mut d, S, &frames[0]);
+            feed(&mut d, S, &frames[2]);
+        }
+        d.finish();
+        let c = *d.counters();
+        assert_eq!((c.evicted, c.incomplete_at_end), (1000 - 64, 64));
+        assert_eq!(c.fragments, c.dropped_fragments, "{c:?}");
+        assert_accounted(&d);
+    }
+
     #[test]
     fn non_fragments_pass_through() {
         let frame = ipv4_fragment(1, 0, false, 17, &udp(5353, 53, b"hello"));
@@ -1126,6 +1176,9 @@ mod tests {
                 }
                 assert_accounted(&d);
             }
+            d.finish();
+            assert_accounted(&d);
+            prop_assert_eq!(d.pending(), 0);
         }
 
         #[test]

@@ -37,6 +37,15 @@
 //! - **finish** delivers everything buffered, each hole first reported as a
 //!   `Gap`, plus a `Gap` up to the FIN if bytes before it never came. Payload
 //!   after `finish` or `release` counts as `data_after_close`.
+//! - **Window.** Once the receiver of the direction has advertised a window
+//!   ([`StreamReassembler::receive_window`], fed from the other direction's
+//!   ACKs, scaled), data beyond its right edge plus a margin (the window
+//!   again and [`WINDOW_MARGIN`]) is refused and counted
+//!   (`beyond_window_segments`, `beyond_window_bytes`): no sender may send
+//!   it, so it is forged or garbled, and buffering it would later report a
+//!   gap of that size and deliver the forged bytes. A FIN beyond the edge
+//!   is refused with it. The edge only moves forward. Streams whose
+//!   receiver is never seen have no edge.
 //! - Zero-length payloads never produce events.
 //!
 //! Buffered bytes are charged to the worker's [`StreamMemory`], so every stream
@@ -49,6 +58,11 @@ use sluice_wire::tcp_flags::{FIN, RST, SYN};
 /// What one buffered piece costs beyond its bytes: its slot in the buffer and
 /// the allocator's per-allocation overhead, roughly.
 pub const PIECE_OVERHEAD: usize = 64;
+
+/// Beyond the right edge of the receive window plus the window again, this
+/// much more is still taken: window updates the capture missed, and
+/// receivers that grow their window faster than they announce it.
+pub const WINDOW_MARGIN: u64 = 1 << 20;
 
 /// Limits shared by all streams of one worker.
 #[derive(Clone, Copy, Debug)]
@@ -135,6 +149,10 @@ pub struct ReassemblyCounters {
     pub cut_bytes: u64,
     /// Payload bytes beyond the FIN or after RST, ignored.
     pub data_after_close: u64,
+    /// Segments with bytes beyond the receiver's advertised window (plus
+    /// the margin), and those bytes, refused.
+    pub beyond_window_segments: u64,
+    pub beyond_window_bytes: u64,
 }
 
 /// What the reassembler hands to its consumer, in stream order.
@@ -162,6 +180,9 @@ pub struct StreamReassembler {
     pieces: VecDeque<(u64, Vec<u8>)>,
     /// What `pieces` is charged in the worker's `StreamMemory`.
     charged: usize,
+    /// Stream offset from which data is refused: the furthest right edge
+    /// of the receiver's window seen, plus the margin.
+    limit: Option<u64>,
 }
 
 impl StreamReassembler {
@@ -187,6 +208,17 @@ impl StreamReassembler {
     /// Bytes this stream has charged to its `StreamMemory` now.
     pub fn buffered(&self) -> usize {
         self.charged
+    }
+
+    /// The receiver of this direction acknowledged up to `ack` and advertised a window of `window` bytes
+    /// (scaled): data from `ack + 2 × window + WINDOW_MARGIN` on is refused. Ignored until the stream's start
+    /// is known; the edge never moves back.
+    pub fn receive_window(&mut self, ack: u32, window: u64) {
+        if self.base.is_none() {
+            return;
+        }
+        let edge = self.offset(ack).max(0) as u64 + 2 * window + WINDOW_MARGIN;
+        self.limit = Some(self.limit.map_or(edge, |limit| limit.max(edge)));
     }
 
     /// One TCP segment travelling in this direction: its sequence number, TCP flags (byte 13 of the header)
@@ -218,6 +250,7 @@ impl StreamReassembler {
                     return;
                 }
                 self.base = Some(data_seq);
+                self.limit = None;
             }
             Some(_) => {}
         }
@@ -228,8 +261,19 @@ impl StreamReassembler {
             return;
         }
         let start = self.offset(data_seq);
-        let end = start + i128::from(len);
-        if flags & FIN != 0 && self.fin.is_none() {
+        let mut end = start + i128::from(len);
+        let mut fin = flags & FIN != 0;
+        if let Some(limit) = self.limit.map(i128::from)
+            && end > limit
+        {
+            if len > 0 {
+                memory.counters.beyond_window_segments += 1;
+                memory.counters.beyond_window_bytes += (end - start.max(limit)) as u64;
+            }
+            end = end.min(limit).max(start);
+            fin = false;
+        }
+        if fin && self.fin.is_none() {
             self.set_fin(end.max(i128::from(self.next)) as u64, memory);
         }
         self.accept(start, end, payload, memory, sink);
@@ -602,6 +646,42 @@ mod tests {
         assert_eq!(end(&mut b, &mut t.m), [Gap(200), data(&[4; 100])]);
     }
 
+    /// A segment 2^30 bytes ahead of a stream whose receiver advertised a
+    /// 64 KiB window is refused, not buffered to be delivered after a
+    /// 1 GiB gap; so is the part of a segment past the edge, and a FIN
+    /// there. Within the window (and its margin) everything is as before.
+    #[test]
+    fn segments_beyond_the_advertised_window_are_refused() {
+        let mut t = T::default();
+        assert_eq!(t.go(&[(0, SYN, b""), (1, ACK, b"hello")]), [data(b"hello")]);
+        // The receiver acknowledges the 5 bytes and offers 64 KiB.
+        t.r.receive_window(6, 65535);
+        let edge = 5 + 2 * 65535 + WINDOW_MARGIN as u32;
+        assert!(t.go(&[((1 << 30) + 1, ACK, b"forged bytes")]).is_empty());
+        let c = *t.m.counters();
+        assert_eq!((c.beyond_window_segments, c.beyond_window_bytes), (1, 12));
+        assert_eq!(t.m.buffered(), 0, "nothing buffered");
+        // Straddling the edge: the part before it is taken.
+        assert!(t.go(&[(edge - 3 + 1, ACK, b"abcdef")]).is_empty());
+        assert_eq!(t.m.counters().beyond_window_bytes, 12 + 3);
+        // A FIN beyond the edge does not end the stream there.
+        t.go(&[(edge + 100, ACK | FIN, b"")]);
+        assert!(!t.r.closed());
+        assert_eq!(t.end(), [Gap(u64::from(edge) - 3 - 5), data(b"abc")]);
+        // An edge never moves back; with no window seen there is none.
+        let mut t = T::default();
+        t.go(&[(0, SYN, b""), (1, ACK, b"x")]);
+        t.r.receive_window(2, 1 << 20);
+        t.r.receive_window(2, 0);
+        assert!(t.go(&[(2 + (2 << 20), ACK, b"y")]).is_empty());
+        assert_eq!(t.m.counters().beyond_window_segments, 0);
+        t.end();
+        let mut t = T::default();
+        t.go(&[(0, SYN, b""), ((1 << 30) + 1, ACK, b"z")]);
+        assert_eq!(t.m.counters().beyond_window_segments, 0);
+        t.end();
+    }
+
     #[test]
     fn nothing_after_fin_or_rst() {
         let mut t = T::default();
@@ -717,6 +797,10 @@ mod tests {
             for (second, near, raw, step, flags, payload) in ops {
                 let (seq, i) = (if near { isn.wrapping_add(step) } else { raw }, usize::from(second));
                 streams[i].segment(seq, flags, &payload, &mut m, &mut count(&mut passed[i]));
+                // Its ACK advertises a window for the other direction.
+                if flags & ACK != 0 {
+                    streams[1 - i].receive_window(raw, u64::from(step) * 64);
+                }
                 prop_assert!(m.buffered() <= total && streams.iter().all(|s| s.buffered() <= per_stream));
                 prop_assert_eq!(m.buffered(), streams[0].buffered() + streams[1].buffered());
             }

@@ -139,20 +139,35 @@ fn render(report: &Report) -> String {
     let d = &report.defragmentation;
     let _ = writeln!(
         s,
-        "fragments {}  datagrams reassembled {}  timed out {}  evicted {}  overlapping {}  too large {}  malformed {}",
-        d.fragments, d.reassembled, d.timed_out, d.evicted, d.overlaps, d.too_large, d.malformed
+        "fragments {}  datagrams reassembled {}  timed out {}  evicted {}  overlapping {}  too large {}  malformed {}  incomplete at the end {}",
+        d.fragments, d.reassembled, d.timed_out, d.evicted, d.overlaps, d.too_large, d.malformed, d.incomplete_at_end
+    );
+    let _ = writeln!(
+        s,
+        "fragments used in datagrams {}  duplicates {}  dropped {}",
+        d.fragments.saturating_sub(d.duplicates + d.dropped_fragments),
+        d.duplicates,
+        d.dropped_fragments
     );
     let r = &report.reassembly;
     let _ = writeln!(
         s,
-        "stream bytes {}  retransmitted {}  conflicting overlaps {}  out of order segments {}  gaps {} ({} bytes)  cut {}",
+        "stream bytes {}  retransmitted {}  conflicting overlaps {}  out of order segments {}  gaps {} ({} bytes)  cut {}  beyond the window {} segments ({} bytes)",
         r.delivered_bytes,
         r.retransmitted_bytes,
         r.overlap_conflicts,
         r.out_of_order_segments,
         r.gaps,
         r.gap_bytes,
-        r.cut_bytes
+        r.cut_bytes,
+        r.beyond_window_segments,
+        r.beyond_window_bytes
+    );
+    let h = &report.held;
+    let _ = writeln!(
+        s,
+        "held until classified: at most {} bytes  flows routed early at 64 KiB {}, at --held-mib {}",
+        h.peak_bytes, h.routed_early.at_flow_bound, h.routed_early.at_total_bound
     );
     let l = &report.loopback;
     if l.connections > 0 {

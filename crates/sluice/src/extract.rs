@@ -3,13 +3,14 @@
 //! indexes select.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::bail;
 use sluice_capture::live::LiveConfig;
 use sluice_store::{ExtractReport, FlowSpan, Selection, extract, link_type, recordings};
 
 #[derive(clap::Args)]
-#[command(after_help = "\
+#[command(after_help = concat!("\
 Times are RFC 3339 (2024-01-01T00:00:05Z, 2024-01-01T01:00:05.25+01:00) or
 Unix seconds (1704067205.5), to the nanosecond.
 
@@ -17,7 +18,16 @@ Examples:
   sluice extract -r /data/cap --from 2026-11-25T09:00:00Z --to 2026-11-25T09:05:00Z -w 5min.pcap
   sluice extract -r /data/cap --filter 'host 10.0.0.7 and port 443' -w host.pcap
   sluice extract -r /data/cap --flow 301e9772e611ff57 --flows out/flows.jsonl -w flow.pcap
-  sluice extract -r /data/rec --filter udp -w udp.pcap   (rec/w0, rec/w1, ... merged)")]
+  sluice extract -r /data/rec --filter udp -w udp.pcap   (rec/w0, rec/w1, ... merged)
+
+A block index is a hint: an entry that contradicts itself or its neighbours
+does not make its block skipped, and each block read is checked against its
+entry. Bytes that are not records (a damaged record, a file torn by a crash)
+are skipped, and reading goes on at the next records. Each such problem is
+printed on stderr as `warning: FILE: byte offset N: MESSAGE`, and the exit
+status is then 3 (1 if no recording could be read).
+
+", exit_codes!()))]
 pub struct ExtractArgs {
     /// Directory of recordings (`sluice record -w DIR`), pcap or pcapng. The
     /// recordings of its immediate subdirectories are read too (`sluice
@@ -47,7 +57,7 @@ pub struct ExtractArgs {
     out: PathBuf,
 }
 
-pub fn run_extract(args: &ExtractArgs) -> anyhow::Result<()> {
+pub fn run_extract(args: &ExtractArgs) -> anyhow::Result<ExitCode> {
     let mut selection = Selection {
         from_ns: args.from.unwrap_or(0),
         to_ns: args.to.unwrap_or(u64::MAX),
@@ -91,7 +101,25 @@ pub fn run_extract(args: &ExtractArgs) -> anyhow::Result<()> {
         extract(&args.dir, &selection, |_| true, &args.out)?
     };
     print_report(&report, args);
-    Ok(())
+    for warning in &report.warnings {
+        match warning.offset {
+            Some(offset) => eprintln!(
+                "warning: {}: byte offset {offset}: {}",
+                warning.path.display(),
+                warning.message
+            ),
+            None => eprintln!("warning: {}: {}", warning.path.display(), warning.message),
+        }
+    }
+    let unlisted = report.warning_count - report.warnings.len() as u64;
+    if unlisted > 0 {
+        eprintln!("warning: {unlisted} more warnings not listed");
+    }
+    Ok(if report.partial() {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_report(report: &ExtractReport, args: &ExtractArgs) {
@@ -107,9 +135,13 @@ fn print_report(report: &ExtractReport, args: &ExtractArgs) {
             );
         }
     }
-    let read = report.files - report.files_skipped;
+    let read = report.files - report.files_skipped - report.files_unreadable;
+    let unreadable = match report.files_unreadable {
+        0 => String::new(),
+        n => format!(", {n} not recordings (see the warnings)"),
+    };
     println!(
-        "files: {read} read of {}, {} skipped by their index",
+        "files: {read} read of {}, {} skipped by their index{unreadable}",
         report.files, report.files_skipped
     );
     for path in &report.unindexed {
@@ -122,7 +154,14 @@ fn print_report(report: &ExtractReport, args: &ExtractArgs) {
         "blocks: {} read of {} indexed, {} skipped by time, {} by the flow's Bloom filter",
         report.blocks_read, report.blocks, report.blocks_skipped_by_time, report.blocks_skipped_by_flow
     );
-    println!("bytes read: {}", report.bytes_read);
+    if report.bytes_unreadable > 0 {
+        println!(
+            "bytes read: {}, of which {} were not records (see the warnings)",
+            report.bytes_read, report.bytes_unreadable
+        );
+    } else {
+        println!("bytes read: {}", report.bytes_read);
+    }
     println!(
         "packets: {} in the time range, {} written to {}",
         report.packets_examined,

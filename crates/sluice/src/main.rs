@@ -18,6 +18,7 @@ mod abstractor;
 mod extract;
 mod options;
 mod probe;
+mod protocols;
 mod record;
 mod run;
 mod training;
@@ -75,8 +76,11 @@ enum Command {
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
-    /// the name) of link types Ethernet, Linux SLL/SLL2, raw IPv4/IPv6,
-    /// BSD null/loopback, PPP, Cisco HDLC, 802.11 (plain, radiotap, PPI).
+    /// the name) of link types Ethernet (DSA tags too), Linux SLL/SLL2,
+    /// raw IPv4/IPv6, BSD null/loopback, PPP, PPPoE, Cisco HDLC, Frame
+    /// Relay, ATM RFC 1483, SLIP, IP over InfiniBand, MPLS, NFLOG, pflog,
+    /// enc, netANALYZER, 802.11 (plain, radiotap, PPI, Prism, AVS); the
+    /// flows in GRE, VXLAN, Geneve, GTP-U, ERSPAN and IP-in-IP tunnels.
     /// Several files are read in order as one capture. Writes one record
     /// per flow to OUTDIR/flows.jsonl (or flows.csv) and the run's counters
     /// to OUTDIR/summary.json, and prints a summary.
@@ -107,9 +111,11 @@ enum Command {
     /// DIR/record-summary.json. Kernel drops and waits for the disk are
     /// counted. -i needs root or CAP_NET_RAW. See docs/recording.md.
     Record(record::RecordArgs),
-    /// Make recordings left by a killed `sluice record` (or `live --record`)
-    /// readable: cut each file (pcap or pcapng) after its last complete
-    /// record and rebuild its index.
+    /// Make recordings left by a killed `sluice record` (or `live --record`),
+    /// or damaged, readable: cut what a crash left at the end of each file
+    /// (pcap or pcapng), move bytes that are not records to a side file,
+    /// keep every record that can be read, and rebuild the index of a file
+    /// that changed.
     Repair(record::RepairArgs),
     /// Copy the packets of a time range, a capture filter or a flow out of
     /// a directory of recordings (pcap or pcapng) into one pcap file.
@@ -148,6 +154,10 @@ enum Command {
     /// of every drop and interface at the end. See docs/abstractor.md.
     #[command(after_help = EXIT_CODES)]
     Abstract(abstractor::AbstractArgs),
+    /// List every protocol and application Sluice can name: how each is
+    /// detected (a dissector, a payload rule, a host name, an address range,
+    /// the port, the IP protocol) and what metadata its flows may carry.
+    Protocols(protocols::ProtocolsArgs),
     /// Generate a realistic traffic mix and analyse it: a first look at
     /// Sluice with no input of your own.
     Demo {
@@ -303,10 +313,11 @@ fn main() -> ExitCode {
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),
         Command::Repair(args) => record::run_repair(&args),
-        Command::Extract(args) => extract::run_extract(&args).map(|_| ExitCode::SUCCESS),
+        Command::Extract(args) => extract::run_extract(&args),
         Command::Train(args) => training::run_train(&args, command_line()).map(|_| ExitCode::SUCCESS),
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Abstract(args) => abstractor::run_abstract(args),
+        Command::Protocols(args) => protocols::run_protocols(&args).map(|()| ExitCode::SUCCESS),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
     };
     match result {

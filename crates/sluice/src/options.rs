@@ -69,6 +69,13 @@ pub struct ClassifyArgs {
     /// added to the built-in ones. May be given several times.
     #[arg(long, value_name = "FILE")]
     pub rules: Vec<PathBuf>,
+    /// More host names and address ranges that name a flow's service
+    /// (`suffix,Service` and `prefix/len,Service` lines, see
+    /// docs/classification.md), on top of the built-in lists; a suffix or
+    /// range given again takes the file's service. May be given several
+    /// times.
+    #[arg(long, value_name = "FILE")]
+    pub services: Vec<PathBuf>,
     /// A statistical model from `sluice train` (or `builtin`, the one
     /// shipped with Sluice) that labels the flows the other stages left
     /// unknown from the sizes and timing of their first packets; the
@@ -168,6 +175,7 @@ impl RunArgs {
             .into();
         }
         k.rules.extend(c.rules.iter().cloned());
+        k.services.extend(c.services.iter().cloned());
         if let Some(model) = &c.model {
             k.model = Some(model.clone());
         }
@@ -386,6 +394,12 @@ pub struct AbstractArgs {
     /// 256].
     #[arg(long, value_name = "KIB")]
     pub reorder_kib: Option<usize>,
+    /// Memory all flows together may take for the events they hold until
+    /// their rule is known (each holds 64 KiB at most); a flow that would
+    /// take more is routed on what is known by then, and counted [default:
+    /// 64].
+    #[arg(long, value_name = "MIB")]
+    pub held_mib: Option<usize>,
 }
 
 impl AbstractArgs {
@@ -397,6 +411,7 @@ impl AbstractArgs {
             || self.linger.is_some()
             || self.hop_limit.is_some()
             || self.reorder_kib.is_some()
+            || self.held_mib.is_some()
     }
 
     pub fn apply(&self, a: &mut AbstractConfig) {
@@ -418,6 +433,9 @@ impl AbstractArgs {
         }
         if let Some(kib) = self.reorder_kib {
             a.reorder = (kib as u64) << 10;
+        }
+        if let Some(mib) = self.held_mib {
+            a.held = (mib as u64) << 20;
         }
     }
 }

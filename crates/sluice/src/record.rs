@@ -87,6 +87,22 @@ pub struct RecordArgs {
 }
 
 #[derive(clap::Args)]
+#[command(after_help = "\
+A file that is whole, with an index that matches it, is left as it is. At
+the end of a file, a torn last record or zero padding (what a killed
+recorder leaves) is cut. Any other bytes that are not records, anywhere in
+the file, are moved to NAME.unreadable beside it (each stretch with its
+offset; see docs/recording.md), every record after them is kept, and each
+stretch is printed on stderr as `warning: FILE: byte offset N: ...`. The
+index of a file that changed is written again, with the recording's block
+size.
+
+Exit status:
+  0  every file was whole, or only cut where a crash had left it torn
+  1  error: the command line named nothing readable
+  2  the command line was wrong
+  3  some file could not be repaired, or held bytes that are not records
+     (moved to its side file)")]
 pub struct RepairArgs {
     /// Capture files, or directories whose .pcap and .pcapng files, and
     /// those of their immediate subdirectories (`live --record`'s DIR/w0,
@@ -212,22 +228,50 @@ pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
             files.push(path.clone());
         }
     }
-    let mut failed = 0;
+    let (mut failed, mut moved) = (0, 0);
     for file in &files {
         match repair(file) {
             Ok(report) if report.removed => println!("{}: no packet had reached the disk; removed", file.display()),
             Ok(report) => {
-                let cut = report.bytes_before - report.bytes_kept;
-                let what = if cut == 0 {
-                    "whole".to_string()
-                } else {
-                    format!("cut {cut} bytes")
-                };
-                println!(
-                    "{}: {} packets kept, {what}; index rebuilt",
-                    file.display(),
-                    report.packets
+                let mut what = Vec::new();
+                if report.whole() {
+                    what.push("whole".to_string());
+                }
+                if report.cut_bytes > 0 {
+                    what.push(format!(
+                        "cut {} bytes at the end (a torn last record or zero padding)",
+                        report.cut_bytes
+                    ));
+                }
+                if let Some(side) = &report.side_file {
+                    moved += 1;
+                    what.push(format!(
+                        "{} bytes in {} stretches that are not records moved to {}",
+                        report.moved_bytes,
+                        report.moved_stretches,
+                        side.display()
+                    ));
+                }
+                what.push(
+                    match (report.index_rebuilt, report.whole()) {
+                        (false, _) => "index left as it is",
+                        (true, true) => "index rebuilt (it was missing or did not match the file)",
+                        (true, false) => "index rebuilt",
+                    }
+                    .to_string(),
                 );
+                println!(
+                    "{}: {} packets kept, {}",
+                    file.display(),
+                    report.packets,
+                    what.join("; ")
+                );
+                for &(offset, len) in &report.moved {
+                    eprintln!(
+                        "warning: {}: byte offset {offset}: {len} bytes that are not records, moved out",
+                        file.display()
+                    );
+                }
             }
             Err(e) => {
                 failed += 1;
@@ -239,7 +283,7 @@ pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if failed > 0 {
+    Ok(if failed > 0 || moved > 0 {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS

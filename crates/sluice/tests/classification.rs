@@ -346,6 +346,74 @@ fn a_dns_answer_names_the_service_of_a_later_flow() {
     }
 }
 
+/// A user's services file names the service of flows that show none: by
+/// the server's address range (a flow whose payload was never seen, which
+/// the range names better than its port) and by host name (an HTTP Host),
+/// on top of the built-in lists, which still name Telegram's addresses. A
+/// malformed file stops the run with its line.
+#[test]
+fn a_users_services_file_names_flows_by_address_and_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("services.pcap");
+    let client = [10, 3, 0, 1];
+    let mut frames = Vec::new();
+    for (port, server, payload) in [
+        (40200, [10, 9, 1, 7], &b""[..]),
+        (40201, [149, 154, 167, 51], b""),
+        (
+            40202,
+            [10, 3, 0, 80],
+            b"GET / HTTP/1.1\r\nHost: wiki.intranet.example\r\n\r\n",
+        ),
+    ] {
+        let mut c = TcpSide {
+            ip: client,
+            port,
+            seq: 1,
+        };
+        let mut s = TcpSide {
+            ip: server,
+            port: if payload.is_empty() { 443 } else { 80 },
+            seq: 7,
+        };
+        frames.push(segment(&mut c, &s, "S", b""));
+        frames.push(segment(&mut s, &c, "SA", b""));
+        frames.push(segment(&mut c, &s, "A", b""));
+        if !payload.is_empty() {
+            frames.push(segment(&mut c, &s, "AP", payload));
+        }
+    }
+    write_pcap(&path, &frames);
+    let list = dir.path().join("mine.csv");
+    std::fs::write(&list, "# our own\n10.9.0.0/16,Lab\nintranet.example,Intranet\n").unwrap();
+    let app = |records: &[Value], port: u64| by_port(records, port)[0]["app"].clone();
+    let plain = records(&path, &[]);
+    assert_eq!(app(&plain, 40200), "TLS");
+    assert_eq!(app(&plain, 40201), "Telegram");
+    assert_eq!(app(&plain, 40202), "HTTP");
+    let ours = records(&path, &["--services", list.to_str().unwrap()]);
+    assert_eq!(app(&ours, 40200), "Lab");
+    assert_eq!(app(&ours, 40201), "Telegram");
+    assert_eq!(app(&ours, 40202), "HTTP.Intranet");
+
+    std::fs::write(&list, "10.9.0.0/16,Lab\n10.9.0.0/40,Lab\n").unwrap();
+    let out = dir.path().join("out");
+    let run = sluice(&[
+        "analyze",
+        path.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--services",
+        list.to_str().unwrap(),
+    ]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("mine.csv:2:") && stderr.contains("prefix length"),
+        "{stderr}"
+    );
+}
+
 /// An RTSP SETUP and its reply announce the stream's RTP and RTCP ports:
 /// the UDP flows that follow are labelled from the announcement.
 #[test]

@@ -124,3 +124,42 @@ fn a_capture_piped_in_gives_the_records_of_the_file() {
     assert!(expected.len() > 100);
     assert_eq!(counts(&from_pipe), expected);
 }
+
+/// A frame that claims 4,093,509,168 bytes on the wire (as a fuzzed
+/// capture did), and one that claims less than was captured of it: neither
+/// length is believed. Each is a warning with its file and byte offset,
+/// counted in the summary's read warnings, and the frame counts its
+/// captured bytes in the totals and in its flow.
+#[test]
+fn frame_lengths_beyond_belief_are_located_warnings_and_count_captured_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut capture = one_datagram_capture(1);
+    let frame_len = capture.len() as u64 - 24 - 16;
+    let mut records = vec![capture[24..].to_vec(); 3];
+    records[1][12..16].copy_from_slice(&4_093_509_168u32.to_le_bytes());
+    records[2][12..16].copy_from_slice(&20u32.to_le_bytes());
+    for record in &records[1..] {
+        capture.extend_from_slice(record);
+    }
+    let path = dir.path().join("lying.pcap");
+    std::fs::write(&path, &capture).unwrap();
+    let out = dir.path().join("out");
+    let output = analyze(&path, &out, &[]);
+    assert_eq!(output.status.code(), Some(3), "a partial result");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for record in 1..3u64 {
+        let offset = 24 + record * (16 + frame_len);
+        assert!(
+            stderr.contains(&format!("{}: byte offset {offset}: record claims a", path.display())),
+            "{stderr}"
+        );
+    }
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["packets"], 3);
+    assert_eq!(summary["bytes"], 3 * frame_len, "{summary}");
+    assert_eq!(summary["drops"]["read_warnings"], 2, "{summary}");
+    assert_eq!(summary["files"][0]["warning_count"], 2);
+    let records = flow_records(&out);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["bytes"], 3 * frame_len);
+}

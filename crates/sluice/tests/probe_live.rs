@@ -272,8 +272,11 @@ fn sighup_reopens_the_outputs_and_loses_no_record() {
         ],
     );
     wait_for(&out.join("probe.yaml"));
-    let sender = ns.send_mix(60_000, 5);
-    std::thread::sleep(Duration::from_millis(1800));
+    // Five seconds of traffic; flows idle for a second end at the next
+    // tick, and their records are handed over every second: by the third
+    // second some are in the file.
+    let sender = ns.send_mix(100_000, 5);
+    std::thread::sleep(Duration::from_millis(3200));
     // As logrotate does: move the files away, then tell the probe.
     for f in ["flows.jsonl", "stats.jsonl"] {
         std::fs::rename(out.join(f), out.join(format!("{f}.1"))).unwrap();

@@ -19,23 +19,33 @@
 //! the index selects. A file without such an index (none, an unreadable
 //! one, or one that lacks the last blocks after a crash or while
 //! recording) is read whole, and reported.
+//!
+//! The index is a hint, never the last word on what a file holds. An
+//! entry that contradicts itself or its neighbours (no packets in a
+//! block of bytes, more packets than its bytes can hold, times that run
+//! backwards or into the next block's, unknown flags, an empty flow
+//! filter for IP packets) is not used to skip its block: the block is
+//! read, and a warning says why. A block is skipped by time only when the
+//! range also misses the gaps that separate it from its neighbours, whose
+//! times bound its packets' even if its own entry is wrong. Each block
+//! read is compared with its entry (packets, first and last times), and a
+//! disagreement is a warning. Inside a block or a file, bytes that are not
+//! records are skipped with a warning that gives their offset, and reading
+//! goes on at the next records ([`crate::scan`]).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader};
 use std::net::IpAddr;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use sluice_wire::{FlowKey, IpVersion, LinkType};
 
-use crate::format::{CaptureFormat, FileHeader, RecordHeader};
+use crate::format::{CaptureFormat, FileHeader, MAX_STEP_BACK_NS, RecordHeader};
+use crate::index::{BlockEntry, ENTRY_BYTES, FLAG_NON_IP, HEADER_BYTES};
+use crate::scan::{Scanner, Step, Unreadable, Window};
 use crate::{Index, PcapWriter, index_path, is_recording};
-
-/// No recorded frame is longer (the recorder's largest snap length is
-/// 256 KiB); a longer one means the bytes are not a record header.
-const MAX_FRAME: u32 = 1 << 20;
 
 /// Which packets to extract.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +68,17 @@ pub struct Packet<'a> {
     pub link: LinkType,
 }
 
+/// Something in the recordings that is not as the recorder writes it:
+/// what was read around it is in the output, what it hid is not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtractWarning {
+    /// The capture file, or for a problem of an index, the index file.
+    pub path: PathBuf,
+    /// Where in that file, when the problem has a place.
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
 /// What an extraction read, skipped and wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtractReport {
@@ -68,9 +89,12 @@ pub struct ExtractReport {
     pub files: u64,
     /// Files left unread because their index says no packet is in range.
     pub files_skipped: u64,
+    /// Files that could not be read at all (their header is not a
+    /// recording's); each has a warning.
+    pub files_unreadable: u64,
     /// Files read whole because no index covers them.
     pub unindexed: Vec<PathBuf>,
-    /// Of those, files that end inside a record (a crash), read up to it.
+    /// Files that end inside a record (a crash), read up to it.
     pub truncated: Vec<PathBuf>,
     /// Blocks in the indexes of the files that were read or skipped by index.
     pub blocks: u64,
@@ -81,9 +105,37 @@ pub struct ExtractReport {
     pub blocks_skipped_by_flow: u64,
     /// Bytes read from capture files (headers and records).
     pub bytes_read: u64,
+    /// Bytes inside the stretches read that are not records, skipped.
+    pub bytes_unreadable: u64,
     /// Packets handed to the predicate (those in the time range).
     pub packets_examined: u64,
     pub packets_written: u64,
+    /// The first [`ExtractReport::KEPT_WARNINGS`] warnings...
+    pub warnings: Vec<ExtractWarning>,
+    /// ...of this many. Any makes the result partial.
+    pub warning_count: u64,
+}
+
+impl ExtractReport {
+    /// Warnings kept verbatim: a hostile file can make millions.
+    pub const KEPT_WARNINGS: usize = 100;
+
+    /// Whether something in the recordings was not as the recorder writes
+    /// it, so that the output may lack packets they held.
+    pub fn partial(&self) -> bool {
+        self.warning_count > 0
+    }
+
+    fn warn(&mut self, path: &Path, offset: Option<u64>, message: String) {
+        self.warning_count += 1;
+        if self.warnings.len() < Self::KEPT_WARNINGS {
+            self.warnings.push(ExtractWarning {
+                path: path.to_path_buf(),
+                offset,
+                message,
+            });
+        }
+    }
 }
 
 /// The recordings of one directory, in name order: one recorder's
@@ -162,7 +214,11 @@ fn natural_key(path: &Path) -> (String, u128, String) {
 ///
 /// The output's link type is the recordings' (they must agree) and its
 /// snap length the largest of theirs, so frames are copied whole. pcap and
-/// pcapng recordings may be mixed.
+/// pcapng recordings may be mixed. What is not as the recorder writes it
+/// (a file that is not a recording, an index that disagrees with its file,
+/// bytes that are not records) is read around and reported in
+/// [`ExtractReport::warnings`]; it is an error only when no recording
+/// could be read at all.
 pub fn extract(
     dir: &Path,
     selection: &Selection,
@@ -198,6 +254,15 @@ pub fn extract(
         if !files.is_empty() {
             streams.push(Stream::new(files));
         }
+    }
+    if report.files_unreadable == report.files {
+        let first = report.warnings.first().map_or(String::new(), |w| {
+            format!(" (the first: {}: {})", w.path.display(), w.message)
+        });
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: none of the recordings could be read{first}", dir.display()),
+        ));
     }
     let planned = || streams.iter().flat_map(|s| &s.files);
     let first = planned().next();
@@ -246,13 +311,29 @@ pub fn extract(
 struct Planned {
     path: PathBuf,
     header: FileHeader,
-    plan: Plan,
+    /// The file's length when it was planned.
+    length: u64,
+    stretches: VecDeque<Stretch>,
 }
 
-enum Plan {
-    /// Offsets and lengths of the blocks to read, in file order.
-    Blocks(VecDeque<(u64, u64)>),
-    Whole,
+/// Part of a file to read: a block of its index, or all its records.
+struct Stretch {
+    start: u64,
+    end: u64,
+    /// A block of the index (else the whole file).
+    block: bool,
+    /// The index entry that describes it, to compare with what it holds;
+    /// `None` for a file read whole.
+    entry: Option<Entry>,
+}
+
+/// An index entry whose block is read.
+struct Entry {
+    number: usize,
+    entry: BlockEntry,
+    /// Why the entry was not believed before the block was read, when
+    /// reading it shows whether it is right.
+    suspect: Option<String>,
 }
 
 /// Decides from a file's index what to read of it; `None` skips it. The
@@ -265,38 +346,115 @@ fn plan(path: PathBuf, selection: &Selection, report: &mut ExtractReport) -> io:
     let length = std::fs::metadata(&path)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?
         .len();
-    let index = Index::read(index_path(&path)).ok().filter(|index| tiles(index, length));
-    let Some(index) = index else {
-        return whole(path, report).map(Some);
-    };
-    let last_ns = selection.to_ns - 1;
-    let in_time = index.blocks_for(selection.from_ns, last_ns, None).count() as u64;
-    let blocks: VecDeque<(u64, u64)> = index
-        .blocks_for(selection.from_ns, last_ns, selection.flow_hash)
-        .map(|b| (b.offset, b.length))
-        .collect();
-    if !blocks.is_empty() {
-        // The index is trusted only if its first block starts where the
-        // header ends: checked once the file is opened anyway.
-        let header = read_header(&path, report)?;
-        if header.len != index.blocks[0].offset {
-            report.unindexed.push(path.clone());
-            return Ok(Some(Planned {
-                path,
-                header,
-                plan: Plan::Whole,
-            }));
+    let index_file = index_path(&path);
+    let index = match Index::read(&index_file) {
+        Ok(index) => Some(index),
+        // No index is no damage: the file is read whole, and said to be.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => {
+            report.warn(
+                &index_file,
+                None,
+                format!("{}; the file is read whole", error_text(&e, &index_file)),
+            );
+            None
         }
-        count_blocks(report, &index, in_time, blocks.len() as u64);
+    };
+    let index = index.filter(|index| match coverage(index, length) {
+        Coverage::Tiles => true,
+        // What a crash or a recording still going on leaves.
+        Coverage::Prefix => false,
+        Coverage::Disagrees(why) => {
+            report.warn(&index_file, None, format!("{why}; the file is read whole"));
+            false
+        }
+    });
+    let Some(index) = index else {
+        return whole(path, length, report);
+    };
+    let format = if path.extension().is_some_and(|e| e == "pcapng") {
+        CaptureFormat::PcapNg
+    } else {
+        CaptureFormat::Pcap
+    };
+    let min_record = format.record_len(0) as u64;
+    let last_ns = selection.to_ns - 1;
+    let (mut in_time, mut stretches) = (0, VecDeque::new());
+    for (k, block) in index.blocks.iter().enumerate() {
+        let problem = entry_problem(&index.blocks, k, min_record);
+        // What reading the block can check is told once it is read, and
+        // only if the block does not bear the entry out.
+        if let Some(Problem { why, checkable: false }) = &problem {
+            report.warn(
+                &index_file,
+                Some((HEADER_BYTES + k * ENTRY_BYTES) as u64),
+                format!(
+                    "entry {k} (the block at byte offset {} of the capture, {} bytes) {why}; \
+                     the block is read whatever the time range and flow",
+                    block.offset, block.length
+                ),
+            );
+        }
+        let (low, high) = time_bounds(&index.blocks, k);
+        let time = problem.is_some() || (low <= last_ns && high >= selection.from_ns);
+        let flow = problem.is_some() || selection.flow_hash.is_none_or(|h| block.may_hold_flow(h));
+        in_time += u64::from(time);
+        if time && flow {
+            stretches.push_back(Stretch {
+                start: block.offset,
+                end: block.offset + block.length,
+                block: true,
+                entry: Some(Entry {
+                    number: k,
+                    entry: block.clone(),
+                    suspect: problem.filter(|p| p.checkable).map(|p| p.why),
+                }),
+            });
+        }
+    }
+    let selected = stretches.len() as u64;
+    if selected == 0 {
+        count_blocks(report, &index, in_time, 0);
+        report.files_skipped += 1;
+        return Ok(None);
+    }
+    let Some(header) = read_header(&path, report) else {
+        return Ok(None);
+    };
+    // The index is trusted only if its first block starts where the
+    // header ends: checked once the file is opened anyway.
+    if header.len != index.blocks[0].offset {
+        report.warn(
+            &index_file,
+            None,
+            format!(
+                "its first block starts at byte offset {}, where the {} file's header ends at {}; \
+                 the file is read whole",
+                index.blocks[0].offset,
+                header.format.extension(),
+                header.len
+            ),
+        );
+        report.unindexed.push(path.clone());
         return Ok(Some(Planned {
+            stretches: VecDeque::from([Stretch {
+                start: header.len,
+                end: length,
+                block: false,
+                entry: None,
+            }]),
             path,
             header,
-            plan: Plan::Blocks(blocks),
+            length,
         }));
     }
-    count_blocks(report, &index, in_time, 0);
-    report.files_skipped += 1;
-    Ok(None)
+    count_blocks(report, &index, in_time, selected);
+    Ok(Some(Planned {
+        path,
+        header,
+        length,
+        stretches,
+    }))
 }
 
 fn count_blocks(report: &mut ExtractReport, index: &Index, in_time: u64, selected: u64) {
@@ -305,43 +463,168 @@ fn count_blocks(report: &mut ExtractReport, index: &Index, in_time: u64, selecte
     report.blocks_skipped_by_flow += in_time - selected;
 }
 
-fn whole(path: PathBuf, report: &mut ExtractReport) -> io::Result<Planned> {
-    let header = read_header(&path, report)?;
+fn whole(path: PathBuf, length: u64, report: &mut ExtractReport) -> io::Result<Option<Planned>> {
+    let Some(header) = read_header(&path, report) else {
+        return Ok(None);
+    };
     report.unindexed.push(path.clone());
-    Ok(Planned {
+    Ok(Some(Planned {
+        stretches: VecDeque::from([Stretch {
+            start: header.len,
+            end: length,
+            block: false,
+            entry: None,
+        }]),
         path,
         header,
-        plan: Plan::Whole,
-    })
+        length,
+    }))
 }
 
-fn read_header(path: &Path, report: &mut ExtractReport) -> io::Result<FileHeader> {
-    let header = FileHeader::read(path)?;
-    if header.format == CaptureFormat::Pcap && !header.nanos {
-        return Err(invalid(
-            path,
-            "a microsecond pcap file; the recorder writes nanosecond ones".into(),
-        ));
-    }
-    report.bytes_read += header.len;
-    Ok(header)
-}
-
-/// Whether the index's blocks tile the file from its first block (where
-/// the header ends) to its end, so that every record is in a block it
-/// describes.
-fn tiles(index: &Index, file_length: u64) -> bool {
-    let Some(first) = index.blocks.first() else {
-        return false;
+/// The file's header, or `None` (with a warning) when it is not a
+/// recording's.
+fn read_header(path: &Path, report: &mut ExtractReport) -> Option<FileHeader> {
+    let why = match FileHeader::read(path) {
+        Ok(header) if header.format == CaptureFormat::Pcap && !header.nanos => {
+            "a microsecond pcap file; the recorder writes nanosecond ones".to_string()
+        }
+        Ok(header) => {
+            report.bytes_read += header.len;
+            return Some(header);
+        }
+        Err(e) => error_text(&e, path),
     };
+    report.files_unreadable += 1;
+    report.warn(path, Some(0), format!("{why}; the file is skipped"));
+    None
+}
+
+/// An error's text without the path it starts with (the warning names it).
+fn error_text(e: &io::Error, path: &Path) -> String {
+    let text = e.to_string();
+    let prefix = format!("{}: ", path.display());
+    text.strip_prefix(&prefix).map_or(text.clone(), str::to_string)
+}
+
+/// How an index's blocks cover its file.
+enum Coverage {
+    /// From their first offset to the file's end, each block starting
+    /// where the one before it ends: every record is in a block it
+    /// describes.
+    Tiles,
+    /// Contiguous, but ending before the file does: the last entries are
+    /// missing, as after a crash or while the file is being recorded.
+    Prefix,
+    /// Anything else.
+    Disagrees(String),
+}
+
+fn coverage(index: &Index, file_length: u64) -> Coverage {
+    let Some(first) = index.blocks.first() else {
+        return Coverage::Prefix;
+    };
+    if first.offset == 0 {
+        return Coverage::Disagrees("its first block starts at byte offset 0, inside the file's header".into());
+    }
     let mut at = first.offset;
-    for block in &index.blocks {
+    for (k, block) in index.blocks.iter().enumerate() {
         if block.offset != at {
-            return false;
+            return Coverage::Disagrees(format!(
+                "entry {k} puts a block at byte offset {} where the one before it ends at {at}",
+                block.offset
+            ));
         }
         at = at.saturating_add(block.length);
     }
-    first.offset > 0 && at == file_length
+    match at.cmp(&file_length) {
+        std::cmp::Ordering::Equal => Coverage::Tiles,
+        std::cmp::Ordering::Less => Coverage::Prefix,
+        std::cmp::Ordering::Greater => Coverage::Disagrees(format!(
+            "its blocks end at byte offset {at}, past the file's end at {file_length}"
+        )),
+    }
+}
+
+/// Why an index entry cannot be believed.
+struct Problem {
+    why: String,
+    /// Reading the block shows whether the entry is right after all (its
+    /// packets and times; not its flags or flow filter).
+    checkable: bool,
+}
+
+/// Why entry `k` cannot be believed, if it contradicts itself or its
+/// neighbours. `min_record` is the fewest bytes a record takes.
+fn entry_problem(blocks: &[BlockEntry], k: usize, min_record: u64) -> Option<Problem> {
+    match entry_flags_problem(&blocks[k]) {
+        Some(why) => Some(Problem { why, checkable: false }),
+        None => entry_count_or_time_problem(blocks, k, min_record).map(|why| Problem { why, checkable: true }),
+    }
+}
+
+fn entry_flags_problem(b: &BlockEntry) -> Option<String> {
+    if b.flags & !FLAG_NON_IP != 0 {
+        return Some(format!("has flags {:#x}, which no recorder sets", b.flags));
+    }
+    if b.packets > 0 && b.flags & FLAG_NON_IP == 0 && b.bloom.iter().all(|&w| w == 0) {
+        return Some("has an empty flow filter, although all its packets are IP".into());
+    }
+    None
+}
+
+fn entry_count_or_time_problem(blocks: &[BlockEntry], k: usize, min_record: u64) -> Option<String> {
+    let b = &blocks[k];
+    if b.length == 0 {
+        return (b.packets > 0).then(|| format!("says it holds {} packets in no bytes", b.packets));
+    }
+    if b.packets == 0 {
+        return Some("says it holds no packet".into());
+    }
+    if u64::from(b.packets) > b.length / min_record {
+        return Some(format!("says it holds {} packets, more than its bytes can", b.packets));
+    }
+    // Packets of different queues come slightly out of order, so the last
+    // may be stamped a little before the first.
+    if b.first_ts_ns > b.last_ts_ns.saturating_add(MAX_STEP_BACK_NS) {
+        return Some(format!(
+            "says its first packet ({} ns) came long after its last ({} ns)",
+            b.first_ts_ns, b.last_ts_ns
+        ));
+    }
+    if let Some(previous) = k.checked_sub(1).map(|p| &blocks[p])
+        && b.first_ts_ns.saturating_add(MAX_STEP_BACK_NS) < previous.last_ts_ns
+    {
+        return Some(format!(
+            "says its first packet ({} ns) came long before the last of the block before it ({} ns)",
+            b.first_ts_ns, previous.last_ts_ns
+        ));
+    }
+    if let Some(next) = blocks.get(k + 1)
+        && next.first_ts_ns.saturating_add(MAX_STEP_BACK_NS) < b.last_ts_ns
+    {
+        return Some(format!(
+            "says its last packet ({} ns) came long after the first of the block after it ({} ns)",
+            b.last_ts_ns, next.first_ts_ns
+        ));
+    }
+    None
+}
+
+/// The times block `k`'s packets can have: its own range, widened to the
+/// last packet of the block before it and the first of the block after.
+/// Recorded packets follow each other in time, so even an entry whose own
+/// times are wrong cannot hide packets outside these.
+fn time_bounds(blocks: &[BlockEntry], k: usize) -> (u64, u64) {
+    let b = &blocks[k];
+    let mut low = b.first_ts_ns.min(b.last_ts_ns);
+    let mut high = b.last_ts_ns.max(b.first_ts_ns);
+    if let Some(previous) = k.checked_sub(1).map(|p| &blocks[p]) {
+        low = low.min(previous.last_ts_ns);
+    }
+    if let Some(next) = blocks.get(k + 1) {
+        high = high.max(next.first_ts_ns);
+    }
+    (low, high)
 }
 
 /// One directory's recordings, read packet by packet in recorded order.
@@ -349,28 +632,36 @@ struct Stream {
     files: VecDeque<Planned>,
     /// The file being read.
     reading: Option<Reading>,
-    /// The block being read, or in a file read whole the current record.
-    buffer: Vec<u8>,
-    /// The current packet's header and where its bytes start in `buffer`.
-    current: Option<(RecordHeader, usize)>,
+    /// The current packet's header and where its bytes start in the file.
+    current: Option<(RecordHeader, u64)>,
 }
 
 struct Reading {
     path: PathBuf,
     header: FileHeader,
-    source: Source,
+    window: Window,
+    /// Bytes of `window` already counted in the report.
+    counted: u64,
+    stretches: VecDeque<Stretch>,
+    /// The stretch being read, and what it held so far.
+    scanning: Option<Scanning>,
+    /// The end of the last stretch read, and where its records reached.
+    read_to: Option<(u64, u64)>,
 }
 
-enum Source {
-    /// Read by blocks: `at` is the next record's place in the buffer, which
-    /// holds the block read from `offset`; `blocks` are those still to read.
-    Blocks {
-        file: File,
-        blocks: VecDeque<(u64, u64)>,
-        offset: u64,
-        at: usize,
-    },
-    Whole(BufReader<File>),
+/// A stretch being read: where in it, the index entry to compare it with,
+/// and what it held so far.
+type Scanning = (Scanner, Option<Entry>, Tally);
+
+/// What a block held: to compare with its index entry.
+#[derive(Default)]
+struct Tally {
+    packets: u64,
+    first_ts_ns: u64,
+    last_ts_ns: u64,
+    /// It held bytes that are not records, already reported: its entry
+    /// cannot agree with what was read.
+    damaged: bool,
 }
 
 impl Stream {
@@ -378,7 +669,6 @@ impl Stream {
         Stream {
             files,
             reading: None,
-            buffer: Vec::new(),
             current: None,
         }
     }
@@ -388,30 +678,33 @@ impl Stream {
     fn advance(&mut self, selection: &Selection, report: &mut ExtractReport) -> io::Result<Option<u64>> {
         loop {
             if self.reading.is_none() {
-                let Some(Planned { path, header, plan }) = self.files.pop_front() else {
+                let Some(Planned {
+                    path,
+                    header,
+                    length,
+                    stretches,
+                }) = self.files.pop_front()
+                else {
                     self.current = None;
                     return Ok(None);
                 };
                 let file =
                     File::open(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-                let source = match plan {
-                    Plan::Blocks(blocks) => Source::Blocks {
-                        file,
-                        blocks,
-                        offset: 0,
-                        at: 0,
-                    },
-                    Plan::Whole => {
-                        let mut reader = BufReader::with_capacity(1 << 20, file);
-                        reader.seek_relative(header.len as i64)?;
-                        Source::Whole(reader)
-                    }
-                };
-                self.buffer.clear();
-                self.reading = Some(Reading { path, header, source });
+                self.reading = Some(Reading {
+                    path,
+                    header,
+                    window: Window::new(file, length),
+                    counted: 0,
+                    stretches,
+                    scanning: None,
+                    read_to: None,
+                });
             }
             let reading = self.reading.as_mut().expect("a file is being read");
-            match reading.next_record(&mut self.buffer, report)? {
+            let next = reading.next_record(report);
+            report.bytes_read += reading.window.bytes_read() - reading.counted;
+            reading.counted = reading.window.bytes_read();
+            match next? {
                 Some((record, data_at)) => {
                     if record.ts_ns >= selection.from_ns && record.ts_ns < selection.to_ns {
                         report.packets_examined += 1;
@@ -427,81 +720,141 @@ impl Stream {
     /// The current packet.
     fn packet(&self, link: LinkType) -> Packet<'_> {
         let (record, at) = self.current.expect("advance found a packet");
+        let reading = self.reading.as_ref().expect("the packet's file is being read");
         Packet {
             ts_ns: record.ts_ns,
             wire_len: record.wire_len.max(record.captured),
-            data: &self.buffer[at..at + record.captured as usize],
+            data: reading.window.slice(at, record.captured as usize),
             link,
         }
     }
 }
 
 impl Reading {
-    /// The next record of the file, and where its captured bytes start in
-    /// `buffer`; `None` at the end of the file (or where a file read whole
-    /// stops being a capture, which is reported).
-    fn next_record(
-        &mut self,
-        buffer: &mut Vec<u8>,
-        report: &mut ExtractReport,
-    ) -> io::Result<Option<(RecordHeader, usize)>> {
-        let (path, header) = (&self.path, &self.header);
-        let head_len = header.record_head_len();
-        match &mut self.source {
-            Source::Blocks {
-                file,
-                blocks,
-                offset,
-                at,
-            } => {
-                if *at >= buffer.len() {
-                    let Some((block_offset, length)) = blocks.pop_front() else {
-                        return Ok(None);
-                    };
-                    let length = usize::try_from(length).map_err(|_| invalid(path, "index block too long".into()))?;
-                    buffer.resize(length, 0);
-                    file.read_exact_at(buffer, block_offset)
-                        .map_err(|e| invalid(path, format!("reading the block at offset {block_offset}: {e}")))?;
-                    report.bytes_read += length as u64;
-                    report.blocks_read += 1;
-                    (*offset, *at) = (block_offset, 0);
-                }
-                let rest = &buffer[*at..];
-                let record = header
-                    .parse_record(rest, MAX_FRAME)
-                    .filter(|r| r.len <= rest.len() && header.record_complete(&rest[..r.len]))
-                    .ok_or_else(|| {
-                        invalid(
-                            path,
-                            format!(
-                                "no whole record at offset {} inside the block the index puts at {offset}",
-                                *offset + *at as u64
-                            ),
-                        )
-                    })?;
-                let data_at = *at + head_len;
-                *at += record.len;
-                Ok(Some((record, data_at)))
-            }
-            Source::Whole(reader) => {
-                buffer.resize(head_len, 0);
-                let got = read_full(reader, buffer)?;
-                report.bytes_read += got as u64;
-                if got == 0 {
-                    return Ok(None);
-                }
-                let Some(record) = header.parse_record(buffer, MAX_FRAME).filter(|_| got == head_len) else {
-                    report.truncated.push(path.clone());
+    /// The next record of the file, and the file offset of its captured
+    /// bytes (which are in the window); `None` at the end of what is read
+    /// of the file. What is not a record on the way is skipped and
+    /// reported.
+    fn next_record(&mut self, report: &mut ExtractReport) -> io::Result<Option<(RecordHeader, u64)>> {
+        loop {
+            let Some((scanner, entry, tally)) = &mut self.scanning else {
+                let Some(stretch) = self.stretches.pop_front() else {
                     return Ok(None);
                 };
-                buffer.resize(record.len, 0);
-                let got = read_full(reader, &mut buffer[head_len..])?;
-                report.bytes_read += got as u64;
-                if head_len + got < record.len || !header.record_complete(buffer) {
-                    report.truncated.push(path.clone());
-                    return Ok(None);
+                report.blocks_read += u64::from(stretch.block);
+                let mut start = stretch.start;
+                // The block before, read just now, ended where this one
+                // starts, but its last record ran on past that: records go
+                // on where it ends, not where the index says.
+                if let Some((end, at)) = self.read_to
+                    && end == start
+                    && at > start
+                {
+                    report.warn(
+                        &index_path(&self.path),
+                        stretch
+                            .entry
+                            .as_ref()
+                            .map(|e| (HEADER_BYTES + e.number * ENTRY_BYTES) as u64),
+                        format!(
+                            "a block starts at byte offset {start}, inside the record that ends at {at}; \
+                             reading goes on at {at}"
+                        ),
+                    );
+                    start = at.min(stretch.end);
                 }
-                Ok(Some((record, head_len)))
+                let scanner = Scanner::new(self.header.clone(), start, stretch.end);
+                let entry = stretch.entry.filter(|_| start == stretch.start);
+                self.scanning = Some((scanner, entry, Tally::default()));
+                self.read_to = Some((stretch.end, start));
+                continue;
+            };
+            let step = scanner.next(&mut self.window).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: reading at byte offset {}: {e}",
+                        self.path.display(),
+                        scanner.position()
+                    ),
+                )
+            })?;
+            match step {
+                Step::Record { at, record } => {
+                    if tally.packets == 0 {
+                        tally.first_ts_ns = record.ts_ns;
+                    }
+                    tally.packets += 1;
+                    tally.last_ts_ns = record.ts_ns;
+                    return Ok(Some((record, at + self.header.record_head_len() as u64)));
+                }
+                Step::Unreadable { at, len, kind } => {
+                    report.bytes_unreadable += len;
+                    tally.damaged = true;
+                    let what = match kind {
+                        Unreadable::Middle => format!(
+                            "{len} bytes that are not records (a damaged record); skipped, reading goes on at byte offset {}",
+                            at + len
+                        ),
+                        Unreadable::Zeros => {
+                            format!(
+                                "the file ends with {len} zero bytes (a recorder killed while closing it); `sluice repair` cuts them"
+                            )
+                        }
+                        Unreadable::Torn => {
+                            report.truncated.push(self.path.clone());
+                            format!(
+                                "the file ends inside a record ({len} bytes of it; a recorder killed while writing); `sluice repair` cuts it"
+                            )
+                        }
+                        Unreadable::Garbage => format!("the last {len} bytes of the file are not records; skipped"),
+                    };
+                    report.warn(&self.path, Some(at), what);
+                }
+                Step::End => {
+                    if let Some((_, to)) = &mut self.read_to {
+                        *to = scanner.position();
+                    }
+                    if let Some(Entry {
+                        number: k,
+                        entry,
+                        suspect,
+                    }) = entry
+                    {
+                        let agrees = tally.packets == u64::from(entry.packets)
+                            && tally.first_ts_ns == entry.first_ts_ns
+                            && tally.last_ts_ns == entry.last_ts_ns;
+                        let why = match suspect {
+                            Some(why) if !agrees || tally.damaged => Some(format!(
+                                "{why}; the block was read whatever the time range and flow, and"
+                            )),
+                            // Damage already told explains a disagreement.
+                            None if !agrees && !tally.damaged => Some(format!(
+                                "says the block holds {} packets stamped {} to {} ns, but",
+                                entry.packets, entry.first_ts_ns, entry.last_ts_ns
+                            )),
+                            _ => None,
+                        };
+                        if let Some(why) = why {
+                            let index_file = index_path(&self.path);
+                            report.warn(
+                                &index_file,
+                                Some((HEADER_BYTES + *k * ENTRY_BYTES) as u64),
+                                format!(
+                                    "entry {k} (the block at byte offset {} of the capture) {why} it holds {} \
+                                     stamped {} to {} ns (what it holds was extracted; `sluice repair {}` \
+                                     rebuilds the index)",
+                                    entry.offset,
+                                    tally.packets,
+                                    tally.first_ts_ns,
+                                    tally.last_ts_ns,
+                                    self.path.display()
+                                ),
+                            );
+                        }
+                    }
+                    self.scanning = None;
+                }
             }
         }
     }
@@ -600,20 +953,6 @@ impl FlowSpan {
         (self.first_ts_ns..=self.last_ts_ns).contains(&packet.ts_ns)
             && sluice_wire::decode(packet.link, packet.data).is_ok_and(|d| d.key.canonical().0 == self.key)
     }
-}
-
-/// Reads until `buffer` is full or the input ends; returns the bytes read.
-fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buffer.len() {
-        match reader.read(&mut buffer[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 fn invalid(path: &Path, why: String) -> io::Error {
@@ -856,5 +1195,180 @@ mod tests {
         assert_eq!(merged.len() as u64, u64::from(PACKETS) * 3 / 2);
         assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "in time order");
         assert_eq!(report.directories.len(), 4);
+    }
+
+    /// Overwrites bytes of a file in place.
+    fn poke(path: &Path, at: u64, bytes: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .write_all_at(bytes, at)
+            .unwrap();
+    }
+
+    fn entry_at(k: usize) -> u64 {
+        (HEADER_BYTES + k * ENTRY_BYTES) as u64
+    }
+
+    /// An index entry that says its block holds no packet, or whose times
+    /// were changed, hides nothing: its block is read and the run warned.
+    #[test]
+    fn an_index_entry_that_disagrees_hides_no_packet() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let dir = tempfile::tempdir().unwrap();
+            let rec = dir.path().join("rec");
+            let sent = record_as(&rec, format);
+            let files = recordings(&rec).unwrap();
+            let index_file = index_path(&files[0]);
+            let index = Index::read(&index_file).unwrap();
+            assert!(index.blocks.len() >= 3);
+            let out = dir.path().join("out.pcap");
+
+            // No packets in block 1.
+            poke(&index_file, entry_at(1) + 32, &0u32.to_le_bytes());
+            let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+            assert!(read(&out) == sent, "{format:?}: every packet, {report:?}");
+            assert_eq!(report.blocks_skipped_by_time, 0, "{report:?}");
+            assert!(report.partial() && report.warnings[0].path == index_file, "{report:?}");
+            assert_eq!(report.warnings[0].offset, Some(entry_at(1)));
+            assert!(report.warnings[0].message.contains("holds no packet"), "{report:?}");
+
+            // Block 1's times narrowed to its first packet's: a time range
+            // inside what it really holds still finds its packets (the
+            // neighbours bound them), and the entry is caught on reading.
+            let original = &index.blocks[1];
+            let mut narrowed = original.clone();
+            narrowed.last_ts_ns = narrowed.first_ts_ns;
+            poke(&index_file, entry_at(1), &narrowed.encode());
+            let middle = (original.first_ts_ns + original.last_ts_ns) / 2;
+            let (from, to) = (middle, original.last_ts_ns);
+            let report = extract(&rec, &all(from, to), |_| true, &out).unwrap();
+            let expected: Vec<_> = sent.iter().filter(|p| p.0 >= from && p.0 < to).cloned().collect();
+            assert!(!expected.is_empty() && read(&out) == expected, "{format:?}: {report:?}");
+            assert!(report.partial(), "{report:?}");
+            assert!(report.warnings[0].message.contains("it holds"), "{report:?}");
+
+            // Times moved far into the future contradict the next block.
+            let mut later = original.clone();
+            later.first_ts_ns += 3_600_000_000_000;
+            later.last_ts_ns += 3_600_000_000_000;
+            poke(&index_file, entry_at(1), &later.encode());
+            let report = extract(&rec, &all(from, to), |_| true, &out).unwrap();
+            assert!(read(&out) == expected, "{format:?}: {report:?}");
+            assert!(report.partial(), "{report:?}");
+
+            // The original entry back: a clean run.
+            poke(&index_file, entry_at(1), &original.encode());
+            let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+            assert!(!report.partial() && read(&out) == sent, "{report:?}");
+        }
+    }
+
+    /// Two entries whose boundary was moved into a record (both changed so
+    /// that they still tile the file): the record is read once, from the
+    /// first block, and the second goes on where it ends.
+    #[test]
+    fn a_block_boundary_inside_a_record_reads_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        let sent = record_as(&rec, CaptureFormat::Pcap);
+        let files = recordings(&rec).unwrap();
+        let index_file = index_path(&files[0]);
+        let index = Index::read(&index_file).unwrap();
+        let (mut first, mut second) = (index.blocks[0].clone(), index.blocks[1].clone());
+        first.length -= 10;
+        second.offset -= 10;
+        second.length += 10;
+        poke(&index_file, entry_at(0), &first.encode());
+        poke(&index_file, entry_at(1), &second.encode());
+        let out = dir.path().join("out.pcap");
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        assert!(read(&out) == sent, "{report:?}");
+        assert_eq!(report.bytes_unreadable, 0, "{report:?}");
+        assert!(
+            report.partial() && report.warnings[0].message.contains("inside the record"),
+            "{report:?}"
+        );
+    }
+
+    /// A damaged record header inside an indexed block: extraction reads on
+    /// past it, loses that one packet only, and says where.
+    #[test]
+    fn a_damaged_record_in_a_block_is_skipped_with_its_offset() {
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let dir = tempfile::tempdir().unwrap();
+            let rec = dir.path().join("rec");
+            let sent = record_as(&rec, format);
+            let files = recordings(&rec).unwrap();
+            let in_file: Vec<u64> = sluice_capture::CaptureFile::open(&files[0])
+                .unwrap()
+                .reader()
+                .unwrap()
+                .map(|p| p.offset)
+                .collect();
+            let victim = in_file.len() / 2;
+            let at = in_file[victim];
+            // Bit 24 of the captured length.
+            let captured_at = match format {
+                CaptureFormat::Pcap => 8,
+                CaptureFormat::PcapNg => 20,
+            };
+            let mut byte = [0u8];
+            {
+                use std::os::unix::fs::FileExt;
+                File::open(&files[0])
+                    .unwrap()
+                    .read_exact_at(&mut byte, at + captured_at + 3)
+                    .unwrap();
+            }
+            poke(&files[0], at + captured_at + 3, &[byte[0] ^ 1]);
+            let out = dir.path().join("out.pcap");
+            let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+            let mut expected = sent.clone();
+            expected.remove(victim);
+            assert!(read(&out) == expected, "{format:?}: {report:?}");
+            assert!(report.partial(), "{report:?}");
+            let warning = report.warnings.iter().find(|w| w.path == files[0]).unwrap();
+            assert_eq!(warning.offset, Some(at), "{report:?}");
+            assert_eq!(report.bytes_unreadable, in_file[victim + 1] - at);
+        }
+    }
+
+    /// What is not a recording, or is cut short, makes the result partial.
+    #[test]
+    fn torn_and_foreign_files_make_a_partial_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        let sent = record_as(&rec, CaptureFormat::Pcap);
+        let files = recordings(&rec).unwrap();
+        let last = files.last().unwrap();
+        let length = std::fs::metadata(last).unwrap().len();
+        File::options()
+            .write(true)
+            .open(last)
+            .unwrap()
+            .set_len(length - 10)
+            .unwrap();
+        std::fs::write(rec.join("sluice-junk.pcap"), b"this is no capture at all").unwrap();
+        let out = dir.path().join("out.pcap");
+        let report = extract(&rec, &all(0, u64::MAX), |_| true, &out).unwrap();
+        assert!(read(&out) == sent[..sent.len() - 1]);
+        assert_eq!(report.files_unreadable, 1);
+        assert_eq!(report.truncated, std::slice::from_ref(last));
+        assert!(
+            report.warning_count >= 3,
+            "the junk, the last index, the torn record: {report:?}"
+        );
+        // Nothing readable at all is an error.
+        let junk = dir.path().join("junk");
+        std::fs::create_dir(&junk).unwrap();
+        std::fs::write(junk.join("sluice-junk.pcap"), b"this is no capture at all").unwrap();
+        let error = extract(&junk, &all(0, u64::MAX), |_| true, &out).unwrap_err();
+        assert!(
+            error.to_string().contains("none of the recordings could be read"),
+            "{error}"
+        );
     }
 }

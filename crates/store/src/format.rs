@@ -41,7 +41,7 @@ const SHB_TYPE: u32 = 0x0a0d_0d0a;
 const IDB_TYPE: u32 = 1;
 const EPB_TYPE: u32 = 6;
 const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
-const EPB_HEAD: usize = 28;
+pub(crate) const EPB_HEAD: usize = 28;
 /// An EPB without options: head, data, padding and the trailing length.
 const EPB_OVERHEAD: usize = EPB_HEAD + 4;
 const OPT_END: u16 = 0;
@@ -49,6 +49,15 @@ const OPT_SHB_USERAPPL: u16 = 4;
 const OPT_IF_TSRESOL: u16 = 9;
 /// Longest header read to find the first record.
 const MAX_HEADER: usize = 64 << 10;
+/// Largest wire length believed: GRO aggregates reach 64 KiB, jumbo GSO
+/// frames a little more. The bound `sluice_capture`'s readers believe too,
+/// so that what extract writes, the analysis reads as it is.
+pub(crate) const MAX_WIRE_LEN: u32 = 256 << 10;
+/// Longest step back in time a record may take and still count as
+/// plausible: clocks are stepped, and packets of different queues arrive
+/// slightly out of order, but garbage read as a timestamp is almost never
+/// this close to its predecessor.
+pub(crate) const MAX_STEP_BACK_NS: u64 = 60 * 1_000_000_000;
 
 impl CaptureFormat {
     /// The file name extension, without the dot.
@@ -364,6 +373,33 @@ impl FileHeader {
                 })
             }
         }
+    }
+
+    /// The captured length a record of this file can have at most: the
+    /// snap length (the recorder cuts frames to it), or [`MAX_WIRE_LEN`]
+    /// when the header gives none.
+    pub(crate) fn max_captured(&self) -> u32 {
+        match self.snaplen {
+            0 => MAX_WIRE_LEN,
+            snaplen => snaplen.min(MAX_WIRE_LEN),
+        }
+    }
+
+    /// The record header at the start of `bytes` if the recorder could have
+    /// written it after a packet stamped `previous_ts`: [`parse_record`]'s
+    /// checks with the snap length, a captured length of at most the wire
+    /// length, a wire length from 1 to [`MAX_WIRE_LEN`], and a timestamp at
+    /// most [`MAX_STEP_BACK_NS`] before the previous one. Zero padding
+    /// fails these.
+    ///
+    /// [`parse_record`]: FileHeader::parse_record
+    pub(crate) fn plausible_record(&self, bytes: &[u8], previous_ts: Option<u64>) -> Option<RecordHeader> {
+        let record = self.parse_record(bytes, self.max_captured())?;
+        let plausible = record.captured <= record.wire_len
+            && record.wire_len > 0
+            && record.wire_len <= MAX_WIRE_LEN
+            && previous_ts.is_none_or(|previous| record.ts_ns.saturating_add(MAX_STEP_BACK_NS) >= previous);
+        plausible.then_some(record)
     }
 
     /// Whether a whole record (its [`RecordHeader::len`] bytes) ends as it

@@ -11,17 +11,20 @@ mod format;
 mod index;
 mod recorder;
 mod repair;
+mod scan;
 mod write_through;
 
 pub use direct::{ALIGN, DirectWriter};
-pub use extract::{ExtractReport, FlowSpan, RecordingSet, Selection, extract, link_type, recording_sets, recordings};
+pub use extract::{
+    ExtractReport, ExtractWarning, FlowSpan, RecordingSet, Selection, extract, link_type, recording_sets, recordings,
+};
 pub use format::CaptureFormat;
 pub use index::{BLOOM_BITS, BlockEntry, ENTRY_BYTES, FLAG_NON_IP, INDEX_MAGIC, INDEX_VERSION, Index, index_path};
 pub use recorder::{
     DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, RecorderSummary, WriteMode,
     file_name, is_recording,
 };
-pub use repair::{RepairReport, repair};
+pub use repair::{RepairReport, SIDE_MAGIC, repair};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;

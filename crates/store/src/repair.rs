@@ -1,21 +1,28 @@
-//! Making a recording whose writer was killed readable again.
+//! Making a recording whose writer was killed, or whose file was damaged,
+//! readable again, without losing a packet that can still be read.
 //!
 //! After `kill -9` (or a crash) the open file ends wherever its last block
 //! did: usually inside a record (a pcap record, or a pcapng Enhanced Packet
 //! Block), and, if the kill came while the file was being closed, in the
-//! zero padding of its last `O_DIRECT` write. Repair keeps every complete
-//! record up to the first that is not plausible, cuts the rest, and writes
-//! the index again from the records kept.
+//! zero padding of its last `O_DIRECT` write. That is cut. Bytes that are
+//! not records anywhere else (a damaged record, a stretch written over, or
+//! an end that is neither of the above) cannot stay in a capture file
+//! either, but they may be evidence: they are moved to a side file, and the
+//! records after them are kept ([`crate::scan`] finds them again). The
+//! index is then written again from the records kept, with the recording's
+//! block size. A file that is whole, with an index that matches it, is left
+//! as it is.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Read};
-use std::path::Path;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
 use sluice_wire::LinkType;
 
 use crate::format::{FileHeader, HeaderProblem};
-use crate::index::{BlockEntry, IndexWriter, index_path};
-use crate::recorder::DEFAULT_BLOCK_BYTES;
+use crate::index::{BlockEntry, Index, IndexWriter, index_path};
+use crate::recorder::{DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES};
+use crate::scan::{Scanner, Step, Unreadable, Window};
 
 /// What repair found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,20 +34,42 @@ pub struct RepairReport {
     /// The file held no file header (the recorder was killed before its
     /// first block reached the disk) and was deleted.
     pub removed: bool,
+    /// Bytes cut from the end: what a crash leaves there (a torn last
+    /// record, zero padding).
+    pub cut_bytes: u64,
+    /// Stretches of the file that were not records, moved to
+    /// [`RepairReport::side_file`]: their offset in the file as it was,
+    /// and their length. The first [`RepairReport::KEPT_STRETCHES`]...
+    pub moved: Vec<(u64, u64)>,
+    /// ...of this many, holding this many bytes.
+    pub moved_stretches: u64,
+    pub moved_bytes: u64,
+    /// Where the moved stretches went (see [`SIDE_MAGIC`] for its layout).
+    pub side_file: Option<PathBuf>,
+    /// The index was written again: the file changed, or its index was
+    /// missing or did not match it.
+    pub index_rebuilt: bool,
 }
 
-/// Longest step back in time a record may take and still count as
-/// plausible: clocks are stepped, and packets of different queues arrive
-/// slightly out of order, but garbage read as a timestamp is almost never
-/// this close to its predecessor.
-const MAX_STEP_BACK_NS: u64 = 60 * 1_000_000_000;
-/// Largest wire length believed: GRO aggregates reach 64 KiB, jumbo
-/// GSO frames a little more.
-const MAX_WIRE_LEN: u32 = 1 << 20;
+impl RepairReport {
+    /// Stretches listed one by one: a hostile file can hold millions.
+    pub const KEPT_STRETCHES: usize = 100;
 
-/// Cuts a pcap or pcapng file to its last complete, plausible record and
-/// rebuilds its index. A file that is already whole is left as it is (its
-/// index is still rebuilt).
+    /// Whether the file was whole and is left as it was.
+    pub fn whole(&self) -> bool {
+        !self.removed && self.bytes_kept == self.bytes_before
+    }
+}
+
+/// The first bytes of a side file. Then, for each stretch moved out of the
+/// capture file, in file order: its offset in the file as it was (u64),
+/// its length (u64), both little-endian, and its bytes.
+pub const SIDE_MAGIC: &[u8; 16] = b"SLUICE-UNREAD-1\n";
+
+/// Makes `path` (a pcap or pcapng recording) readable to its last
+/// complete record, keeping every record that can be read: see the module
+/// documentation. A file that is whole, with an index that matches it, is
+/// not touched.
 pub fn repair(path: &Path) -> io::Result<RepairReport> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let bytes_before = std::fs::metadata(path).map_err(named)?.len();
@@ -54,104 +83,243 @@ pub fn repair(path: &Path) -> io::Result<RepairReport> {
             std::fs::remove_file(path).map_err(named)?;
             let _ = std::fs::remove_file(index_path(path));
             return Ok(RepairReport {
-                packets: 0,
-                bytes_before,
-                bytes_kept: 0,
                 removed: true,
+                ..RepairReport::new(bytes_before)
             });
         }
         Err(HeaderProblem::Invalid(why)) => return Err(named(io::Error::new(io::ErrorKind::InvalidData, why))),
     };
     drop(head);
-    let link = LinkType::from_linktype(header.linktype);
-    let snaplen = header.snaplen;
-    let mut input = BufReader::with_capacity(1 << 20, File::open(path).map_err(named)?);
-    input.seek_relative(header.len as i64).map_err(named)?;
-
     let index_file = index_path(path);
-    let mut temp_name = index_file.as_os_str().to_owned();
-    temp_name.push(".tmp");
-    let temp = std::path::PathBuf::from(temp_name);
-    let mut index = IndexWriter::create(&temp).map_err(named)?;
-    let mut entry = BlockEntry::empty(0);
-    let mut kept = header.len;
-    let mut packets = 0;
-    let mut previous_ts = 0u64;
-    let head_len = header.record_head_len();
-    let mut record = vec![0u8; head_len + snaplen.clamp(1, MAX_WIRE_LEN) as usize + 8];
-    loop {
-        if read_up_to(&mut input, &mut record[..head_len]).map_err(named)? < head_len {
-            break;
+    let old_index = Index::read(&index_file).ok();
+    let block_bytes = block_size(old_index.as_ref(), bytes_before);
+
+    // First pass: what the file holds, and the index of what is kept.
+    let mut report = RepairReport::new(bytes_before);
+    let mut entries = Vec::new();
+    let mut rewrite = false;
+    {
+        let mut window = Window::new(File::open(path).map_err(named)?, bytes_before);
+        let mut scanner = Scanner::new(header.clone(), header.len, bytes_before);
+        let mut blocks = Blocks::new(&header, block_bytes);
+        let mut removed_before = 0;
+        loop {
+            match scanner.next(&mut window).map_err(named)? {
+                Step::Record { at, record } => {
+                    let frame = window.slice(at + header.record_head_len() as u64, record.captured as usize);
+                    blocks.add(
+                        at - removed_before,
+                        record.ts_ns,
+                        record.len as u64,
+                        frame,
+                        &mut entries,
+                    );
+                    report.packets += 1;
+                }
+                Step::Unreadable {
+                    len,
+                    kind: Unreadable::Zeros | Unreadable::Torn,
+                    ..
+                } => {
+                    report.cut_bytes += len;
+                }
+                Step::Unreadable { at, len, .. } => {
+                    report.moved_stretches += 1;
+                    report.moved_bytes += len;
+                    if report.moved.len() < RepairReport::KEPT_STRETCHES {
+                        report.moved.push((at, len));
+                    }
+                    removed_before += len;
+                    // Records after it move down in the file.
+                    rewrite |= at + len < bytes_before;
+                }
+                Step::End => break,
+            }
         }
-        let Some(parsed) = header.parse_record(&record, snaplen) else {
-            break;
-        };
-        let plausible = parsed.captured <= parsed.wire_len
-            && parsed.wire_len > 0
-            && parsed.wire_len <= MAX_WIRE_LEN
-            && parsed.ts_ns + MAX_STEP_BACK_NS >= previous_ts;
-        if !plausible {
-            break;
-        }
-        let whole = &mut record[..parsed.len];
-        if read_up_to(&mut input, &mut whole[head_len..]).map_err(named)? < parsed.len - head_len
-            || !header.record_complete(whole)
-        {
-            break;
-        }
-        let frame = &whole[head_len..head_len + parsed.captured as usize];
-        // Blocks as the recorder wrote them: the records that start in
-        // each aligned stretch of the file.
-        let block = kept / DEFAULT_BLOCK_BYTES as u64;
-        if entry.packets > 0 && entry.offset / DEFAULT_BLOCK_BYTES as u64 != block {
-            index.append(&entry).map_err(named)?;
-            entry = BlockEntry::empty(0);
-        }
-        if entry.packets == 0 {
-            entry.offset = kept;
-        }
-        let record_len = parsed.len as u64;
-        match link {
-            Some(link) => entry.add(parsed.ts_ns, record_len, link, frame),
-            // Unknown link types still get time ranges; no flow is
-            // findable in them.
-            None => entry.add(parsed.ts_ns, record_len, LinkType::Ethernet, &[]),
-        }
-        kept += record_len;
-        packets += 1;
-        previous_ts = parsed.ts_ns;
+        blocks.finish(&mut entries);
     }
-    if entry.packets > 0 {
-        index.append(&entry).map_err(named)?;
+    report.bytes_kept = bytes_before - report.cut_bytes - report.moved_bytes;
+
+    if report.moved_stretches > 0 {
+        let side = side_file(path);
+        move_out(path, &header, &side, rewrite).map_err(named)?;
+        report.side_file = Some(side);
     }
-    drop(index);
-    drop(input);
-    if kept < bytes_before {
+    if !rewrite && report.bytes_kept < bytes_before {
         let file = OpenOptions::new().write(true).open(path).map_err(named)?;
-        file.set_len(kept).map_err(named)?;
+        file.set_len(report.bytes_kept).map_err(named)?;
         file.sync_all().map_err(named)?;
     }
+    if report.whole() && old_index.as_ref().is_some_and(|index| index.blocks == entries) {
+        return Ok(report);
+    }
+    let mut temp_name = index_file.as_os_str().to_owned();
+    temp_name.push(".tmp");
+    let temp = PathBuf::from(temp_name);
+    let mut index = IndexWriter::create(&temp).map_err(named)?;
+    for entry in &entries {
+        index.append(entry).map_err(named)?;
+    }
+    drop(index);
     std::fs::rename(&temp, &index_file).map_err(named)?;
-    Ok(RepairReport {
-        packets,
-        bytes_before,
-        bytes_kept: kept,
-        removed: false,
-    })
+    report.index_rebuilt = true;
+    Ok(report)
 }
 
-/// Reads until `buf` is full or the input ends; returns how much was read.
-fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match input.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+impl RepairReport {
+    fn new(bytes_before: u64) -> RepairReport {
+        RepairReport {
+            packets: 0,
+            bytes_before,
+            bytes_kept: 0,
+            removed: false,
+            cut_bytes: 0,
+            moved: Vec::new(),
+            moved_stretches: 0,
+            moved_bytes: 0,
+            side_file: None,
+            index_rebuilt: false,
         }
     }
-    Ok(got)
+}
+
+/// The recording's block size, as its index shows it: the first block
+/// holds the records that start before it, so it ends less than a record
+/// past it; the recorder's blocks are whole MiB. The default when the
+/// index cannot tell.
+fn block_size(index: Option<&Index>, file_length: u64) -> u64 {
+    let mib = MIN_BLOCK_BYTES as u64;
+    let fallback = DEFAULT_BLOCK_BYTES as u64;
+    let Some(blocks) = index.map(|i| &i.blocks[..]) else {
+        return fallback;
+    };
+    let Some(first) = blocks.first() else {
+        return fallback;
+    };
+    let end = first.offset.saturating_add(first.length);
+    if end >= file_length {
+        return fallback;
+    }
+    let size = end / mib * mib;
+    let agrees = size >= mib
+        && blocks
+            .iter()
+            .enumerate()
+            .skip(1)
+            .all(|(k, b)| b.offset / size == k as u64);
+    if agrees { size } else { fallback }
+}
+
+/// Index entries as the recorder makes them: the records that start in
+/// each `block_bytes` stretch of the file.
+struct Blocks {
+    link: Option<LinkType>,
+    block_bytes: u64,
+    entry: BlockEntry,
+}
+
+impl Blocks {
+    fn new(header: &FileHeader, block_bytes: u64) -> Blocks {
+        Blocks {
+            link: LinkType::from_linktype(header.linktype),
+            block_bytes,
+            entry: BlockEntry::empty(0),
+        }
+    }
+
+    fn add(&mut self, offset: u64, ts_ns: u64, record_len: u64, frame: &[u8], entries: &mut Vec<BlockEntry>) {
+        if self.entry.packets > 0 && self.entry.offset / self.block_bytes != offset / self.block_bytes {
+            entries.push(std::mem::replace(&mut self.entry, BlockEntry::empty(0)));
+        }
+        if self.entry.packets == 0 {
+            self.entry.offset = offset;
+        }
+        match self.link {
+            Some(link) => self.entry.add(ts_ns, record_len, link, frame),
+            // Unknown link types still get time ranges; no flow is
+            // findable in them.
+            None => self.entry.add(ts_ns, record_len, LinkType::Ethernet, &[]),
+        }
+    }
+
+    fn finish(self, entries: &mut Vec<BlockEntry>) {
+        if self.entry.packets > 0 {
+            entries.push(self.entry);
+        }
+    }
+}
+
+/// `NAME.unreadable` beside the file, or `NAME.unreadable-2`, `-3`, ...
+/// when an earlier repair left one: nothing moved out is overwritten.
+fn side_file(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".unreadable");
+    let first = PathBuf::from(&name);
+    if !first.exists() {
+        return first;
+    }
+    (2..)
+        .map(|n| {
+            let mut numbered = name.clone();
+            numbered.push(format!("-{n}"));
+            PathBuf::from(numbered)
+        })
+        .find(|p| !p.exists())
+        .expect("a free name")
+}
+
+/// Second pass: the stretches that are not records (other than what a
+/// crash leaves at the end) go to the side file, and with `rewrite`, the
+/// records are written again without them, to a temporary file that then
+/// replaces the capture file. Both are on disk before the capture file
+/// changes.
+fn move_out(path: &Path, header: &FileHeader, side: &Path, rewrite: bool) -> io::Result<()> {
+    let length = std::fs::metadata(path)?.len();
+    let mut window = Window::new(File::open(path)?, length);
+    let mut scanner = Scanner::new(header.clone(), header.len, length);
+    let mut side_out = BufWriter::with_capacity(1 << 20, File::create_new(side)?);
+    side_out.write_all(SIDE_MAGIC)?;
+    let mut temp_name = path.as_os_str().to_owned();
+    temp_name.push(".repair-tmp");
+    let temp = PathBuf::from(temp_name);
+    let mut out = match rewrite {
+        true => {
+            let mut out = BufWriter::with_capacity(4 << 20, File::create(&temp)?);
+            out.write_all(window.get(0, header.len as usize, header.len)?)?;
+            Some(out)
+        }
+        false => None,
+    };
+    loop {
+        match scanner.next(&mut window)? {
+            Step::Record { at, record } => {
+                if let Some(out) = &mut out {
+                    out.write_all(window.slice(at, record.len))?;
+                }
+            }
+            Step::Unreadable {
+                kind: Unreadable::Zeros | Unreadable::Torn,
+                ..
+            } => {}
+            Step::Unreadable { at, len, .. } => {
+                side_out.write_all(&at.to_le_bytes())?;
+                side_out.write_all(&len.to_le_bytes())?;
+                let mut offset = at;
+                while offset < at + len {
+                    let chunk = window.get(offset, ((at + len - offset) as usize).min(1 << 20), at + len)?;
+                    side_out.write_all(chunk)?;
+                    offset += chunk.len() as u64;
+                }
+            }
+            Step::End => break,
+        }
+    }
+    side_out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    if let Some(out) = out {
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&temp, path)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -273,5 +441,152 @@ mod tests {
         std::fs::write(&alien, &other).unwrap();
         let error = repair(&alien).unwrap_err().to_string();
         assert!(error.contains("big-endian"), "{error}");
+    }
+
+    /// A recording of `packets` frames of 300 to 1500 bytes in 1 MiB
+    /// blocks, one file; its path and what was sent.
+    fn record_1mib(dir: &Path, format: CaptureFormat, packets: u64) -> (PathBuf, Vec<(u64, Vec<u8>)>) {
+        let _ = std::fs::remove_dir_all(dir);
+        let mut c = RecorderConfig::new(dir, LinkType::Ethernet, 2000);
+        c.format = format;
+        c.block_bytes = MIN_BLOCK_BYTES;
+        c.direct = false;
+        let mut r = Recorder::start(c).unwrap();
+        let mut sent = Vec::new();
+        for i in 0..packets {
+            let mut frame = vec![(i % 251) as u8; 300 + (i as usize * 53) % 1200];
+            frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let ts = 1_700_000_000_000_000_000 + i * 1000;
+            r.push(ts, frame.len() as u32, &frame).unwrap();
+            sent.push((ts, frame));
+        }
+        let files = r.finish().unwrap().files;
+        assert_eq!(files.len(), 1);
+        (files[0].clone(), sent)
+    }
+
+    fn frames(path: &Path) -> Vec<(u64, Vec<u8>)> {
+        let file = sluice_capture::CaptureFile::open(path).unwrap();
+        let mut reader = file.reader().unwrap();
+        let frames = reader.by_ref().map(|p| (p.ts_ns, p.data.to_vec())).collect();
+        assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
+        frames
+    }
+
+    /// A whole file and its index are left exactly as they are, whatever
+    /// the recording's block size.
+    #[test]
+    fn a_whole_file_and_its_index_are_left_as_they_are() {
+        let dir = tempfile::tempdir().unwrap();
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let (path, _) = record_1mib(&dir.path().join("rec"), format, 6000);
+            let index = std::fs::read(index_path(&path)).unwrap();
+            assert!(index.len() > 16 + 3 * crate::ENTRY_BYTES, "several 1 MiB blocks");
+            let before = (
+                std::fs::read(&path).unwrap(),
+                std::fs::metadata(index_path(&path)).unwrap().modified().unwrap(),
+            );
+            let report = repair(&path).unwrap();
+            assert!(report.whole() && !report.index_rebuilt, "{report:?}");
+            assert_eq!(std::fs::read(&path).unwrap(), before.0);
+            assert_eq!(std::fs::read(index_path(&path)).unwrap(), index);
+            assert_eq!(
+                std::fs::metadata(index_path(&path)).unwrap().modified().unwrap(),
+                before.1
+            );
+            // Without its index, the same index comes back.
+            std::fs::remove_file(index_path(&path)).unwrap();
+            let report = repair(&path).unwrap();
+            assert!(report.whole() && report.index_rebuilt, "{report:?}");
+            let rebuilt = Index::read(index_path(&path)).unwrap();
+            let recorded = (index.len() - 16) / crate::ENTRY_BYTES;
+            assert!(
+                rebuilt.blocks.len() < recorded,
+                "without an index, the default block size"
+            );
+            assert_eq!(rebuilt.packets(), 6000);
+        }
+    }
+
+    /// A damaged record in the middle: the records after it are kept, the
+    /// damaged bytes moved to a side file, the index rebuilt at the
+    /// recording's block size.
+    #[test]
+    fn records_after_a_damaged_one_are_kept_and_the_damage_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
+            let (path, sent) = record_1mib(&dir.path().join("rec"), format, 6000);
+            let offsets: Vec<u64> = sluice_capture::CaptureFile::open(&path)
+                .unwrap()
+                .reader()
+                .unwrap()
+                .map(|p| p.offset)
+                .collect();
+            let original = Index::read(index_path(&path)).unwrap();
+            let mut bytes = std::fs::read(&path).unwrap();
+            let length = bytes.len() as u64;
+            // Bit 24 of record 3000's captured length.
+            let victim = offsets[3000] as usize;
+            let captured_at = victim + if format == CaptureFormat::Pcap { 8 } else { 20 };
+            bytes[captured_at + 3] ^= 1;
+            let damaged = bytes[victim..offsets[3001] as usize].to_vec();
+            std::fs::write(&path, &bytes).unwrap();
+            let report = repair(&path).unwrap();
+            assert_eq!(report.packets, 5999, "{report:?}");
+            assert_eq!(report.moved, [(offsets[3000], damaged.len() as u64)]);
+            assert_eq!(
+                (report.cut_bytes, report.bytes_kept),
+                (0, length - damaged.len() as u64)
+            );
+            let mut expected = sent.clone();
+            expected.remove(3000);
+            assert!(frames(&path) == expected, "{format:?}: every other packet, in order");
+            let side = std::fs::read(report.side_file.as_ref().unwrap()).unwrap();
+            let mut moved = SIDE_MAGIC.to_vec();
+            moved.extend(offsets[3000].to_le_bytes());
+            moved.extend((damaged.len() as u64).to_le_bytes());
+            moved.extend(&damaged);
+            assert!(side == moved, "the damaged record, whole, in the side file");
+            let index = Index::read(index_path(&path)).unwrap();
+            assert_eq!(index.packets(), 5999);
+            assert_eq!(index.blocks.len(), original.blocks.len(), "1 MiB blocks, as recorded");
+            assert_eq!(
+                index.blocks[0], original.blocks[0],
+                "blocks before the damage are as recorded"
+            );
+            // Repairing again finds it whole, and moves nothing more.
+            let again = repair(&path).unwrap();
+            assert!(
+                again.whole() && !again.index_rebuilt && again.side_file.is_none(),
+                "{again:?}"
+            );
+        }
+    }
+
+    /// Bytes at the end that are neither zeros nor a torn record are moved
+    /// aside too; a second repair's side file gets a name of its own.
+    #[test]
+    fn an_end_that_a_crash_does_not_leave_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.pcap");
+        for round in 0..2 {
+            write_100(&path);
+            OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap()
+                .write_all(&[0x77; 100])
+                .unwrap();
+            let report = repair(&path).unwrap();
+            assert_eq!((report.packets, report.moved_bytes, report.cut_bytes), (100, 100, 0));
+            let side = report.side_file.unwrap();
+            let expected = if round == 0 {
+                "t.pcap.unreadable"
+            } else {
+                "t.pcap.unreadable-2"
+            };
+            assert_eq!(side.file_name().unwrap(), expected);
+            assert_eq!(std::fs::metadata(&side).unwrap().len(), 16 + 16 + 100);
+        }
     }
 }

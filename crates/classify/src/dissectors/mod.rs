@@ -7,21 +7,30 @@
 //! the rest in this order.
 
 mod afp;
+mod ajp;
 mod api;
 mod atg;
 mod avast;
 mod bacnet;
 mod beckhoff_ads;
+mod bfd;
+mod bgp;
 mod bittorrent;
+mod capwap;
 mod cassandra;
+mod ceph;
 mod checkmk;
 mod cip;
 mod cisco_skinny;
 mod coap;
+mod collectd;
+mod dcerpc;
 mod dhcp;
 mod diameter;
+mod dicom;
 mod discord;
 mod dlep;
+mod dnp3;
 mod dns;
 mod dnscrypt;
 mod drda;
@@ -34,18 +43,24 @@ mod fix;
 mod ftp;
 mod gearman;
 mod genshin_impact;
+mod giop;
 mod git;
 mod gnutella;
+mod gtp;
+mod h323;
 mod heroes_of_the_storm;
+mod hislip;
 mod hsrp;
 mod http;
 mod i3d;
+mod iax;
 mod iec60870;
 mod iec62056;
 mod ieee_c37118;
 mod ipsec;
 mod irc;
 mod jabber;
+mod jrmi;
 mod json_rpc;
 mod kafka;
 mod kcp;
@@ -63,9 +78,11 @@ mod mgcp;
 mod mining;
 mod modbus;
 mod mongodb;
+mod mpegts;
 mod mqtt;
 mod mysql;
 mod nano;
+mod natpmp;
 mod nats;
 mod nest_log_sink;
 mod netbios;
@@ -75,8 +92,13 @@ mod nintendo;
 mod nomachine;
 mod ntp;
 mod oicq;
+mod opc_ua;
+mod openflow;
 mod openvpn;
+mod pfcp;
 mod postgres;
+mod pptp;
+mod ptp;
 mod quic;
 mod radius;
 mod raknet;
@@ -86,13 +108,19 @@ mod riot_games;
 mod rmcp;
 mod roughtime;
 mod rsync;
+mod rtmp;
 mod rtp;
+mod rtps;
 mod rtsp;
 mod rx;
+mod s7comm;
 mod s7comm_plus;
+mod sap;
 mod sd_rtn;
+mod sflow;
 mod sip;
 mod smb;
+mod smpp;
 mod snmp;
 mod socks;
 mod someip;
@@ -116,8 +144,11 @@ mod tplink_shp;
 mod tuya_lp;
 mod ubntac2;
 mod usenet;
+mod vxlan;
 mod whatsapp;
 mod wireguard;
+mod wsd;
+mod xdmcp;
 mod xiaomi;
 
 pub use api::*;
@@ -256,6 +287,41 @@ pub fn registry() -> &'static [Dissector] {
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,
             atg::DISSECTORS,
+            dnp3::DISSECTORS,
+            s7comm::DISSECTORS,
+            // Routing, tunnels and network management: headers with magic
+            // numbers and exact lengths, most of them on their own ports.
+            bgp::DISSECTORS,
+            pptp::DISSECTORS,
+            gtp::DISSECTORS,
+            vxlan::DISSECTORS,
+            capwap::DISSECTORS,
+            sflow::DISSECTORS,
+            bfd::DISSECTORS,
+            natpmp::DISSECTORS,
+            openflow::DISSECTORS,
+            xdmcp::DISSECTORS,
+            pfcp::DISSECTORS,
+            ptp::DISSECTORS,
+            collectd::DISSECTORS,
+            wsd::DISSECTORS,
+            sap::DISSECTORS,
+            // Remote procedure calls, messaging and media.
+            dcerpc::DISSECTORS,
+            ajp::DISSECTORS,
+            smpp::DISSECTORS,
+            jrmi::DISSECTORS,
+            giop::DISSECTORS,
+            ceph::DISSECTORS,
+            rtps::DISSECTORS,
+            opc_ua::DISSECTORS,
+            hislip::DISSECTORS,
+            dicom::DISSECTORS,
+            // After RDP, whose TPKT opening starts with the same byte.
+            h323::DISSECTORS,
+            rtmp::DISSECTORS,
+            iax::DISSECTORS,
+            mpegts::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

@@ -110,14 +110,23 @@ impl Abstracting {
         };
         settings.flows.capacity = config.flows.max(1);
         settings.reassembly.max_buffered_per_stream = config.reorder as usize;
+        settings.held_total = config.held as usize;
         let mut abstractor = Abstractor::new(Arc::new(rules), settings, &config.dir)
             .map_err(|e| format!("{}: {e}", config.dir.display()))?;
+        let (unknown, known) = abstractor.unknown_interfaces(&config.wait_for);
+        if !unknown.is_empty() {
+            return Err(format!(
+                "--wait-for: no interface {} in the configuration; its interfaces are {}",
+                unknown.join(", "),
+                known.join(", ")
+            ));
+        }
         if config.wait.is_some() || !config.wait_for.is_empty() {
             let timeout = config.wait.unwrap_or(Duration::from_secs(30));
             let missing = abstractor.wait_for_consumers(&config.wait_for, timeout);
             if !missing.is_empty() {
                 return Err(format!(
-                    "--wait: no consumer on {} (under {}): not an interface of the configuration (they are named like tcp/http0), or none connected within {timeout:?}",
+                    "--wait: no consumer connected to {} (under {}) within {timeout:?}",
                     missing.join(", "),
                     config.dir.display()
                 ));

@@ -1,4 +1,4 @@
-//! What the exporting sinks of the `flows` listener share (IPFIX, Kafka):
+//! What the exporting sinks of the `flows` listener share (IPFIX today):
 //! each worker encodes the records of its flows as they end into chunks,
 //! and a thread of the sink's own sends the chunks on. The queue between
 //! them is bounded. A sink that writes a file waits for room in it (no
@@ -163,19 +163,19 @@ impl<E: ChunkEncoder> FlowListener for ExportWorker<E> {
 /// What an exporting sink did, in `summary.json`'s `exports`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ExportReport {
-    /// `ipfix` or `kafka`.
+    /// `ipfix`.
     pub sink: &'static str,
     /// Where the records went: `udp://HOST:PORT`, `tcp://...`, `file:...`,
     /// or the brokers and topic.
     pub destination: String,
-    /// Records sent (IPFIX) or delivered (Kafka).
+    /// Records sent.
     pub records: u64,
     /// Records dropped because the queue to the sink was full (the sink
     /// fell behind, or its destination did).
     pub dropped_queue_full: u64,
     /// Records that could not be sent or were not acknowledged.
     pub failed: u64,
-    /// Messages sent (IPFIX messages, Kafka records), and their bytes.
+    /// Messages sent (IPFIX messages), and their bytes.
     pub messages: u64,
     pub bytes: u64,
     /// Sink-specific counters (template messages, back-pressure waits,

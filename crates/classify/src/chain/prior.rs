@@ -1,0 +1,41 @@
+//! The prior answers: what the shared tables had learned about a flow's
+//! endpoints before the flow began.
+
+use super::*;
+
+/// What the run had learned about a flow's endpoints before the flow
+/// began: a port a control session announced, a service a DNS answer put
+/// behind the address. Asked for both endpoints, as the flow may yet turn
+/// around on a late SYN; `None` from [`prior`] when nothing was learned,
+/// which is nearly always.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prior {
+    pub(super) endpoints: [(IpAddr, u16); 2],
+    pub(super) announced: [Option<Label>; 2],
+    pub(super) named: [Option<&'static str>; 2],
+}
+
+impl Prior {
+    pub(super) fn side(&self, endpoint: (IpAddr, u16)) -> Option<usize> {
+        self.endpoints.iter().position(|&e| e == endpoint)
+    }
+}
+
+/// Asks the shared tables what was learned before the flow's first packet,
+/// at input position `order` (`u64::MAX`: whatever is known now).
+pub fn prior<X>(flow: &Flow<X>, order: u64, expectations: &Expectations, names: &AddressNames) -> Option<Prior> {
+    let endpoints = [
+        (flow.key.src_ip(), flow.key.src_port),
+        (flow.key.dst_ip(), flow.key.dst_port),
+    ];
+    let announced = match transport_of(flow.key.proto) {
+        Some(t) => endpoints.map(|end| expectations.lookup(end, t, order, flow.first_ns)),
+        None => [None; 2],
+    };
+    let named = endpoints.map(|(addr, _)| names.lookup(addr, order, flow.first_ns));
+    (announced.iter().any(Option::is_some) || named.iter().any(Option::is_some)).then_some(Prior {
+        endpoints,
+        announced,
+        named,
+    })
+}

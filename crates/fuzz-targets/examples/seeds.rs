@@ -1,0 +1,404 @@
+//! Writes the seed corpus of every fuzz target to `fuzz/corpus/TARGET/`:
+//! small captures and recordings of `sluice gen` traffic, and frames,
+//! payloads, segment and fragment sequences and rule files built by hand
+//! from the formats' definitions. Deterministic: run it again and nothing
+//! changes.
+//!
+//! cargo run -p sluice-fuzz-targets --example seeds
+
+use std::path::{Path, PathBuf};
+
+use sluice_gen::{FrameSink, Profile, TruthRow, generate};
+use sluice_store::{CaptureFormat, MIN_BLOCK_BYTES, PcapWriter, Recorder, RecorderConfig};
+use sluice_wire::LinkType;
+
+const T0: u64 = 1_704_067_200_000_000_000;
+
+struct Frames(Vec<(u64, Vec<u8>)>);
+
+impl FrameSink for Frames {
+    fn frame(&mut self, ts_ns: u64, frame: &[u8]) -> std::io::Result<()> {
+        self.0.push((ts_ns, frame.to_vec()));
+        Ok(())
+    }
+}
+
+fn generated(profile: Profile, packets: u64) -> Vec<(u64, Vec<u8>)> {
+    let mut frames = Frames(Vec::new());
+    generate(profile, packets, 7, &mut frames, &mut |_: &TruthRow| Ok(())).expect("generating");
+    frames.0
+}
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus")
+}
+
+fn seed(target: &str, name: &str, bytes: &[u8]) {
+    let dir = corpus().join(target);
+    std::fs::create_dir_all(&dir).expect("the corpus directory");
+    std::fs::write(dir.join(name), bytes).expect("writing a seed");
+}
+
+/// A nanosecond pcap (little-endian unless `big`) of `frames`, `micro`
+/// for microseconds.
+fn pcap(frames: &[(u64, Vec<u8>)], linktype: u32, micro: bool, big: bool) -> Vec<u8> {
+    let word = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+    let half = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+    let mut out = Vec::new();
+    out.extend(word(if micro { 0xa1b2_c3d4 } else { 0xa1b2_3c4d }));
+    out.extend(half(2));
+    out.extend(half(4));
+    out.extend(word(0));
+    out.extend(word(0));
+    out.extend(word(65535));
+    out.extend(word(linktype));
+    for (ts, frame) in frames {
+        let fraction = ts % 1_000_000_000;
+        out.extend(word((ts / 1_000_000_000) as u32));
+        out.extend(word(if micro { fraction / 1000 } else { fraction } as u32));
+        out.extend(word(frame.len() as u32));
+        out.extend(word(frame.len() as u32));
+        out.extend(frame);
+    }
+    out
+}
+
+/// A pcapng file: a section, an Ethernet interface with nanosecond
+/// times, the frames as enhanced packet blocks, a simple packet block and
+/// a block of an unknown type.
+fn pcapng(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    fn block(out: &mut Vec<u8>, kind: u32, body: &[u8]) {
+        let padded = body.len().next_multiple_of(4);
+        let total = (12 + padded) as u32;
+        out.extend(kind.to_le_bytes());
+        out.extend(total.to_le_bytes());
+        out.extend(body);
+        out.resize(out.len() + padded - body.len(), 0);
+        out.extend(total.to_le_bytes());
+    }
+    let mut out = Vec::new();
+    let mut shb = vec![0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0];
+    shb.extend([0xff; 8]);
+    block(&mut out, 0x0a0d_0d0a, &shb);
+    let mut idb = vec![1, 0, 0, 0, 0xff, 0xff, 0, 0];
+    idb.extend([9, 0, 1, 0, 9, 0, 0, 0, 0, 0, 0, 0]);
+    block(&mut out, 1, &idb);
+    for (ts, frame) in frames {
+        let mut epb = Vec::new();
+        epb.extend(0u32.to_le_bytes());
+        epb.extend(((ts >> 32) as u32).to_le_bytes());
+        epb.extend((*ts as u32).to_le_bytes());
+        epb.extend((frame.len() as u32).to_le_bytes());
+        epb.extend((frame.len() as u32).to_le_bytes());
+        epb.extend(frame);
+        block(&mut out, 6, &epb);
+    }
+    let mut spb = (60u32).to_le_bytes().to_vec();
+    spb.extend([0x11; 60]);
+    block(&mut out, 3, &spb);
+    block(&mut out, 0xbad, b"skipped");
+    out
+}
+
+/// A recording of `frames` in `format`, through the recorder: the bytes
+/// of the `extract` and `repair` targets' input (flags, index length,
+/// index, capture).
+fn recording(frames: &[(u64, Vec<u8>)], format: CaptureFormat, with_index: bool) -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("sluice-seeds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = RecorderConfig::new(&dir, LinkType::Ethernet, 2000);
+    c.format = format;
+    c.block_bytes = MIN_BLOCK_BYTES;
+    c.direct = false;
+    let mut r = Recorder::start(c).expect("a recorder");
+    for (ts, frame) in frames {
+        r.push(*ts, frame.len() as u32, frame).expect("recording");
+    }
+    let files = r.finish().expect("recording").files;
+    let capture = std::fs::read(&files[0]).expect("the recording");
+    let index = std::fs::read(sluice_store::index_path(&files[0])).expect("its index");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut out = vec![u8::from(format == CaptureFormat::PcapNg) | if with_index { 2 } else { 0 }];
+    out.extend((index.len() as u16).to_be_bytes());
+    out.extend(index);
+    out.extend(capture);
+    out
+}
+
+/// Payloads of the chain target: a byte for the transport and port, then
+/// (side, length, bytes) records.
+fn flow(udp: bool, port_index: u8, messages: &[(bool, &[u8])]) -> Vec<u8> {
+    let mut out = vec![u8::from(udp) | port_index << 1];
+    for (from_server, payload) in messages {
+        let payload = &payload[..payload.len().min(255)];
+        out.push(u8::from(*from_server));
+        out.push(payload.len() as u8);
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+fn main() {
+    let _ = std::fs::remove_dir_all(corpus());
+    let mix = generated(Profile::Mix, 40);
+    let voip = generated(Profile::Voip, 30);
+    let worst = generated(Profile::WorstCase, 10);
+    let connections = generated(Profile::Connections, 16);
+
+    // capture: the readers.
+    seed("capture", "mix-pcap-ns", &pcap(&mix, 1, false, false));
+    seed("capture", "mix-pcap-us-big-endian", &pcap(&mix[..10], 1, true, true));
+    seed("capture", "voip-pcapng", &pcapng(&voip));
+    seed("capture", "worst-case-pcap-us", &pcap(&worst, 1, true, false));
+    let raw: Vec<(u64, Vec<u8>)> = mix.iter().take(8).map(|(t, f)| (*t, f[14..].to_vec())).collect();
+    seed("capture", "raw-ip-pcap", &pcap(&raw, 101, false, false));
+    let mut torn = pcap(&mix[..6], 1, false, false);
+    torn.truncate(torn.len() - 9);
+    seed("capture", "torn-pcap", &torn);
+
+    // decode: the first byte picks the link type (index in LINKS).
+    for (i, (_, frame)) in mix.iter().chain(&voip).step_by(5).take(12).enumerate() {
+        seed("decode", &format!("ethernet-{i:02}"), &[&[1u8][..], frame].concat());
+    }
+    let ip = &mix[3].1[14..];
+    let sll = [&[0u8, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x08, 0x00][..], ip].concat();
+    let sll2 = [
+        &[0x08u8, 0x00, 0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0][..],
+        ip,
+    ]
+    .concat();
+    for (link, name, frame) in [
+        (0u8, "null", [&2u32.to_le_bytes()[..], ip].concat()),
+        (2, "ppp", [&[0xffu8, 0x03, 0x00, 0x21][..], ip].concat()),
+        (3, "cisco-hdlc", [&[0x0fu8, 0x00, 0x08, 0x00][..], ip].concat()),
+        (4, "raw-ip", ip.to_vec()),
+        (7, "loop", [&2u32.to_be_bytes()[..], ip].concat()),
+        (8, "linux-sll", sll),
+        (9, "linux-sll2", sll2),
+        (
+            12,
+            "radiotap",
+            [
+                &[0u8, 0, 8, 0, 0, 0, 0, 0][..],
+                &[0x08, 0x02, 0, 0],
+                &[0; 18],
+                &[0, 0],
+                &[0xaa, 0xaa, 3, 0, 0, 0, 8, 0],
+                ip,
+            ]
+            .concat(),
+        ),
+    ] {
+        seed("decode", name, &[&[link][..], &frame].concat());
+    }
+
+    // chain: one flow's payloads. The port index picks from PORTS.
+    const GET: &[u8] = b"GET /index.html HTTP/1.1\r\nHost: www.example.com\r\nUser-Agent: x\r\n\r\n";
+    const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\nhello";
+    const HELLO: &[u8] = b"\x16\x03\x01\x00\x45\x01\x00\x00\x41\x03\x03AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\x00\x00\x02\x13\x01\x01\x00\x00\x16\x00\x00\x00\x09\x00\x07\x00\x00\x04a.io\x00\x10\x00\x05\x00\x03\x02h2";
+    const DNS: &[u8] = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03www\x07example\x03com\x00\x00\x01\x00\x01";
+    const DNS_ANSWER: &[u8] = b"\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x01a\x02io\x00\x00\x01\x00\x01\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x3c\x00\x04\x0a\x00\x00\x01";
+    const SIP: &[u8] = b"INVITE sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP h\r\nContent-Length: 40\r\n\r\nv=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 0\r\n";
+    const STUN: &[u8] = b"\x00\x01\x00\x08\x21\x12\xa4\x42abcdefghijkl\x80\x22\x00\x04test";
+    const QUIC: &[u8] = b"\xc3\x00\x00\x00\x01\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00\x00\x44\x9e\x7b\x9a\xec\x34";
+    seed("chain", "http", &flow(false, 0, &[(false, GET), (true, OK)]));
+    seed("chain", "tls", &flow(false, 1, &[(false, HELLO)]));
+    seed("chain", "dns", &flow(true, 2, &[(false, DNS), (true, DNS_ANSWER)]));
+    seed(
+        "chain",
+        "ssh",
+        &flow(
+            false,
+            3,
+            &[(true, b"SSH-2.0-OpenSSH_9.6\r\n"), (false, b"SSH-2.0-x\r\n")],
+        ),
+    );
+    seed(
+        "chain",
+        "smtp",
+        &flow(
+            false,
+            4,
+            &[(true, b"220 mail.example.com ESMTP ready\r\n"), (false, b"EHLO a\r\n")],
+        ),
+    );
+    seed("chain", "sip", &flow(true, 5, &[(false, SIP)]));
+    seed("chain", "stun", &flow(true, 8, &[(false, STUN)]));
+    seed("chain", "quic", &flow(true, 1, &[(false, QUIC)]));
+    seed(
+        "chain",
+        "ftp",
+        &flow(
+            false,
+            7,
+            &[
+                (true, b"220 FTP ready\r\n"),
+                (false, b"USER a\r\n"),
+                (true, b"227 Entering Passive Mode (10,0,0,2,19,137)\r\n"),
+            ],
+        ),
+    );
+    seed(
+        "chain",
+        "rtp",
+        &flow(
+            true,
+            15,
+            &[(
+                false,
+                b"\x80\x00\x00\x01\x00\x00\x00\xa0\x12\x34\x56\x78\xff\xfe\xfd\xfc",
+            )],
+        ),
+    );
+    seed(
+        "chain",
+        "bittorrent",
+        &flow(
+            false,
+            11,
+            &[(false, b"\x13BitTorrent protocol\x00\x00\x00\x00\x00\x00\x00\x00")],
+        ),
+    );
+    for (i, (_, frame)) in connections.iter().filter(|(_, f)| f.len() > 200).take(2).enumerate() {
+        seed(
+            "chain",
+            &format!("connections-{i}"),
+            &flow(false, 0, &[(i == 1, &frame[54..])]),
+        );
+    }
+
+    // reassembly: bounds, then (flags, step, length, payload) segments.
+    let segment = |flags: u8, step: u16, payload: &[u8]| {
+        let mut s = vec![flags];
+        s.extend(step.to_be_bytes());
+        s.push(payload.len() as u8);
+        s.extend_from_slice(payload);
+        s
+    };
+    let syn = 0x02;
+    let ack = 0x40;
+    let fin = 0x01;
+    seed(
+        "reassembly",
+        "in-order",
+        &[
+            &[255u8, 255][..],
+            &segment(syn, 0, b""),
+            &segment(ack, 0, b"ab"),
+            &segment(ack | 0x80, 3, b"reply"),
+            &segment(ack | fin, 1, b"cd"),
+        ]
+        .concat(),
+    );
+    seed(
+        "reassembly",
+        "out-of-order-with-holes",
+        &[
+            &[4u8, 6][..],
+            &segment(syn, 0, b""),
+            &segment(ack, 3, b"later bytes"),
+            &segment(ack, 9, b"even later"),
+            &segment(ack | 0x80, 100, b"window"),
+            &segment(ack, 1, b"first"),
+            &segment(0x04, 20, b"reset"),
+        ]
+        .concat(),
+    );
+
+    // defrag: (datagram, offset low, offset high | flags, length / 8).
+    let op = |which: u8, offset8: u16, more: bool, len8: u8| {
+        [
+            which,
+            offset8 as u8,
+            (offset8 >> 8) as u8 & 7 | if more { 0x80 } else { 0 },
+            len8,
+        ]
+    };
+    for which in [0u8, 1] {
+        let name = if which == 0 { "ipv4" } else { "ipv6" };
+        seed(
+            "defrag",
+            &format!("{name}-in-order"),
+            &[op(which, 0, true, 4), op(which, 4, true, 4), op(which, 8, false, 2)].concat(),
+        );
+        seed(
+            "defrag",
+            &format!("{name}-reversed-overlapping"),
+            &[
+                op(which, 8, false, 2),
+                op(which, 4, true, 4),
+                op(which, 3, true, 4),
+                op(which, 0, true, 4),
+            ]
+            .concat(),
+        );
+    }
+    seed(
+        "defrag",
+        "interleaved-timeouts",
+        &[
+            op(0, 0, true, 4),
+            op(2, 0, true, 1),
+            [3, 0, 0x38, 0],
+            op(0, 4, false, 1),
+            op(2, 1, false, 1),
+        ]
+        .concat(),
+    );
+
+    // rules: the abstractor's built-in configuration and rule files.
+    seed(
+        "rules",
+        "default",
+        include_bytes!("../../abstractor/config/default.yaml"),
+    );
+    seed(
+        "rules",
+        "one-rule",
+        b"http:\n  up: '^GET '\n  down: '^HTTP/1\\.[01] '\n  proto: TCP\n  if: http\n  nice: 100\n  balance: 2\n",
+    );
+    seed(
+        "rules",
+        "app-and-port",
+        b"tls:\n  app: TLS\n  proto: TCP\n  if: tls\ndns:\n  proto: UDP\n  port: 53\n  if: dns\n  label: DNS.Custom\n",
+    );
+
+    // extract and repair: recordings (flags, index length, index, capture).
+    for (name, format) in [("pcap", CaptureFormat::Pcap), ("pcapng", CaptureFormat::PcapNg)] {
+        let whole = recording(&mix, format, true);
+        seed("extract", &format!("{name}-indexed"), &whole);
+        seed(
+            "extract",
+            &format!("{name}-no-index"),
+            &recording(&mix[..12], format, false),
+        );
+        seed("repair", &format!("{name}-whole"), &whole);
+        let mut torn = whole.clone();
+        torn.truncate(torn.len() - 37);
+        seed("repair", &format!("{name}-torn"), &torn);
+        let mut padded = recording(&mix[..12], format, false);
+        padded.extend([0; 300]);
+        seed("repair", &format!("{name}-zero-padding"), &padded);
+        let mut damaged = whole.clone();
+        let at = damaged.len() / 2;
+        damaged[at..at + 16].fill(0xa5);
+        seed("repair", &format!("{name}-damaged"), &damaged);
+    }
+    let times = &mix[..20];
+    let mut ranged = recording(times, CaptureFormat::Pcap, true);
+    ranged.extend((times[5].0).to_le_bytes());
+    ranged.extend((times[15].0).to_le_bytes());
+    ranged.extend(0u64.to_le_bytes());
+    seed("extract", "time-range", &ranged);
+    // And a nanosecond pcap from the writer analyze's tests use.
+    let mut written = Vec::new();
+    {
+        let mut w = PcapWriter::new(&mut written, 1, 65535).expect("a writer");
+        for (ts, frame) in &worst {
+            w.write(*ts, frame.len() as u32, frame).expect("writing");
+        }
+        w.finish().expect("writing");
+    }
+    seed("capture", "pcap-writer", &written);
+    let _ = T0;
+}

@@ -1,0 +1,565 @@
+//! Sluice's fuzz targets, as plain functions of the fuzzer's bytes.
+//!
+//! The fuzzer (`fuzz/`, built with cargo-afl; see `docs/testing.md`) calls
+//! them through [`TARGETS`], and `tests/corpus.rs` replays every file of
+//! the committed corpus (`fuzz/corpus/TARGET/`) and every finding kept as
+//! a regression (`fuzz/regressions/TARGET/`) through the same functions, so
+//! a normal `cargo test` runs what the fuzzer found.
+//!
+//! A target returns normally on any input, however hostile: a panic is a
+//! finding. Besides "no panic, no hang", each checks what must hold of
+//! what it read (lengths within the input, counters that add up, a
+//! repaired file that reads back whole), with `assert!`, so that a wrong
+//! result is a finding too.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_capture::CaptureFile;
+use sluice_classify::dissectors::{MAX_LIST, MAX_TEXT, Metadata};
+use sluice_classify::rules::parse_rules;
+use sluice_classify::{AddressNames, Chain, ChainConfig, Expectations, FlowClass, History, RuleSet, Transport};
+use sluice_flow::defrag::{Defrag, DefragConfig, Defragmenter};
+use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
+use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
+use sluice_wire::{Decoded, LinkType, decode as decode_frame};
+
+/// A target: a function of the fuzzer's bytes.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name its corpus directory and the fuzzer use.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("capture", capture),
+    ("decode", decode),
+    ("chain", chain),
+    ("reassembly", reassembly),
+    ("defrag", defrag),
+    ("rules", rules),
+    ("extract", extract),
+    ("repair", repair),
+];
+
+/// The target called `name`.
+pub fn target(name: &str) -> Option<Target> {
+    TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+const LINKS: [LinkType; 13] = [
+    LinkType::Null,
+    LinkType::Ethernet,
+    LinkType::Ppp,
+    LinkType::CiscoHdlc,
+    LinkType::RawIp,
+    LinkType::RawIpv4,
+    LinkType::RawIpv6,
+    LinkType::Loop,
+    LinkType::LinuxSll,
+    LinkType::LinuxSll2,
+    LinkType::Ieee80211,
+    LinkType::Ppi,
+    LinkType::Radiotap,
+];
+
+/// The capture readers (pcap, pcapng, told by the magic number): the file
+/// is the input. Each packet read lies within the file, and is decoded.
+pub fn capture(data: &[u8]) {
+    let Ok(file) = CaptureFile::from_bytes("fuzz", data.to_vec()) else {
+        return;
+    };
+    let mut reader = file.reader().expect("the header was checked at open");
+    let len = data.len() as u64;
+    // Every packet takes at least a 12-byte block or a 16-byte record.
+    let limit = len / 12 + 1;
+    let mut count = 0;
+    let mut fatal = 0;
+    for p in reader.by_ref() {
+        count += 1;
+        assert!(count <= limit, "more packets than the file can hold");
+        assert!(p.offset < len && p.data.len() as u64 <= len);
+        assert!(p.wire_len as usize >= p.data.len());
+        assert!(
+            p.wire_len <= 256 << 10 || p.wire_len as usize == p.data.len(),
+            "a wire length beyond belief counts the captured bytes"
+        );
+        if let Ok(decoded) = decode_frame(p.link, p.data) {
+            check_decoded(&decoded, p.data.len());
+        }
+    }
+    for w in reader.warnings() {
+        assert!(w.offset <= len, "a warning beyond the end: {w:?}");
+        fatal += usize::from(w.fatal);
+    }
+    assert!(fatal <= 1 && reader.warning_count() >= reader.warnings().len() as u64);
+    assert!(reader.position() <= len);
+    assert!(reader.next().is_none(), "a finished reader stays finished");
+}
+
+/// What the decoder says of a frame stays inside the frame.
+fn check_decoded(d: &Decoded, len: usize) {
+    let payload_end = d.payload_offset as usize + d.payload_captured as usize;
+    assert!(
+        payload_end <= len,
+        "payload {payload_end} past the frame's {len} bytes: {d:?}"
+    );
+    assert!(d.ip_offset as usize <= len && d.l4_offset as usize <= len, "{d:?}");
+    let reversed = sluice_wire::FlowKey {
+        src: d.key.dst,
+        dst: d.key.src,
+        src_port: d.key.dst_port,
+        dst_port: d.key.src_port,
+        ..d.key
+    };
+    assert_eq!(
+        reversed.symmetric_hash(),
+        d.key.symmetric_hash(),
+        "both directions meet"
+    );
+}
+
+/// The decoder: the first byte picks the link type, the rest is the frame.
+pub fn decode(data: &[u8]) {
+    let Some((&which, frame)) = data.split_first() else {
+        return;
+    };
+    let link = LINKS[which as usize % LINKS.len()];
+    if let Ok(decoded) = decode_frame(link, frame) {
+        check_decoded(&decoded, frame.len());
+    }
+}
+
+/// Server ports that send a flow to the dissectors that port tables and
+/// port-keyed parsers know (0: the two next input bytes say).
+const PORTS: [u16; 16] = [
+    80, 443, 53, 22, 25, 5060, 554, 21, 3478, 123, 1194, 8080, 161, 5353, 1900, 0,
+];
+
+/// Every dissector through the classifier chain: one flow, TCP or UDP, to
+/// a port the input picks, whose packets' payloads are the input's. Byte
+/// 0: bit 0 UDP, bits 1-4 the port (`PORTS`); then records of a byte
+/// (bit 0: from the server) and a length byte, and that many bytes of
+/// payload. The metadata the dissectors keep stays within its caps.
+pub fn chain(data: &[u8]) {
+    let Some((&head, mut rest)) = data.split_first() else {
+        return;
+    };
+    let udp = head & 1 != 0;
+    let mut server_port = PORTS[usize::from(head >> 1) % PORTS.len()];
+    if server_port == 0 {
+        let Some((port, tail)) = rest.split_first_chunk::<2>() else {
+            return;
+        };
+        server_port = u16::from_be_bytes(*port);
+        rest = tail;
+    }
+    // A chain of its own for each input, so that what one input taught the
+    // tables the chain shares (announced ports, names from DNS answers)
+    // cannot change how the next runs; small tables, so that making them
+    // costs little.
+    let chain = &mut Chain::new(ChainConfig {
+        expectations: Arc::new(Expectations::new(64, History::Latest)),
+        names: Arc::new(AddressNames::new(64, History::Latest)),
+        ..ChainConfig::default()
+    });
+    {
+        let mut table = FlowTable::<FlowClass>::new(FlowConfig {
+            capacity: 4,
+            ..FlowConfig::default()
+        });
+        let mut seq = [1000u32, 5000u32];
+        let mut order = 0u64;
+        let mut frame = Vec::with_capacity(1600);
+        let mut feed =
+            |from_server: bool, flags: u8, payload: &[u8], chain: &mut Chain, table: &mut FlowTable<FlowClass>| {
+                let side = usize::from(from_server);
+                ip_packet(
+                    &mut frame,
+                    from_server,
+                    udp,
+                    server_port,
+                    seq[side],
+                    seq[1 - side],
+                    flags,
+                    payload,
+                );
+                seq[side] = seq[side].wrapping_add(payload.len() as u32 + u32::from(flags & 0x02 != 0));
+                let Ok(decoded) = decode_frame(LinkType::RawIpv4, &frame) else {
+                    return;
+                };
+                order += 1;
+                let info = PacketInfo {
+                    ts_ns: 1_700_000_000_000_000_000 + order * 1_000_000,
+                    wire_len: frame.len() as u32,
+                    decoded: &decoded,
+                    order,
+                };
+                let (slot, dir) = table.process(
+                    &info,
+                    decoded.key.symmetric_hash(),
+                    FlowClass::default,
+                    &mut |flow, _| chain.release(&mut flow.ext),
+                );
+                let flow = table.flow_mut(slot);
+                let start = decoded.payload_offset as usize;
+                let payload = &frame[start..start + decoded.payload_captured as usize];
+                chain.on_packet(flow, dir, &decoded, payload, order);
+                if let Some(meta) = &flow.ext.meta {
+                    check_metadata(meta);
+                }
+            };
+        if !udp {
+            feed(false, 0x02, b"", chain, &mut table);
+            feed(true, 0x12, b"", chain, &mut table);
+            feed(false, 0x10, b"", chain, &mut table);
+        }
+        while let [side, len, tail @ ..] = rest {
+            let take = usize::from(*len).min(tail.len());
+            let (payload, tail) = tail.split_at(take);
+            feed(side & 1 != 0, 0x18, payload, chain, &mut table);
+            rest = tail;
+        }
+        table.flush(&mut |flow, _| {
+            chain.settle(flow);
+            if let Some(meta) = &flow.ext.meta {
+                check_metadata(meta);
+            }
+            chain.release(&mut flow.ext);
+        });
+    }
+}
+
+fn check_metadata(meta: &Metadata) {
+    let texts = [
+        &meta.host,
+        &meta.http_method,
+        &meta.http_uri,
+        &meta.http_user_agent,
+        &meta.http_content_type,
+        &meta.tls_version,
+        &meta.tls_alpn,
+        &meta.quic_version,
+        &meta.client_banner,
+        &meta.server_banner,
+    ];
+    for t in texts.into_iter().flatten() {
+        assert!(t.len() <= MAX_TEXT, "a metadata text of {} bytes", t.len());
+    }
+    assert!(meta.dns_answers.len() <= MAX_LIST && meta.commands.len() <= MAX_LIST);
+}
+
+/// An IPv4 packet of the flow between 10.0.0.1:40000 (the client) and
+/// 10.0.0.2:`server_port`, TCP or UDP, into `frame`.
+#[allow(clippy::too_many_arguments)]
+fn ip_packet(
+    frame: &mut Vec<u8>,
+    from_server: bool,
+    udp: bool,
+    server_port: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    payload: &[u8],
+) {
+    let (src, dst, sport, dport) = match from_server {
+        false => ([10, 0, 0, 1], [10, 0, 0, 2], 40000, server_port),
+        true => ([10, 0, 0, 2], [10, 0, 0, 1], server_port, 40000),
+    };
+    let l4 = if udp { 8 } else { 20 };
+    let total = 20 + l4 + payload.len();
+    frame.clear();
+    frame.extend_from_slice(&[0x45, 0]);
+    frame.extend_from_slice(&(total as u16).to_be_bytes());
+    frame.extend_from_slice(&[0, 1, 0x40, 0, 64, if udp { 17 } else { 6 }, 0, 0]);
+    frame.extend_from_slice(&src);
+    frame.extend_from_slice(&dst);
+    frame.extend_from_slice(&sport.to_be_bytes());
+    frame.extend_from_slice(&dport.to_be_bytes());
+    if udp {
+        frame.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        frame.extend_from_slice(&[0, 0]);
+    } else {
+        frame.extend_from_slice(&seq.to_be_bytes());
+        frame.extend_from_slice(&ack.to_be_bytes());
+        frame.extend_from_slice(&[0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+    }
+    frame.extend_from_slice(payload);
+}
+
+/// TCP reassembly: two directions of one connection under small memory
+/// bounds (bytes 0 and 1 set them), then segments: a byte of flags (bit 7:
+/// the other direction; the rest as TCP's, bit 6 standing for ACK), two of
+/// sequence step, one of length, and that many bytes of payload. Each ACK
+/// advertises the next two bytes as a window for the other direction.
+/// Every offset a stream passes is accounted for by data or a gap, and
+/// the bounds hold.
+pub fn reassembly(data: &[u8]) {
+    let Some(([per_stream, total], mut rest)) = data.split_first_chunk::<2>() else {
+        return;
+    };
+    let (per_stream, total) = (usize::from(*per_stream) * 64, usize::from(*total) * 128);
+    let mut memory = StreamMemory::new(ReassemblyConfig {
+        max_buffered_per_stream: per_stream,
+        max_buffered_total: total,
+    });
+    let mut streams = [StreamReassembler::new(), StreamReassembler::new()];
+    let mut passed = [0u64; 2];
+    let isn = 0xffff_f000u32;
+    while let [flags, step_hi, step_lo, len, tail @ ..] = rest {
+        let take = usize::from(*len).min(tail.len());
+        let (payload, tail) = tail.split_at(take);
+        rest = tail;
+        let i = usize::from(flags >> 7);
+        let tcp_flags = (flags & 0x3f) | if flags & 0x40 != 0 { 0x10 } else { 0 };
+        let seq = isn.wrapping_add(u32::from(u16::from_be_bytes([*step_hi, *step_lo])) * 7);
+        let p = &mut passed[i];
+        streams[i].segment(seq, tcp_flags, payload, &mut memory, &mut |e| match e {
+            StreamEvent::Data(bytes) => *p += bytes.len() as u64,
+            StreamEvent::Gap(n) => *p += n,
+        });
+        if tcp_flags & 0x10 != 0 {
+            streams[1 - i].receive_window(seq, u64::from(*step_lo) << (step_hi & 15));
+        }
+        assert!(memory.buffered() <= total, "the total bound");
+        assert!(
+            streams.iter().all(|s| s.buffered() <= per_stream),
+            "the bound of a stream"
+        );
+        assert_eq!(memory.buffered(), streams[0].buffered() + streams[1].buffered());
+    }
+    for (stream, p) in streams.iter_mut().zip(&mut passed) {
+        stream.finish(&mut memory, &mut |e| match e {
+            StreamEvent::Data(bytes) => *p += bytes.len() as u64,
+            StreamEvent::Gap(n) => *p += n,
+        });
+        assert_eq!(*p, stream.delivered(), "every offset passed is data or a gap");
+    }
+    assert_eq!(memory.buffered(), 0);
+    let c = memory.counters();
+    assert_eq!(c.delivered_bytes + c.gap_bytes, passed[0] + passed[1]);
+}
+
+/// IPv4 and IPv6 defragmentation under small bounds: fragments of four
+/// datagrams built from the input (4 bytes each: the datagram and
+/// version, the offset in 8-byte units, the length, the flags), at times
+/// that step on. Bounds hold, reassembled datagrams decode whole, and at
+/// the end every fragment is accounted for.
+pub fn defrag(data: &[u8]) {
+    let mut d = Defragmenter::new(DefragConfig {
+        max_datagrams: 3,
+        max_bytes: 6000,
+        timeout_ns: 5_000_000_000,
+    });
+    let mut frame = Vec::new();
+    let mut ts = 0u64;
+    for op in data.chunks_exact(4) {
+        let (which, offset8, len, flags) = (op[0] % 4, u16::from(op[1]) | u16::from(op[2] & 7) << 8, op[3], op[2]);
+        let more = flags & 0x80 != 0;
+        ts += u64::from(flags >> 3 & 7) * 1_000_000_000;
+        if flags & 0x40 != 0 {
+            d.expire(ts);
+            continue;
+        }
+        fragment(
+            &mut frame,
+            which,
+            offset8,
+            usize::from(len) * 8 + usize::from(flags & 0x20 != 0),
+            more,
+        );
+        let Ok(decoded) = decode_frame(LinkType::RawIp, &frame) else {
+            continue;
+        };
+        if let Defrag::Complete(whole) = d.push(ts, &decoded, &frame) {
+            let whole = whole.to_vec();
+            let decoded = decode_frame(LinkType::RawIp, &whole).expect("a reassembled datagram decodes");
+            assert_eq!(decoded.fragment, sluice_wire::Fragment::None);
+        }
+        assert!(d.held_bytes() <= 6000 && d.pending() <= 3);
+    }
+    d.finish();
+    let c = *d.counters();
+    assert_eq!((d.pending(), d.held_bytes()), (0, 0));
+    assert!(c.duplicates + c.dropped_fragments <= c.fragments, "{c:?}");
+    assert!(c.reassembled <= c.fragments);
+}
+
+/// A fragment of datagram `which` (even: IPv4, odd: IPv6) of protocol 253
+/// carrying `len` bytes at `offset8` × 8.
+fn fragment(frame: &mut Vec<u8>, which: u8, offset8: u16, len: usize, more: bool) {
+    frame.clear();
+    let data = (0..len).map(|i| (i * 7 + usize::from(offset8)) as u8);
+    let field = offset8 << 3 | u16::from(more);
+    if which.is_multiple_of(2) {
+        frame.extend_from_slice(&[0x45, 0]);
+        frame.extend_from_slice(&((20 + len) as u16).to_be_bytes());
+        frame.extend_from_slice(&[0, which, 0, 0, 64, 253, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        frame[6..8].copy_from_slice(&(field >> 3 | u16::from(more) << 13).to_be_bytes());
+    } else {
+        frame.extend_from_slice(&[0x60, 0, 0, 0]);
+        frame.extend_from_slice(&((8 + len) as u16).to_be_bytes());
+        frame.extend_from_slice(&[44, 64]);
+        frame.extend_from_slice(&[0xfd; 16]);
+        frame.extend_from_slice(&[0xfe; 16]);
+        frame.extend_from_slice(&[253, 0]);
+        frame.extend_from_slice(&(field & !6).to_be_bytes());
+        frame.extend_from_slice(&u32::from(which).to_be_bytes());
+    }
+    frame.extend(data);
+}
+
+/// The SF-TAP rule loader: the input is a configuration file. What loads
+/// decides on payloads taken from the input.
+pub fn rules(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let _ = sluice_abstractor::Config::parse(&text, "fuzz");
+    let Ok(parsed) = parse_rules(&text, "fuzz") else {
+        return;
+    };
+    let Ok(set) = RuleSet::compile(parsed) else {
+        return;
+    };
+    let (up, down) = data.split_at(data.len() / 2);
+    for t in [Transport::Tcp, Transport::Udp] {
+        let _ = set.decide(t, up, down, 40000, 80);
+    }
+}
+
+/// A directory of this thread's own, emptied: the store works on files.
+fn scratch() -> PathBuf {
+    let dir = std::env::temp_dir()
+        .join(format!(
+            "sluice-fuzz-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ))
+        .join("rec");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// A recording made of the input: byte 0 says its format (bit 0: pcapng)
+/// and whether it has an index (bit 1); bytes 1-2, the index file's length;
+/// then the index file, and the capture file. Its path.
+fn recording(data: &[u8], dir: &Path) -> Option<PathBuf> {
+    let (&flags, rest) = data.split_first()?;
+    let (length, rest) = rest.split_first_chunk::<2>()?;
+    let (index, capture) = rest.split_at(usize::from(u16::from_be_bytes(*length)).min(rest.len()));
+    let extension = if flags & 1 != 0 { "pcapng" } else { "pcap" };
+    let path = dir.join(format!("sluice-20240101T000000.000000000Z-000001.{extension}"));
+    std::fs::write(&path, capture).expect("writing the scratch capture");
+    if flags & 2 != 0 {
+        std::fs::write(sluice_store::index_path(&path), index).expect("writing the scratch index");
+    }
+    Some(path)
+}
+
+/// The index reader and extract: a recording made of the input (see
+/// `recording`), extracted whole, by a time range and by a flow that
+/// the input's last bytes pick. The report adds up, and the output is a
+/// capture that reads back whole with the packets it says it wrote.
+pub fn extract(data: &[u8]) {
+    let dir = scratch();
+    let Some(path) = recording(data, &dir) else {
+        return;
+    };
+    let _ = sluice_store::Index::read(sluice_store::index_path(&path));
+    let tail = |i: usize| data.get(data.len().saturating_sub(8 * i + 8)..data.len() - 8 * i);
+    let word = |i: usize| tail(i).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+    let (from_ns, to_ns) = (word(1).min(word(2)), word(1).max(word(2)));
+    let out = dir.with_file_name("out.pcap");
+    for selection in [
+        sluice_store::Selection {
+            from_ns: 0,
+            to_ns: u64::MAX,
+            flow_hash: None,
+        },
+        sluice_store::Selection {
+            from_ns,
+            to_ns,
+            flow_hash: None,
+        },
+        sluice_store::Selection {
+            from_ns: 0,
+            to_ns: u64::MAX,
+            flow_hash: Some(word(0)),
+        },
+    ] {
+        let Ok(report) = sluice_store::extract(&dir, &selection, |_| true, &out) else {
+            continue;
+        };
+        assert_eq!(
+            report.blocks_read + report.blocks_skipped_by_time + report.blocks_skipped_by_flow,
+            report.blocks,
+            "{report:?}"
+        );
+        assert!(report.packets_written <= report.packets_examined);
+        assert!(report.warning_count >= report.warnings.len() as u64);
+        let written = std::fs::read(&out).expect("the output exists");
+        let file = CaptureFile::from_bytes(&out, written).expect("the output is a capture");
+        let mut reader = file.reader().expect("checked at open");
+        let packets = reader.by_ref().count() as u64;
+        assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
+        assert_eq!(packets, report.packets_written, "{report:?}");
+    }
+}
+
+/// Repair: a recording made of the input (see `recording`) is repaired.
+/// Then it reads back whole (no record the capture reader stops at), with
+/// the packets repair kept, its index covers it, extract reads it without
+/// a warning, and a second repair finds it whole and leaves it as it is.
+pub fn repair(data: &[u8]) {
+    let dir = scratch();
+    let Some(path) = recording(data, &dir) else {
+        return;
+    };
+    let Ok(report) = sluice_store::repair(&path) else {
+        return;
+    };
+    if report.removed {
+        assert!(!path.exists());
+        return;
+    }
+    let bytes = std::fs::read(&path).expect("the repaired file");
+    assert_eq!(bytes.len() as u64, report.bytes_kept, "{report:?}");
+    let again = || {
+        let again = sluice_store::repair(&path).expect("a repaired file repairs");
+        assert!(
+            again.whole() && !again.index_rebuilt && again.side_file.is_none(),
+            "{again:?}"
+        );
+    };
+    let file = match CaptureFile::from_bytes(&path, bytes) {
+        // Repair cuts any link type; the rest of Sluice reads only those it
+        // decodes.
+        Err(sluice_capture::OpenError::UnsupportedLinkType { .. }) => return again(),
+        opened => opened.expect("a repaired file opens"),
+    };
+    let mut reader = file.reader().expect("checked at open");
+    let packets = reader.by_ref().count() as u64;
+    assert!(
+        reader
+            .warnings()
+            .iter()
+            .all(|w| !w.fatal && w.message.contains("-byte frame")),
+        "{:?}",
+        reader.warnings()
+    );
+    assert_eq!(packets, report.packets, "{report:?}");
+    let index = sluice_store::Index::read(sluice_store::index_path(&path)).expect("a repaired file has an index");
+    assert_eq!(index.packets(), report.packets);
+    let out = dir.with_file_name("out.pcap");
+    let extracted = sluice_store::extract(
+        &dir,
+        &sluice_store::Selection {
+            from_ns: 0,
+            to_ns: u64::MAX,
+            flow_hash: None,
+        },
+        |_| true,
+        &out,
+    )
+    .expect("a repaired recording extracts");
+    assert!(!extracted.partial(), "{extracted:?}");
+    assert_eq!(extracted.packets_written, report.packets);
+    again();
+}

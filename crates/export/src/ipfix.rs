@@ -386,7 +386,7 @@ pub fn ntp_time(ns: u64) -> u64 {
     let seconds = ns / 1_000_000_000 + NTP_UNIX_OFFSET;
     // Rounded up, so that a reader that rounds down (most do) gets the
     // nanosecond back: a step of the fraction is 0.23 ns.
-    let fraction = ((((ns % 1_000_000_000) as u128) << 32) + 999_999_999) / 1_000_000_000;
+    let fraction = (((ns % 1_000_000_000) as u128) << 32).div_ceil(1_000_000_000);
     (seconds << 32) | fraction as u64
 }
 

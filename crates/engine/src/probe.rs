@@ -28,12 +28,16 @@ use crate::worker::{Asking, Worker};
 pub enum RunError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("cannot create output directory {path}: {source}")]
+    #[error("cannot create output directory {path}: {source}; name another with -o DIR")]
     OutputDir { path: PathBuf, source: std::io::Error },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("none of the inputs could be read")]
     NothingRead(Box<Summary>),
+    /// No input file could be opened as a capture: found before anything
+    /// was created, so a mistyped name leaves no output folder behind.
+    #[error("none of the inputs could be read, so nothing was written:{}", .0.iter().map(|e| format!("\n  {e}")).collect::<String>())]
+    NoInput(Vec<String>),
     #[error("live capture: {0}")]
     Live(#[from] sluice_capture::live::LiveError),
     #[error(
@@ -97,6 +101,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     }
     if config.has_flow_listeners() && out.is_none() {
         return Err(ConfigError::Other("flow records and statistics need an output directory (-o)".into()).into());
+    }
+    if let Source::Files(files) = &source {
+        any_readable(files)?;
     }
     if let Some(out) = out {
         std::fs::create_dir_all(out).map_err(|source| RunError::OutputDir {
@@ -385,6 +392,25 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         return Err(RunError::NothingRead(Box::new(summary)));
     }
     Ok(summary)
+}
+
+/// Whether some input opens as a capture, looked at before anything is
+/// created. A pipe cannot be looked at without taking what it holds, so
+/// one counts as readable here and is read (or refused) in turn.
+fn any_readable(files: &[PathBuf]) -> Result<(), RunError> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut errors = Vec::new();
+    for path in files {
+        let pipe = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket());
+        if pipe {
+            return Ok(());
+        }
+        match sluice_capture::CaptureFile::open(path) {
+            Ok(_) => return Ok(()),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(RunError::NoInput(errors))
 }
 
 fn write_summary(out: &Path, summary: &Summary) -> Result<(), RunError> {

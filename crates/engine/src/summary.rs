@@ -344,6 +344,9 @@ pub struct Summary {
     pub l4: BTreeMap<String, Counts>,
     /// Applications, most flows first.
     pub applications: Vec<(String, Counts)>,
+    /// Of the applications, the flows named by their port alone: a guess
+    /// (confidence 0.3), as nDPI's "guessed" protocols.
+    pub port_guesses: BTreeMap<String, Counts>,
     /// Flows by the classifier stage that decided their label.
     pub classifiers: BTreeMap<String, Counts>,
     /// Flows the real-time media detector marked, by kind.
@@ -402,6 +405,7 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
     let mut counters = TableCounters::default();
     let mut l4: HashMap<u8, Counts> = HashMap::new();
     let mut apps: HashMap<String, Counts> = HashMap::new();
+    let mut port_guesses: BTreeMap<String, Counts> = BTreeMap::new();
     let mut talkers = Talkers::new(1_000_000);
     let mut records = 0;
     let mut classifiers: BTreeMap<String, Counts> = BTreeMap::new();
@@ -416,6 +420,9 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
         }
         for (label, c) in out.apps.into_values() {
             apps.entry(label.to_string()).or_default().add(&c);
+        }
+        for (label, c) in out.guessed.into_values() {
+            port_guesses.entry(label.to_string()).or_default().add(&c);
         }
         talkers.merge(out.talkers);
         for (classifier, c) in Classifier::ALL
@@ -446,6 +453,7 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
         workers,
         l4: l4.into_iter().map(|(p, c)| (l4_label(p), c)).collect(),
         applications,
+        port_guesses,
         classifiers,
         media,
         top_talkers: talkers
@@ -534,8 +542,11 @@ impl Summary {
         self.files.iter().any(|f| f.error.is_some() || f.warning_count > 0)
     }
 
-    /// The human-readable report printed at the end of a run.
-    pub fn render(&self) -> String {
+    /// The human-readable report printed at the end of a run: totals,
+    /// applications, talkers and whatever was lost; `verbose` adds the
+    /// classifier stages, the threads' times, how flows ended and every
+    /// loss counter, zeros included (all of it is in summary.json).
+    pub fn render(&self, verbose: bool) -> String {
         let mut s = String::new();
         let mb = self.bytes as f64 / 1e6;
         let _ = writeln!(
@@ -564,18 +575,16 @@ impl Summary {
         if self.workers == 0 {
             // No flow tables (recording or stream sockets alone): the
             // packets and what was lost.
-            s.push_str(&self.render_losses());
+            s.push_str(&self.render_losses(verbose));
             return s;
         }
         let mut l4: Vec<(&String, &Counts)> = self.l4.iter().collect();
         l4.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(b.0)));
         counts_table(&mut s, "L4", l4);
-        let apps = self.applications.iter().take(15).map(|(name, c)| (name, c));
-        counts_table(&mut s, "application (top 15)", apps);
-        if self.applications.len() > 15 {
-            let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
+        self.render_applications(&mut s);
+        if verbose {
+            counts_table(&mut s, "decided by", &self.classifiers);
         }
-        counts_table(&mut s, "decided by", &self.classifiers);
         if !self.media.is_empty() {
             counts_table(&mut s, "real-time media", &self.media);
         }
@@ -590,20 +599,22 @@ impl Summary {
                 group(self.talkers_error_bound)
             );
         }
-        self.threads.render(&mut s);
-        let e = &self.flow_ends;
-        let _ = writeln!(
-            s,
-            "\nflow ends: idle {}, active timeout {}, fin {}, rst {}, evicted {}, end of input {}; peak {} flows held",
-            group(e.idle),
-            group(e.active_timeout),
-            group(e.fin),
-            group(e.rst),
-            group(e.evicted),
-            group(e.end_of_input),
-            group(e.peak_flows)
-        );
-        s.push_str(&self.render_losses());
+        if verbose {
+            self.threads.render(&mut s);
+            let e = &self.flow_ends;
+            let _ = writeln!(
+                s,
+                "\nflow ends: idle {}, active timeout {}, fin {}, rst {}, evicted {}, end of input {}; peak {} flows held",
+                group(e.idle),
+                group(e.active_timeout),
+                group(e.fin),
+                group(e.rst),
+                group(e.evicted),
+                group(e.end_of_input),
+                group(e.peak_flows)
+            );
+        }
+        s.push_str(&self.render_losses(verbose));
         for export in &self.exports {
             s.push_str(&export.render());
         }
@@ -613,25 +624,61 @@ impl Summary {
         s
     }
 
-    /// What was not analysed or was lost, and the problems with the input.
-    fn render_losses(&self) -> String {
-        let mut s = String::new();
-        let d = &self.drops;
+    /// The top 15 applications; where the port table alone named some of
+    /// an application's flows, a last column says how many: those are
+    /// guesses, as nDPI marks its guessed protocols.
+    fn render_applications(&self, s: &mut String) {
+        let guesses = !self.port_guesses.is_empty();
         let _ = writeln!(
             s,
-            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled, {} encrypted below IP; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements; {} dropped DNS names",
-            group(d.non_ip_frames),
-            group(d.truncated_frames),
-            group(d.malformed_frames),
-            group(d.too_deeply_tunnelled),
-            group(d.encrypted_frames),
-            group(d.unresolved_fragments),
-            group(d.evicted_flows),
-            d.unreadable_files,
-            group(d.read_warnings),
-            group(d.dropped_port_announcements),
-            group(d.dropped_dns_names)
+            "\n{:<24} {:>10} {:>12} {:>14}{}",
+            "application (top 15)",
+            "flows",
+            "packets",
+            "bytes",
+            if guesses { "  guessed by port" } else { "" }
         );
+        for (name, c) in self.applications.iter().take(15) {
+            let guessed = self.port_guesses.get(name).map_or(0, |g| g.flows);
+            let (flows, packets, bytes) = (group(c.flows), group(c.packets), group(c.bytes));
+            let _ = write!(s, "{name:<24} {flows:>10} {packets:>12} {bytes:>14}");
+            let _ = match guessed {
+                0 => writeln!(s),
+                n if n == c.flows => writeln!(s, "  {:>15}", "all (a guess)"),
+                n => writeln!(s, "  {:>15}", group(n)),
+            };
+        }
+        if self.applications.len() > 15 {
+            let _ = writeln!(s, "... and {} more (see summary.json)", self.applications.len() - 15);
+        }
+    }
+
+    /// What was not analysed or was lost, and the problems with the input:
+    /// every counter when `verbose`, else those that are not zero.
+    fn render_losses(&self, verbose: bool) -> String {
+        let mut s = String::new();
+        let d = &self.drops;
+        let items = [
+            (d.non_ip_frames, "non-IP frames"),
+            (d.truncated_frames, "truncated"),
+            (d.malformed_frames, "malformed"),
+            (d.too_deeply_tunnelled, "too deeply tunnelled"),
+            (d.encrypted_frames, "encrypted below IP"),
+            (d.unresolved_fragments, "unresolved fragments"),
+            (d.evicted_flows, "evicted flows"),
+            (d.unreadable_files, "unreadable files"),
+            (d.read_warnings, "read warnings"),
+            (d.dropped_port_announcements, "dropped port announcements"),
+            (d.dropped_dns_names, "dropped DNS names"),
+        ];
+        let shown: Vec<String> = items
+            .iter()
+            .filter(|(n, _)| verbose || *n > 0)
+            .map(|(n, what)| format!("{} {what}", group(*n)))
+            .collect();
+        if !shown.is_empty() {
+            let _ = writeln!(s, "\nnot analysed: {}", shown.join(", "));
+        }
         if let Some(capture) = &self.capture {
             let _ = writeln!(
                 s,
@@ -703,5 +750,51 @@ mod tests {
         assert_eq!(super::group(0), "0");
         assert_eq!(super::group(999), "999");
         assert_eq!(super::group(1_234_567), "1,234,567");
+    }
+
+    fn counts(flows: u64) -> super::Counts {
+        super::Counts {
+            flows,
+            packets: flows * 3,
+            bytes: flows * 300,
+        }
+    }
+
+    /// A guess reads as a guess; the terse report leaves out zero counters
+    /// and the threads, which `verbose` shows.
+    #[test]
+    fn the_report_marks_port_guesses_and_hides_zeros_unless_verbose() {
+        let mut summary = super::Summary {
+            packets: 1_300,
+            flows: 130,
+            workers: 1,
+            applications: vec![
+                ("QUIC".into(), counts(100)),
+                ("TLS".into(), counts(20)),
+                ("DNS".into(), counts(10)),
+            ],
+            ..Default::default()
+        };
+        summary.port_guesses.insert("QUIC".into(), counts(100));
+        summary.port_guesses.insert("TLS".into(), counts(5));
+        summary.drops.malformed_frames = 7;
+        let terse = summary.render(false);
+        let line = |name: &str| terse.lines().find(|l| l.starts_with(name)).unwrap().to_owned();
+        assert!(line("QUIC").ends_with("all (a guess)"), "{terse}");
+        assert!(line("TLS").ends_with(" 5"), "{terse}");
+        assert!(
+            !line("DNS").contains("guess") && line("DNS").ends_with("3,000"),
+            "{terse}"
+        );
+        assert!(terse.contains("not analysed: 7 malformed\n"), "{terse}");
+        for verbose_only in ["threads", "flow ends", "decided by", "non-IP frames"] {
+            assert!(!terse.contains(verbose_only), "{verbose_only}: {terse}");
+        }
+        let verbose = summary.render(true);
+        for shown in ["threads", "flow ends", "decided by", "0 non-IP frames", "7 malformed"] {
+            assert!(verbose.contains(shown), "{shown}: {verbose}");
+        }
+        summary.drops.malformed_frames = 0;
+        assert!(!summary.render(false).contains("not analysed"));
     }
 }

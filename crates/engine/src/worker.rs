@@ -39,6 +39,8 @@ pub(crate) struct WorkerOutput {
     /// text would cost more than the rest of a flow's accounting. Equal
     /// labels at different addresses meet again in the summary's merge.
     pub apps: HashMap<(usize, usize), (Label, Counts)>,
+    /// Of those, the flows the port table alone named (a guess).
+    pub guessed: HashMap<(usize, usize), (Label, Counts)>,
     /// Indexed like `Classifier::ALL`.
     pub classifiers: [Counts; Classifier::ALL.len()],
     /// Indexed like `Media::ALL`.
@@ -144,6 +146,14 @@ impl Sink {
             .or_insert((label, Counts::default()))
             .1
             .add(&counts);
+        if flow.ext.classifier == Classifier::Port {
+            self.out
+                .guessed
+                .entry(label_key)
+                .or_insert((label, Counts::default()))
+                .1
+                .add(&counts);
+        }
         let classifier = Classifier::ALL
             .iter()
             .position(|&c| c == flow.ext.classifier)
@@ -203,6 +213,7 @@ impl Worker {
                     counters: TableCounters::default(),
                     l4: Box::new([Counts::default(); 256]),
                     apps: HashMap::default(),
+                    guessed: HashMap::default(),
                     classifiers: Default::default(),
                     media: Default::default(),
                     talkers: Talkers::preallocated(TALKERS_TRACKED),

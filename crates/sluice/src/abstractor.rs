@@ -62,7 +62,13 @@ pub fn run_abstract(args: AbstractArgs) -> anyhow::Result<ExitCode> {
     a.config.clone_from(&args.config);
     a.flows = args.flows.max(1);
     args.options.apply(a);
-    let summary = run::run(&config, Printing { quiet: true })?;
+    let summary = run::run(
+        &config,
+        Printing {
+            quiet: true,
+            verbose: false,
+        },
+    )?;
     let abstracted = summary.abstractor.as_ref().expect("the abstract listener ran");
     let report = &abstracted.report;
     let capture = summary.capture.as_ref();

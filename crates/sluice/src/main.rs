@@ -356,8 +356,11 @@ fn command_line() -> String {
 }
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let quiet = args.run.quiet;
-    run::execute(&analyze_config(args), Printing { quiet })
+    let printing = Printing {
+        quiet: args.run.quiet,
+        verbose: args.run.verbose,
+    };
+    run::execute(&analyze_config(args), printing)
 }
 
 /// `analyze`'s preset: files, the `flows` listener, nothing else.
@@ -404,7 +407,13 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
         }
         None => {}
     }
-    run::execute(&config, Printing { quiet: args.run.quiet })
+    run::execute(
+        &config,
+        Printing {
+            quiet: args.run.quiet,
+            verbose: args.run.verbose,
+        },
+    )
 }
 
 /// `-` names standard input, as for tcpdump and tshark.

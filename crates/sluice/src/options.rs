@@ -52,8 +52,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS")]
     pub active_timeout: Option<u64>,
     /// Do not print the summary (summary.json is still written).
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Print the whole summary: the classifier stages, the threads' times,
+    /// how flows ended and every loss counter, zeros included.
+    #[arg(short, long)]
+    pub verbose: bool,
     #[command(flatten)]
     pub classify: ClassifyArgs,
 }

@@ -161,5 +161,11 @@ pub fn run_probe(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         print!("{}", config.to_yaml());
         return Ok(ExitCode::SUCCESS);
     }
-    run::execute(&config, Printing { quiet: args.run.quiet })
+    run::execute(
+        &config,
+        Printing {
+            quiet: args.run.quiet,
+            verbose: args.run.verbose,
+        },
+    )
 }

@@ -138,7 +138,13 @@ pub fn run_record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     record.format = args.format.name().into();
     args.files.apply(record);
     // The recording's own account, not the flow summary (there are no flows).
-    let summary = run::run(&config, Printing { quiet: true })?;
+    let summary = run::run(
+        &config,
+        Printing {
+            quiet: true,
+            verbose: false,
+        },
+    )?;
     if !args.quiet {
         print!("{}", render(&summary));
     }

@@ -11,6 +11,8 @@ use sluice_engine::{Control, Published, RunError, Summary};
 pub struct Printing {
     /// No summary on standard output (problems still go to standard error).
     pub quiet: bool,
+    /// The whole summary, zero counters included.
+    pub verbose: bool,
 }
 
 /// Runs `config` until its input ends or SIGINT/SIGTERM, prints the
@@ -70,7 +72,7 @@ fn print(summary: &Summary, printing: Printing) {
         eprint!("{}", summary.render_problems());
         return;
     }
-    print!("{}", summary.render());
+    print!("{}", summary.render(printing.verbose));
     if let Some(recording) = &summary.recording {
         print!("{}", recording.render());
     }

@@ -371,6 +371,9 @@ pub struct Summary {
     /// The statistics listener's account, when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<StatsReport>,
+    /// The VoIP listener's account, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voip: Option<crate::listen::voip::VoipReport>,
     pub records_path: Option<PathBuf>,
     pub threads: Threads,
 }

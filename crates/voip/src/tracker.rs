@@ -279,9 +279,8 @@ pub struct PacketView<'a> {
     pub ts_ns: u64,
     /// The packet's input position.
     pub order: u64,
-    /// The flow's slot in the worker's table and its first packet's
-    /// position: together they name the flow.
-    pub slot: u32,
+    /// The flow's first packet's input position, which names the flow
+    /// in its worker.
     pub flow_order: u64,
     /// The flow's key, `src` its first sender.
     pub key: &'a FlowKey,
@@ -316,9 +315,10 @@ impl Default for TrackerConfig {
 
 /// One worker's VoIP tracker.
 pub struct Tracker<S: EventSink> {
-    flows: FxHashMap<(u64, u32), Box<FlowState>>,
-    /// Flows (by slot) given up on: neither SIP nor media.
-    ignored: FxHashMap<u32, u64>,
+    /// By the flow's first packet's input position, unique in a worker.
+    flows: FxHashMap<u64, Box<FlowState>>,
+    /// Flows given up on: neither SIP nor media.
+    ignored: rustc_hash::FxHashSet<u64>,
     /// Media flows cut by the active timeout, by key, waiting for their
     /// continuation.
     continued: FxHashMap<FlowKey, Box<FlowState>>,
@@ -382,7 +382,7 @@ impl<S: EventSink> Tracker<S> {
     pub fn new(worker: usize, config: TrackerConfig, sink: S, media: Option<Box<dyn MediaTap>>) -> Tracker<S> {
         Tracker {
             flows: FxHashMap::default(),
-            ignored: FxHashMap::default(),
+            ignored: rustc_hash::FxHashSet::default(),
             continued: FxHashMap::default(),
             inner: Inner {
                 worker: worker as u64,
@@ -407,7 +407,7 @@ impl<S: EventSink> Tracker<S> {
     pub fn packet(&mut self, p: &PacketView<'_>) {
         let inner = &mut self.inner;
         inner.last_order = inner.last_order.max(p.order);
-        let id = (p.flow_order, p.slot);
+        let id = p.flow_order;
         if let Some(state) = self.flows.get_mut(&id) {
             inner.on_packet(state, p);
             return;
@@ -415,7 +415,7 @@ impl<S: EventSink> Tracker<S> {
         if p.flow_packets > DECIDE_WITHIN || p.key.proto != UDP && p.key.proto != TCP {
             return;
         }
-        if self.ignored.get(&p.slot) == Some(&p.flow_order) {
+        if self.ignored.contains(&p.flow_order) {
             return;
         }
         let state = match self.continued.remove(p.key) {
@@ -424,7 +424,7 @@ impl<S: EventSink> Tracker<S> {
         };
         let Some(mut state) = state else {
             if p.flow_packets == DECIDE_WITHIN {
-                self.ignored.insert(p.slot, p.flow_order);
+                self.ignored.insert(p.flow_order);
             }
             return;
         };
@@ -686,11 +686,9 @@ impl<S: EventSink> Inner<S> {
 impl<S: EventSink> Tracker<S> {
     /// A flow of this worker ended; `continues` when the active timeout cut
     /// it and its next packets start a new flow with the same key.
-    pub fn ended(&mut self, slot: u32, flow_order: u64, continues: bool) {
-        if self.ignored.get(&slot) == Some(&flow_order) {
-            self.ignored.remove(&slot);
-        }
-        let Some(mut state) = self.flows.remove(&(flow_order, slot)) else {
+    pub fn ended(&mut self, flow_order: u64, continues: bool) {
+        self.ignored.remove(&flow_order);
+        let Some(mut state) = self.flows.remove(&flow_order) else {
             return;
         };
         if continues && matches!(state.kind, Kind::Media(_)) {
@@ -703,7 +701,7 @@ impl<S: EventSink> Tracker<S> {
     /// The input ended, or the run stops: every flow still held ends.
     pub fn finish(&mut self) -> TrackerCounters {
         let continued: Vec<_> = self.continued.drain().map(|(_, s)| s).collect();
-        let mut all: Vec<(u64, Box<FlowState>)> = self.flows.drain().map(|((o, _), s)| (o, s)).collect();
+        let mut all: Vec<(u64, Box<FlowState>)> = self.flows.drain().collect();
         // In input order, so that the events are too.
         all.sort_by_key(|(o, _)| *o);
         for mut state in continued.into_iter().chain(all.into_iter().map(|(_, s)| s)) {
@@ -779,7 +777,6 @@ impl<S: EventSink> Inner<S> {
                     let view = PacketView {
                         ts_ns: 0,
                         order: view_order,
-                        slot: 0,
                         flow_order: 0,
                         key: &key,
                         dir,

@@ -358,7 +358,6 @@ impl CallTable {
                     200..=299 if call.answer_ts_ns.is_none() => {
                         call.answer_ts_ns = Some(e.ts_ns);
                         call.sip_code = e.code;
-                        call.to = e.to.uri.clone();
                     }
                     300..=699 if call.answer_ts_ns.is_none() && call.sip_code < 300 => {
                         call.sip_code = e.code;

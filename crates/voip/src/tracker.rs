@@ -412,10 +412,7 @@ impl<S: EventSink> Tracker<S> {
             inner.on_packet(state, p);
             return;
         }
-        if p.flow_packets > DECIDE_WITHIN || p.key.proto != UDP && p.key.proto != TCP {
-            return;
-        }
-        if self.ignored.contains(&p.flow_order) {
+        if p.key.proto != UDP && p.key.proto != TCP || self.ignored.contains(&p.flow_order) {
             return;
         }
         let state = match self.continued.remove(p.key) {
@@ -423,7 +420,14 @@ impl<S: EventSink> Tracker<S> {
             None => inner.decide(p),
         };
         let Some(mut state) = state else {
-            if p.flow_packets == DECIDE_WITHIN {
+            // A flow is given up after DECIDE_WITHIN packets, unless it
+            // has sent only what shares a port with RTP before the media
+            // starts (RFC 7983's first bytes: STUN, ZRTP, DTLS, and RTP or
+            // RTCP not yet readable; a WebRTC or WhatsApp call may
+            // exchange many).
+            let demultiplexed =
+                p.key.proto == UDP && p.payload.first().is_some_and(|&b| b < 64 || (128..192).contains(&b));
+            if p.flow_packets >= DECIDE_WITHIN && !demultiplexed {
                 self.ignored.insert(p.flow_order);
             }
             return;
@@ -957,7 +961,9 @@ fn one_message<S: EventSink>(
 /// and for RTP a payload type that is not RTCP's and a header that fits.
 fn looks_like_media(payload: &[u8]) -> bool {
     if rtp::is_rtcp(payload) {
-        return rtp::rtcp_packets(payload).all(|p| p.is_ok());
+        // The first packet of the compound: SRTCP's index and
+        // authentication tag follow the last one (RFC 3711 §3.4).
+        return rtp::rtcp_packets(payload).next().is_some_and(|p| p.is_ok());
     }
     rtp::parse_rtp(payload).is_ok()
 }

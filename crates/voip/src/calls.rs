@@ -201,7 +201,9 @@ pub struct StreamRecord {
 pub struct CallTable {
     config: CallsConfig,
     calls: FxHashMap<String, Call>,
-    endpoints: FxHashMap<SocketAddr, String>,
+    /// The calls whose descriptions named each endpoint, the latest last:
+    /// a UAS may give every call the same media port.
+    endpoints: FxHashMap<SocketAddr, Vec<String>>,
     /// Calls by deadline: (deadline ns, sequence) to Call-ID.
     active: BTreeMap<(u64, u64), String>,
     sequence: u64,
@@ -244,11 +246,8 @@ impl CallTable {
         match event {
             Event::Sip(sip) => self.sip(*sip),
             Event::MediaStart(start) => {
-                for addr in [start.dst, start.src] {
-                    if let Some(id) = self.endpoints.get(&addr).cloned() {
-                        self.touch(&id, start.ts_ns);
-                        break;
-                    }
+                if let Some(id) = self.call_of(start.src, start.dst) {
+                    self.touch(&id, start.ts_ns);
                 }
             }
             Event::MediaEnd(end) => self.media_end(*end, false)?,
@@ -372,22 +371,32 @@ impl CallTable {
             let id = call.call_id.clone();
             describe(call, sdp, sender);
             for &(addr, _) in &call.endpoints {
-                self.endpoints.insert(addr, id.clone());
+                let ids = self.endpoints.entry(addr).or_default();
+                if ids.last() != Some(&id) {
+                    ids.retain(|i| *i != id);
+                    ids.push(id.clone());
+                }
             }
         }
         let id = e.call_id;
         self.touch(&id, e.ts_ns);
     }
 
+    /// The call a media flow between `a` and `b` belongs to: one whose
+    /// descriptions named both endpoints, else the latest to name the
+    /// destination, else the latest to name the source.
+    fn call_of(&self, a: SocketAddr, b: SocketAddr) -> Option<String> {
+        let (ids_a, ids_b) = (self.endpoints.get(&a), self.endpoints.get(&b));
+        if let (Some(x), Some(y)) = (ids_a, ids_b)
+            && let Some(both) = x.iter().rev().find(|id| y.contains(id))
+        {
+            return Some(both.clone());
+        }
+        ids_b.or(ids_a).and_then(|ids| ids.last()).cloned()
+    }
+
     fn media_end(&mut self, end: MediaEnd, finishing: bool) -> std::io::Result<()> {
-        // The call the flow belongs to: the one whose description named
-        // either endpoint.
-        let call_id = [end.dst, end.src]
-            .iter()
-            .find_map(|a| self.endpoints.get(a))
-            .filter(|id| self.calls.contains_key(*id))
-            .cloned();
-        let Some(call_id) = call_id else {
+        let Some(call_id) = self.call_of(end.src, end.dst) else {
             if finishing || end.streams.is_empty() {
                 return self.write_streams(&end, None);
             }
@@ -536,8 +545,11 @@ impl CallTable {
             let id = self.active.remove(&deadline).expect("first");
             if let Some(call) = self.calls.remove(&id) {
                 for (addr, _) in &call.endpoints {
-                    if self.endpoints.get(addr) == Some(&id) {
-                        self.endpoints.remove(addr);
+                    if let Some(ids) = self.endpoints.get_mut(addr) {
+                        ids.retain(|i| *i != id);
+                        if ids.is_empty() {
+                            self.endpoints.remove(addr);
+                        }
                     }
                 }
                 self.write_call(&call)?;

@@ -41,6 +41,12 @@ const MAX_STREAMS: usize = 16;
 /// Bytes of one direction of a SIP TCP connection held while a message is
 /// incomplete.
 const MAX_PENDING: usize = sip::MAX_MESSAGE + 4096;
+/// RTP-looking packets held per undecided flow, waiting for one that
+/// follows one of them in sequence.
+const PENDING: usize = 4;
+/// The largest step between two sequence numbers of one source that
+/// confirms a flow as RTP.
+const MAX_SEQ_STEP: u16 = 100;
 /// Sender reports remembered per direction for RTCP round trips.
 const SR_MEMORY: usize = 8;
 /// Reported sources kept per RTCP flow.
@@ -319,6 +325,8 @@ pub struct Tracker<S: EventSink> {
     flows: FxHashMap<u64, Box<FlowState>>,
     /// Flows given up on: neither SIP nor media.
     ignored: rustc_hash::FxHashSet<u64>,
+    /// RTP-looking packets of flows not yet taken for media, by flow.
+    pending: FxHashMap<u64, Pending>,
     /// Media flows cut by the active timeout, by key, waiting for their
     /// continuation.
     continued: FxHashMap<FlowKey, Box<FlowState>>,
@@ -339,6 +347,13 @@ struct Inner<S: EventSink> {
     /// The latest input position seen, for events of flows that end.
     last_order: u64,
     media: Option<Box<dyn MediaTap>>,
+}
+
+/// The RTP-looking packets of a flow not yet taken for media: direction,
+/// SSRC and the packet (its extended timestamp not yet known).
+struct Pending {
+    packets: [(u8, u32, RtpPacket); PENDING],
+    len: usize,
 }
 
 enum Kind {
@@ -383,6 +398,7 @@ impl<S: EventSink> Tracker<S> {
         Tracker {
             flows: FxHashMap::default(),
             ignored: rustc_hash::FxHashSet::default(),
+            pending: FxHashMap::default(),
             continued: FxHashMap::default(),
             inner: Inner {
                 worker: worker as u64,
@@ -417,7 +433,7 @@ impl<S: EventSink> Tracker<S> {
         }
         let state = match self.continued.remove(p.key) {
             Some(state) => Some(state),
-            None => inner.decide(p),
+            None => inner.decide(p, &mut self.pending),
         };
         let Some(mut state) = state else {
             // A flow is given up after DECIDE_WITHIN packets, unless it
@@ -427,11 +443,21 @@ impl<S: EventSink> Tracker<S> {
             // exchange many).
             let demultiplexed =
                 p.key.proto == UDP && p.payload.first().is_some_and(|&b| b < 64 || (128..192).contains(&b));
-            if p.flow_packets >= DECIDE_WITHIN && !demultiplexed {
+            // A flow with RTP-looking packets waiting for a second of
+            // their source is given four times as long.
+            let waiting = self.pending.contains_key(&p.flow_order) && p.flow_packets < 4 * DECIDE_WITHIN;
+            if p.flow_packets >= DECIDE_WITHIN && !demultiplexed && !waiting {
                 self.ignored.insert(p.flow_order);
+                self.pending.remove(&p.flow_order);
             }
             return;
         };
+        // The packets that made the flow media count in it first.
+        if let (Kind::Media(media), Some(held)) = (&mut state.kind, self.pending.remove(&p.flow_order)) {
+            for &(dir, ssrc, packet) in &held.packets[..held.len] {
+                inner.rtp_packet(media, dir, ssrc, packet);
+            }
+        }
         inner.on_packet(&mut state, p);
         self.flows.insert(id, state);
     }
@@ -444,7 +470,7 @@ impl<S: EventSink> Inner<S> {
 
     /// Whether a new flow carries SIP or media, from its port and this
     /// packet's payload.
-    fn decide(&mut self, p: &PacketView<'_>) -> Option<Box<FlowState>> {
+    fn decide(&mut self, p: &PacketView<'_>, pending: &mut FxHashMap<u64, Pending>) -> Option<Box<FlowState>> {
         let key = *p.key;
         let sip = self.sip_port(&key) || sip::looks_like_sip(p.payload);
         if key.proto == TCP {
@@ -462,8 +488,48 @@ impl<S: EventSink> Inner<S> {
             }));
         }
         // Later fragments carry no RTP header of their own.
-        if matches!(p.decoded.fragment, Fragment::Later { .. }) || !looks_like_media(p.payload) {
+        if p.decoded.fragment != Fragment::None {
             return None;
+        }
+        if rtp::is_rtcp(p.payload) {
+            // Its first packet must be valid RTCP, its length within the
+            // datagram (SRTCP's index and authentication tag follow the
+            // last packet of a compound, RFC 3711 §3.4).
+            if !rtp::rtcp_packets(p.payload).next().is_some_and(|r| r.is_ok()) {
+                return None;
+            }
+        } else {
+            // RTP is taken when a second packet of one source follows a
+            // first closely in sequence: one header that parses is a
+            // chance of one in four for any payload.
+            let h = rtp::parse_rtp(p.payload).ok()?;
+            let packet = RtpPacket {
+                ts_ns: p.ts_ns,
+                seq: h.seq,
+                timestamp: h.timestamp,
+                extended_timestamp: 0,
+                payload_type: h.payload_type,
+                marker: h.marker,
+                ip_len: ip_len(p.decoded),
+                payload_len: h.payload_len as u32,
+            };
+            let dir = p.dir as u8;
+            let held = pending.entry(p.flow_order).or_insert_with(|| Pending {
+                packets: [(0, 0, packet); PENDING],
+                len: 0,
+            });
+            let follows = held.packets[..held.len].iter().any(|&(d, ssrc, q)| {
+                d == dir && ssrc == h.ssrc && (1..=MAX_SEQ_STEP).contains(&h.seq.wrapping_sub(q.seq))
+            });
+            if !follows {
+                if held.len == PENDING {
+                    held.packets.copy_within(1.., 0);
+                    held.len -= 1;
+                }
+                held.packets[held.len] = (dir, h.ssrc, packet);
+                held.len += 1;
+                return None;
+            }
         }
         self.counters.media_flows += 1;
         let id = self.worker << 48 | self.next_id;
@@ -578,6 +644,26 @@ impl<S: EventSink> Inner<S> {
         drain_messages(pending, lost_sync, p, src, dst, errors, counters, sink);
     }
 
+    /// Accounts one RTP packet in its stream; its extended timestamp is
+    /// the flow's.
+    fn rtp_packet(&mut self, media: &mut Media, dir: u8, ssrc: u32, mut packet: RtpPacket) -> RtpPacket {
+        self.counters.rtp_packets += 1;
+        media.first_ns = media.first_ns.min(packet.ts_ns);
+        packet.extended_timestamp = media.unwrap.timestamp(packet.timestamp);
+        let known = media.streams.iter().position(|(d, s)| *d == dir && s.ssrc == ssrc);
+        match known {
+            Some(i) => media.streams[i].1.add(&packet),
+            None if media.streams.len() < MAX_STREAMS => {
+                media.streams.push((dir, StreamStats::new(ssrc, &packet)));
+            }
+            None => {
+                media.untracked += 1;
+                self.counters.untracked_stream_packets += 1;
+            }
+        }
+        packet
+    }
+
     fn media_packet(&mut self, media: &mut Media, p: &PacketView<'_>) {
         media.last_ns = media.last_ns.max(p.ts_ns);
         let payload = p.payload;
@@ -592,29 +678,17 @@ impl<S: EventSink> Inner<S> {
         }
         match rtp::parse_rtp(payload) {
             Ok(h) => {
-                self.counters.rtp_packets += 1;
                 let packet = RtpPacket {
                     ts_ns: p.ts_ns,
                     seq: h.seq,
                     timestamp: h.timestamp,
-                    extended_timestamp: media.unwrap.timestamp(h.timestamp),
+                    extended_timestamp: 0,
                     payload_type: h.payload_type,
                     marker: h.marker,
                     ip_len: ip_len(p.decoded),
                     payload_len: h.payload_len as u32,
                 };
-                let dir = p.dir as u8;
-                let known = media.streams.iter().position(|(d, s)| *d == dir && s.ssrc == h.ssrc);
-                match known {
-                    Some(i) => media.streams[i].1.add(&packet),
-                    None if media.streams.len() < MAX_STREAMS => {
-                        media.streams.push((dir, StreamStats::new(h.ssrc, &packet)));
-                    }
-                    None => {
-                        media.untracked += 1;
-                        self.counters.untracked_stream_packets += 1;
-                    }
-                }
+                let packet = self.rtp_packet(media, p.dir as u8, h.ssrc, packet);
                 if let (Some(record), Some(tap)) = (media.recorded, self.media.as_mut()) {
                     let end = (h.payload_offset + h.payload_len).min(payload.len());
                     let body = payload.get(h.payload_offset..end).unwrap_or(&[]);
@@ -692,6 +766,7 @@ impl<S: EventSink> Tracker<S> {
     /// it and its next packets start a new flow with the same key.
     pub fn ended(&mut self, flow_order: u64, continues: bool) {
         self.ignored.remove(&flow_order);
+        self.pending.remove(&flow_order);
         let Some(mut state) = self.flows.remove(&flow_order) else {
             return;
         };
@@ -955,17 +1030,6 @@ fn one_message<S: EventSink>(
         to: party(&message.to),
         sdp,
     })));
-}
-
-/// Whether a UDP payload opening a flow looks like RTP or RTCP: version 2,
-/// and for RTP a payload type that is not RTCP's and a header that fits.
-fn looks_like_media(payload: &[u8]) -> bool {
-    if rtp::is_rtcp(payload) {
-        // The first packet of the compound: SRTCP's index and
-        // authentication tag follow the last one (RFC 3711 §3.4).
-        return rtp::rtcp_packets(payload).next().is_some_and(|p| p.is_ok());
-    }
-    rtp::parse_rtp(payload).is_ok()
 }
 
 /// The IP length of a packet: header and payload as the IP length fields

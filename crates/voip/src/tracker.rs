@@ -495,7 +495,7 @@ impl<S: EventSink> Inner<S> {
             // Its first packet must be valid RTCP, its length within the
             // datagram (SRTCP's index and authentication tag follow the
             // last packet of a compound, RFC 3711 §3.4).
-            if !rtp::rtcp_packets(p.payload).next().is_some_and(|r| r.is_ok()) {
+            if rtp::rtcp_packets(p.payload).next().is_none_or(|r| r.is_err()) {
                 return None;
             }
         } else {

@@ -73,3 +73,75 @@ fn the_unmutated_invite_reads() {
         sip::SipError::ShortBody
     );
 }
+
+/// An IPv4 UDP datagram from 192.0.2.1:5060 to 192.0.2.2:5060.
+fn udp_frame(payload: &[u8]) -> Vec<u8> {
+    let total = 28 + payload.len();
+    let mut f = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 64, 17, 0, 0];
+    f.extend_from_slice(&[192, 0, 2, 1, 192, 0, 2, 2]);
+    let udp = 8 + payload.len();
+    f.extend_from_slice(&[0x13, 0xc4, 0x13, 0xc4, (udp >> 8) as u8, udp as u8, 0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Runs datagrams through a tracker as one SIP flow; its counters.
+fn track(datagrams: &[Vec<u8>]) -> sluice_voip::tracker::TrackerCounters {
+    use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig};
+    use sluice_wire::{LinkType, decode};
+    let mut tracker = Tracker::new(0, TrackerConfig::default(), Vec::<Event>::new(), None);
+    for (i, payload) in datagrams.iter().enumerate() {
+        let frame = udp_frame(payload);
+        let decoded = decode(LinkType::RawIp, &frame).unwrap();
+        let start = usize::from(decoded.payload_offset);
+        tracker.packet(&PacketView {
+            ts_ns: i as u64 * 1_000_000,
+            order: i as u64,
+            flow_order: 0,
+            key: &decoded.key,
+            dir: 0,
+            flow_packets: i as u64 + 1,
+            decoded: &decoded,
+            frame: &frame,
+            payload: &frame[start..],
+        });
+    }
+    tracker.finish()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Every datagram of a SIP flow is a message, a keep-alive or a
+    /// warning counted under its reason: nothing is dropped unaccounted.
+    #[test]
+    fn every_sip_datagram_is_a_message_or_a_counted_warning(
+        mutations in proptest::collection::vec(
+            (proptest::collection::vec((0..INVITE.len(), any::<u8>()), 0..6), 1..=INVITE.len()),
+            1..6,
+        ),
+    ) {
+        let datagrams: Vec<Vec<u8>> = mutations
+            .into_iter()
+            .map(|(edits, cut)| {
+                let mut bytes = INVITE.to_vec();
+                for (at, b) in edits {
+                    bytes[at] = b;
+                }
+                bytes.truncate(cut);
+                bytes
+            })
+            .collect();
+        let c = track(&datagrams);
+        let sip_errors: u64 = c.sip_errors.values().sum();
+        prop_assert_eq!(c.sip_messages + c.sip_keepalives + sip_errors, datagrams.len() as u64, "{:?}", c);
+    }
+}
+
+#[test]
+fn a_truncated_invite_is_a_named_warning() {
+    let c = track(&[INVITE.to_vec(), INVITE[..INVITE.len() - 5].to_vec()]);
+    assert_eq!(c.sip_messages, 1);
+    assert_eq!(c.sip_errors.get("short_body"), Some(&1));
+    assert_eq!(c.warnings(), 1);
+}

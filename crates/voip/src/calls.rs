@@ -327,9 +327,15 @@ impl CallTable {
                     call.retransmissions += 1;
                     self.counters.retransmissions += 1;
                 } else {
-                    if !call.invites.is_empty() {
+                    if call.answer_ts_ns.is_some() {
                         call.reinvites += 1;
                         self.counters.reinvites += 1;
+                    } else if !call.invites.is_empty() && !call.cancelled {
+                        // The INVITE again with a new CSeq before an
+                        // answer: after a 401 or 407 challenge, with
+                        // credentials. Its responses decide the call.
+                        call.sip_code = 0;
+                        call.end_ts_ns = None;
                     }
                     call.invites.push(e.cseq);
                 }
@@ -348,8 +354,9 @@ impl CallTable {
                 }
             }
             Some(_) => {}
-            None if e.cseq_method == Method::Invite && call.invites.first() == Some(&e.cseq) => {
-                // Responses to the first INVITE set the call's state.
+            None if e.cseq_method == Method::Invite && call.invites.last() == Some(&e.cseq) => {
+                // Responses to the latest INVITE set the call's state
+                // until it is answered.
                 match e.code {
                     180 | 183 => {
                         call.ringing_ts_ns.get_or_insert(e.ts_ns);
@@ -843,6 +850,51 @@ mod tests {
         assert_eq!(s[0]["dst_port"], 6000);
         assert_eq!(s[1]["direction"], "s2c");
         assert_eq!(s[1]["codec"], "PCMA");
+    }
+
+    fn with_cseq(mut e: Event, cseq: u32) -> Event {
+        if let Event::Sip(s) = &mut e {
+            s.cseq = cseq;
+        }
+        e
+    }
+
+    #[test]
+    fn an_invite_again_after_a_challenge_decides_the_call() {
+        let (calls, streams) = (Shared::default(), Shared::default());
+        let mut t = CallTable::new(CallsConfig::default(), Box::new(calls.clone()), Box::new(streams));
+        t.event(sip(1000, ALICE, Some(Method::Invite), 0, Method::Invite, None))
+            .unwrap();
+        t.event(sip(1010, BOB, None, 407, Method::Invite, None)).unwrap();
+        t.event(with_cseq(
+            sip(1020, ALICE, Some(Method::Invite), 0, Method::Invite, None),
+            2,
+        ))
+        .unwrap();
+        t.event(with_cseq(sip(1500, BOB, None, 200, Method::Invite, None), 2))
+            .unwrap();
+        // A re-INVITE after the answer, and its 200.
+        t.event(with_cseq(
+            sip(3000, ALICE, Some(Method::Invite), 0, Method::Invite, None),
+            3,
+        ))
+        .unwrap();
+        t.event(with_cseq(sip(3010, BOB, None, 200, Method::Invite, None), 3))
+            .unwrap();
+        t.finish().unwrap();
+        let c = &calls.lines()[0];
+        assert_eq!(
+            (c["state"].as_str(), c["sip_code"].as_u64()),
+            (Some("answered"), Some(200))
+        );
+        assert_eq!(
+            (c["answer_ts_ns"].as_u64(), c["end_ts_ns"].as_u64()),
+            (Some(1_500_000_000), None)
+        );
+        assert_eq!(
+            (c["reinvites"].as_u64(), c["retransmissions"].as_u64()),
+            (Some(1), Some(0))
+        );
     }
 
     #[test]

@@ -335,3 +335,72 @@ fn no_stream_where_tshark_sees_none() {
         false_streams.join("\n")
     );
 }
+
+/// `sluice gen --profile voip`: every SIP flow of the truth file is one
+/// call, every RTP flow (audio and video) carries streams, and no other
+/// flow (DNS, NTP, QUIC, a game, syslog, SNMP) does.
+#[test]
+fn the_generated_calls_and_media_are_the_truths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pcap = tmp.path().join("voip.pcap");
+    run(
+        common::SLUICE,
+        &[
+            "gen",
+            "--profile",
+            "voip",
+            "--packets",
+            "300000",
+            "-w",
+            pcap.to_str().unwrap(),
+        ],
+    );
+    let (calls, streams) = voip(&pcap, &tmp.path().join("out"));
+    let truth = std::fs::read_to_string(tmp.path().join("voip.truth.csv")).unwrap();
+    let mut lines = truth.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (src, sport, dst, dport, class) = (
+        col("src_ip"),
+        col("src_port"),
+        col("dst_ip"),
+        col("dst_port"),
+        col("class"),
+    );
+    // A flow by its endpoints, whichever way round.
+    let flow = |a: (String, u64), b: (String, u64)| if a < b { (a, b) } else { (b, a) };
+    let (mut sip, mut rtp) = (0, BTreeSet::new());
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        match f[class] {
+            "SIP" => sip += 1,
+            "RTP" => {
+                rtp.insert(flow(
+                    (f[src].to_string(), f[sport].parse().unwrap()),
+                    (f[dst].to_string(), f[dport].parse().unwrap()),
+                ));
+            }
+            _ => {}
+        }
+    }
+    assert!(sip > 10 && rtp.len() > 10, "{sip} SIP flows, {} RTP flows", rtp.len());
+    assert_eq!(calls.len(), sip);
+    let ours: BTreeSet<_> = streams
+        .iter()
+        .map(|s| {
+            flow(
+                (
+                    s["src_ip"].as_str().unwrap().to_string(),
+                    s["src_port"].as_u64().unwrap(),
+                ),
+                (
+                    s["dst_ip"].as_str().unwrap().to_string(),
+                    s["dst_port"].as_u64().unwrap(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(ours, rtp);
+    // The generator's calls describe their media: every stream is joined.
+    assert!(streams.iter().all(|s| !s["call_id"].is_null()), "an orphan stream");
+}

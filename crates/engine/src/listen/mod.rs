@@ -9,8 +9,9 @@
 //!   thread live.
 //! - **Flow listeners** ([`FlowListener`]) live in each worker beside its
 //!   flow table and classifier chain, which every packet meets once: flow
-//!   records ([`records`]), per-interval statistics ([`stats`]) and VoIP
-//!   call tracking ([`voip`]).
+//!   records ([`records`]), their exporting sinks ([`export`]: [`ipfix`]),
+//!   per-interval statistics ([`stats`]) and VoIP call tracking
+//!   ([`voip`]).
 //!
 //! Each listener states its loss policy. The recorder is lossless (the
 //! slowest listener holds the source back, HPCAP's rule) or drops and
@@ -19,6 +20,8 @@
 //! Every drop is in the summary per listener.
 
 pub(crate) mod abstractor;
+pub(crate) mod export;
+pub(crate) mod ipfix;
 pub(crate) mod record;
 pub(crate) mod records;
 pub(crate) mod stats;

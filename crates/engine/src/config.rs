@@ -46,6 +46,9 @@ pub struct ProbeConfig {
     pub abstracts: Vec<AbstractConfig>,
     #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
     pub stats: Vec<StatsConfig>,
+    /// VoIP call tracking: `calls.jsonl` and `streams.jsonl`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voip: Option<VoipConfig>,
     /// Serve `/metrics` (Prometheus text format) on this address
     /// (`--metrics`); turns the statistics on if no `stats` section does.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -356,6 +359,38 @@ impl Default for StatsConfig {
 }
 
 /// A configuration that cannot be run, and why.
+/// The `voip` listener: SIP calls and RTP streams (`docs/voip.md`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VoipConfig {
+    /// Ports SIP is looked for on besides telling it by its content
+    /// (`--sip-port`, repeatable).
+    pub sip_ports: Vec<u16>,
+    /// How long an ended call stays in the call table before it is written
+    /// (`--call-linger`): its media flows end only after the flow table's
+    /// idle timeout.
+    #[serde(with = "duration")]
+    pub linger: Duration,
+    /// A call without a SIP message or media for this long is written as
+    /// it stands (`--call-timeout`).
+    #[serde(with = "duration")]
+    pub call_timeout: Duration,
+    /// `none`: media is not recorded. Recording (`all`, a share, a list of
+    /// URIs) is not implemented yet and is refused.
+    pub record_media: String,
+}
+
+impl Default for VoipConfig {
+    fn default() -> Self {
+        VoipConfig {
+            sip_ports: vec![5060],
+            linger: Duration::from_secs(120),
+            call_timeout: Duration::from_secs(3600),
+            record_media: "none".into(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}: {message}")]
@@ -395,7 +430,7 @@ impl ProbeConfig {
     /// Whether any listener works on flows (and so needs the workers'
     /// flow tables).
     pub fn has_flow_listeners(&self) -> bool {
-        !self.flows.is_empty() || !self.stats.is_empty()
+        !self.flows.is_empty() || !self.stats.is_empty() || self.voip.is_some()
     }
 
     pub fn workers(&self) -> usize {

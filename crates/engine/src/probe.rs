@@ -16,6 +16,7 @@ use crate::listen::ipfix::Ipfix;
 use crate::listen::record::Recording;
 use crate::listen::records::{RecordWrites, Records};
 use crate::listen::stats::{Stats, StatsWorker};
+use crate::listen::voip::Voip;
 use crate::listen::{FlowListener, ListenerFailed, PacketListener};
 use crate::order::InputOrder;
 use crate::publish::Published;
@@ -182,6 +183,10 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             control,
         )?);
     }
+    let voip = match &config.voip {
+        Some(v) => Some(Voip::start(out.expect("checked"), v)?),
+        None => None,
+    };
     let recordings = config
         .record
         .iter()
@@ -211,6 +216,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                 }
                 for s in &stats {
                     listeners.push(Box::new(StatsWorker::new(s.feed())));
+                }
+                if let Some(v) = &voip {
+                    listeners.push(Box::new(v.worker_part(me)));
                 }
                 let asking = if live {
                     Asking::AtEnd
@@ -352,6 +360,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         if i == 0 {
             summary.stats = Some(report);
         }
+    }
+    if let Some(v) = voip {
+        summary.voip = Some(v.finish()?);
     }
     for (i, a) in abstracts.into_iter().enumerate() {
         let (report, dropped_packets) = a.finish();

@@ -383,6 +383,9 @@ pub struct Summary {
     /// and lost.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub exports: Vec<ExportReport>,
+    /// The VoIP listener's account, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voip: Option<crate::listen::voip::VoipReport>,
     pub records_path: Option<PathBuf>,
     pub threads: Threads,
 }

@@ -12,7 +12,7 @@ use sluice_export::schema::Record;
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
 use sluice_wire::l4_name;
 
-use crate::listen::FlowListener;
+use crate::listen::{FlowListener, PacketBytes};
 use crate::order::InputOrder;
 use crate::source::PacketDesc;
 use crate::summary::Counts;
@@ -262,10 +262,12 @@ impl Worker {
             let d = &p.decoded;
             let start = (d.payload_offset as usize).min(frame.len());
             let end = (start + d.payload_captured as usize).min(frame.len());
-            chain.on_packet(flow, dir, d, &frame[start..end], p.order);
+            let payload = &frame[start..end];
+            chain.on_packet(flow, dir, d, payload, p.order);
             if sink.packets_seen {
+                let bytes = PacketBytes { dir, frame, payload };
                 for listener in &mut sink.listeners {
-                    listener.packet(slot, flow, p);
+                    listener.packet(slot, flow, p, &bytes);
                 }
             }
         }

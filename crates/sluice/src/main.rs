@@ -22,6 +22,7 @@ mod protocols;
 mod record;
 mod run;
 mod training;
+mod voip;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -73,6 +74,17 @@ enum Command {
     /// log rotation). See docs/probe.md.
     #[command(after_help = EXIT_CODES)]
     Probe(Box<probe::ProbeArgs>),
+    /// Track SIP calls and their RTP streams: call records with QoS and
+    /// MOS in OUTDIR/calls.jsonl, one record per RTP stream (orphans
+    /// included) in OUTDIR/streams.jsonl.
+    ///
+    /// The probe with the `voip` listener alone. SIP over UDP (IP fragments
+    /// reassembled) and TCP (reassembled), on port 5060 or told by its
+    /// content; streams joined to calls through the endpoints their session
+    /// descriptions name. Every malformed SIP, SDP, RTP or RTCP packet is
+    /// counted in OUTDIR/summary.json under `voip`. See docs/voip.md.
+    #[command(after_help = EXIT_CODES)]
+    Voip(voip::VoipCommandArgs),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -310,6 +322,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Probe(args) => probe::run_probe(*args),
         Command::Analyze(args) => run_analyze(args),
+        Command::Voip(args) => voip::run_voip(args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use sluice_capture::live::LiveConfig as RingConfig;
 use sluice_engine::Sampling;
-use sluice_engine::config::{AbstractConfig, ProbeConfig, RecordConfig, StatsConfig};
+use sluice_engine::config::{AbstractConfig, ProbeConfig, RecordConfig, StatsConfig, VoipConfig};
 use sluice_units::{parse_duration, parse_size};
 
 /// How flows are tracked and labelled, and where their records go.
@@ -471,6 +471,50 @@ impl StatsArgs {
             s.top = top;
         }
         s.mrtg &= !self.no_mrtg;
+    }
+}
+
+/// The `voip` listener's options (docs/voip.md).
+#[derive(clap::Args, Clone, Default)]
+pub struct VoipArgs {
+    /// A port SIP is looked for on, besides telling SIP by its content
+    /// (repeatable) [default: 5060].
+    #[arg(long, value_name = "PORT")]
+    pub sip_port: Vec<u16>,
+    /// How long an ended call waits in the call table for its media
+    /// flows' ends before it is written [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub call_linger: Option<Duration>,
+    /// A call with no SIP message or media for this long is written as it
+    /// stands [default: 1h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub call_timeout: Option<Duration>,
+    /// Which calls' media to record: only `none` in this version.
+    #[arg(long, value_name = "WHICH")]
+    pub record_media: Option<String>,
+}
+
+impl VoipArgs {
+    pub fn given(&self) -> bool {
+        !self.sip_port.is_empty()
+            || self.call_linger.is_some()
+            || self.call_timeout.is_some()
+            || self.record_media.is_some()
+    }
+
+    pub fn apply(&self, v: &mut VoipConfig) {
+        if !self.sip_port.is_empty() {
+            v.sip_ports.clone_from(&self.sip_port);
+        }
+        if let Some(linger) = self.call_linger {
+            v.linger = linger;
+        }
+        if let Some(timeout) = self.call_timeout {
+            v.call_timeout = timeout;
+        }
+        if let Some(which) = &self.record_media {
+            v.record_media.clone_from(which);
+        }
     }
 }
 

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use sluice_engine::config::ProbeConfig;
 
 use crate::options::{
-    AbstractArgs, CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, StatsArgs, first, sampling, snaplen_parser,
+    AbstractArgs, CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, StatsArgs, VoipArgs, first, sampling,
+    snaplen_parser,
 };
 use crate::run::{self, Printing};
 
@@ -79,6 +80,13 @@ pub struct ProbeArgs {
     /// Do not run the `stats` listener.
     #[arg(long, help_heading = "Statistics")]
     no_stats: bool,
+    /// Track SIP calls and RTP streams into OUTDIR/calls.jsonl and
+    /// OUTDIR/streams.jsonl (adds a `voip` listener; so does any option of
+    /// this section).
+    #[arg(long, help_heading = "VoIP")]
+    voip: bool,
+    #[command(flatten, next_help_heading = "VoIP")]
+    voip_options: VoipArgs,
     /// Serve /metrics (Prometheus text format) on this address, e.g.
     /// 127.0.0.1:9900; turns the statistics on.
     #[arg(long, value_name = "ADDR", help_heading = "Statistics")]
@@ -141,6 +149,10 @@ impl ProbeArgs {
         }
         if self.stats.given() {
             self.stats.apply(first(&mut config.stats));
+        }
+        if self.voip || self.voip_options.given() {
+            self.voip_options
+                .apply(config.voip.get_or_insert_with(Default::default));
         }
         if self.no_flows {
             config.flows.clear();

@@ -9,8 +9,9 @@
 //!   thread live.
 //! - **Flow listeners** ([`FlowListener`]) live in each worker beside its
 //!   flow table and classifier chain, which every packet meets once: flow
-//!   records ([`records`]), their exporting sinks ([`export`]: [`ipfix`])
-//!   and per-interval statistics ([`stats`]).
+//!   records ([`records`]), their exporting sinks ([`export`]: [`ipfix`]),
+//!   per-interval statistics ([`stats`]) and VoIP call tracking
+//!   ([`voip`]).
 //!
 //! Each listener states its loss policy. The recorder is lossless (the
 //! slowest listener holds the source back, HPCAP's rule) or drops and
@@ -24,11 +25,12 @@ pub(crate) mod ipfix;
 pub(crate) mod record;
 pub(crate) mod records;
 pub(crate) mod stats;
+pub(crate) mod voip;
 
 use sluice_capture::FileBytes;
 use sluice_classify::FlowClass;
 use sluice_export::schema::Record;
-use sluice_flow::{EndReason, Flow, FlowTable};
+use sluice_flow::{Direction, EndReason, Flow, FlowTable};
 use sluice_wire::{DecodeError, Decoded, LinkType};
 
 use crate::source::PacketDesc;
@@ -46,6 +48,16 @@ pub(crate) struct SourcePacket<'a> {
     pub decoded: Result<(&'a Decoded, u64), DecodeError>,
     /// Reading a file: its bytes, and where the frame lies in them.
     pub file: Option<(&'a FileBytes, usize)>,
+}
+
+/// The bytes of a packet a worker shows its flow listeners.
+pub(crate) struct PacketBytes<'a> {
+    /// The packet's direction in its flow.
+    pub dir: Direction,
+    /// The frame as captured.
+    pub frame: &'a [u8],
+    /// The transport payload as captured: what the classifier saw.
+    pub payload: &'a [u8],
 }
 
 /// Why a listener stopped the run: its output failed.
@@ -85,7 +97,7 @@ pub(crate) trait FlowListener: Send {
 
     /// A packet was accounted in the flow in `slot` of the worker's table
     /// and shown to the classifier.
-    fn packet(&mut self, _slot: u32, _flow: &mut Flow<FlowClass>, _packet: &PacketDesc) {}
+    fn packet(&mut self, _slot: u32, _flow: &mut Flow<FlowClass>, _packet: &PacketDesc, _bytes: &PacketBytes<'_>) {}
 
     /// A flow ended, with its label as far as it is known now.
     fn ended(&mut self, _flow: &mut Flow<FlowClass>, _end: EndReason) {}

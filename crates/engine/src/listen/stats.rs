@@ -37,7 +37,7 @@ use sluice_wire::IpVersion;
 
 use crate::config::StatsConfig;
 use crate::control::Control;
-use crate::listen::FlowListener;
+use crate::listen::{FlowListener, PacketBytes};
 use crate::publish::Published;
 use crate::source::PacketDesc;
 use crate::summary::{Counts, Drops};
@@ -268,7 +268,7 @@ impl FlowListener for StatsWorker {
     }
 
     #[inline]
-    fn packet(&mut self, slot: u32, flow: &mut Flow<FlowClass>, packet: &PacketDesc) {
+    fn packet(&mut self, slot: u32, flow: &mut Flow<FlowClass>, packet: &PacketDesc, _bytes: &PacketBytes<'_>) {
         if flow.mark != 0 {
             return;
         }

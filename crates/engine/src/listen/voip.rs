@@ -1,0 +1,182 @@
+//! The `voip` listener: SIP calls and their RTP streams (`docs/voip.md`).
+//!
+//! Share nothing: each worker runs a [`Tracker`] beside its flow table,
+//! which sees the packets of the worker's flows with their payloads,
+//! reads SIP (UDP, reassembled IP fragments, reassembled TCP) and keeps
+//! per-stream RTP statistics without allocating per packet. What the
+//! trackers learn (SIP messages, media flows' starts and ends) goes over
+//! one queue to a thread of the listener's own, which keeps the call table
+//! and writes `calls.jsonl` and `streams.jsonl`. The queue never drops: a
+//! worker that finds it full waits.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use serde::Serialize;
+use sluice_classify::FlowClass;
+use sluice_flow::{EndReason, Flow, FlowTable};
+use sluice_voip::calls::{CallCounters, CallTable, CallsConfig};
+use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
+
+use crate::config::{ConfigError, VoipConfig};
+use crate::listen::{FlowListener, PacketBytes};
+use crate::probe::RunError;
+use crate::source::PacketDesc;
+use crate::threads::Waits;
+
+/// Events queued to the call table before a worker waits.
+const QUEUE: usize = 1 << 14;
+
+/// What the `voip` listener counted: in `summary.json` under `voip`.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct VoipReport {
+    pub calls_path: PathBuf,
+    pub streams_path: PathBuf,
+    #[serde(flatten)]
+    pub calls: CallCounters,
+    /// The workers' trackers, summed.
+    pub tracker: TrackerCounters,
+    /// Malformed SIP, SDP, RTP and RTCP: the warnings.
+    pub warnings: u64,
+}
+
+pub(crate) struct Voip {
+    events: Sender<Event>,
+    tracker: TrackerConfig,
+    counters: Arc<Mutex<TrackerCounters>>,
+    paths: (PathBuf, PathBuf),
+    table: thread::JoinHandle<std::io::Result<CallCounters>>,
+}
+
+impl Voip {
+    pub(crate) fn start(out: &Path, config: &VoipConfig) -> Result<Voip, RunError> {
+        if config.record_media != "none" {
+            return Err(ConfigError::Value {
+                key: "voip.record_media".into(),
+                message: format!(
+                    "{:?}: recording media is not implemented yet; use none",
+                    config.record_media
+                ),
+            }
+            .into());
+        }
+        let calls_path = out.join("calls.jsonl");
+        let streams_path = out.join("streams.jsonl");
+        let open = |path: &Path| {
+            File::create(path)
+                .map(BufWriter::new)
+                .map_err(|source| RunError::Write {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        };
+        let calls_out = open(&calls_path)?;
+        let streams_out = open(&streams_path)?;
+        let ns = |d: std::time::Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let mut table = CallTable::new(
+            CallsConfig {
+                linger_ns: ns(config.linger),
+                timeout_ns: ns(config.call_timeout),
+            },
+            Box::new(calls_out),
+            Box::new(streams_out),
+        );
+        let (events, rx): (Sender<Event>, Receiver<Event>) = bounded(QUEUE);
+        let table = thread::Builder::new()
+            .name("sluice-voip".into())
+            .spawn(move || {
+                for event in rx {
+                    table.event(event)?;
+                }
+                table.finish()
+            })
+            .map_err(|source| RunError::Threads { source })?;
+        Ok(Voip {
+            events,
+            tracker: TrackerConfig {
+                sip_ports: config.sip_ports.clone(),
+                ..TrackerConfig::default()
+            },
+            counters: Arc::default(),
+            paths: (calls_path, streams_path),
+            table,
+        })
+    }
+
+    pub(crate) fn worker_part(&self, worker: usize) -> VoipWorker {
+        VoipWorker {
+            tracker: Some(Tracker::new(worker, self.tracker.clone(), self.events.clone(), None)),
+            counters: self.counters.clone(),
+        }
+    }
+
+    /// Once every worker has dropped its part: the call table writes what
+    /// it holds.
+    pub(crate) fn finish(self) -> Result<VoipReport, RunError> {
+        drop(self.events);
+        let calls = self
+            .table
+            .join()
+            .expect("the call table panicked")
+            .map_err(|source| RunError::Write {
+                path: self.paths.0.clone(),
+                source,
+            })?;
+        let tracker = self.counters.lock().expect("no worker panicked").clone();
+        Ok(VoipReport {
+            calls_path: self.paths.0,
+            streams_path: self.paths.1,
+            calls,
+            warnings: tracker.warnings(),
+            tracker,
+        })
+    }
+}
+
+pub(crate) struct VoipWorker {
+    tracker: Option<Tracker<Sender<Event>>>,
+    counters: Arc<Mutex<TrackerCounters>>,
+}
+
+impl FlowListener for VoipWorker {
+    fn sees_packets(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn packet(&mut self, _slot: u32, flow: &mut Flow<FlowClass>, packet: &PacketDesc, bytes: &PacketBytes<'_>) {
+        let Some(tracker) = &mut self.tracker else {
+            return;
+        };
+        tracker.packet(&PacketView {
+            ts_ns: packet.ts_ns,
+            order: packet.order,
+            flow_order: flow.order,
+            key: &flow.key,
+            dir: bytes.dir as usize,
+            flow_packets: flow.packets(),
+            decoded: &packet.decoded,
+            frame: bytes.frame,
+            payload: bytes.payload,
+        });
+    }
+
+    fn ended(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
+        if let Some(tracker) = &mut self.tracker {
+            tracker.ended(flow.order, end == EndReason::ActiveTimeout);
+        }
+    }
+
+    fn finish(&mut self, _table: &mut FlowTable<FlowClass>, _waits: &mut Waits) {
+        if let Some(mut tracker) = self.tracker.take() {
+            let counters = tracker.finish();
+            self.counters.lock().expect("no worker panicked").add(&counters);
+            // The queue's end: the call table finishes once every worker's
+            // is dropped.
+        }
+    }
+}

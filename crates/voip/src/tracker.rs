@@ -1,0 +1,1056 @@
+//! The per-worker part of VoIP tracking: it sees every packet of the
+//! worker's flows (as the flow table accounted it) and keeps, per flow that
+//! carries SIP or media, what the call table needs:
+//!
+//! - **SIP** on the configured ports (5060 by default) or told by its
+//!   content, over UDP (IP fragments reassembled with `sluice_flow`'s
+//!   defragmenter) and TCP (each direction reassembled with its stream
+//!   reassembler, then cut into messages by their headers and
+//!   `Content-Length`, however the segments split them). Each message read
+//!   goes to the call table as a [`SipEvent`].
+//! - **Media**: UDP flows whose payloads read as RTP or RTCP. Each RTP
+//!   stream (SSRC and direction) keeps its [`StreamStats`], RTCP its
+//!   reports; nothing is allocated per packet. The call table hears of the
+//!   flow at its first media packet ([`MediaStart`]) and gets the figures
+//!   when the flow ends ([`MediaEnd`]).
+//!
+//! Anything unreadable is counted under its reason ([`TrackerCounters`]),
+//! never a panic.
+
+use std::net::{IpAddr, SocketAddr};
+
+use rustc_hash::FxHashMap;
+use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
+use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
+use sluice_wire::{Decoded, FlowKey, Fragment, LinkType, tcp_flags};
+
+use crate::media::MediaTap;
+use crate::rtp::{self, RtcpPacket, RtpError};
+use crate::sdp::{self, Sdp, SdpError};
+use crate::sip::{self, Method, SipError, StartLine};
+use crate::stream::{RtpPacket, StreamStats, Unwrap};
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// Packets of a flow looked at before it is given up as neither SIP nor
+/// media (a WebRTC flow opens with STUN and DTLS before its RTP).
+const DECIDE_WITHIN: u64 = 8;
+/// RTP streams (SSRC and direction) kept per flow; more are counted.
+const MAX_STREAMS: usize = 16;
+/// Bytes of one direction of a SIP TCP connection held while a message is
+/// incomplete.
+const MAX_PENDING: usize = sip::MAX_MESSAGE + 4096;
+/// RTP-looking packets held per undecided flow, waiting for one that
+/// follows one of them in sequence.
+const PENDING: usize = 4;
+/// The largest step between two sequence numbers of one source that
+/// confirms a flow as RTP.
+const MAX_SEQ_STEP: u16 = 100;
+/// Sender reports remembered per direction for RTCP round trips.
+const SR_MEMORY: usize = 8;
+/// Reported sources kept per RTCP flow.
+const MAX_REPORTED: usize = 16;
+
+/// Where each worker's tracker sends what it learns.
+pub trait EventSink: Send {
+    fn send(&mut self, event: Event);
+}
+
+impl EventSink for crossbeam_channel::Sender<Event> {
+    fn send(&mut self, event: Event) {
+        // The call table only goes away after a failure the run reports.
+        let _ = crossbeam_channel::Sender::send(self, event);
+    }
+}
+
+impl EventSink for Vec<Event> {
+    fn send(&mut self, event: Event) {
+        self.push(event);
+    }
+}
+
+/// What a worker tells the call table, stamped with the input position of
+/// the packet it came from, by which the table puts the workers' events in
+/// one order.
+#[derive(Debug)]
+pub enum Event {
+    Sip(Box<SipEvent>),
+    MediaStart(MediaStart),
+    MediaEnd(Box<MediaEnd>),
+}
+
+impl Event {
+    pub fn order(&self) -> u64 {
+        match self {
+            Event::Sip(e) => e.order,
+            Event::MediaStart(e) => e.order,
+            Event::MediaEnd(e) => e.order,
+        }
+    }
+
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            Event::Sip(e) => e.ts_ns,
+            Event::MediaStart(e) => e.ts_ns,
+            Event::MediaEnd(e) => e.last_ns,
+        }
+    }
+}
+
+/// A SIP party as a From or To header names it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Party {
+    pub display: String,
+    pub uri: String,
+    pub tag: String,
+}
+
+/// One SIP message.
+#[derive(Clone, Debug)]
+pub struct SipEvent {
+    pub ts_ns: u64,
+    pub order: u64,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub tcp: bool,
+    /// A request's method and URI; `None` for a response.
+    pub request: Option<(Method, String)>,
+    /// A response's status code; 0 for a request.
+    pub code: u16,
+    pub call_id: String,
+    pub cseq: u32,
+    pub cseq_method: Method,
+    pub from: Party,
+    pub to: Party,
+    pub sdp: Option<Sdp>,
+}
+
+/// A UDP flow's first RTP or RTCP packet.
+#[derive(Clone, Copy, Debug)]
+pub struct MediaStart {
+    /// Unique in the run: the worker in the top bits.
+    pub id: u64,
+    pub ts_ns: u64,
+    pub order: u64,
+    /// The flow's endpoints, the first sender first.
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+}
+
+/// One RTP stream of a flow, as it stood when the flow ended.
+#[derive(Clone, Debug)]
+pub struct StreamReport {
+    /// 0: from the flow's `src`; 1: towards it.
+    pub dir: u8,
+    pub stats: StreamStats,
+}
+
+/// What the RTCP packets of a flow said about one source.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RtcpReport {
+    /// The source reported on.
+    pub ssrc: u32,
+    pub reports: u64,
+    /// Interarrival jitter in timestamp units: the last and the largest.
+    pub jitter_last: u32,
+    pub jitter_max: u32,
+    pub cumulative_lost: i32,
+    pub fraction_lost_max: u8,
+    /// Round trips from LSR/DLSR, seen from the capture point, in ns.
+    pub rtt_samples: u64,
+    pub rtt_sum_ns: u64,
+    pub rtt_max_ns: u64,
+}
+
+/// A media flow's end: its streams and RTCP reports.
+#[derive(Clone, Debug)]
+pub struct MediaEnd {
+    pub id: u64,
+    pub order: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub streams: Vec<StreamReport>,
+    pub rtcp: Vec<RtcpReport>,
+    /// Streams beyond [`MAX_STREAMS`], whose packets were counted only here.
+    pub untracked_packets: u64,
+    /// UDP payloads of the flow that were neither RTP nor RTCP.
+    pub other_packets: u64,
+    /// Where the flow's payloads were recorded, and the record id they
+    /// carry there.
+    pub recording: Option<(String, u64)>,
+    /// The flow was cut by the active timeout and goes on.
+    pub continues: bool,
+}
+
+/// Everything a tracker counted; summed over the workers in the summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TrackerCounters {
+    pub sip_messages: u64,
+    /// CRLF keep-alives between or instead of messages (RFC 5626).
+    pub sip_keepalives: u64,
+    pub sip_over_tcp: u64,
+    pub sip_reassembled_datagrams: u64,
+    /// Unreadable messages, by reason.
+    pub sip_errors: std::collections::BTreeMap<String, u64>,
+    pub sdp_errors: std::collections::BTreeMap<String, u64>,
+    pub rtp_errors: std::collections::BTreeMap<String, u64>,
+    /// Bytes of SIP over TCP lost to holes the capture left, and bytes
+    /// thrown away when a direction held more than a message can be.
+    pub sip_tcp_gap_bytes: u64,
+    pub sip_tcp_dropped_bytes: u64,
+    pub media_flows: u64,
+    pub rtp_packets: u64,
+    pub rtcp_packets: u64,
+    /// Packets of streams past the per-flow limit.
+    pub untracked_stream_packets: u64,
+    pub defrag: DefragSummary,
+}
+
+/// The defragmenter's counters, for SIP over UDP.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DefragSummary {
+    pub fragments: u64,
+    pub reassembled: u64,
+    pub timed_out: u64,
+    pub evicted: u64,
+    pub dropped_fragments: u64,
+    pub incomplete_at_end: u64,
+}
+
+impl DefragSummary {
+    fn from(c: &DefragCounters) -> DefragSummary {
+        DefragSummary {
+            fragments: c.fragments,
+            reassembled: c.reassembled,
+            timed_out: c.timed_out,
+            evicted: c.evicted,
+            dropped_fragments: c.dropped_fragments,
+            incomplete_at_end: c.incomplete_at_end,
+        }
+    }
+}
+
+impl TrackerCounters {
+    pub fn add(&mut self, o: &TrackerCounters) {
+        self.sip_messages += o.sip_messages;
+        self.sip_keepalives += o.sip_keepalives;
+        self.sip_over_tcp += o.sip_over_tcp;
+        self.sip_reassembled_datagrams += o.sip_reassembled_datagrams;
+        for (mine, theirs) in [
+            (&mut self.sip_errors, &o.sip_errors),
+            (&mut self.sdp_errors, &o.sdp_errors),
+            (&mut self.rtp_errors, &o.rtp_errors),
+        ] {
+            for (k, v) in theirs {
+                *mine.entry(k.clone()).or_default() += v;
+            }
+        }
+        self.sip_tcp_gap_bytes += o.sip_tcp_gap_bytes;
+        self.sip_tcp_dropped_bytes += o.sip_tcp_dropped_bytes;
+        self.media_flows += o.media_flows;
+        self.rtp_packets += o.rtp_packets;
+        self.rtcp_packets += o.rtcp_packets;
+        self.untracked_stream_packets += o.untracked_stream_packets;
+        let (d, e) = (&mut self.defrag, &o.defrag);
+        d.fragments += e.fragments;
+        d.reassembled += e.reassembled;
+        d.timed_out += e.timed_out;
+        d.evicted += e.evicted;
+        d.dropped_fragments += e.dropped_fragments;
+        d.incomplete_at_end += e.incomplete_at_end;
+    }
+
+    /// Every malformed SIP, SDP, RTP or RTCP packet: the warnings.
+    pub fn warnings(&self) -> u64 {
+        self.sip_errors.values().sum::<u64>()
+            + self.sdp_errors.values().sum::<u64>()
+            + self.rtp_errors.values().sum::<u64>()
+    }
+}
+
+/// Counts per reason in fixed arrays on the hot path, named at the end.
+#[derive(Default)]
+struct Errors {
+    sip: [u64; SipError::ALL.len()],
+    sdp: [u64; SdpError::ALL.len()],
+    rtp: [u64; RtpError::ALL.len()],
+}
+
+/// What a tracker is told about one packet of one of its worker's flows.
+#[derive(Clone, Copy)]
+pub struct PacketView<'a> {
+    pub ts_ns: u64,
+    /// The packet's input position.
+    pub order: u64,
+    /// The flow's first packet's input position, which names the flow
+    /// in its worker.
+    pub flow_order: u64,
+    /// The flow's key, `src` its first sender.
+    pub key: &'a FlowKey,
+    /// 0: from the flow's `src`; 1: towards it.
+    pub dir: usize,
+    /// Packets of the flow so far, this one included.
+    pub flow_packets: u64,
+    pub decoded: &'a Decoded,
+    pub frame: &'a [u8],
+    /// The transport payload as captured.
+    pub payload: &'a [u8],
+}
+
+/// The settings every worker's tracker shares.
+#[derive(Clone, Debug)]
+pub struct TrackerConfig {
+    /// Ports SIP is looked for on besides detection by content.
+    pub sip_ports: Vec<u16>,
+    pub defrag: DefragConfig,
+    pub reassembly: ReassemblyConfig,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        TrackerConfig {
+            sip_ports: vec![5060],
+            defrag: DefragConfig::default(),
+            reassembly: ReassemblyConfig::default(),
+        }
+    }
+}
+
+/// One worker's VoIP tracker.
+pub struct Tracker<S: EventSink> {
+    /// By the flow's first packet's input position, unique in a worker.
+    flows: FxHashMap<u64, Box<FlowState>>,
+    /// Flows given up on: neither SIP nor media.
+    ignored: rustc_hash::FxHashSet<u64>,
+    /// RTP-looking packets of flows not yet taken for media, by flow.
+    pending: FxHashMap<u64, Pending>,
+    /// Media flows cut by the active timeout, by key, waiting for their
+    /// continuation.
+    continued: FxHashMap<FlowKey, Box<FlowState>>,
+    inner: Inner<S>,
+}
+
+/// Everything but the flows, so that a flow's state and the rest can be
+/// borrowed at once.
+struct Inner<S: EventSink> {
+    worker: u64,
+    config: TrackerConfig,
+    sink: S,
+    defrag: Defragmenter,
+    memory: StreamMemory,
+    errors: Errors,
+    counters: TrackerCounters,
+    next_id: u64,
+    /// The latest input position seen, for events of flows that end.
+    last_order: u64,
+    media: Option<Box<dyn MediaTap>>,
+}
+
+/// The RTP-looking packets of a flow not yet taken for media: direction,
+/// SSRC and the packet (its extended timestamp not yet known).
+struct Pending {
+    packets: [(u8, u32, RtpPacket); PENDING],
+    len: usize,
+}
+
+enum Kind {
+    SipUdp,
+    SipTcp(Box<[SipStream; 2]>),
+    Media(Box<Media>),
+}
+
+struct FlowState {
+    kind: Kind,
+    key: FlowKey,
+}
+
+#[derive(Default)]
+struct SipStream {
+    reassembler: StreamReassembler,
+    pending: Vec<u8>,
+    /// A message in this direction could not be cut out: skip to the next
+    /// line that starts one.
+    lost_sync: bool,
+}
+
+struct Media {
+    id: u64,
+    first_ns: u64,
+    last_ns: u64,
+    unwrap: Unwrap,
+    streams: Vec<(u8, StreamStats)>,
+    untracked: u64,
+    other: u64,
+    rtcp: Vec<RtcpReport>,
+    /// The last sender reports seen per direction: NTP middle bits and
+    /// capture time.
+    sender_reports: [[(u32, u64); SR_MEMORY]; 2],
+    sr_next: [usize; 2],
+    /// The recorder's id for this flow, when its payloads are recorded.
+    recorded: Option<u64>,
+}
+
+impl<S: EventSink> Tracker<S> {
+    pub fn new(worker: usize, config: TrackerConfig, sink: S, media: Option<Box<dyn MediaTap>>) -> Tracker<S> {
+        Tracker {
+            flows: FxHashMap::default(),
+            ignored: rustc_hash::FxHashSet::default(),
+            pending: FxHashMap::default(),
+            continued: FxHashMap::default(),
+            inner: Inner {
+                worker: worker as u64,
+                defrag: Defragmenter::new(config.defrag),
+                memory: StreamMemory::new(config.reassembly),
+                config,
+                sink,
+                errors: Errors::default(),
+                counters: TrackerCounters::default(),
+                next_id: 0,
+                last_order: 0,
+                media,
+            },
+        }
+    }
+
+    pub fn sink(&mut self) -> &mut S {
+        &mut self.inner.sink
+    }
+
+    /// One packet of a flow of this worker.
+    pub fn packet(&mut self, p: &PacketView<'_>) {
+        let inner = &mut self.inner;
+        inner.last_order = inner.last_order.max(p.order);
+        let id = p.flow_order;
+        if let Some(state) = self.flows.get_mut(&id) {
+            inner.on_packet(state, p);
+            return;
+        }
+        if p.key.proto != UDP && p.key.proto != TCP || self.ignored.contains(&p.flow_order) {
+            return;
+        }
+        let state = match self.continued.remove(p.key) {
+            Some(state) => Some(state),
+            None => inner.decide(p, &mut self.pending),
+        };
+        let Some(mut state) = state else {
+            // A flow is given up after DECIDE_WITHIN packets, unless it
+            // has sent only what shares a port with RTP before the media
+            // starts (RFC 7983's first bytes: STUN, ZRTP, DTLS, and RTP or
+            // RTCP not yet readable; a WebRTC or WhatsApp call may
+            // exchange many).
+            let demultiplexed =
+                p.key.proto == UDP && p.payload.first().is_some_and(|&b| b < 64 || (128..192).contains(&b));
+            // A flow with RTP-looking packets waiting for a second of
+            // their source is given four times as long.
+            let waiting = self.pending.contains_key(&p.flow_order) && p.flow_packets < 4 * DECIDE_WITHIN;
+            if p.flow_packets >= DECIDE_WITHIN && !demultiplexed && !waiting {
+                self.ignored.insert(p.flow_order);
+                self.pending.remove(&p.flow_order);
+            }
+            return;
+        };
+        // The packets that made the flow media count in it first.
+        if let (Kind::Media(media), Some(held)) = (&mut state.kind, self.pending.remove(&p.flow_order)) {
+            for &(dir, ssrc, packet) in &held.packets[..held.len] {
+                inner.rtp_packet(media, dir, ssrc, packet);
+            }
+        }
+        inner.on_packet(&mut state, p);
+        self.flows.insert(id, state);
+    }
+}
+
+impl<S: EventSink> Inner<S> {
+    fn sip_port(&self, key: &FlowKey) -> bool {
+        self.config.sip_ports.contains(&key.src_port) || self.config.sip_ports.contains(&key.dst_port)
+    }
+
+    /// Whether a new flow carries SIP or media, from its port and this
+    /// packet's payload.
+    fn decide(&mut self, p: &PacketView<'_>, pending: &mut FxHashMap<u64, Pending>) -> Option<Box<FlowState>> {
+        let key = *p.key;
+        let sip = self.sip_port(&key) || sip::looks_like_sip(p.payload);
+        if key.proto == TCP {
+            return sip.then(|| {
+                Box::new(FlowState {
+                    kind: Kind::SipTcp(Box::default()),
+                    key,
+                })
+            });
+        }
+        if sip {
+            return Some(Box::new(FlowState {
+                kind: Kind::SipUdp,
+                key,
+            }));
+        }
+        // Later fragments carry no RTP header of their own.
+        if p.decoded.fragment != Fragment::None {
+            return None;
+        }
+        if rtp::is_rtcp(p.payload) {
+            // Its first packet must be valid RTCP, its length within the
+            // datagram (SRTCP's index and authentication tag follow the
+            // last packet of a compound, RFC 3711 §3.4).
+            if rtp::rtcp_packets(p.payload).next().is_none_or(|r| r.is_err()) {
+                return None;
+            }
+        } else {
+            // RTP is taken when a second packet of one source follows a
+            // first closely in sequence: one header that parses is a
+            // chance of one in four for any payload.
+            let h = rtp::parse_rtp(p.payload).ok()?;
+            let packet = RtpPacket {
+                ts_ns: p.ts_ns,
+                seq: h.seq,
+                timestamp: h.timestamp,
+                extended_timestamp: 0,
+                payload_type: h.payload_type,
+                marker: h.marker,
+                ip_len: ip_len(p.decoded),
+                payload_len: h.payload_len as u32,
+            };
+            let dir = p.dir as u8;
+            let held = pending.entry(p.flow_order).or_insert_with(|| Pending {
+                packets: [(0, 0, packet); PENDING],
+                len: 0,
+            });
+            let follows = held.packets[..held.len].iter().any(|&(d, ssrc, q)| {
+                d == dir && ssrc == h.ssrc && (1..=MAX_SEQ_STEP).contains(&h.seq.wrapping_sub(q.seq))
+            });
+            if !follows {
+                if held.len == PENDING {
+                    held.packets.copy_within(1.., 0);
+                    held.len -= 1;
+                }
+                held.packets[held.len] = (dir, h.ssrc, packet);
+                held.len += 1;
+                return None;
+            }
+        }
+        self.counters.media_flows += 1;
+        let id = self.worker << 48 | self.next_id;
+        self.next_id += 1;
+        let (src, dst) = endpoints(&key);
+        self.sink.send(Event::MediaStart(MediaStart {
+            id,
+            ts_ns: p.ts_ns,
+            order: p.order,
+            src,
+            dst,
+        }));
+        let recorded = self.media.as_mut().and_then(|m| m.start(id, src, dst));
+        Some(Box::new(FlowState {
+            kind: Kind::Media(Box::new(Media {
+                id,
+                first_ns: p.ts_ns,
+                last_ns: p.ts_ns,
+                unwrap: Unwrap::default(),
+                streams: Vec::new(),
+                untracked: 0,
+                other: 0,
+                rtcp: Vec::new(),
+                sender_reports: [[(0, 0); SR_MEMORY]; 2],
+                sr_next: [0; 2],
+                recorded,
+            })),
+            key,
+        }))
+    }
+
+    fn on_packet(&mut self, state: &mut FlowState, p: &PacketView<'_>) {
+        match &mut state.kind {
+            Kind::SipUdp => self.sip_datagram(p),
+            Kind::SipTcp(streams) => self.sip_segment(streams, p),
+            Kind::Media(media) => self.media_packet(media, p),
+        }
+    }
+
+    fn sip_datagram(&mut self, p: &PacketView<'_>) {
+        if p.decoded.fragment != Fragment::None {
+            let Inner {
+                defrag,
+                errors,
+                counters,
+                sink,
+                ..
+            } = self;
+            if let Defrag::Complete(datagram) = defrag.push(p.ts_ns, p.decoded, p.frame)
+                && let Ok(whole) = sluice_wire::decode(LinkType::RawIp, datagram)
+            {
+                counters.sip_reassembled_datagrams += 1;
+                let start = usize::from(whole.payload_offset).min(datagram.len());
+                let end = (start + usize::from(whole.payload_captured)).min(datagram.len());
+                let (src, dst) = directed(&whole.key);
+                one_message(&datagram[start..end], p, src, dst, false, errors, counters, sink);
+            }
+            return;
+        }
+        let (src, dst) = directed(&p.decoded.key);
+        one_message(
+            p.payload,
+            p,
+            src,
+            dst,
+            false,
+            &mut self.errors,
+            &mut self.counters,
+            &mut self.sink,
+        );
+    }
+
+    fn sip_segment(&mut self, streams: &mut [SipStream; 2], p: &PacketView<'_>) {
+        let tcp = &p.decoded.tcp;
+        let dir = p.dir;
+        // The other direction's ACKs and window bound what this one may
+        // send (the reassembler refuses data far beyond it).
+        if tcp.flags & tcp_flags::ACK != 0 {
+            streams[1 - dir]
+                .reassembler
+                .receive_window(tcp.ack, u64::from(tcp.window));
+        }
+        let (src, dst) = directed(&p.decoded.key);
+        let Inner {
+            memory,
+            errors,
+            counters,
+            sink,
+            ..
+        } = self;
+        let SipStream {
+            reassembler,
+            pending,
+            lost_sync,
+        } = &mut streams[dir];
+        reassembler.segment(tcp.seq, tcp.flags, p.payload, memory, &mut |event| match event {
+            StreamEvent::Data(bytes) => {
+                let room = MAX_PENDING.saturating_sub(pending.len());
+                if bytes.len() > room {
+                    counters.sip_tcp_dropped_bytes += (bytes.len() - room) as u64;
+                    *lost_sync = true;
+                }
+                pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+            StreamEvent::Gap(len) => {
+                counters.sip_tcp_gap_bytes += len;
+                // What was pending cannot be finished.
+                pending.clear();
+                *lost_sync = true;
+            }
+        });
+        drain_messages(pending, lost_sync, p, src, dst, errors, counters, sink);
+    }
+
+    /// Accounts one RTP packet in its stream; its extended timestamp is
+    /// the flow's.
+    fn rtp_packet(&mut self, media: &mut Media, dir: u8, ssrc: u32, mut packet: RtpPacket) -> RtpPacket {
+        self.counters.rtp_packets += 1;
+        media.first_ns = media.first_ns.min(packet.ts_ns);
+        packet.extended_timestamp = media.unwrap.timestamp(packet.timestamp);
+        let known = media.streams.iter().position(|(d, s)| *d == dir && s.ssrc == ssrc);
+        match known {
+            Some(i) => media.streams[i].1.add(&packet),
+            None if media.streams.len() < MAX_STREAMS => {
+                media.streams.push((dir, StreamStats::new(ssrc, &packet)));
+            }
+            None => {
+                media.untracked += 1;
+                self.counters.untracked_stream_packets += 1;
+            }
+        }
+        packet
+    }
+
+    fn media_packet(&mut self, media: &mut Media, p: &PacketView<'_>) {
+        media.last_ns = media.last_ns.max(p.ts_ns);
+        let payload = p.payload;
+        if p.decoded.fragment != Fragment::None {
+            media.other += 1;
+            return;
+        }
+        if rtp::is_rtcp(payload) {
+            self.counters.rtcp_packets += 1;
+            self.rtcp(media, p);
+            return;
+        }
+        match rtp::parse_rtp(payload) {
+            Ok(h) => {
+                let packet = RtpPacket {
+                    ts_ns: p.ts_ns,
+                    seq: h.seq,
+                    timestamp: h.timestamp,
+                    extended_timestamp: 0,
+                    payload_type: h.payload_type,
+                    marker: h.marker,
+                    ip_len: ip_len(p.decoded),
+                    payload_len: h.payload_len as u32,
+                };
+                let packet = self.rtp_packet(media, p.dir as u8, h.ssrc, packet);
+                if let (Some(record), Some(tap)) = (media.recorded, self.media.as_mut()) {
+                    let end = (h.payload_offset + h.payload_len).min(payload.len());
+                    let body = payload.get(h.payload_offset..end).unwrap_or(&[]);
+                    tap.payload(record, p.dir as u8, h.ssrc, &packet, body);
+                }
+            }
+            // STUN, DTLS, ZRTP and keep-alives share media ports (RFC
+            // 7983): counted as other packets of the flow, not warnings.
+            Err(RtpError::Version) | Err(RtpError::Short) => media.other += 1,
+            Err(e) => {
+                media.other += 1;
+                self.errors.rtp[e.index()] += 1;
+            }
+        }
+    }
+
+    fn rtcp(&mut self, media: &mut Media, p: &PacketView<'_>) {
+        let dir = p.dir;
+        for packet in rtp::rtcp_packets(p.payload) {
+            let packet = match packet {
+                Ok(packet) => packet,
+                Err(e) => {
+                    self.errors.rtp[e.index()] += 1;
+                    break;
+                }
+            };
+            let blocks = match packet {
+                RtcpPacket::Sender { ntp_middle, blocks, .. } => {
+                    let i = media.sr_next[dir];
+                    media.sender_reports[dir][i] = (ntp_middle, p.ts_ns);
+                    media.sr_next[dir] = (i + 1) % SR_MEMORY;
+                    blocks
+                }
+                RtcpPacket::Receiver { blocks, .. } => blocks,
+                RtcpPacket::Other { .. } => continue,
+            };
+            for block in rtp::report_blocks(blocks) {
+                let report = match media.rtcp.iter_mut().position(|r| r.ssrc == block.ssrc) {
+                    Some(i) => &mut media.rtcp[i],
+                    None if media.rtcp.len() < MAX_REPORTED => {
+                        media.rtcp.push(RtcpReport {
+                            ssrc: block.ssrc,
+                            ..RtcpReport::default()
+                        });
+                        media.rtcp.last_mut().expect("pushed")
+                    }
+                    None => continue,
+                };
+                report.reports += 1;
+                report.jitter_last = block.jitter;
+                report.jitter_max = report.jitter_max.max(block.jitter);
+                report.cumulative_lost = block.cumulative_lost;
+                report.fraction_lost_max = report.fraction_lost_max.max(block.fraction_lost);
+                // RFC 3550 §6.4.1: the round trip is the time from the
+                // sender report to this report, less the receiver's delay.
+                if block.lsr != 0
+                    && let Some(&(_, seen)) = media.sender_reports[1 - dir]
+                        .iter()
+                        .find(|(ntp, seen)| *ntp == block.lsr && *seen != 0)
+                {
+                    let delay_ns = u64::from(block.dlsr) * 1_000_000_000 / 65536;
+                    if let Some(rtt) = p.ts_ns.checked_sub(seen).and_then(|d| d.checked_sub(delay_ns)) {
+                        report.rtt_samples += 1;
+                        report.rtt_sum_ns += rtt;
+                        report.rtt_max_ns = report.rtt_max_ns.max(rtt);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<S: EventSink> Tracker<S> {
+    /// A flow of this worker ended; `continues` when the active timeout cut
+    /// it and its next packets start a new flow with the same key.
+    pub fn ended(&mut self, flow_order: u64, continues: bool) {
+        self.ignored.remove(&flow_order);
+        self.pending.remove(&flow_order);
+        let Some(mut state) = self.flows.remove(&flow_order) else {
+            return;
+        };
+        if continues && matches!(state.kind, Kind::Media(_)) {
+            self.continued.insert(state.key, state);
+            return;
+        }
+        self.inner.finish_flow(&mut state);
+    }
+
+    /// The input ended, or the run stops: every flow still held ends.
+    pub fn finish(&mut self) -> TrackerCounters {
+        let continued: Vec<_> = self.continued.drain().map(|(_, s)| s).collect();
+        let mut all: Vec<(u64, Box<FlowState>)> = self.flows.drain().collect();
+        // In input order, so that the events are too.
+        all.sort_by_key(|(o, _)| *o);
+        for mut state in continued.into_iter().chain(all.into_iter().map(|(_, s)| s)) {
+            self.inner.finish_flow(&mut state);
+        }
+        self.inner.defrag.finish();
+        if let Some(media) = self.inner.media.as_mut() {
+            media.finish();
+        }
+        self.counters()
+    }
+
+    /// What was counted so far.
+    pub fn counters(&self) -> TrackerCounters {
+        let inner = &self.inner;
+        let mut c = inner.counters.clone();
+        for e in SipError::ALL {
+            if inner.errors.sip[e.index()] > 0 {
+                c.sip_errors.insert(e.name().into(), inner.errors.sip[e.index()]);
+            }
+        }
+        for e in SdpError::ALL {
+            if inner.errors.sdp[e.index()] > 0 {
+                c.sdp_errors.insert(e.name().into(), inner.errors.sdp[e.index()]);
+            }
+        }
+        for e in RtpError::ALL {
+            if inner.errors.rtp[e.index()] > 0 {
+                c.rtp_errors.insert(e.name().into(), inner.errors.rtp[e.index()]);
+            }
+        }
+        c.defrag = DefragSummary::from(inner.defrag.counters());
+        c
+    }
+}
+
+impl<S: EventSink> Inner<S> {
+    fn finish_flow(&mut self, state: &mut FlowState) {
+        let key = state.key;
+        match &mut state.kind {
+            Kind::SipUdp => {}
+            Kind::SipTcp(streams) => {
+                let Inner {
+                    memory,
+                    errors,
+                    counters,
+                    sink,
+                    last_order,
+                    ..
+                } = self;
+                for (dir, stream) in streams.iter_mut().enumerate() {
+                    let SipStream {
+                        reassembler,
+                        pending,
+                        lost_sync,
+                    } = stream;
+                    reassembler.finish(memory, &mut |event| match event {
+                        StreamEvent::Data(bytes) => {
+                            let room = MAX_PENDING.saturating_sub(pending.len());
+                            counters.sip_tcp_dropped_bytes += bytes.len().saturating_sub(room) as u64;
+                            pending.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                        }
+                        StreamEvent::Gap(len) => {
+                            counters.sip_tcp_gap_bytes += len;
+                            pending.clear();
+                            *lost_sync = true;
+                        }
+                    });
+                    let (a, b) = endpoints(&key);
+                    let (src, dst) = if dir == 0 { (a, b) } else { (b, a) };
+                    let view_order = *last_order;
+                    let decoded = Decoded::default();
+                    let view = PacketView {
+                        ts_ns: 0,
+                        order: view_order,
+                        flow_order: 0,
+                        key: &key,
+                        dir,
+                        flow_packets: 0,
+                        decoded: &decoded,
+                        frame: &[],
+                        payload: &[],
+                    };
+                    drain_messages(pending, lost_sync, &view, src, dst, errors, counters, sink);
+                    if !pending.is_empty() && !pending.iter().all(u8::is_ascii_whitespace) {
+                        errors.sip[SipError::Unterminated.index()] += 1;
+                    }
+                }
+            }
+            Kind::Media(media) => {
+                let (src, dst) = endpoints(&key);
+                let recording = media
+                    .recorded
+                    .and_then(|r| self.media.as_ref().map(|m| (m.file_name(), r)));
+                self.sink.send(Event::MediaEnd(Box::new(MediaEnd {
+                    id: media.id,
+                    order: self.last_order,
+                    first_ns: media.first_ns,
+                    last_ns: media.last_ns,
+                    src,
+                    dst,
+                    streams: media
+                        .streams
+                        .drain(..)
+                        .map(|(dir, stats)| StreamReport { dir, stats })
+                        .collect(),
+                    rtcp: std::mem::take(&mut media.rtcp),
+                    untracked_packets: media.untracked,
+                    other_packets: media.other,
+                    recording,
+                    continues: false,
+                })));
+            }
+        }
+    }
+}
+
+/// Cuts the complete messages off the front of `pending` and sends them.
+#[allow(clippy::too_many_arguments)]
+fn drain_messages<S: EventSink>(
+    pending: &mut Vec<u8>,
+    lost_sync: &mut bool,
+    p: &PacketView<'_>,
+    src: SocketAddr,
+    dst: SocketAddr,
+    errors: &mut Errors,
+    counters: &mut TrackerCounters,
+    sink: &mut S,
+) {
+    let mut at = 0;
+    loop {
+        // CRLF keep-alives between messages (RFC 5626 §3.5.1).
+        let blanks = pending[at..]
+            .iter()
+            .take_while(|b| **b == b'\r' || **b == b'\n')
+            .count();
+        if blanks > 0 {
+            counters.sip_keepalives += 1;
+            at += blanks;
+        }
+        if *lost_sync {
+            // Resynchronise at the next line that starts a message.
+            match next_message_start(&pending[at..]) {
+                Some(skip) => {
+                    at += skip;
+                    *lost_sync = false;
+                }
+                None => {
+                    // Keep the last bytes: a start line may be arriving.
+                    let keep = pending.len().saturating_sub(at).min(32);
+                    at = pending.len() - keep;
+                    break;
+                }
+            }
+        }
+        match sip::message_len(&pending[at..]) {
+            Ok(Some(len)) => {
+                counters.sip_over_tcp += 1;
+                let message = &pending[at..at + len];
+                one_message(message, p, src, dst, true, errors, counters, sink);
+                at += len;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                errors.sip[e.index()] += 1;
+                *lost_sync = true;
+                // Skip this start line, look for the next message.
+                at += 1;
+            }
+        }
+        if at >= pending.len() {
+            break;
+        }
+    }
+    pending.drain(..at.min(pending.len()));
+}
+
+/// Where the next line that looks like a SIP start line begins.
+fn next_message_start(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while at < bytes.len() {
+        if sip::looks_like_sip(&bytes[at..]) {
+            return Some(at);
+        }
+        at += memchr::memchr(b'\n', &bytes[at..])? + 1;
+    }
+    None
+}
+
+/// Parses one SIP message and sends it.
+#[allow(clippy::too_many_arguments)]
+fn one_message<S: EventSink>(
+    bytes: &[u8],
+    p: &PacketView<'_>,
+    src: SocketAddr,
+    dst: SocketAddr,
+    tcp: bool,
+    errors: &mut Errors,
+    counters: &mut TrackerCounters,
+    sink: &mut S,
+) {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        counters.sip_keepalives += 1;
+        return;
+    }
+    let message = match sip::parse(bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.sip[e.index()] += 1;
+            return;
+        }
+    };
+    counters.sip_messages += 1;
+    let sdp = if message.has_sdp() {
+        match sdp::parse(message.body) {
+            Ok(sdp) => Some(sdp),
+            Err(e) => {
+                errors.sdp[e.index()] += 1;
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let party = |n: &sip::NameAddr| Party {
+        display: text(n.display),
+        uri: text(n.uri),
+        tag: text(n.tag),
+    };
+    let (request, code) = match message.start {
+        StartLine::Request { method, uri } => (Some((method, text(uri))), 0),
+        StartLine::Response { code } => (None, code),
+    };
+    sink.send(Event::Sip(Box::new(SipEvent {
+        ts_ns: p.ts_ns,
+        order: p.order,
+        src,
+        dst,
+        tcp,
+        request,
+        code,
+        call_id: text(message.call_id),
+        cseq: message.cseq,
+        cseq_method: message.cseq_method,
+        from: party(&message.from),
+        to: party(&message.to),
+        sdp,
+    })));
+}
+
+/// The IP length of a packet: header and payload as the IP length fields
+/// say.
+fn ip_len(d: &Decoded) -> u32 {
+    (u32::from(d.payload_offset) - u32::from(d.ip_offset)) + u32::from(d.payload_len)
+}
+
+fn endpoints(key: &FlowKey) -> (SocketAddr, SocketAddr) {
+    (
+        SocketAddr::new(key.src_ip(), key.src_port),
+        SocketAddr::new(key.dst_ip(), key.dst_port),
+    )
+}
+
+/// A packet's own source and destination.
+fn directed(key: &FlowKey) -> (SocketAddr, SocketAddr) {
+    endpoints(key)
+}
+
+/// An address as SIP and SDP write it, for matching.
+pub fn addr_text(addr: IpAddr) -> String {
+    addr.to_string()
+}

@@ -9,6 +9,7 @@ use sluice_export::SCHEMA_VERSION;
 use serde::Serialize;
 use sluice_flow::TableCounters;
 
+pub use crate::listen::alarms::AlarmsReport;
 pub use crate::listen::stats::StatsReport;
 use crate::talkers::Talkers;
 use crate::threads::ThreadTime;
@@ -371,6 +372,8 @@ pub struct Summary {
     /// The statistics listener's account, when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<StatsReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alarms: Option<AlarmsReport>,
     pub records_path: Option<PathBuf>,
     pub threads: Threads,
 }

@@ -405,6 +405,24 @@ impl Recorder {
         Ok(())
     }
 
+    /// Closes the open file now, as a rotation would: once the writer has
+    /// written it ([`Recorder::on_disk`]), every packet recorded so far can
+    /// be read back, index and all. The next packet starts a new file.
+    /// Returns whether a file was open.
+    pub fn close_now(&mut self) -> io::Result<bool> {
+        if self.file_bytes.is_none() {
+            return Ok(false);
+        }
+        self.close_file()?;
+        Ok(true)
+    }
+
+    /// Whether every file begun so far is closed and written: everything
+    /// recorded is on disk.
+    pub fn on_disk(&self) -> bool {
+        self.file_bytes.is_none() && self.shared.files_written.load(Ordering::Acquire) >= self.sequence
+    }
+
     /// The link type of the packets being recorded.
     pub fn link(&self) -> LinkType {
         self.config.link
@@ -869,7 +887,7 @@ impl Writer {
             false => &self.shared.buffered_files,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.shared.files_written.fetch_add(1, Ordering::Relaxed);
+        self.shared.files_written.fetch_add(1, Ordering::Release);
         let size = recording_size(&open.path);
         self.ours.push(open.path.clone());
         self.retained.push_back((open.path, size));

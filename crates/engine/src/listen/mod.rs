@@ -18,6 +18,8 @@
 //! Every drop is in the summary per listener.
 
 pub(crate) mod abstractor;
+pub(crate) mod alarms;
+pub(crate) mod breakdowns;
 pub(crate) mod record;
 pub(crate) mod records;
 pub(crate) mod stats;

@@ -177,6 +177,9 @@ struct Open {
 struct Series {
     fast: Baseline,
     slow: Baseline,
+    /// Every value, anomalous or not, over the last few intervals: where
+    /// the level is now.
+    recent: Baseline,
     up: f64,
     down: f64,
     /// Consecutive anomalous intervals.
@@ -249,6 +252,9 @@ pub struct Detectors {
 /// does not teach it (winsorising would still let an attack of a few
 /// minutes widen the baseline until the next one hid in it).
 const LEARN_BAND: f64 = 3.0;
+
+/// Half-life, in intervals, of the level a long-term shift must move.
+const RECENT_HALFLIFE: f64 = 5.0;
 
 /// Intervals with no packets that a gap in the times stands for, at most;
 /// beyond that the baselines start again.
@@ -860,8 +866,12 @@ impl Series {
             self.up = (self.up + r - c.cusum_k).clamp(0.0, cap);
             self.down = (self.down - r - c.cusum_k).clamp(0.0, cap);
         }
-        // A long-term shift needs a change that matters, too.
-        let moved = (x - m2).abs() >= c.min_change * m2.abs().max(1.0) * 0.5;
+        // A long-term shift needs a change that matters, too, and one that
+        // lasts: traffic made of long flows wanders by more than its spread
+        // suggests, and the CUSUM alone would take a few high intervals for
+        // a shift. The level of the last few intervals must have moved.
+        self.recent.update(x, Baseline::alpha(RECENT_HALFLIFE));
+        let moved = (self.recent.mean() - m2).abs() >= c.min_change * m2.abs().max(1.0);
         let long_up = self.up >= c.cusum_h && x > m2 && moved;
         let long_down = self.down >= c.cusum_h && x < m2 && moved;
         let anomalous = short_up || short_down || long_up || long_down;

@@ -321,3 +321,158 @@ fn a_clean_trace_raises_nothing() {
     assert!(stats.len() >= 590, "{} intervals", stats.len());
     assert_eq!(lines(&out.join("alarms.jsonl")), Vec::<Value>::new());
 }
+
+/// `sluice serve` over a finished run, on a port of its choosing; killed
+/// when dropped.
+struct Served {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Served {
+    fn start(out: &Path, extra: &[&str]) -> Served {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(SLUICE)
+            .args(["serve", s(out)])
+            .args(extra)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Served { child, addr }
+    }
+
+    /// GET `target` with `headers`: the status and the body.
+    fn get(&self, target: &str, headers: &[&str]) -> (u16, Vec<u8>) {
+        use std::io::{Read, Write};
+        let mut port = self.addr.rsplit(':').next().unwrap().to_string();
+        port.retain(|c| c.is_ascii_digit());
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+        let mut request = format!("GET {target} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", self.addr);
+        for h in headers {
+            request.push_str(h);
+            request.push_str("\r\n");
+        }
+        request.push_str("\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        let end = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a header") + 4;
+        let head = String::from_utf8_lossy(&response[..end]).to_string();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        let mut body = response[end..].to_vec();
+        if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            body = unchunk(&body);
+        }
+        (status, body)
+    }
+
+    fn json(&self, target: &str) -> Value {
+        let (status, body) = self.get(target, &[]);
+        assert_eq!(status, 200, "{target}: {}", String::from_utf8_lossy(&body));
+        serde_json::from_slice(&body).unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unchunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..eol]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[eol + 2..eol + 2 + size]);
+        body = &body[eol + 2 + size + 2..];
+    }
+}
+
+#[test]
+fn the_console_serves_the_runs_alarms_evidence_flows_and_packets() {
+    let (_, out) = &*RUN;
+    let web = Served::start(out, &["--web", "127.0.0.1:0"]);
+    let (status, page) = web.get("/", &[]);
+    assert_eq!(status, 200);
+    let page = String::from_utf8_lossy(&page);
+    assert!(page.contains("uPlot") && !page.contains("https://"), "{page}");
+    let (status, uplot) = web.get("/assets/uPlot.iife.min.js", &[]);
+    assert_eq!(status, 200);
+    assert!(uplot.starts_with(b"/*! https://github.com/leeoniya/uPlot"));
+    // The alarms as the file holds them, each evidence pcap as written.
+    let alarms = latest(out);
+    let served = web.json("/api/alarms");
+    let ids = |v: &[Value]| {
+        v.iter()
+            .map(|a| a["alarm_id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(served.as_array().unwrap()), ids(&alarms));
+    let flood = alarms.iter().find(|a| a["detector"] == "syn_flood").unwrap();
+    let evidence = flood["evidence"].as_str().unwrap();
+    let (status, pcap) = web.get(&format!("/api/{evidence}"), &[]);
+    assert_eq!(status, 200);
+    assert_eq!(pcap, std::fs::read(out.join(evidence)).unwrap());
+    // The charts' points, one per interval.
+    let series = web.json("/api/series");
+    assert_eq!(series.as_array().unwrap().len(), lines(&out.join("stats.jsonl")).len());
+    // A flow search returns what the records hold: the new server's flows.
+    let host = "198.51.100.89";
+    let records: Vec<Value> = lines(&out.join("flows.jsonl"))
+        .into_iter()
+        .filter(|r| r["src_ip"] == host || r["dst_ip"] == host)
+        .collect();
+    assert!(!records.is_empty());
+    let found = web.json(&format!("/api/flows?host={host}"));
+    assert_eq!(found["flows"].as_array().unwrap(), &records);
+    // And any flow's packets, cut from the recording.
+    let flow = &records[0];
+    let (status, pcap) = web.get(&format!("/api/flow/{}.pcap", flow["flow_id"].as_str().unwrap()), &[]);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&pcap));
+    let path = out.join("flow-from-console.pcap");
+    std::fs::write(&path, &pcap).unwrap();
+    assert_eq!(pcap_frames(&path).len() as u64, flow["packets"].as_u64().unwrap());
+    // Nothing the user did not configure is read.
+    for target in [
+        "/api/evidence/..%2Fprobe.yaml",
+        "/api/evidence/../probe.yaml",
+        "/api/evidence/%2E%2E%2Fprobe.yaml",
+        "/assets/..%2F..%2FCargo.toml",
+        "/api/flows?host=/etc/passwd",
+        "/api/flows?q=..%2F..%2Fetc",
+        "/api/top?what=/etc/passwd",
+    ] {
+        let (status, body) = web.get(target, &[]);
+        assert_eq!(status, 404, "{target}: {}", String::from_utf8_lossy(&body));
+    }
+}
+
+#[test]
+fn a_console_bound_beyond_loopback_needs_its_token() {
+    let (_, out) = &*RUN;
+    let refused = sluice(&["serve", s(out), "--web", "0.0.0.0:0"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--web-token"));
+    let web = Served::start(out, &["--web", "0.0.0.0:0", "--web-token", "s3cret"]);
+    for target in ["/", "/api/alarms", "/metrics", "/api/evidence/x.pcap"] {
+        assert_eq!(web.get(target, &[]).0, 401, "{target}");
+        assert_eq!(web.get(target, &["Authorization: Bearer wrong"]).0, 401, "{target}");
+    }
+    assert_eq!(web.get("/api/alarms", &["Authorization: Bearer s3cret"]).0, 200);
+    assert_eq!(web.get("/?token=s3cret", &[]).0, 200);
+    assert_eq!(web.get("/metrics", &["Cookie: sluice_token=s3cret"]).0, 200);
+}

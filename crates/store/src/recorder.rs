@@ -406,21 +406,22 @@ impl Recorder {
     }
 
     /// Closes the open file now, as a rotation would: once the writer has
-    /// written it ([`Recorder::on_disk`]), every packet recorded so far can
-    /// be read back, index and all. The next packet starts a new file.
-    /// Returns whether a file was open.
-    pub fn close_now(&mut self) -> io::Result<bool> {
-        if self.file_bytes.is_none() {
-            return Ok(false);
+    /// written it ([`Recorder::written_through`] the number returned), every
+    /// packet recorded so far can be read back, index and all. The next
+    /// packet starts a new file. Returns how many files have been begun.
+    pub fn close_now(&mut self) -> io::Result<u64> {
+        if self.file_bytes.is_some() {
+            self.close_file()?;
         }
-        self.close_file()?;
-        Ok(true)
+        Ok(self.sequence)
     }
 
-    /// Whether every file begun so far is closed and written: everything
-    /// recorded is on disk.
-    pub fn on_disk(&self) -> bool {
-        self.file_bytes.is_none() && self.shared.files_written.load(Ordering::Acquire) >= self.sequence
+    /// Whether the writer has finished the first `files` files begun (it
+    /// writes them in order): with the count [`Recorder::close_now`]
+    /// returned, everything recorded before it is on disk, whatever was
+    /// recorded since.
+    pub fn written_through(&self, files: u64) -> bool {
+        self.shared.files_written.load(Ordering::Acquire) >= files
     }
 
     /// The link type of the packets being recorded.

@@ -231,8 +231,9 @@ pub(crate) struct RecordListener {
     flush: Arc<AtomicU64>,
     /// The last time asked for that this recorder has closed its file for.
     honoured_ns: u64,
-    /// That time, until the file is on disk.
-    writing: Option<u64>,
+    /// That time and the files begun when it was asked, until they are on
+    /// disk.
+    writing: Option<(u64, u64)>,
 }
 
 impl RecordListener {
@@ -269,14 +270,17 @@ impl RecordListener {
             return Ok(());
         };
         if asked > self.honoured_ns && now_ns >= asked {
-            if let Err(e) = recorder.close_now() {
-                return Err(self.failure(e));
-            }
+            let files = match recorder.close_now() {
+                Ok(files) => files,
+                Err(e) => return Err(self.failure(e)),
+            };
             self.honoured_ns = asked;
-            self.writing = Some(asked);
+            self.writing = Some((asked, files));
         }
-        if let Some(t) = self.writing
-            && recorder.on_disk()
+        // Packets recorded since go to a new file: the files begun before
+        // the request are what must be written.
+        if let Some((t, files)) = self.writing
+            && recorder.written_through(files)
         {
             self.writing = None;
             let part = &mut self.parts.lock().expect("not poisoned")[self.slot];

@@ -3,7 +3,8 @@
 //! it; the console's charts grow while the traffic flows, its event stream
 //! carries the intervals, the flood shows up as an alarm within seconds
 //! of its start, and its evidence pcap downloads from the console holding
-//! the flood's packets.
+//! the flood's packets: over HTTP, and in headless Chromium (Playwright for
+//! Python, `tests/browser/console.py`) where it is installed.
 
 mod common;
 
@@ -79,6 +80,19 @@ fn flood_syns(path: &Path) -> u64 {
     n
 }
 
+/// Whether Chromium and Playwright for Python are here.
+fn browser_available() -> bool {
+    let chromium = Path::new("/usr/bin/chromium").exists();
+    let playwright = Command::new("python3")
+        .args(["-c", "import playwright.sync_api"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !chromium || !playwright {
+        eprintln!("the browser part skipped: needs /usr/bin/chromium and Playwright for Python");
+    }
+    chromium && playwright
+}
+
 struct KillOnDrop(Option<Child>);
 
 impl Drop for KillOnDrop {
@@ -138,6 +152,20 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
         .spawn()
         .unwrap();
     let started_ns = now_ns();
+    // The same in a browser, where there is one: the page in namespace b.
+    let download = dir.path().join("browser-evidence.pcap");
+    let browser = browser_available().then(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/console.py");
+        Command::new("ip")
+            .args(["netns", "exec", &ns.b, "python3", s(&script), "--live", "--url"])
+            .arg(format!("http://{WEB}/"))
+            .args(["--detector", "syn_flood", "--download", s(&download)])
+            .args(["--timeout", "90"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    });
     // The charts move while the traffic flows.
     let points = |ns: &Namespaces| -> Vec<Value> {
         get_json(ns, "/api/series", &out)
@@ -202,6 +230,29 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
         syns * 100 >= FLOOD_PACKETS * 99,
         "{syns} of {FLOOD_PACKETS} SYNs in {evidence}"
     );
+    if let Some(browser) = browser {
+        let output = browser.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(seen["console_errors"], serde_json::json!([]), "{seen}");
+        assert_eq!(seen["state"], "live", "{seen}");
+        assert!(
+            seen["points_later"].as_u64() > seen["points"].as_u64(),
+            "the charts did not move: {seen}"
+        );
+        assert!(seen["pps_later"].as_f64().unwrap() > 0.0, "{seen}");
+        let shown_ns = (seen["alarm_unix_s"].as_f64().unwrap() * 1e9) as u64;
+        assert!(
+            shown_ns.saturating_sub(start_ns) <= 5_000_000_000,
+            "the page showed the flood late: {seen}"
+        );
+        assert_eq!(seen["alarm_hosts"], "198.51.100.80", "{seen}");
+        let syns = flood_syns(&download);
+        assert!(
+            syns * 100 >= FLOOD_PACKETS * 99,
+            "{syns} of {FLOOD_PACKETS} SYNs downloaded by the page"
+        );
+    }
     succeeded(sender);
     let child = probe.0.take().unwrap();
     run("kill", &["-TERM", &child.id().to_string()]);

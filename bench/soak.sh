@@ -47,13 +47,17 @@ log "sending $RATE for $MINUTES min"
 ip netns exec "$A" "$SLUICE" gen --profile mix -i va --rate "$RATE" --duration "${SECONDS_TOTAL}s" --seed 9 \
     2> "$BENCH_DIR/sent.txt" &
 SENDER=$!
-printf 'seconds\trss_kib\n' > "$BENCH_DIR/rss.tsv"
+printf 'seconds\trss_kib\tanon_kib\tshared_kib\n' > "$BENCH_DIR/rss.tsv"
 start=$(date +%s)
 while kill -0 "$SENDER" 2>/dev/null; do
     sleep 10
     pid=$(pgrep -P "$PROBE" sluice || echo "$PROBE")
-    rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-    printf '%s\t%s\n' $(( $(date +%s) - start )) "$rss" >> "$BENCH_DIR/rss.tsv"
+    # The resident size, and its parts: the heap (RssAnon) and the shared
+    # pages, which hold the capture rings (touched as the kernel first fills
+    # each part of each block, so they grow until every page was used).
+    read -r rss anon shared < <(awk '/^VmRSS/ {r=$2} /^RssAnon/ {a=$2} /^RssShmem|^RssFile/ {s+=$2}
+        END {print r+0, a+0, s+0}' "/proc/$pid/status" 2>/dev/null || echo 0 0 0)
+    printf '%s\t%s\t%s\t%s\n' $(( $(date +%s) - start )) "$rss" "$anon" "$shared" >> "$BENCH_DIR/rss.tsv"
 done
 wait "$SENDER"
 sleep 3
@@ -65,9 +69,12 @@ python3 - "$BENCH_DIR" "$MINUTES" "$RATE" <<'EOF' > "$BENCH_DIR/soak.md"
 import json, sys
 d, minutes, rate = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = [l.split("\t") for l in open(f"{d}/rss.tsv").read().split("\n")[1:] if l]
-rss = [(int(s), int(k)) for s, k in rows]
+rss = [(int(r[0]), int(r[1])) for r in rows]
+anon = [(int(r[0]), int(r[2])) for r in rows]
 after_minute = next(k for s, k in rss if s >= 60)
 end, peak = rss[-1][1], max(k for _, k in rss)
+anon_minute = next(k for s, k in anon if s >= 60)
+anon_end, anon_peak = anon[-1][1], max(k for _, k in anon)
 summary = json.load(open(f"{d}/out/summary.json"))
 sent = open(f"{d}/sent.txt").read().strip().splitlines()[-1]
 print(f"# Soak: {minutes} min at {rate}\n")
@@ -78,5 +85,8 @@ print(f"- captured: {summary['packets']} packets, kernel drops {summary['drops']
 print(f"- resident size: {after_minute / 1024:.1f} MiB at 1 min, {end / 1024:.1f} MiB at the end "
       f"({100 * (end - after_minute) / after_minute:+.1f} %), {peak / 1024:.1f} MiB at most "
       f"({100 * (peak - after_minute) / after_minute:+.1f} %)")
+print(f"- of which the heap (RssAnon): {anon_minute / 1024:.1f} MiB at 1 min, {anon_end / 1024:.1f} MiB at the end "
+      f"({100 * (anon_end - anon_minute) / anon_minute:+.1f} %), {anon_peak / 1024:.1f} MiB at most "
+      f"({100 * (anon_peak - anon_minute) / anon_minute:+.1f} %)")
 EOF
 cat "$BENCH_DIR/soak.md"

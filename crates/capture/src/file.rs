@@ -472,7 +472,7 @@ pub(crate) fn untrusted_wire_len(original: u32, captured: u32) -> String {
 /// so only the first [`Warnings::KEPT`] are kept verbatim; all are counted.
 #[derive(Default)]
 pub(crate) struct Warnings {
-    kept: Vec<ReadWarning>,
+    pub(crate) kept: Vec<ReadWarning>,
     total: u64,
 }
 

@@ -547,31 +547,33 @@ fn pcapng_second_section_switches_byte_order_and_forgets_interfaces() {
 
 #[test]
 fn pcapng_if_tsoffset_is_added_in_seconds() {
-    for big_endian in [false, true] {
-        let ng = Ng { big_endian };
-        let mut out = Vec::new();
-        ng.shb(&mut out);
-        let mut body = Vec::new();
-        body.extend_from_slice(&ng.u16(1));
-        body.extend_from_slice(&ng.u16(0));
-        body.extend_from_slice(&ng.u32(0));
-        let offset: u64 = 1_600_000_000;
-        body.extend_from_slice(&ng.u16(14));
-        body.extend_from_slice(&ng.u16(8));
-        body.extend_from_slice(&if big_endian {
-            offset.to_be_bytes()
-        } else {
-            offset.to_le_bytes()
-        });
-        ng.block(&mut out, IDB, &body);
-        ng.epb(&mut out, 0, 2_000_000, 60, &frame(0, 60));
-        let read = read(&out);
-        assert_eq!(read.packets.len(), 1);
-        assert_eq!(
-            read.packets[0].ts_ns,
-            (offset + 2) * 1_000_000_000,
-            "big endian {big_endian}"
-        );
+    // A signed 64-bit count of seconds: a negative one has both halves set.
+    for (offset, expected) in [(1_600_000_000i64, 1_600_001_000u64), (-100, 900)] {
+        for big_endian in [false, true] {
+            let ng = Ng { big_endian };
+            let mut out = Vec::new();
+            ng.shb(&mut out);
+            let mut body = Vec::new();
+            body.extend_from_slice(&ng.u16(1));
+            body.extend_from_slice(&ng.u16(0));
+            body.extend_from_slice(&ng.u32(0));
+            body.extend_from_slice(&ng.u16(14));
+            body.extend_from_slice(&ng.u16(8));
+            body.extend_from_slice(&if big_endian {
+                offset.to_be_bytes()
+            } else {
+                offset.to_le_bytes()
+            });
+            ng.block(&mut out, IDB, &body);
+            ng.epb(&mut out, 0, 1_000_000_000, 60, &frame(0, 60));
+            let read = read(&out);
+            assert_eq!(read.packets.len(), 1);
+            assert_eq!(
+                read.packets[0].ts_ns,
+                expected * 1_000_000_000,
+                "offset {offset}, big endian {big_endian}"
+            );
+        }
     }
 }
 

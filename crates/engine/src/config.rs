@@ -192,6 +192,20 @@ pub struct FlowsConfig {
     pub name: Option<String>,
     /// `jsonl`, `csv` or `none` (`--format`).
     pub format: String,
+    /// Also export the records as IPFIX to `udp://HOST:PORT`,
+    /// `tcp://HOST:PORT` or `file:PATH` (`--ipfix`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipfix: Option<String>,
+    /// The path MTU to the IPFIX collector: no message is longer than an
+    /// IP packet of this size holds (`--ipfix-mtu`) [default: 1500].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipfix_mtu: Option<u16>,
+    /// Send IPFIX messages no faster than this (`20kpps`: messages a
+    /// second; `50Mbps`: their bits a second), for a collector whose socket
+    /// buffer would overflow at a burst (`--ipfix-rate`) [default: as fast
+    /// as they come].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipfix_rate: Option<String>,
 }
 
 impl Default for FlowsConfig {
@@ -199,6 +213,9 @@ impl Default for FlowsConfig {
         FlowsConfig {
             name: None,
             format: "jsonl".into(),
+            ipfix: None,
+            ipfix_mtu: None,
+            ipfix_rate: None,
         }
     }
 }

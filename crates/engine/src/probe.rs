@@ -13,6 +13,7 @@ use crate::config::{ConfigError, ProbeConfig, listener_dir};
 use crate::control::Control;
 use crate::listen::abstractor::Abstracting;
 use crate::listen::alarms::{Alarming, Sources};
+use crate::listen::ipfix::Ipfix;
 use crate::listen::record::Recording;
 use crate::listen::records::{RecordWrites, Records};
 use crate::listen::stats::{Stats, StatsWorker};
@@ -28,12 +29,16 @@ use crate::worker::{Asking, Worker};
 pub enum RunError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("cannot create output directory {path}: {source}")]
+    #[error("cannot create output directory {path}: {source}; name another with -o DIR")]
     OutputDir { path: PathBuf, source: std::io::Error },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("none of the inputs could be read")]
     NothingRead(Box<Summary>),
+    /// No input file could be opened as a capture: found before anything
+    /// was created, so a mistyped name leaves no output folder behind.
+    #[error("none of the inputs could be read, so nothing was written:{}", .0.iter().map(|e| format!("\n  {e}")).collect::<String>())]
+    NoInput(Vec<String>),
     #[error("live capture: {0}")]
     Live(#[from] sluice_capture::live::LiveError),
     #[error(
@@ -104,6 +109,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     if config.has_flow_listeners() && out.is_none() {
         return Err(ConfigError::Other("flow records and statistics need an output directory (-o)".into()).into());
     }
+    if let Source::Files(files) = &source {
+        any_readable(files)?;
+    }
     if let Some(out) = out {
         std::fs::create_dir_all(out).map_err(|source| RunError::OutputDir {
             path: out.to_path_buf(),
@@ -149,9 +157,24 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         RecordWrites::Direct
     };
     let mut records = Vec::with_capacity(config.flows.len());
+    let mut ipfix = Vec::new();
     for (i, flows) in config.flows.iter().enumerate() {
         let dir = listener_dir(out.expect("checked"), "flows", i, flows.name.as_deref());
         records.push(Records::start(&dir, flows.format()?, workers.max(1), writes, control)?);
+        if let Some(destination) = &flows.ipfix {
+            let mtu = flows.ipfix_mtu.map_or(1500, usize::from);
+            let rate = flows
+                .ipfix_rate
+                .as_deref()
+                .map(|r| {
+                    r.parse::<sluice_units::Rate>().map_err(|e| ConfigError::Value {
+                        key: "flows.ipfix_rate".into(),
+                        message: e.to_string(),
+                    })
+                })
+                .transpose()?;
+            ipfix.push(Ipfix::start(destination, mtu, rate, workers.max(1), published.clone())?);
+        }
     }
     // Parts of an interval: one per source thread and one per worker.
     let source_threads = if live { workers.max(1) } else { 1 };
@@ -203,6 +226,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                 let mut listeners: Vec<Box<dyn FlowListener>> = Vec::new();
                 for r in &records {
                     listeners.push(Box::new(r.worker_part()));
+                }
+                for x in &ipfix {
+                    listeners.push(Box::new(x.worker_part()));
                 }
                 for s in &stats {
                     listeners.push(Box::new(StatsWorker::new(s.feed())));
@@ -338,6 +364,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             summary.threads.record_writer = time;
         }
     }
+    for x in ipfix {
+        summary.exports.push(x.finish());
+    }
     for (i, s) in stats.into_iter().enumerate() {
         let dir = listener_dir(out.expect("checked"), "stats", i, None);
         let report = s.finish().map_err(|source| RunError::Write { path: dir, source })?;
@@ -391,6 +420,25 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         return Err(RunError::NothingRead(Box::new(summary)));
     }
     Ok(summary)
+}
+
+/// Whether some input opens as a capture, looked at before anything is
+/// created. A pipe cannot be looked at without taking what it holds, so
+/// one counts as readable here and is read (or refused) in turn.
+fn any_readable(files: &[PathBuf]) -> Result<(), RunError> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut errors = Vec::new();
+    for path in files {
+        let pipe = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_socket());
+        if pipe {
+            return Ok(());
+        }
+        match sluice_capture::CaptureFile::open(path) {
+            Ok(_) => return Ok(()),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    Err(RunError::NoInput(errors))
 }
 
 fn write_summary(out: &Path, summary: &Summary) -> Result<(), RunError> {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use sluice_flow::TableCounters;
 
 pub use crate::listen::alarms::AlarmsReport;
+pub use crate::listen::export::ExportReport;
 pub use crate::listen::stats::StatsReport;
 use crate::talkers::Talkers;
 use crate::threads::ThreadTime;
@@ -120,6 +121,9 @@ pub struct Drops {
     pub malformed_frames: u64,
     /// Frames nested in more tunnels than the decoder follows.
     pub too_deeply_tunnelled: u64,
+    /// Frames whose data is encrypted below IP (MACsec, protected 802.11
+    /// data): they carry flows that cannot be seen.
+    pub encrypted_frames: u64,
     /// Later IP fragments whose first fragment was never seen: counted in a
     /// flow without ports.
     pub unresolved_fragments: u64,
@@ -154,6 +158,7 @@ impl Drops {
         self.truncated_frames += other.truncated_frames;
         self.malformed_frames += other.malformed_frames;
         self.too_deeply_tunnelled += other.too_deeply_tunnelled;
+        self.encrypted_frames += other.encrypted_frames;
     }
 }
 
@@ -374,6 +379,10 @@ pub struct Summary {
     pub stats: Option<StatsReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alarms: Option<AlarmsReport>,
+    /// What each exporting sink of the flows listeners sent
+    /// and lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<ExportReport>,
     pub records_path: Option<PathBuf>,
     pub threads: Threads,
 }
@@ -598,6 +607,9 @@ impl Summary {
             group(e.peak_flows)
         );
         s.push_str(&self.render_losses());
+        for export in &self.exports {
+            s.push_str(&export.render());
+        }
         if let Some(path) = &self.records_path {
             let _ = writeln!(s, "\nflow records: {}", path.display());
         }
@@ -610,11 +622,12 @@ impl Summary {
         let d = &self.drops;
         let _ = writeln!(
             s,
-            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements; {} dropped DNS names",
+            "not analysed: {} non-IP frames, {} truncated, {} malformed, {} too deeply tunnelled, {} encrypted below IP; {} unresolved fragments; {} evicted flows; {} unreadable files; {} read warnings; {} dropped port announcements; {} dropped DNS names",
             group(d.non_ip_frames),
             group(d.truncated_frames),
             group(d.malformed_frames),
             group(d.too_deeply_tunnelled),
+            group(d.encrypted_frames),
             group(d.unresolved_fragments),
             group(d.evicted_flows),
             d.unreadable_files,

@@ -232,6 +232,7 @@ impl Worker {
                 table.prefetch_flow(ahead.hash);
             }
             let frame = frame(i, p);
+            table.advance(p.clock_ns, &mut |flow, end| sink.end(flow, end, chain));
             let info = PacketInfo {
                 ts_ns: p.ts_ns,
                 wire_len: p.wire_len,

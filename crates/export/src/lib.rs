@@ -1,10 +1,11 @@
-//! Flow records as files.
+//! Flow records as files and messages: JSON lines, CSV and IPFIX.
 //!
 //! [`schema::write_record`] is the one place that names and orders the
 //! fields of a flow record; the JSON-lines and CSV encoders only decide how
 //! a value is spelled, so the two formats cannot drift apart.
 
 mod csv;
+pub mod ipfix;
 mod jsonl;
 pub mod read;
 pub mod schema;

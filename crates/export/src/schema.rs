@@ -9,7 +9,7 @@ use sluice_classify::{FlowClass, Metadata, StatsVerdict, Text};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Flow};
 use sluice_wire::l4_name;
 
-pub const SCHEMA_VERSION: &str = "2.1";
+pub const SCHEMA_VERSION: &str = "2.2";
 
 /// A finished flow and why it finished.
 pub struct Record<'a> {

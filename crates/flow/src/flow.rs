@@ -185,7 +185,7 @@ impl TcpState {
 /// state that higher layers (classification) keep per flow.
 ///
 /// The layout is fixed (`repr(C)`) so that what eviction and expiry read
-/// (`live`, `last_ns`) and what a lookup compares (`key`) share the first
+/// (`live`, `last_clock_ns`) and what a lookup compares (`key`) share the first
 /// cache lines, and a flow is whole cache lines (`align(64)`: 640 bytes,
 /// ten lines, where 632 would straddle an eleventh in most slots of the
 /// table). Every table holds up to half a million of them per worker:
@@ -202,6 +202,10 @@ pub struct Flow<X> {
     /// Bit i set: packet i went server to client.
     pub first_directions: u16,
     pub last_ns: u64,
+    /// The input clock (the latest packet time before this flow's last
+    /// packet, that one included) when the flow last had a packet: idle
+    /// time is measured on that clock, which never goes back.
+    pub(crate) last_clock_ns: u64,
     pub first_ns: u64,
     pub(crate) hash: u64,
     /// The input position of the flow's first packet (`PacketInfo::order`).
@@ -237,6 +241,7 @@ impl<X> Flow<X> {
             live: true,
             first_ns: ts_ns,
             last_ns: ts_ns,
+            last_clock_ns: ts_ns,
             directions: [DirectionStats::default(); 2],
             tcp: TcpState::default(),
             tunnel,
@@ -261,6 +266,7 @@ impl<X> Flow<X> {
             first_count,
             first_directions,
             last_ns,
+            last_clock_ns,
             first_ns,
             hash: own_hash,
             order,
@@ -278,6 +284,7 @@ impl<X> Flow<X> {
         *first_count = 0;
         *first_directions = 0;
         *last_ns = packet.ts_ns;
+        *last_clock_ns = packet.ts_ns;
         *first_ns = packet.ts_ns;
         *own_hash = hash;
         *order = packet.order;

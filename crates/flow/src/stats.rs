@@ -63,7 +63,7 @@ impl<T: Sample> Moments<T> {
     }
 
     fn sum_squares(&self) -> u128 {
-        u128::from(self.sum_squares[1]) << 64 | u128::from(self.sum_squares[0])
+        (u128::from(self.sum_squares[1]) << 64) + u128::from(self.sum_squares[0])
     }
 
     /// The series, given how many samples were added.
@@ -145,5 +145,63 @@ mod tests {
         assert_eq!(s.mean, 6_250_000_000.0);
         // Σ(x − 6.25e9)² / 4 = (1.5625 + 0.5625 + 7.5625 + 5.0625)e18 / 4
         assert_eq!(s.stddev, (3.6875e18f64).sqrt());
+    }
+
+    /// Two samples are the fewest with a spread: 1 and 3 lie 1 from their
+    /// mean of 2; one sample has none.
+    #[test]
+    fn two_samples_have_a_deviation_and_one_has_none() {
+        let mut m = Moments::<u32>::default();
+        m.add(3);
+        assert_eq!((m.summary(1).mean, m.summary(1).stddev), (3.0, 0.0));
+        m.add(1);
+        let s = m.summary(2);
+        assert_eq!((s.min, s.max, s.mean, s.stddev), (1, 3, 2.0, 1.0));
+    }
+
+    /// Large samples close together: n·Σx² − (Σx)² in integers gives the
+    /// spread exactly, where Σx²/n − mean² in floating point would lose it
+    /// (a 1e18 has a 128 between neighbouring doubles).
+    #[test]
+    fn close_large_samples_keep_their_exact_spread() {
+        let mut m = Moments::<u64>::default();
+        for v in [1_000_000_001u64, 1_000_000_003] {
+            m.add(v);
+        }
+        let s = m.summary(2);
+        assert_eq!((s.mean, s.stddev), (1_000_000_002.0, 1.0));
+        assert_eq!(m.sum_squares(), 1_000_000_001u128.pow(2) + 1_000_000_003u128.pow(2));
+    }
+
+    /// When n·Σx² passes 2^128 the deviation is taken in floating point:
+    /// one gap of 2^63 ns among 999 of none. Its population variance is
+    /// Σx²/n − mean² = 2^126 (1/1000 − 1/1000²).
+    #[test]
+    fn a_series_past_128_bits_falls_back_to_floating_point() {
+        let mut m = Moments::<u64>::default();
+        m.add(1 << 63);
+        for _ in 0..999 {
+            m.add(0);
+        }
+        assert!(1000u128.checked_mul(m.sum_squares()).is_none());
+        let s = m.summary(1000);
+        let expected = (2f64.powi(126) * (1.0 / 1000.0 - 1.0 / 1_000_000.0)).sqrt();
+        assert_eq!(s.mean, 2f64.powi(63) / 1000.0);
+        assert!(
+            (s.stddev - expected).abs() <= expected * 1e-12,
+            "{} against {expected}",
+            s.stddev
+        );
+        assert_eq!((s.min, s.max), (0, 1 << 63));
+    }
+
+    /// The high half of the sum of squares counts 2^64 each.
+    #[test]
+    fn the_halves_of_the_sum_of_squares() {
+        let mut m = Moments::<u64>::default();
+        m.add(1 << 32);
+        m.add(3);
+        assert_eq!(m.sum_squares, [9, 1]);
+        assert_eq!(m.sum_squares(), (1u128 << 64) + 9);
     }
 }

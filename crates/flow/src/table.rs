@@ -195,6 +195,7 @@ impl<X> FlowTable<X> {
     ) -> Option<(u32, Direction)> {
         let ts = packet.ts_ns;
         self.advance(ts, on_end);
+        let clock = self.now_ns;
         let key = packet.decoded.key;
         let reversed = key.reversed();
         let slots = &self.slots;
@@ -203,7 +204,7 @@ impl<X> FlowTable<X> {
             *k == key || *k == reversed
         });
         if let Some(slot) = found {
-            let ending = self.ending(&self.slots[slot as usize], packet);
+            let ending = self.ending(&self.slots[slot as usize], packet, clock);
             let flow = &mut self.slots[slot as usize];
             let dir = if flow.key == key {
                 Direction::ClientToServer
@@ -214,6 +215,7 @@ impl<X> FlowTable<X> {
                 None => {
                     let dir = reorient_on_syn(flow, dir, packet);
                     flow.update(dir, packet, self.config.metrics);
+                    flow.last_clock_ns = clock;
                     return Some((slot, dir));
                 }
                 Some(reason) => self.end(slot, reason, on_end),
@@ -223,8 +225,7 @@ impl<X> FlowTable<X> {
         let slot = self.allocate(on_end);
         // A SYN-ACK's sender is the server, whatever was seen first.
         let flags = packet.decoded.tcp.flags;
-        let from_server =
-            key.proto == 6 && flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
+        let from_server = key.proto == 6 && flags & SYN_AND_ACK == SYN_AND_ACK;
         let (oriented, dir) = if from_server {
             (reversed, Direction::ServerToClient)
         } else {
@@ -237,7 +238,9 @@ impl<X> FlowTable<X> {
         } else {
             self.slots[slot as usize].reset(oriented, hash, packet, ext);
         }
-        self.slots[slot as usize].update(dir, packet, self.config.metrics);
+        let flow = &mut self.slots[slot as usize];
+        flow.update(dir, packet, self.config.metrics);
+        flow.last_clock_ns = clock;
         self.index.insert(hash, slot);
         self.live += 1;
         self.counters.created += 1;
@@ -245,24 +248,29 @@ impl<X> FlowTable<X> {
         Some((slot, dir))
     }
 
-    /// Why the flow must end before this packet can be counted, if it must.
-    fn ending(&self, flow: &Flow<X>, packet: &PacketInfo) -> Option<EndReason> {
+    /// Why the flow must end before this packet can be counted, if it must,
+    /// with the input clock at `clock`.
+    ///
+    /// First what the expiry scan ends flows for, by the same clock: a
+    /// packet must see the flow ended whether or not the scan has reached
+    /// it yet, or the flows would depend on when the scan ran (on how many
+    /// workers share the input). When timestamps go back, the clock stands
+    /// still until they pass it again; the time between the flow's own
+    /// packets ends it then, as it would on any capture.
+    fn ending(&self, flow: &Flow<X>, packet: &PacketInfo, clock: u64) -> Option<EndReason> {
         let ts = packet.ts_ns;
-        let gap = ts.saturating_sub(flow.last_ns);
-        if gap > self.idle_timeout(flow) {
-            return Some(EndReason::Idle);
+        if let Some(reason) = self.expired(flow, clock) {
+            return Some(reason);
+        }
+        if let Some(reason) = self.quiet_for(flow, ts.saturating_sub(flow.last_ns)) {
+            return Some(reason);
         }
         if ts.saturating_sub(flow.first_ns) > self.config.active_timeout_ns {
             return Some(EndReason::ActiveTimeout);
         }
-        if let Some(reason) = flow.closing {
-            let flags = packet.decoded.tcp.flags;
-            let new_syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
-            if new_syn || gap > self.config.closed_linger_ns {
-                return Some(reason);
-            }
-        }
-        None
+        let flags = packet.decoded.tcp.flags;
+        let new_syn = flags & SYN_AND_ACK == tcp_flags::SYN;
+        flow.closing.filter(|_| new_syn)
     }
 
     fn idle_timeout(&self, flow: &Flow<X>) -> u64 {
@@ -273,8 +281,14 @@ impl<X> FlowTable<X> {
         }
     }
 
+    /// Whether a flow is over by the input clock at `now`.
     fn expired(&self, flow: &Flow<X>, now: u64) -> Option<EndReason> {
-        let gap = now.saturating_sub(flow.last_ns);
+        self.quiet_for(flow, now.saturating_sub(flow.last_clock_ns))
+    }
+
+    /// Why a flow without a packet for `gap` is over: a closed one after
+    /// the linger, any after its idle timeout.
+    fn quiet_for(&self, flow: &Flow<X>, gap: u64) -> Option<EndReason> {
         match flow.closing {
             Some(reason) if gap > self.config.closed_linger_ns => Some(reason),
             _ if gap > self.idle_timeout(flow) => Some(EndReason::Idle),
@@ -308,7 +322,7 @@ impl<X> FlowTable<X> {
             self.index.prefetch(flow.hash);
         }
         for i in candidates..2 * candidates {
-            prefetch(&self.slots[(self.cursor + i) % n].last_ns);
+            prefetch(&self.slots[(self.cursor + i) % n].last_clock_ns);
         }
         self.end(victim as u32, EndReason::Evicted, on_end);
         self.free.pop().expect("ending a flow frees its slot")
@@ -321,7 +335,7 @@ impl<X> FlowTable<X> {
         (0..candidates)
             .map(|i| (self.cursor + i) % n)
             .filter(|&s| self.slots[s].live)
-            .min_by_key(|&s| self.slots[s].last_ns)
+            .min_by_key(|&s| self.slots[s].last_clock_ns)
     }
 
     /// Ends the flow in `slot` now, for `reason`, through `on_end`.
@@ -344,6 +358,13 @@ impl<X> FlowTable<X> {
 
     /// Moves the table's clock to `now_ns` and, once per sweep step, scans
     /// the next slice of slots for flows whose time is up.
+    ///
+    /// The clock is the input's: the latest packet time of the whole input
+    /// so far, never going back. A table fed only part of an input (one
+    /// worker's share) that is advanced to the input's clock before each
+    /// of its packets ends the same flows, for the same reasons, as a table
+    /// fed all of it, however often and with whatever earlier clock it is
+    /// advanced in between.
     #[inline]
     pub fn advance(&mut self, now_ns: u64, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         if now_ns > self.now_ns {
@@ -400,7 +421,7 @@ fn reorient_on_syn<X>(flow: &mut Flow<X>, dir: Direction, packet: &PacketInfo) -
     let flags = packet.decoded.tcp.flags;
     if dir == Direction::ServerToClient
         && packet.decoded.key.proto == 6
-        && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+        && flags & SYN_AND_ACK == tcp_flags::SYN
         && flow.tcp.syn_ns == 0
         && flow.tcp.syn_ack_ns == 0
     {
@@ -409,6 +430,9 @@ fn reorient_on_syn<X>(flow: &mut Flow<X>, dir: Direction, packet: &PacketInfo) -
     }
     dir
 }
+
+/// The two flags that tell a SYN (the first alone) from a SYN-ACK (both).
+const SYN_AND_ACK: u8 = tcp_flags::SYN | tcp_flags::ACK;
 
 #[cfg(test)]
 mod tests {
@@ -476,6 +500,11 @@ mod tests {
         fn flush(&mut self) {
             let ended = &mut self.ended;
             self.table.flush(&mut |f, r| ended.push((f.key, r, f.packets())));
+        }
+
+        fn advance(&mut self, now: u64) {
+            let ended = &mut self.ended;
+            self.table.advance(now, &mut |f, r| ended.push((f.key, r, f.packets())));
         }
     }
 
@@ -743,5 +772,343 @@ mod tests {
         run.flush();
         assert_eq!(run.ended.len(), 256);
         assert!(run.ended.iter().all(|e| e.2 == 2), "a flow was split by eviction");
+    }
+
+    /// Every way out is counted once, and merging two tables' counters adds
+    /// them field by field (the peak too: tables hold their flows at once).
+    #[test]
+    fn each_end_is_counted_under_its_reason_and_counters_merge() {
+        // The scan runs once, at the first packet: every end below is a
+        // packet's or the flush's.
+        let config = FlowConfig {
+            active_timeout_ns: 1000 * S,
+            sweep_period_ns: u64::MAX / 2,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        assert_eq!((run.table.is_empty(), run.table.len()), (true, 0));
+        // Port 1: FIN both ways, then a new SYN (fin). Port 2: RST, then the
+        // linger passes (rst). Port 3: idle past its timeout (idle).
+        run.feed(S, &with_port(packet(true, SYN, 0), 1));
+        run.feed(S, &with_port(packet(false, FIN_ACK, 0), 1));
+        run.feed(S, &with_port(packet(true, FIN_ACK, 0), 1));
+        run.feed(2 * S, &with_port(packet(true, SYN, 0), 1));
+        run.feed(2 * S, &with_port(packet(true, tcp_flags::RST, 0), 2));
+        assert_eq!((run.table.len(), run.table.is_empty()), (2, false));
+        run.feed(3 * S, &with_port(packet(true, ACK, 0), 3));
+        run.feed(3 * S + config.closed_linger_ns + 1, &with_port(packet(true, ACK, 0), 2));
+        run.feed(
+            3 * S + config.tcp_idle_timeout_ns + 1,
+            &with_port(packet(true, ACK, 0), 3),
+        );
+        // Port 4 once; port 5 every 200 s until it has lasted past the
+        // active timeout. Five flows are held then: the peak.
+        run.feed(400 * S, &with_port(packet(true, ACK, 0), 4));
+        for t in [400, 600, 800, 1000, 1200, 1401] {
+            run.feed(t * S, &with_port(packet(true, ACK, 0), 5));
+        }
+        // At the end, all but port 5's new flow have been idle too long.
+        run.flush();
+        let c = run.table.counters();
+        let expected = TableCounters {
+            created: 9,
+            idle: 5,
+            active_timeout: 1,
+            fin: 1,
+            rst: 1,
+            evicted: 0,
+            end_of_input: 1,
+            peak_flows: 5,
+        };
+        assert_eq!(c, expected);
+        assert_eq!(run.ended.len() as u64, c.created);
+        let mut merged = c;
+        merged.merge(&TableCounters {
+            created: 1,
+            idle: 2,
+            active_timeout: 3,
+            fin: 4,
+            rst: 5,
+            evicted: 6,
+            end_of_input: 7,
+            peak_flows: 8,
+        });
+        assert_eq!(
+            merged,
+            TableCounters {
+                created: c.created + 1,
+                idle: c.idle + 2,
+                active_timeout: c.active_timeout + 3,
+                fin: c.fin + 4,
+                rst: c.rst + 5,
+                evicted: c.evicted + 6,
+                end_of_input: c.end_of_input + 7,
+                peak_flows: c.peak_flows + 8,
+            }
+        );
+        for (reason, field) in [
+            (EndReason::Idle, 0),
+            (EndReason::ActiveTimeout, 1),
+            (EndReason::Fin, 2),
+            (EndReason::Rst, 3),
+            (EndReason::Evicted, 4),
+            (EndReason::EndOfInput, 5),
+        ] {
+            let mut one = TableCounters::default();
+            one.count(reason);
+            one.count(reason);
+            let fields = [
+                one.idle,
+                one.active_timeout,
+                one.fin,
+                one.rst,
+                one.evicted,
+                one.end_of_input,
+            ];
+            let mut want = [0; 6];
+            want[field] = 2;
+            assert_eq!(fields, want, "{reason:?}");
+        }
+    }
+
+    fn with_port(mut d: Decoded, port: u16) -> Decoded {
+        if d.key.src_port == 443 {
+            d.key.dst_port = port;
+        } else {
+            d.key.src_port = port;
+        }
+        d
+    }
+
+    /// The scan moves once per sweep period / sweep steps of clock, and
+    /// looks at table size / sweep steps slots (rounded up) each time, so
+    /// it covers the table once per sweep period.
+    #[test]
+    fn the_scan_covers_the_table_once_per_sweep_period() {
+        let config = FlowConfig {
+            sweep_period_ns: 10 * S,
+            sweep_steps: 5,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        // Ten flows, then their idle timeout passes without a packet.
+        for port in 0..10 {
+            run.feed(S, &packet_for_port(port));
+        }
+        let mut now = S + config.tcp_idle_timeout_ns + 1;
+        // The first advance past the last step's time scans 2 slots; one
+        // less than 2 s later scans none; 2 s later, 2 more.
+        run.advance(now);
+        assert_eq!(run.ended.len(), 2);
+        now += 2 * S - 1;
+        run.advance(now);
+        assert_eq!(run.ended.len(), 2, "a step before its time");
+        now += 1;
+        run.advance(now);
+        assert_eq!(run.ended.len(), 4);
+        // Going back changes nothing: the clock only moves forward.
+        run.advance(S);
+        run.advance(now + S);
+        assert_eq!(run.ended.len(), 4);
+        for _ in 0..3 {
+            now += 2 * S;
+            run.advance(now);
+        }
+        let mut ended: Vec<u16> = run.ended.iter().map(|e| e.0.src_port).collect();
+        ended.sort_unstable();
+        assert_eq!(ended, (0..10).collect::<Vec<u16>>());
+        assert!(run.table.is_empty());
+        assert_eq!(run.table.counters().idle, 10);
+    }
+
+    /// Exactly the timeouts are still in time; a nanosecond more is not.
+    #[test]
+    fn timeouts_are_exclusive_bounds() {
+        let config = FlowConfig::default();
+        for (proto, timeout) in [(6, config.tcp_idle_timeout_ns), (17, config.idle_timeout_ns)] {
+            let mut d = packet(true, ACK, 1);
+            d.key.proto = proto;
+            let mut run = Run::new(config);
+            run.feed(S, &d);
+            run.feed(S + timeout, &d);
+            assert!(run.ended.is_empty(), "proto {proto} at its timeout");
+            run.feed(S + 2 * timeout + 1, &d);
+            assert_eq!(run.ended.len(), 1, "proto {proto} past it");
+            assert_eq!(run.ended[0].1, EndReason::Idle);
+        }
+        // The linger of a closed flow, the same way.
+        let mut run = Run::new(config);
+        run.feed(S, &packet(true, tcp_flags::RST, 0));
+        run.feed(S + config.closed_linger_ns, &packet(true, ACK, 0));
+        assert!(run.ended.is_empty());
+        run.feed(S + 2 * config.closed_linger_ns + 1, &packet(true, ACK, 0));
+        assert_eq!(run.ended[0].1, EndReason::Rst);
+        // Active timeout: a flow may last exactly that long.
+        let config = FlowConfig {
+            active_timeout_ns: 100 * S,
+            ..FlowConfig::default()
+        };
+        let mut run = Run::new(config);
+        for t in [0, 50, 100] {
+            run.feed(S + t * S, &packet(true, ACK, 1));
+        }
+        assert!(run.ended.is_empty());
+        run.feed(S + 100 * S + 1, &packet(true, ACK, 1));
+        assert_eq!(run.ended[0].1, EndReason::ActiveTimeout);
+    }
+
+    /// A flow that is still in use is found again, from either side, and
+    /// by the slot `process` gave: `flow_mut` and `live_flow_mut` see it,
+    /// and after it ended `live_flow_mut` does not.
+    #[test]
+    fn slots_lead_back_to_their_flows() {
+        let mut run = Run::new(FlowConfig::default());
+        let (a, _) = run.feed(S, &packet_for_port(7));
+        let (b, _) = run.feed(S, &packet(true, ACK, 1));
+        assert_ne!(a, b);
+        assert_eq!(run.feed(S, &packet(false, ACK, 1)), (b, Direction::ServerToClient));
+        assert_eq!(run.feed(S + 1, &packet_for_port(7)), (a, Direction::ClientToServer));
+        assert_eq!(run.table.flow_mut(a).key.src_port, 7);
+        assert_eq!(run.table.live_flow_mut(b).map(|f| f.packets()), Some(2));
+        run.flush();
+        assert!(run.table.live_flow_mut(a).is_none() && run.table.live_flow_mut(b).is_none());
+        assert!(run.table.live_flow_mut(99).is_none());
+    }
+
+    /// One packet of a test input: its time, the client port of its flow
+    /// (a few ports, so that flows come back after their time is up), and
+    /// its TCP flags.
+    type Input = Vec<(u64, u16, u8)>;
+
+    /// What a flow ended as: key, first and last time, packets, reason.
+    type Ended = (FlowKey, u64, u64, u64, String);
+
+    /// The input's clock before each packet: the latest time so far.
+    fn clocks(input: &Input) -> Vec<u64> {
+        input
+            .iter()
+            .scan(0, |clock, &(ts, _, _)| {
+                *clock = (*clock).max(ts);
+                Some(*clock)
+            })
+            .collect()
+    }
+
+    /// Deals `input` over `workers` tables by flow hash, as the engine does.
+    /// Each table is advanced to the input's clock before each of its
+    /// packets and, where `news` says so after a packet of the input, to
+    /// the clock there (a batch reaching a worker); at the end every table
+    /// hears the last clock and is flushed.
+    fn dealt(input: &Input, workers: usize, news: &[(usize, usize)], config: FlowConfig) -> Vec<Ended> {
+        let clock = clocks(input);
+        let mut tables: Vec<FlowTable<()>> = (0..workers).map(|_| FlowTable::new(config)).collect();
+        let mut ended = Vec::new();
+        let mut on_end =
+            |f: &mut Flow<()>, r: EndReason| ended.push((f.key, f.first_ns, f.last_ns, f.packets(), format!("{r:?}")));
+        let decoded: Vec<Decoded> = input
+            .iter()
+            .map(|&(_, port, flags)| {
+                let mut d = packet_for_port(port);
+                d.tcp.flags = flags;
+                d
+            })
+            .collect();
+        for (i, (&(ts, _, _), d)) in input.iter().zip(&decoded).enumerate() {
+            let hash = d.key.symmetric_hash();
+            let table = &mut tables[(hash % workers as u64) as usize];
+            table.advance(clock[i], &mut on_end);
+            let info = PacketInfo {
+                ts_ns: ts,
+                wire_len: 60,
+                decoded: d,
+                order: i as u64,
+            };
+            table.process(&info, hash, || (), &mut on_end);
+            for &(after, worker) in news {
+                if after == i {
+                    tables[worker % workers].advance(clock[i], &mut on_end);
+                }
+            }
+        }
+        for table in &mut tables {
+            table.advance(clock.last().copied().unwrap_or(0), &mut on_end);
+            table.flush(&mut on_end);
+        }
+        ended.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        ended
+    }
+
+    /// Times that mostly move on, by less or more than the timeouts, and
+    /// now and then step back, by a little or by far.
+    fn input() -> impl Strategy<Value = Input> {
+        let step = prop_oneof![
+            6 => 0..150 * S,
+            2 => 150 * S..400 * S,
+            1 => 0..2000 * S,
+        ];
+        let back = prop::bool::weighted(0.15);
+        let flags = prop::sample::select(vec![ACK, ACK, ACK, SYN, FIN_ACK, tcp_flags::RST]);
+        prop::collection::vec((step, back, 0u16..12, flags), 1..200).prop_map(|packets| {
+            let mut ts = 10_000 * S;
+            packets
+                .into_iter()
+                .map(|(step, back, port, flags)| {
+                    ts = if back { ts.saturating_sub(step) } else { ts + step };
+                    (ts, port, flags)
+                })
+                .collect()
+        })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(150))]
+
+        /// The records of an input whose clock steps back do not depend on
+        /// how it is dealt over tables, nor on when the expiry scan runs.
+        #[test]
+        fn the_flows_do_not_depend_on_the_workers_when_time_goes_back(
+            input in input(),
+            workers in 2usize..5,
+            news in prop::collection::vec((0usize..200, 0usize..4), 0..40),
+            steps in prop::sample::select(vec![1u32, 7, 1000]),
+        ) {
+            let config = FlowConfig { sweep_steps: steps, ..FlowConfig::default() };
+            let one = dealt(&input, 1, &[], config);
+            prop_assert_eq!(&dealt(&input, workers, &news, config), &one);
+            // A scan that visits the whole table at every step.
+            let eager = FlowConfig { sweep_steps: 1, sweep_period_ns: 1, ..config };
+            prop_assert_eq!(&dealt(&input, workers, &news, eager), &one);
+        }
+    }
+
+    /// After the clock steps back, a flow goes on as long as neither the
+    /// clock nor its own packets say it was idle; the clock stands still
+    /// until the packets pass it again.
+    #[test]
+    fn a_step_back_neither_splits_nor_ends_flows_by_itself() {
+        let mut run = Run::new(FlowConfig::default());
+        let a = packet_for_port(1);
+        let b = packet_for_port(2);
+        run.feed(1000 * S, &a);
+        run.feed(2000 * S, &b);
+        // Back by 990 s: a's flow has been idle 10 s by its own packets and
+        // for 1000 s by the clock, which the scan would have ended it by.
+        run.feed(1010 * S, &a);
+        run.feed(1020 * S, &b);
+        run.flush();
+        let mut ended: Vec<(u16, EndReason, u64)> = run.ended.iter().map(|(k, r, n)| (k.src_port, *r, *n)).collect();
+        ended.sort_by_key(|&(port, reason, _)| (port, reason != EndReason::Idle));
+        assert_eq!(
+            ended,
+            [
+                (1, EndReason::Idle, 1),
+                (1, EndReason::EndOfInput, 1),
+                (2, EndReason::EndOfInput, 2)
+            ]
+        );
+        // b's flow was not idle by the clock (it stood at 2000 s) nor by
+        // its packets (the 1020 s packet is earlier than its last): one flow.
     }
 }

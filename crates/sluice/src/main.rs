@@ -77,8 +77,11 @@ enum Command {
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
-    /// the name) of link types Ethernet, Linux SLL/SLL2, raw IPv4/IPv6,
-    /// BSD null/loopback, PPP, Cisco HDLC, 802.11 (plain, radiotap, PPI).
+    /// the name) of link types Ethernet (DSA tags too), Linux SLL/SLL2,
+    /// raw IPv4/IPv6, BSD null/loopback, PPP, PPPoE, Cisco HDLC, Frame
+    /// Relay, ATM RFC 1483, SLIP, IP over InfiniBand, MPLS, NFLOG, pflog,
+    /// enc, netANALYZER, 802.11 (plain, radiotap, PPI, Prism, AVS); the
+    /// flows in GRE, VXLAN, Geneve, GTP-U, ERSPAN and IP-in-IP tunnels.
     /// Several files are read in order as one capture. Writes one record
     /// per flow to OUTDIR/flows.jsonl (or flows.csv) and the run's counters
     /// to OUTDIR/summary.json, and prints a summary.
@@ -187,12 +190,13 @@ enum Command {
 #[derive(clap::Args)]
 struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, told apart by their magic number),
-    /// read in the order given; a pipe works too, e.g. <(zcat
-    /// trace.pcap.gz), and is held in memory whole.
+    /// read in the order given; `-` is standard input, and a pipe works
+    /// too, e.g. <(zcat trace.pcap.gz): either is held in memory whole.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// Output directory [default: NAME.sluice beside the first input, or in
-    /// the current directory if that is not writable].
+    /// the current directory if that is not writable or the input is
+    /// standard input or a pipe].
     #[arg(short, long)]
     out: Option<PathBuf>,
     #[command(flatten)]
@@ -405,7 +409,7 @@ fn analyze_config(args: AnalyzeArgs) -> ProbeConfig {
         out: Some(args.out.unwrap_or_else(|| default_out_dir(&args.inputs[0]))),
         ..ProbeConfig::default()
     };
-    config.capture.files = args.inputs;
+    config.capture.files = args.inputs.into_iter().map(stdin_dash).collect();
     config.capture.progress = !args.run.quiet;
     config.capture.sample = args.sample;
     config.capture.no_rescale = args.no_rescale;
@@ -446,9 +450,28 @@ fn run_live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     run::execute(&config, Printing { quiet: args.run.quiet })
 }
 
+/// `-` names standard input, as for tcpdump and tshark.
+fn stdin_dash(path: PathBuf) -> PathBuf {
+    if path.as_os_str() == "-" {
+        PathBuf::from("/dev/stdin")
+    } else {
+        path
+    }
+}
+
 /// `trace.pcap` -> `trace.sluice` beside it, or in the current directory
-/// when the capture's directory is read-only.
+/// when the capture's directory is read-only or the input is no file of a
+/// folder (standard input, a pipe, a device): `stdin.sluice`, `63.sluice`.
 fn default_out_dir(first_input: &Path) -> PathBuf {
+    if first_input.as_os_str() == "-" {
+        return PathBuf::from("stdin.sluice");
+    }
+    if !std::fs::metadata(first_input).is_ok_and(|m| m.is_file()) {
+        let stem = first_input
+            .file_stem()
+            .map_or_else(|| "capture".into(), |s| s.to_string_lossy());
+        return PathBuf::from(format!("{stem}.sluice"));
+    }
     let stem = first_input
         .file_stem()
         .map_or_else(|| "capture".into(), |s| s.to_string_lossy().into_owned());

@@ -18,6 +18,20 @@ pub struct RunArgs {
     /// Flow record format [default: jsonl].
     #[arg(long, value_enum)]
     pub format: Option<FormatArg>,
+    /// Also export the flow records as IPFIX biflows (RFC 7011, RFC 5103)
+    /// to a collector, udp://HOST:PORT or tcp://HOST:PORT, or to an IPFIX
+    /// file, file:PATH (see docs/ipfix.md).
+    #[arg(long, value_name = "DEST")]
+    pub ipfix: Option<String>,
+    /// The path MTU to the IPFIX collector: no message is longer than one
+    /// IP packet of this size holds [default: 1500].
+    #[arg(long, value_name = "BYTES", requires = "ipfix", value_parser = clap::value_parser!(u16).range(576..))]
+    pub ipfix_mtu: Option<u16>,
+    /// Send IPFIX messages no faster than this: messages a second (20kpps)
+    /// or their bits a second (50Mbps), for a collector that loses a burst
+    /// [default: as fast as records come].
+    #[arg(long, value_name = "RATE", requires = "ipfix", value_parser = ipfix_rate)]
+    pub ipfix_rate: Option<String>,
     /// Worker threads, each with its own flow table [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub workers: Option<u32>,
@@ -124,6 +138,15 @@ impl RunArgs {
         const S: u64 = 1_000_000_000;
         if let Some(format) = self.format {
             first(&mut config.flows).format = format.name().into();
+        }
+        if self.ipfix.is_some() {
+            first(&mut config.flows).ipfix.clone_from(&self.ipfix);
+        }
+        if self.ipfix_mtu.is_some() {
+            first(&mut config.flows).ipfix_mtu = self.ipfix_mtu;
+        }
+        if self.ipfix_rate.is_some() {
+            first(&mut config.flows).ipfix_rate.clone_from(&self.ipfix_rate);
         }
         if let Some(workers) = self.workers {
             config.workers = Some(workers as usize);
@@ -445,6 +468,13 @@ impl StatsArgs {
         }
         s.mrtg &= !self.no_mrtg;
     }
+}
+
+/// `--ipfix-rate`'s parser.
+fn ipfix_rate(text: &str) -> Result<String, String> {
+    text.parse::<sluice_units::Rate>()
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// `--sample`'s parser.

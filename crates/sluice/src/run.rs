@@ -54,7 +54,8 @@ pub fn run_with(config: &ProbeConfig, printing: Printing, published: Published) 
             Ok(summary)
         }
         Err(RunError::NothingRead(summary)) => {
-            eprint!("{}", summary.render());
+            // Each file's error, then the verdict last: no table of zeros.
+            eprint!("{}", summary.render_problems());
             Err(anyhow::anyhow!("none of the inputs could be read"))
         }
         Err(RunError::Listener {

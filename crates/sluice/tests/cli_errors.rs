@@ -493,3 +493,60 @@ fn too_few_threads_allowed_is_an_error_not_a_panic() {
     ]);
     assert_eq!(status(&out), Some(0), "{}", text(&out));
 }
+
+/// A mistyped name or an empty device: nothing is created (not even the
+/// default output folder beside the input), and the error, naming each
+/// input, is all that is printed: no table of zero counters.
+#[test]
+fn unreadable_inputs_create_nothing_and_print_only_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.pcap");
+    let text_file = dir.path().join("notes.txt");
+    std::fs::write(&text_file, "not a capture\n").unwrap();
+    let out = sluice(&["analyze", s(&missing), s(&text_file), "/dev/null"]);
+    let err = stderr(&out);
+    assert_eq!(status(&out), Some(1), "{}", text(&out));
+    assert!(!dir.path().join("missing.sluice").exists(), "an output folder was made");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only notes.txt");
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    for name in [s(&missing), s(&text_file), "/dev/null"] {
+        assert!(err.contains(name), "{name} is not named: {err}");
+    }
+    assert!(
+        err.starts_with("sluice: error: none of the inputs could be read"),
+        "{err}"
+    );
+    assert!(!err.contains("packets") && !err.contains("threads"), "{err}");
+}
+
+/// `-` is standard input, as for tcpdump and tshark: the same records as
+/// the file, and by default an output folder `stdin.sluice` in the current
+/// directory.
+#[test]
+fn a_dash_reads_standard_input() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let capture = dir.path().join("trace.pcap");
+    gen_capture(&capture, 2_000);
+    let from_file = dir.path().join("file");
+    let out = sluice(&["analyze", s(&capture), "-o", s(&from_file), "-q"]);
+    assert_eq!(status(&out), Some(0), "{}", text(&out));
+    // A pipe, as `zcat trace.pcap.gz | sluice analyze -` gives.
+    let mut child = Command::new(common::SLUICE)
+        .args(["analyze", "-", "-q"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = std::fs::read(&capture).unwrap();
+    let writer = std::thread::spawn(move || std::io::Write::write_all(&mut stdin, &bytes));
+    let run = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(status(&run), Some(0), "{}", text(&run));
+    let from_stdin = dir.path().join("stdin.sluice");
+    assert_eq!(sorted_records(&from_stdin), sorted_records(&from_file));
+    assert_eq!(summary(&from_stdin)["packets"], 2_000);
+}

@@ -166,3 +166,103 @@ fn generated_flows_are_all_found_with_exact_counts() {
         assert_eq!(r["l4"], "TCP");
     }
 }
+
+/// A capture's clock steps back where rotated files are read out of
+/// order: flows idle by the latest time seen come back with earlier
+/// packets. The flows the records describe must be the same however many
+/// workers share the input, though which worker hears of the clock when
+/// differs with their number.
+#[test]
+fn a_clock_that_steps_back_gives_the_same_records_for_one_two_and_four_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut split = 0;
+    for seed in 1..=3u64 {
+        let parts = stepping_back_capture(seed, 6000);
+        let paths: Vec<String> = ["b", "c", "a"]
+            .iter()
+            .map(|name| {
+                tmp.path()
+                    .join(format!("{seed}{name}.pcap"))
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        // Read as b, c, a: back to the start after c, which runs to the end.
+        for (path, part) in paths.iter().zip([&parts[1], &parts[2], &parts[0]]) {
+            std::fs::write(path, part).unwrap();
+        }
+        let mut sets = Vec::new();
+        for workers in ["1", "2", "4"] {
+            let out = tmp.path().join(format!("out{seed}-{workers}"));
+            let mut args = vec!["analyze", "-o", out.to_str().unwrap(), "-q", "--workers", workers];
+            args.extend(paths.iter().map(String::as_str));
+            sluice(&args);
+            sets.push(records(&out));
+        }
+        split += sets[0].iter().filter(|r| r.contains(r#""end_reason":"idle""#)).count();
+        for (set, workers) in sets.iter().zip(["1", "2", "4"]).skip(1) {
+            let differ: Vec<_> = sets[0].symmetric_difference(set).take(4).collect();
+            assert!(differ.is_empty(), "seed {seed}, 1 vs {workers} workers: {differ:#?}");
+        }
+    }
+    assert!(split > 1000, "only {split} flows ended idle");
+}
+
+/// Three pcap files, in time order, of `flows` UDP flows of 2 to 11
+/// datagrams each, with gaps shorter and longer than the idle timeout,
+/// starting anywhere in the first 3000 s.
+fn stepping_back_capture(seed: u64, flows: u32) -> [Vec<u8>; 3] {
+    // SplitMix64: a fixed sequence for a seed.
+    let mut state = seed;
+    let mut next = move |below: u64| {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % below
+    };
+    const S: u64 = 1_000_000_000;
+    const GAPS: [u64; 9] = [1, 5, 30, 100, 115, 125, 130, 200, 400];
+    let mut packets: Vec<(u64, Vec<u8>)> = Vec::new();
+    for f in 0..flows {
+        let mut ts = next(3000) * S;
+        let datagram = udp_frame([10, 0, (f >> 8) as u8, f as u8], 1000 + f as u16);
+        for _ in 0..2 + next(10) {
+            packets.push((ts, datagram.clone()));
+            ts += GAPS[next(GAPS.len() as u64) as usize] * S + next(S);
+        }
+    }
+    packets.sort_by_key(|p| p.0);
+    let third = packets.len() / 3;
+    let file = |part: &[(u64, Vec<u8>)]| {
+        let mut pcap = Vec::new();
+        for word in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, 65_535, 1] {
+            pcap.extend_from_slice(&word.to_le_bytes());
+        }
+        for (ts, frame) in part {
+            for word in [(ts / S) as u32, (ts % S) as u32, frame.len() as u32, frame.len() as u32] {
+                pcap.extend_from_slice(&word.to_le_bytes());
+            }
+            pcap.extend_from_slice(frame);
+        }
+        pcap
+    };
+    [
+        file(&packets[..third]),
+        file(&packets[third..2 * third]),
+        file(&packets[2 * third..]),
+    ]
+}
+
+/// Ethernet, IPv4 and UDP from `src`:`port` to 10.1.0.1:53, 20 bytes of data.
+fn udp_frame(src: [u8; 4], port: u16) -> Vec<u8> {
+    let mut frame = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    frame.extend_from_slice(&[0x45, 0, 0, 48, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    frame.extend_from_slice(&src);
+    frame.extend_from_slice(&[10, 1, 0, 1]);
+    frame.extend_from_slice(&port.to_be_bytes());
+    frame.extend_from_slice(&[0, 53, 0, 28, 0, 0]);
+    frame.extend_from_slice(&[b'x'; 20]);
+    frame
+}

@@ -279,4 +279,158 @@ mod tests {
         // 50 flows in 1024 bits with 3 hashes: about 0.2 % false positives.
         assert!(false_positives < 100, "{false_positives}");
     }
+
+    /// The bytes of an entry and of the header where the layout above puts
+    /// them, little-endian.
+    #[test]
+    fn an_entry_and_the_header_follow_the_documented_layout() {
+        let mut entry = BlockEntry::empty(0x0102_0304_0506_0708);
+        entry.add_record(0x1111, 0x2222);
+        entry.add_record(0x3333, 0x0100);
+        entry.flags = FLAG_NON_IP;
+        entry.bloom[0] = 0x8000_0000_0000_0001;
+        entry.bloom[15] = 0xff;
+        let bytes = entry.encode();
+        assert_eq!(bytes.len(), 176);
+        assert_eq!(bytes[0..8], [8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(bytes[8..16], 0x2322u64.to_le_bytes());
+        assert_eq!(bytes[16..24], 0x1111u64.to_le_bytes());
+        assert_eq!(bytes[24..32], 0x3333u64.to_le_bytes());
+        assert_eq!(bytes[32..36], 2u32.to_le_bytes());
+        assert_eq!(bytes[36..40], [1, 0, 0, 0]);
+        assert_eq!(bytes[40..48], [0; 8], "reserved");
+        assert_eq!(bytes[48..56], [1, 0, 0, 0, 0, 0, 0, 0x80]);
+        assert_eq!(bytes[168..176], [0xff, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(BlockEntry::decode(&bytes), entry);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.pcap.idx");
+        drop(IndexWriter::create(&path).unwrap());
+        let header = std::fs::read(&path).unwrap();
+        assert_eq!(header, [&b"SLUICEIX"[..], &[1, 0, 0, 0], &[0, 4, 0, 0]].concat());
+        assert_eq!(Index::read(&path).unwrap(), Index::default());
+    }
+
+    #[test]
+    fn a_file_of_another_kind_or_version_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.idx");
+        for (bytes, says) in [
+            (b"SLUICEI".to_vec(), "not a Sluice block index"),
+            (
+                [&b"SLUICEIY"[..], &[1, 0, 0, 0, 0, 4, 0, 0]].concat(),
+                "not a Sluice block index",
+            ),
+            (
+                [&b"SLUICEIX"[..], &[2, 0, 0, 0, 0, 4, 0, 0]].concat(),
+                "index version 2 with 1024-bit",
+            ),
+            (
+                [&b"SLUICEIX"[..], &[1, 0, 0, 0, 0, 8, 0, 0]].concat(),
+                "index version 1 with 2048-bit",
+            ),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            let e = Index::read(&path).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+            assert!(e.to_string().contains(says) && e.to_string().contains("bad.idx"), "{e}");
+        }
+        let e = Index::read(dir.path().join("missing.idx")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("missing.idx"), "{e}");
+        assert_eq!(index_path(Path::new("/d/x.pcapng")), PathBuf::from("/d/x.pcapng.idx"));
+    }
+
+    /// A block stamped from 10 to 20 is asked for by ranges that touch it
+    /// at either end, and not by ranges that end just before or start just
+    /// after; one whose packets came in reverse order likewise; an empty
+    /// one never.
+    #[test]
+    fn blocks_are_found_by_inclusive_time_ranges_and_flows() {
+        let mut forward = BlockEntry::empty(0);
+        forward.add_record(10, 1);
+        forward.add_record(20, 1);
+        let mut backward = BlockEntry::empty(0);
+        backward.add_record(20, 1);
+        backward.add_record(10, 1);
+        for block in [forward, backward] {
+            let index = Index {
+                blocks: vec![block.clone(), BlockEntry::empty(0)],
+            };
+            let found = |from, to| index.blocks_for(from, to, None).count();
+            assert_eq!(
+                [found(0, 9), found(0, 10), found(20, 30), found(21, 30), found(12, 13)],
+                [0, 1, 1, 0, 1]
+            );
+            assert_eq!(index.packets(), 2);
+            // The filter is empty: no flow is in the block, until it holds all.
+            assert_eq!(index.blocks_for(0, 30, Some(7)).count(), 0);
+            let mut all = block.clone();
+            all.hold_every_flow();
+            let index = Index { blocks: vec![all] };
+            assert_eq!(index.blocks_for(0, 30, Some(7)).count(), 1);
+        }
+    }
+
+    /// splitmix64's finaliser of the hash plus its increment, cut in three
+    /// 20-bit slices, each reduced to the 1024 bits of the filter.
+    #[test]
+    fn bloom_bits_are_three_slices_of_the_remixed_hash() {
+        let remix = |x: u64| {
+            let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        // splitmix64 seeded with 0 first returns 0xe220a8397b1dcdaf.
+        assert_eq!(remix(0), 0xe220_a839_7b1d_cdaf);
+        for hash in [0u64, 1, 0xdead_beef, u64::MAX] {
+            let h = remix(hash);
+            let expected = [
+                (h & 0x3ff) as usize,
+                ((h >> 20) & 0x3ff) as usize,
+                ((h >> 40) & 0x3ff) as usize,
+            ];
+            assert_eq!(bloom_bits(hash), expected, "{hash:#x}");
+            let mut block = BlockEntry::empty(0);
+            for bit in expected {
+                block.bloom[bit / 64] |= 1 << (bit % 64);
+            }
+            assert!(block.may_hold_flow(hash));
+            // Any one of the three bits missing: not in the block.
+            for bit in expected {
+                let mut less = block.clone();
+                less.bloom[bit / 64] &= !(1 << (bit % 64));
+                assert!(expected.iter().filter(|&&b| b == bit).count() > 1 || !less.may_hold_flow(hash));
+            }
+        }
+    }
+
+    /// An IP frame goes into the filter by its flow, and leaves the flags
+    /// alone; the first timestamp is the first record's.
+    #[test]
+    fn adding_a_frame_sets_its_flow_and_keeps_the_first_time() {
+        let mut frame = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+        frame.extend_from_slice(&[0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        frame.extend_from_slice(&[0x30, 0x39, 0, 53, 0, 8, 0, 0]);
+        let hash = sluice_wire::decode(LinkType::Ethernet, &frame)
+            .unwrap()
+            .key
+            .symmetric_hash();
+        let mut block = BlockEntry::empty(24);
+        block.add(5, 58, LinkType::Ethernet, &frame);
+        block.add(9, 58, LinkType::Ethernet, &frame);
+        assert!(block.may_hold_flow(hash));
+        assert_eq!(block.bloom.iter().map(|w| w.count_ones()).sum::<u32>(), 3 - dup(hash));
+        assert_eq!(
+            (block.flags, block.first_ts_ns, block.last_ts_ns, block.length),
+            (0, 5, 9, 116)
+        );
+    }
+
+    /// How many of a hash's three bits coincide with another of them.
+    fn dup(hash: u64) -> u32 {
+        let b = bloom_bits(hash);
+        u32::from(b[0] == b[1] || b[0] == b[2]) + u32::from(b[1] == b[2])
+    }
 }

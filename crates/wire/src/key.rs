@@ -26,7 +26,7 @@ pub struct FlowKey {
     /// IP protocol number of the transport layer.
     pub proto: u8,
     pub version: IpVersion,
-    /// Tunnel identifier (GRE key, VXLAN VNI, GTP-U TEID), 0 outside tunnels.
+    /// Tunnel identifier (the VNI of VXLAN, VXLAN-GPE and Geneve), 0 otherwise.
     pub tunnel_id: u32,
 }
 

@@ -3,14 +3,16 @@
 //! line `HTTP/1.x <code> ...` when the capture starts with a reply. The header block
 //! gives `host` (Host without its port), `http_user_agent`, and from the reply
 //! `http_status` and `http_content_type`. CONNECT is `HTTP_Connect`; WebDAV methods,
-//! OCSP and DASH content types name the application.
+//! OCSP and DASH content types name the application. Empty lines before the
+//! request line are passed over (RFC 9112 section 2.2). The cleartext HTTP/2
+//! connection preface (`PRI * HTTP/2.0`, RFC 9113 section 3.4) is `HTTP2`.
 
 use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "HTTP",
     wants: Wants::Tcp,
-    first_byte: FirstByte::is(ByteSet::range(b'A', b'Z')),
+    first_byte: FirstByte::is(ByteSet::range(b'A', b'Z').union(ByteSet::of(b"\r\n"))),
     inspect,
 }];
 
@@ -68,9 +70,25 @@ const MAX_HEADERS: usize = 128;
 /// Interim (1xx) replies skipped before the final one at most.
 const MAX_INTERIM: usize = 4;
 
+/// What a client sends first on HTTP/2 over cleartext TCP with prior
+/// knowledge (RFC 9113 section 3.4), before its SETTINGS frame.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
+    // RFC 9112 section 2.2: a server ignores at least one empty line
+    // received before the request line. Line ends alone name nothing yet.
+    let Some(start) = pkt.data.iter().position(|&b| b != b'\r' && b != b'\n') else {
+        return Verdict::Maybe;
+    };
+    let data = &pkt.data[start..];
+    if data.starts_with(H2_PREFACE) {
+        return Verdict::Yes(Found::new("HTTP2"));
+    }
+    if H2_PREFACE.starts_with(data) {
+        return Verdict::Maybe;
+    }
     let decided = ctx.meta.http_method.is_some() || ctx.meta.http_status.is_some();
-    let more = match message(pkt.data) {
+    let more = match message(data) {
         Message::Bad if decided => return Verdict::Yes(label(&ctx.meta)),
         Message::Bad => return Verdict::No,
         Message::Short if decided => true,
@@ -613,6 +631,43 @@ mod tests {
         assert_eq!(all_methods().map(<[u8]>::len).max(), Some(LONGEST_METHOD));
     }
 
+    /// RFC 9113 section 3.4: the preface, then the client's SETTINGS frame
+    /// (length 0, type 4, flags 0, stream 0), on any port.
+    #[test]
+    fn cleartext_http2_preface() {
+        let mut preface = H2_PREFACE.to_vec();
+        preface.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        for port in [80, 8080, 50051, 3000] {
+            let pkt = test_packet(Transport::Tcp, Side::Up, 39236, port, &preface);
+            let mut tc = TestContext::new();
+            assert_eq!(
+                inspect(&pkt, &mut tc.ctx()),
+                Verdict::Yes(Found::new("HTTP2")),
+                "port {port}"
+            );
+            assert!(tc.meta.http_method.is_none());
+        }
+        let mut tc = TestContext::new();
+        for cut in [1, 3, 14, 16, H2_PREFACE.len() - 1] {
+            assert_eq!(run(&mut tc, Side::Up, &preface[..cut]), Verdict::Maybe, "cut at {cut}");
+        }
+    }
+
+    /// RFC 9112 section 2.2: empty lines before the request line.
+    #[test]
+    fn empty_lines_before_a_request() {
+        let mut tc = TestContext::new();
+        for blank in [&b"\r\n"[..], b"\n", b"\r\n\r\n"] {
+            assert_eq!(run(&mut tc, Side::Up, blank), Verdict::Maybe);
+        }
+        let request = [&b"\r\n"[..], SPLIT_1, SPLIT_2].concat();
+        assert!(matches!(run(&mut tc, Side::Up, &request), Verdict::Yes(_)));
+        assert_eq!(tc.meta.host.as_deref(), Some("toni.lan"));
+        // Other whitespace is not an empty line.
+        let mut tc = TestContext::new();
+        assert_eq!(run(&mut tc, Side::Up, &[&b" "[..], SPLIT_1].concat()), Verdict::No);
+    }
+
     #[test]
     fn other_protocols() {
         for data in [
@@ -621,7 +676,8 @@ mod tests {
             b"RTSP/1.0 200 OK\r\nCSeq: 1\r\n\r\n",
             b"SSH-2.0-OpenSSH_8.9p1\r\n",
             b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
-            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSN\r\n\r\n",
+            b"PRI * HTTP/1.1\r\n\r\n",
             b"get / HTTP/1.1\r\n\r\n",
             b"GETS / HTTP/1.1\r\n",
             b"GET  HTTP/1.1\r\n",

@@ -33,6 +33,11 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let Some(&first) = data.first() else {
         return Verdict::No;
     };
+    // Tabs, line ends and form feeds pass the version, mode and stratum
+    // checks of NTPv1 below; a datagram of nothing else is no clock's.
+    if data.iter().all(u8::is_ascii_whitespace) {
+        return Verdict::No;
+    }
     let version = (first >> 3) & 0x7;
     let mode = first & 0x7;
     if !(1..=4).contains(&version) {
@@ -131,5 +136,9 @@ mod tests {
             check(40000, 123, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n0123456789"),
             Verdict::No
         );
+        // 48 bytes of CR LF: version 1, mode 5, stratum 10 by the bit layout,
+        // but only whitespace.
+        assert_eq!(check(40000, 123, &b"\r\n".repeat(24)), Verdict::No);
+        assert_eq!(check(40000, 123, &b"\t".repeat(48)), Verdict::No);
     }
 }

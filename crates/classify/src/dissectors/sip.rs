@@ -270,6 +270,12 @@ fn inspect(pkt: &Packet, ctx: &mut Context) -> Verdict {
             for n in 0..MAX_MESSAGES {
                 rest = rest.trim_ascii_start();
                 if rest.is_empty() {
+                    // Blank lines (RFC 5626's CRLF keep-alives, or the empty
+                    // line some clients send before a request) are no SIP
+                    // message: they name nothing until a message follows.
+                    if n == 0 {
+                        return Verdict::Maybe;
+                    }
                     break;
                 }
                 match message(pkt, rest, ctx) {
@@ -440,6 +446,23 @@ mod tests {
         assert_eq!(run(Transport::Tcp, 0, &head, &mut t), yes());
         assert_eq!(t.meta.commands.len(), 2);
         assert_eq!(t.expect.len(), 2);
+    }
+
+    /// Blank lines before a message wait for it; on their own they name nothing.
+    #[test]
+    fn blank_lines_are_no_message() {
+        let mut t = TestContext::new();
+        for blank in [&b"\r\n"[..], b" ", b"\r\n\r\n", b"\t\n"] {
+            assert_eq!(run(Transport::Tcp, 0, blank, &mut t), Verdict::Maybe, "{blank:?}");
+            assert_eq!(run(Transport::Udp, 0, blank, &mut t), Verdict::No, "{blank:?}");
+            let mut then = blank.to_vec();
+            then.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+            assert_eq!(run(Transport::Tcp, 0, &then, &mut t), Verdict::No, "{then:?}");
+            let mut then = blank.to_vec();
+            then.extend_from_slice(INVITE);
+            assert_eq!(run(Transport::Tcp, 0, &then, &mut t), yes(), "{blank:?} then an INVITE");
+        }
+        assert!(t.meta.commands.len() == 1);
     }
 
     #[test]

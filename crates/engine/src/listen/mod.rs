@@ -9,7 +9,8 @@
 //!   thread live.
 //! - **Flow listeners** ([`FlowListener`]) live in each worker beside its
 //!   flow table and classifier chain, which every packet meets once: flow
-//!   records ([`records`]) and per-interval statistics ([`stats`]).
+//!   records ([`records`]), their exporting sinks ([`export`]: [`ipfix`])
+//!   and per-interval statistics ([`stats`]).
 //!
 //! Each listener states its loss policy. The recorder is lossless (the
 //! slowest listener holds the source back, HPCAP's rule) or drops and
@@ -20,6 +21,8 @@
 pub(crate) mod abstractor;
 pub(crate) mod alarms;
 pub(crate) mod breakdowns;
+pub(crate) mod export;
+pub(crate) mod ipfix;
 pub(crate) mod record;
 pub(crate) mod records;
 pub(crate) mod stats;

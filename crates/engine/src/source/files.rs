@@ -706,9 +706,12 @@ impl<'f> Reader<'f> {
             // Multiply-shift maps the hash onto the workers without a division.
             let w = (((packet.hash >> 32) * workers) >> 32) as usize;
             let batch = &mut self.pending[w];
-            batch.packets.push(*packet);
-            self.dealt += 1;
             self.clock_ns = self.clock_ns.max(packet.ts_ns);
+            batch.packets.push(PacketDesc {
+                clock_ns: self.clock_ns,
+                ..*packet
+            });
+            self.dealt += 1;
             if batch.packets.len() == BATCH {
                 self.send(w, Some(bytes));
             }

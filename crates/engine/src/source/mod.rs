@@ -44,6 +44,11 @@ pub(crate) struct PacketDesc {
     pub decoded: Decoded,
     /// Its position in the input, as the reader dealt it.
     pub order: u64,
+    /// The input's clock at this packet: the latest packet time dealt so
+    /// far, this one's included. Flows expire by it, so that which flows a
+    /// packet finds over does not depend on which worker had news of the
+    /// clock when (it is the packet's own time unless timestamps went back).
+    pub clock_ns: u64,
 }
 
 /// Packets of one file for one worker. Batches travel back to the reader
@@ -74,5 +79,6 @@ pub(crate) fn count_undecodable(d: &mut Drops, e: DecodeError) {
         DecodeError::Truncated { .. } => d.truncated_frames += 1,
         DecodeError::Malformed { .. } => d.malformed_frames += 1,
         DecodeError::TooDeep => d.too_deeply_tunnelled += 1,
+        DecodeError::Encrypted { .. } => d.encrypted_frames += 1,
     }
 }

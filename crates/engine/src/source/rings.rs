@@ -505,6 +505,8 @@ fn process_block(
                         decoded,
                         // Arrival is the only order a live link has.
                         order: raw.ts_ns,
+                        // Each worker keeps the clock of its own packets.
+                        clock_ns: raw.ts_ns,
                     });
                     frames.0.push(raw.data);
                 }

@@ -1,0 +1,411 @@
+//! The `flows` listener's IPFIX sink (`flows: {ipfix: udp://HOST:PORT}`,
+//! `--ipfix`): each worker encodes its records as IPFIX data records
+//! (`sluice_export::ipfix`), and an exporter thread packs them into
+//! messages of at most an MTU and sends them to a collector over UDP or
+//! TCP, or writes them to a file (RFC 5655's IPFIX file: messages one
+//! after another).
+//!
+//! Over UDP the templates go out first and again every
+//! [`TEMPLATE_REFRESH`] (a collector that starts late, or lost them, learns
+//! them again); what the socket refuses is counted as failed. Over TCP they
+//! go once per connection; a write that the collector does not take at
+//! once is back-pressure, counted with the time waited, and a broken
+//! connection is retried every second, its records counted as failed
+//! meanwhile. A file gets the templates once, and its writes wait for the
+//! disk: no record is lost.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::RecvTimeoutError;
+use sluice_export::ipfix::{IpfixEncoder, Packer};
+use sluice_export::schema::Record;
+
+use crate::listen::export::{ChunkEncoder, ExportReport, ExportWorker, Inbox, Queue, queue};
+use crate::probe::RunError;
+use crate::publish::Published;
+
+/// How often the templates are sent again over UDP.
+pub(crate) const TEMPLATE_REFRESH: Duration = Duration::from_secs(30);
+
+/// How long a TCP write may wait for the collector before the connection
+/// is taken for dead.
+const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A write slower than this was held back by the collector.
+const BACKPRESSURE: Duration = Duration::from_millis(1);
+
+/// Where the messages go, as `udp://HOST:PORT`, `tcp://HOST:PORT` or
+/// `file:PATH` says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destination {
+    Udp(String),
+    Tcp(String),
+    File(PathBuf),
+}
+
+impl Destination {
+    pub fn parse(text: &str) -> Result<Destination, String> {
+        let bad = || format!("{text:?}: give udp://HOST:PORT, tcp://HOST:PORT or file:PATH (the IPFIX port is 4739)");
+        if let Some(path) = text.strip_prefix("file:") {
+            if path.is_empty() {
+                return Err(bad());
+            }
+            return Ok(Destination::File(PathBuf::from(path)));
+        }
+        let (scheme, address) = text.split_once("://").ok_or_else(bad)?;
+        let has_port = address
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !has_port {
+            return Err(bad());
+        }
+        match scheme {
+            "udp" => Ok(Destination::Udp(address.to_string())),
+            "tcp" => Ok(Destination::Tcp(address.to_string())),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Destination::Udp(a) => write!(f, "udp://{a}"),
+            Destination::Tcp(a) => write!(f, "tcp://{a}"),
+            Destination::File(p) => write!(f, "file:{}", p.display()),
+        }
+    }
+}
+
+/// Each record framed as the exporter reads it: its template, its
+/// length, its bytes.
+struct Framed(IpfixEncoder);
+
+impl ChunkEncoder for Framed {
+    fn encode(&mut self, record: &Record, chunk: &mut Vec<u8>) {
+        let start = chunk.len();
+        chunk.extend_from_slice(&[0; 4]);
+        let template = self.0.encode(record, chunk);
+        let len = (chunk.len() - start - 4) as u16;
+        chunk[start..start + 2].copy_from_slice(&template.to_be_bytes());
+        chunk[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// The sink: its queue and its exporter thread.
+pub(crate) struct Ipfix {
+    queue: Queue,
+    thread: thread::JoinHandle<ExportReport>,
+}
+
+impl Ipfix {
+    /// Opens the destination (a TCP collector must be listening) and
+    /// starts the exporter.
+    pub(crate) fn start(
+        destination: &str,
+        mtu: usize,
+        rate: Option<sluice_units::Rate>,
+        workers: usize,
+        published: Published,
+    ) -> Result<Ipfix, RunError> {
+        let config = |message: String| {
+            RunError::Config(crate::config::ConfigError::Value {
+                key: "flows.ipfix".into(),
+                message,
+            })
+        };
+        let destination = Destination::parse(destination).map_err(config)?;
+        let lossless = matches!(destination, Destination::File(_));
+        let transport = Transport::open(&destination).map_err(|e| config(format!("{destination}: {e}")))?;
+        // A message fits in one IP packet of the path's MTU.
+        let ip_header = match &transport {
+            Transport::Udp(s) if s.peer_addr().is_ok_and(|a| a.is_ipv6()) => 40,
+            _ => 20,
+        };
+        let max_len = mtu.saturating_sub(ip_header + 8).max(512);
+        let (queue, inbox) = queue(workers, lossless);
+        let exporter = Exporter {
+            transport,
+            packer: Packer::new(max_len, 1),
+            report: ExportReport {
+                sink: "ipfix",
+                destination: destination.to_string(),
+                ..ExportReport::default()
+            },
+            destination,
+            templates_sent: None,
+            published,
+            pace: rate.map(|rate| Pace {
+                rate,
+                next: Instant::now(),
+            }),
+        };
+        let thread = thread::Builder::new()
+            .name("sluice-ipfix".into())
+            .spawn(move || exporter.run(inbox))
+            .map_err(|source| RunError::Threads { source })?;
+        Ok(Ipfix { queue, thread })
+    }
+
+    pub(crate) fn worker_part(&self) -> impl crate::listen::FlowListener + use<> {
+        let part: ExportWorker<Framed> = self.queue.worker_part(Framed(IpfixEncoder::default()));
+        part
+    }
+
+    /// Once every worker has dropped its part: the last messages, and
+    /// what the sink did.
+    pub(crate) fn finish(self) -> ExportReport {
+        drop(self.queue);
+        self.thread.join().expect("the IPFIX exporter panicked")
+    }
+}
+
+enum Transport {
+    /// Connected to the collector: a datagram it refused (ICMP port
+    /// unreachable) makes the next send fail, and that is counted.
+    Udp(UdpSocket),
+    Tcp(Option<TcpStream>, Vec<SocketAddr>, Instant),
+    File(std::io::BufWriter<std::fs::File>),
+}
+
+fn resolve(address: &str) -> std::io::Result<Vec<SocketAddr>> {
+    let addresses: Vec<SocketAddr> = address.to_socket_addrs()?.collect();
+    if addresses.is_empty() {
+        return Err(std::io::Error::other("the name has no address"));
+    }
+    Ok(addresses)
+}
+
+impl Transport {
+    fn open(destination: &Destination) -> std::io::Result<Transport> {
+        match destination {
+            Destination::Udp(address) => {
+                let to = resolve(address)?[0];
+                let local: SocketAddr = if to.is_ipv6() {
+                    "[::]:0".parse().expect("an address")
+                } else {
+                    "0.0.0.0:0".parse().expect("an address")
+                };
+                let socket = UdpSocket::bind(local)?;
+                socket.connect(to)?;
+                Ok(Transport::Udp(socket))
+            }
+            Destination::Tcp(address) => {
+                let addresses = resolve(address)?;
+                let stream = connect(&addresses)?;
+                Ok(Transport::Tcp(Some(stream), addresses, Instant::now()))
+            }
+            Destination::File(path) => {
+                let file = std::fs::File::create(path)?;
+                Ok(Transport::File(std::io::BufWriter::with_capacity(1 << 20, file)))
+            }
+        }
+    }
+}
+
+fn connect(addresses: &[SocketAddr]) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for a in addresses {
+        match TcpStream::connect_timeout(a, Duration::from_secs(2)) {
+            Ok(stream) => {
+                stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT))?;
+                stream.set_nodelay(true)?;
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address")))
+}
+
+struct Exporter {
+    transport: Transport,
+    destination: Destination,
+    packer: Packer,
+    report: ExportReport,
+    /// When the templates last went out (on this connection).
+    templates_sent: Option<Instant>,
+    published: Published,
+    pace: Option<Pace>,
+}
+
+/// Spaces messages to a rate, in bursts of at most a millisecond's worth.
+struct Pace {
+    rate: sluice_units::Rate,
+    /// When the next message is due.
+    next: Instant,
+}
+
+impl Pace {
+    fn wait(&mut self, bytes: usize) {
+        let now = Instant::now();
+        if self.next > now + Duration::from_millis(1) {
+            thread::sleep(self.next - now);
+        }
+        let gap = match self.rate {
+            sluice_units::Rate::PacketsPerSec(n) => Duration::from_secs_f64(1.0 / n.max(1) as f64),
+            sluice_units::Rate::BitsPerSec(n) => Duration::from_secs_f64(bytes as f64 * 8.0 / n.max(1) as f64),
+        };
+        self.next = self.next.max(now) + gap;
+    }
+}
+
+fn unix_seconds() -> u32 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
+}
+
+impl Exporter {
+    fn run(mut self, inbox: Inbox) -> ExportReport {
+        let mut last_publish = Instant::now();
+        loop {
+            match inbox.chunks.recv_timeout(Duration::from_secs(1)) {
+                Ok(mut chunk) => {
+                    self.export(&chunk.bytes);
+                    chunk.bytes.clear();
+                    let _ = inbox.empty.try_send(chunk.bytes);
+                }
+                Err(RecvTimeoutError::Timeout) => self.templates_if_due(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if last_publish.elapsed() >= Duration::from_secs(1) {
+                self.report.dropped_queue_full = inbox.counters.queue_full.load(Ordering::Relaxed);
+                self.report.publish("ipfix", &self.published);
+                last_publish = Instant::now();
+            }
+        }
+        let mut sent = std::mem::replace(&mut self.packer, Packer::new(0, 0));
+        sent.flush(&mut |m, n| self.send(m, n));
+        if let Transport::File(file) = &mut self.transport
+            && let Err(e) = file.flush()
+        {
+            self.report.last_error = Some(format!("{}: {e}", self.destination));
+        }
+        self.report.dropped_queue_full = inbox.counters.queue_full.load(Ordering::Relaxed);
+        self.report.publish("ipfix", &self.published);
+        self.report
+    }
+
+    /// Sends the templates when none went out yet (on this connection), or
+    /// over UDP when the last were sent long enough ago.
+    fn templates_if_due(&mut self) {
+        self.reconnect_if_due();
+        let due = match (&self.transport, self.templates_sent) {
+            (_, None) => true,
+            (Transport::Udp(_), Some(at)) => at.elapsed() >= TEMPLATE_REFRESH,
+            _ => false,
+        };
+        if due {
+            let mut packer = std::mem::replace(&mut self.packer, Packer::new(0, 0));
+            packer.templates(unix_seconds(), &mut |m, n| self.send(m, n));
+            self.packer = packer;
+            self.templates_sent = Some(Instant::now());
+            *self.report.counters.entry("template_messages").or_default() += 1;
+        }
+    }
+
+    /// A broken TCP connection is tried again once a second; a new one
+    /// starts without templates.
+    fn reconnect_if_due(&mut self) {
+        if let Transport::Tcp(stream @ None, addresses, retry_at) = &mut self.transport
+            && retry_at.elapsed() >= Duration::from_secs(1)
+        {
+            *retry_at = Instant::now();
+            if let Ok(s) = connect(addresses) {
+                *stream = Some(s);
+                *self.report.counters.entry("reconnections").or_default() += 1;
+                self.templates_sent = None;
+            }
+        }
+    }
+
+    /// Packs and sends the framed records of a chunk.
+    fn export(&mut self, mut framed: &[u8]) {
+        self.templates_if_due();
+        let now = unix_seconds();
+        let mut packer = std::mem::replace(&mut self.packer, Packer::new(0, 0));
+        while framed.len() >= 4 {
+            let template = u16::from_be_bytes([framed[0], framed[1]]);
+            let len = u16::from_be_bytes([framed[2], framed[3]]) as usize;
+            packer.push(template, &framed[4..4 + len], now, &mut |m, n| self.send(m, n));
+            framed = &framed[4 + len..];
+        }
+        // A chunk's records go out as they came, not when the next chunk
+        // fills the message.
+        packer.flush(&mut |m, n| self.send(m, n));
+        self.packer = packer;
+    }
+
+    fn fail(&mut self, records: u32, error: std::io::Error) {
+        self.report.failed += u64::from(records);
+        self.report.last_error = Some(error.to_string());
+    }
+
+    fn send(&mut self, message: &[u8], records: u32) {
+        if let Some(pace) = &mut self.pace {
+            pace.wait(message.len());
+        }
+        let result = match &mut self.transport {
+            Transport::Udp(socket) => socket.send(message).map(|_| ()),
+            Transport::File(file) => file.write_all(message),
+            Transport::Tcp(stream, _, retry_at) => match stream {
+                None => Err(std::io::Error::other("not connected to the collector")),
+                Some(s) => {
+                    let started = Instant::now();
+                    let written = s.write_all(message);
+                    let waited = started.elapsed();
+                    if waited >= BACKPRESSURE {
+                        *self.report.counters.entry("backpressure_waits").or_default() += 1;
+                        *self.report.counters.entry("backpressure_ms").or_default() += waited.as_millis() as u64;
+                    }
+                    if written.is_err() {
+                        *stream = None;
+                        *retry_at = Instant::now();
+                    }
+                    written
+                }
+            },
+        };
+        match result {
+            Ok(()) => {
+                self.report.records += u64::from(records);
+                self.report.messages += 1;
+                self.report.bytes += message.len() as u64;
+            }
+            Err(e) => self.fail(records, e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_parse_and_print_back() {
+        for text in [
+            "udp://127.0.0.1:4739",
+            "tcp://collector.example:4739",
+            "udp://[::1]:4739",
+            "file:out.ipfix",
+        ] {
+            assert_eq!(Destination::parse(text).unwrap().to_string(), text);
+        }
+        for bad in [
+            "127.0.0.1:4739",
+            "udp://127.0.0.1",
+            "sctp://h:1",
+            "file:",
+            "udp://:4739",
+        ] {
+            let e = Destination::parse(bad).unwrap_err();
+            assert!(e.contains("udp://HOST:PORT"), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,590 @@
+//! IPFIX export (`--ipfix`) read by real collectors started here: nfdump's
+//! `nfcapd` (what `nfdump -o json` then prints of each flow), GoFlow2 (its
+//! JSON), tshark's IPFIX dissector reading an IPFIX file, and a TCP
+//! collector of the test's own that checks message framing and sequence
+//! numbers as RFC 7011 defines them. Each compares with the JSON records
+//! of the same run. A tool that is not installed is skipped with a message
+//! (`.ci/run` installs them).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use common::{SLUICE, flow_records, run, shared_scratch, sluice};
+use serde_json::Value;
+
+/// A generated mix of some 2,600 flows, IPv4 and IPv6, made once.
+static MIX: LazyLock<PathBuf> = LazyLock::new(|| {
+    let dir = shared_scratch("ipfix-mix");
+    let path = dir.join("mix.pcap");
+    run(
+        SLUICE,
+        &[
+            "gen",
+            "--profile",
+            "mix",
+            "--packets",
+            "20000",
+            "--seed",
+            "3",
+            "-w",
+            path.to_str().unwrap(),
+        ],
+    );
+    path
+});
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A larger mix, some 20,000 flows: more IPFIX than loopback's socket
+/// buffers hold.
+static BIG_MIX: LazyLock<PathBuf> = LazyLock::new(|| {
+    let dir = shared_scratch("ipfix-big-mix");
+    let path = dir.join("mix.pcap");
+    run(
+        SLUICE,
+        &[
+            "gen",
+            "--profile",
+            "mix",
+            "--packets",
+            "150000",
+            "--seed",
+            "4",
+            "-w",
+            path.to_str().unwrap(),
+        ],
+    );
+    path
+});
+
+/// `sluice analyze MIX -q -o OUT EXTRA...`, which must succeed; its summary.
+fn analyze(out: &Path, extra: &[&str]) -> Value {
+    analyze_file(&MIX, out, extra)
+}
+
+fn analyze_file(input: &Path, out: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["analyze", s(input), "-q", "-o", s(out)];
+    args.extend_from_slice(extra);
+    let output = sluice(&args);
+    assert!(
+        output.status.success(),
+        "sluice {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// A program on the PATH or where `go install` puts it; `None` with a
+/// message when absent.
+fn tool(name: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file());
+    let go_bin = std::env::var_os("HOME").map(|h| PathBuf::from(h).join("go/bin").join(name));
+    match on_path.or(go_bin.filter(|p| p.is_file())) {
+        Some(p) => Some(p),
+        None => {
+            eprintln!("skipping: {name} is not installed (.ci/run installs it)");
+            None
+        }
+    }
+}
+
+/// A UDP port free on loopback now.
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A child killed when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Stops a collector with SIGTERM, so that it writes out what it holds.
+fn terminate(child: &mut Running) {
+    let _ = Command::new("kill").arg(child.0.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.0.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the collector did not stop");
+}
+
+/// Waits until something listens on the UDP port (a collector starting).
+fn wait_for_udp(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+        assert!(Instant::now() < deadline, "nothing listens on udp port {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// A record's endpoints as collectors print them.
+fn endpoints(r: &Value) -> (String, u64, String, u64) {
+    (
+        r["src_ip"].as_str().unwrap().to_string(),
+        u(&r["src_port"]),
+        r["dst_ip"].as_str().unwrap().to_string(),
+        u(&r["dst_port"]),
+    )
+}
+
+/// The TCP flags a direction's counts say were seen, as `tcpControlBits`.
+fn flags(r: &Value, side: &str) -> u64 {
+    ["fin", "syn", "rst", "psh", "ack", "urg", "ece", "cwr"]
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| u(&r[format!("{side}_{f}")]) > 0)
+        .map(|(i, _)| 1u64 << i)
+        .sum()
+}
+
+/// Milliseconds since the epoch as nfdump 1.7 prints them in JSON (UTC).
+fn nfdump_time(ms: u64) -> String {
+    let (days, rest) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
+/// nfcapd (nfdump 1.7.1) stores every flow with both directions' packets
+/// and bytes (from the RFC 5103 reverse elements), the client's TCP flags
+/// and the times to the millisecond; its own count of sequence errors
+/// (lost messages) is 0, and so are ours.
+#[test]
+fn nfcapd_stores_the_flows_of_the_records() {
+    let (Some(nfcapd), Some(nfdump)) = (tool("nfcapd"), tool("nfdump")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("nfcapd");
+    std::fs::create_dir(&store).unwrap();
+    let port = free_udp_port();
+    let log = std::fs::File::create(dir.path().join("nfcapd.log")).unwrap();
+    // A receive buffer that holds a burst of the exporter's messages.
+    let mut collector = Running(
+        Command::new(nfcapd)
+            .args([
+                "-B",
+                "4194304",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-t",
+                "3600",
+                "-w",
+            ])
+            .arg(&store)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_udp(port);
+    let out = dir.path().join("out");
+    let destination = format!("udp://127.0.0.1:{port}");
+    let summary = analyze(&out, &["--ipfix", &destination, "--ipfix-rate", "20kpps"]);
+    let export = &summary["exports"][0];
+    let records = flow_records(&out);
+    assert_eq!(u(&export["records"]), records.len() as u64, "{export}");
+    assert_eq!(u(&export["failed"]) + u(&export["dropped_queue_full"]), 0, "{export}");
+    std::thread::sleep(Duration::from_millis(300));
+    terminate(&mut collector);
+    let log = std::fs::read_to_string(dir.path().join("nfcapd.log")).unwrap();
+    assert!(log.contains("Sequence Errors: 0"), "{log}");
+
+    let files: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("nfcapd.2"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let printed = Command::new(nfdump)
+        .env("TZ", "UTC")
+        .args(["-o", "json", "-r"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    assert!(printed.status.success(), "{}", String::from_utf8_lossy(&printed.stderr));
+    let stored: Vec<Value> = serde_json::from_slice(&printed.stdout).unwrap();
+    assert_eq!(stored.len(), records.len());
+
+    let by_endpoints: BTreeMap<_, &Value> = records.iter().map(|r| (endpoints(r), r)).collect();
+    assert_eq!(by_endpoints.len(), records.len(), "endpoints name each flow once");
+    let mut v6 = 0;
+    for f in &stored {
+        let src = f.get("src4_addr").or(f.get("src6_addr")).unwrap();
+        let dst = f.get("dst4_addr").or(f.get("dst6_addr")).unwrap();
+        v6 += usize::from(f.get("src6_addr").is_some());
+        // ICMP flows have no ports (0 in the records): nfdump prints the
+        // type and code instead, and no TCP flags.
+        let port = |name: &str| f.get(name).map_or(0, u);
+        let key = (
+            src.as_str().unwrap().to_string(),
+            port("src_port"),
+            dst.as_str().unwrap().to_string(),
+            port("dst_port"),
+        );
+        let r = by_endpoints
+            .get(&key)
+            .unwrap_or_else(|| panic!("nfdump has a flow Sluice has not: {f}"));
+        let what = format!("{f}\n{r}");
+        assert_eq!(u(&f["in_packets"]), u(&r["c2s_packets"]), "{what}");
+        assert_eq!(u(&f["in_bytes"]), u(&r["c2s_bytes"]), "{what}");
+        assert_eq!(u(&f["out_packets"]), u(&r["s2c_packets"]), "{what}");
+        assert_eq!(u(&f["out_bytes"]), u(&r["s2c_bytes"]), "{what}");
+        assert_eq!(f["first"], nfdump_time(u(&r["first_ts_ns"]) / 1_000_000), "{what}");
+        assert_eq!(f["last"], nfdump_time(u(&r["last_ts_ns"]) / 1_000_000), "{what}");
+        let l4 = match r["l4"].as_str().unwrap() {
+            "TCP" => 6,
+            "UDP" => 17,
+            "ICMP" => 1,
+            "ICMPV6" => 58,
+            other => other.parse().unwrap_or(0),
+        };
+        assert_eq!(u(&f["proto"]), l4, "{what}");
+        let Some(nf_flags) = f["tcp_flags"].as_str() else {
+            assert!(f.get("icmp_type").is_some(), "{what}");
+            continue;
+        };
+        // nfdump spells the flags as `CEUAPRSF`, a dot for each not set.
+        let bits: u64 = nf_flags
+            .chars()
+            .rev()
+            .enumerate()
+            .filter(|(_, c)| *c != '.')
+            .map(|(i, _)| 1 << i)
+            .sum();
+        assert_eq!(bits, flags(r, "c2s"), "{what}");
+    }
+    assert!(v6 > 0, "the mix has IPv6 flows, which use the second template");
+}
+
+/// GoFlow2 decodes the same flows: endpoints, the client's packets,
+/// bytes and TCP flags (it has no field for the reverse ones, and keeps
+/// the last `tcpControlBits`, the forward one) and both times to the
+/// nanosecond, from `flowStartNanoseconds` and `flowEndNanoseconds`.
+#[test]
+fn goflow2_decodes_the_flows_of_the_records() {
+    let Some(goflow2) = tool("goflow2") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let metrics_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let decoded = dir.path().join("goflow2.json");
+    // One worker: with several, a data message may be decoded before the
+    // template message another worker holds.
+    let mut collector = Running(
+        Command::new(goflow2)
+            .arg("-listen")
+            .arg(format!("netflow://127.0.0.1:{port}?workers=1"))
+            .args(["-format", "json", "-addr"])
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .arg("-transport.file")
+            .arg(&decoded)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_udp(port);
+    let out = dir.path().join("out");
+    let destination = format!("udp://127.0.0.1:{port}");
+    analyze(&out, &["--ipfix", &destination, "--ipfix-rate", "2kpps"]);
+    let records = flow_records(&out);
+    // It writes each flow as it decodes it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lines = Vec::new();
+    while Instant::now() < deadline {
+        lines = std::fs::read_to_string(&decoded)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        if lines.len() >= records.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    terminate(&mut collector);
+    assert_eq!(lines.len(), records.len());
+    let by_endpoints: BTreeMap<_, &Value> = records.iter().map(|r| (endpoints(r), r)).collect();
+    for line in &lines {
+        let g: Value = serde_json::from_str(line).unwrap();
+        let key = (
+            g["src_addr"].as_str().unwrap().to_string(),
+            u(&g["src_port"]),
+            g["dst_addr"].as_str().unwrap().to_string(),
+            u(&g["dst_port"]),
+        );
+        let r = by_endpoints
+            .get(&key)
+            .unwrap_or_else(|| panic!("GoFlow2 has a flow Sluice has not: {g}"));
+        let what = format!("{g}\n{r}");
+        assert_eq!(g["type"], "IPFIX");
+        assert_eq!(u(&g["packets"]), u(&r["c2s_packets"]), "{what}");
+        assert_eq!(u(&g["bytes"]), u(&r["c2s_bytes"]), "{what}");
+        assert_eq!(u(&g["time_flow_start_ns"]), u(&r["first_ts_ns"]), "{what}");
+        assert_eq!(u(&g["time_flow_end_ns"]), u(&r["last_ts_ns"]), "{what}");
+        assert_eq!(u(&g["tcp_flags"]), flags(r, "c2s"), "{what}");
+    }
+}
+
+/// tshark reads an IPFIX file (`file:PATH`) with no warning of any kind,
+/// and finds every flow: one source port per record, and the forward and
+/// reverse octets and packets adding up to the records' totals.
+#[test]
+fn tshark_reads_the_ipfix_file_without_a_warning() {
+    let Some(tshark) = tool("tshark") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = dir.path().join("flows.ipfix");
+    let destination = format!("file:{}", file.display());
+    let summary = analyze(&out, &["--ipfix", &destination]);
+    let records = flow_records(&out);
+    assert_eq!(u(&summary["exports"][0]["records"]), records.len() as u64);
+    // Wireshark decodes templates of at most 60 fields unless told more.
+    let prefs = ["-o", "cflow.max_template_fields:128"];
+    let verbose = Command::new(&tshark)
+        .args(prefs)
+        .arg("-r")
+        .arg(&file)
+        .arg("-V")
+        .output()
+        .unwrap();
+    assert!(verbose.status.success());
+    let text = String::from_utf8_lossy(&verbose.stdout);
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("Expert Info")).take(5).collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(text.contains("applicationName") || text.contains("APPLICATION_NAME"));
+
+    let fields = Command::new(&tshark)
+        .args(prefs)
+        .arg("-r")
+        .arg(&file)
+        .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"])
+        .args(["-e", "cflow.srcport", "-e", "cflow.octets", "-e", "cflow.packets"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(fields.stdout).unwrap();
+    let (mut ports, mut octets, mut packets) = (0u64, 0u64, 0u64);
+    for line in text.lines() {
+        let columns: Vec<&str> = line.split('\t').collect();
+        let numbers = |c: &str| -> Vec<u64> {
+            c.split(',')
+                .filter(|n| !n.is_empty())
+                .map(|n| n.parse().unwrap())
+                .collect()
+        };
+        ports += numbers(columns[0]).len() as u64;
+        octets += numbers(columns[1]).iter().sum::<u64>();
+        packets += numbers(columns[2]).iter().sum::<u64>();
+    }
+    let total = |f: &str| records.iter().map(|r| u(&r[f])).sum::<u64>();
+    assert_eq!(ports, records.len() as u64);
+    assert_eq!(octets, total("bytes"));
+    assert_eq!(packets, total("packets"));
+}
+
+/// One IPFIX message as RFC 7011 frames it: its header's fields and sets.
+struct Message {
+    sequence: u32,
+    domain: u32,
+    /// Set id and the set's bytes after its header.
+    sets: Vec<(u16, Vec<u8>)>,
+}
+
+/// Splits a TCP stream into messages, checking each length field.
+fn messages(mut stream: &[u8]) -> Vec<Message> {
+    let mut out = Vec::new();
+    while !stream.is_empty() {
+        assert!(stream.len() >= 16, "a message header cut short");
+        assert_eq!(u16::from_be_bytes([stream[0], stream[1]]), 10, "version 10");
+        let len = u16::from_be_bytes([stream[2], stream[3]]) as usize;
+        let (message, rest) = stream.split_at(len);
+        let mut sets = Vec::new();
+        let mut body = &message[16..];
+        while !body.is_empty() {
+            let id = u16::from_be_bytes([body[0], body[1]]);
+            let set_len = u16::from_be_bytes([body[2], body[3]]) as usize;
+            assert!(set_len >= 4 && set_len <= body.len(), "a set overruns its message");
+            sets.push((id, body[4..set_len].to_vec()));
+            body = &body[set_len..];
+        }
+        out.push(Message {
+            sequence: u32::from_be_bytes(message[8..12].try_into().unwrap()),
+            domain: u32::from_be_bytes(message[12..16].try_into().unwrap()),
+            sets,
+        });
+        stream = rest;
+    }
+    out
+}
+
+/// The data records of a set, given each template's field lengths
+/// (65535 for variable-length ones).
+fn data_records(set: &[u8], lengths: &[u16]) -> usize {
+    let mut at = 0;
+    let mut n = 0;
+    while at < set.len() {
+        for &len in lengths {
+            at += match len {
+                65535 => match set[at] {
+                    255 => 3 + u16::from_be_bytes([set[at + 1], set[at + 2]]) as usize,
+                    short => 1 + short as usize,
+                },
+                fixed => fixed as usize,
+            };
+        }
+        n += 1;
+    }
+    assert_eq!(at, set.len(), "records fill their set exactly");
+    n
+}
+
+/// Over TCP, the templates come first; every data set parses with its
+/// template to whole records; each message's sequence number counts the
+/// data records before it; every record arrives. A collector that stops
+/// reading for a while holds the exporter back, which counts it.
+#[test]
+fn tcp_messages_are_framed_and_numbered_and_backpressure_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let collector = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        // Not reading at first: the exporter's writes wait.
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut bytes = Vec::new();
+        stream.read_to_end(&mut bytes).unwrap();
+        bytes
+    });
+    let out = dir.path().join("out");
+    let destination = format!("tcp://127.0.0.1:{port}");
+    let summary = analyze_file(&BIG_MIX, &out, &["--ipfix", &destination]);
+    let bytes = collector.join().unwrap();
+    let records = flow_records(&out);
+    let export = &summary["exports"][0];
+    assert_eq!(u(&export["records"]), records.len() as u64, "{export}");
+    assert_eq!(u(&export["bytes"]), bytes.len() as u64);
+    assert!(u(&export["backpressure_waits"]) > 0, "{export}");
+
+    let messages = messages(&bytes);
+    assert_eq!(u(&export["messages"]), messages.len() as u64);
+    let mut templates: BTreeMap<u16, Vec<u16>> = BTreeMap::new();
+    let mut expected_sequence = 0u32;
+    for m in &messages {
+        assert_eq!(m.domain, 1);
+        assert_eq!(m.sequence, expected_sequence);
+        assert!(m.sets.iter().map(|(_, s)| s.len() + 4).sum::<usize>() + 16 <= 1472);
+        for (id, set) in &m.sets {
+            if *id == 2 {
+                let mut at = 0;
+                while at < set.len() {
+                    let template = u16::from_be_bytes([set[at], set[at + 1]]);
+                    let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
+                    at += 4;
+                    let mut lengths = Vec::new();
+                    for _ in 0..count {
+                        let id = u16::from_be_bytes([set[at], set[at + 1]]);
+                        lengths.push(u16::from_be_bytes([set[at + 2], set[at + 3]]));
+                        at += if id & 0x8000 != 0 { 8 } else { 4 };
+                    }
+                    templates.insert(template, lengths);
+                }
+            } else {
+                let lengths = templates.get(id).expect("data only after its template");
+                expected_sequence += data_records(set, lengths) as u32;
+            }
+        }
+    }
+    assert_eq!(templates.keys().copied().collect::<Vec<_>>(), [256, 257]);
+    assert_eq!(expected_sequence as usize, records.len());
+}
+
+/// Over UDP with no collector, the datagrams the destination refuses are
+/// counted as failed, in the summary and the printed report: nothing
+/// disappears unsaid, and the run goes on.
+#[test]
+fn udp_records_a_closed_port_refuses_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_udp_port();
+    let out = dir.path().join("out");
+    let destination = format!("udp://127.0.0.1:{port}");
+    let output = sluice(&["analyze", s(&MIX), "-o", s(&out), "--ipfix", &destination]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let export = &summary["exports"][0];
+    let flows = u(&summary["flows"]);
+    assert!(u(&export["failed"]) > 0, "{export}");
+    assert_eq!(u(&export["records"]) + u(&export["failed"]), flows, "{export}");
+    assert!(export["last_error"].as_str().unwrap().contains("refused"), "{export}");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        printed.contains(&format!("{} failed", u(&export["failed"]))),
+        "{printed}"
+    );
+}
+
+/// A destination that is not one is refused before anything is read,
+/// with what to give instead.
+#[test]
+fn a_bad_destination_says_what_to_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = sluice(&[
+        "analyze",
+        s(&MIX),
+        "-q",
+        "-o",
+        s(dir.path()),
+        "--ipfix",
+        "collector:4739",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("flows.ipfix") && stderr.contains("udp://HOST:PORT"),
+        "{stderr}"
+    );
+}

@@ -1,8 +1,11 @@
 //! What a running probe shows to the outside: `/metrics` in the
 //! Prometheus/OpenMetrics text format, over what the engine publishes
-//! ([`sluice_engine::Published`]).
+//! ([`sluice_engine::Published`]), and the web console ([`serve_web`]).
 
 mod metrics;
+mod web;
+
+pub use web::{WebConfig, published_from, serve_web};
 
 use std::net::SocketAddr;
 use std::thread;

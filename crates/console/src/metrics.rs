@@ -34,6 +34,11 @@ struct Drop {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Detector {
+    detector: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Thread {
     thread: String,
 }
@@ -150,6 +155,27 @@ pub(crate) fn render(s: &Snapshot) -> String {
         cpu.get_or_create(&Thread { thread: name }).inc_by(seconds);
     }
     r.register("sluice_thread_cpu_seconds", "CPU time used, per thread (by name)", cpu);
+    if s.alarms_on {
+        let raised: Family<Detector, Counter<u64>> = Family::default();
+        for (name, &n) in &s.alarms_raised {
+            raised.get_or_create(&Detector { detector: name.clone() }).inc_by(n);
+        }
+        r.register("sluice_alarms", "Alarms raised, per detector", raised);
+        let open = s.alarms.iter().filter(|a| a["state"] == "open").count() as u64;
+        gauge(&mut r, "sluice_alarms_open", "Alarms open now", open);
+        counter(
+            &mut r,
+            "sluice_evidence_files",
+            "Evidence pcaps cut from the recording",
+            s.evidence_files,
+        );
+        counter(
+            &mut r,
+            "sluice_evidence_packets",
+            "Packets in the evidence pcaps",
+            s.evidence_packets,
+        );
+    }
     gauge(
         &mut r,
         "sluice_run_finished",

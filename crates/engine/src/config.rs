@@ -19,6 +19,8 @@ use sluice_export::Format;
 use sluice_flow::FlowConfig;
 use sluice_learn::Model;
 
+pub use sluice_alarms::AlarmsConfig;
+
 use crate::sampling::Sampling;
 
 /// The whole configuration of a run.
@@ -49,6 +51,11 @@ pub struct ProbeConfig {
     /// VoIP call tracking: `calls.jsonl` and `streams.jsonl`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub voip: Option<VoipConfig>,
+    /// Detectors on the statistics, with forensic cuts from the
+    /// recording (docs/alarms.md); turns the statistics on if no `stats`
+    /// section does. One at most.
+    #[serde(deserialize_with = "one_or_many", skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<AlarmsConfig>,
     /// Serve `/metrics` (Prometheus text format) on this address
     /// (`--metrics`); turns the statistics on if no `stats` section does.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -430,7 +437,7 @@ impl ProbeConfig {
     /// Whether any listener works on flows (and so needs the workers'
     /// flow tables).
     pub fn has_flow_listeners(&self) -> bool {
-        !self.flows.is_empty() || !self.stats.is_empty() || self.voip.is_some()
+        !self.flows.is_empty() || !self.stats.is_empty() || self.voip.is_some() || !self.alarms.is_empty()
     }
 
     pub fn workers(&self) -> usize {
@@ -670,6 +677,11 @@ stats: {interval: 1s, top: 20}
         assert_eq!(c.abstracts[0].dir, PathBuf::from("/run/sluice"));
         assert_eq!(c.stats[0].interval, Duration::from_secs(1));
         assert!(c.has_flow_listeners());
+        let c = ProbeConfig::from_yaml("alarms: {}\n", "probe.yaml").unwrap();
+        assert_eq!(c.alarms, vec![AlarmsConfig::default()]);
+        assert!(c.has_flow_listeners());
+        let e = ProbeConfig::from_yaml("alarms: {syn_flood: {min_rat: 1}}", "probe.yaml").unwrap_err();
+        assert!(e.to_string().contains("min_rat"), "{e}");
     }
 
     #[test]

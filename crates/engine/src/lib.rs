@@ -26,7 +26,7 @@ pub use publish::{Published, Snapshot};
 pub use sampling::Sampling;
 pub use source::Source;
 pub use summary::{
-    AbstractReport, CaptureReport, Counts, ExportReport, FileReport, RecordingReport, SamplingReport, StatsReport,
-    Summary, Threads, WarningReport, WorkerRecording,
+    AbstractReport, AlarmsReport, CaptureReport, Counts, ExportReport, FileReport, RecordingReport, SamplingReport,
+    StatsReport, Summary, Threads, WarningReport, WorkerRecording,
 };
 pub use threads::ThreadTime;

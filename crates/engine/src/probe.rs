@@ -12,6 +12,7 @@ use sluice_classify::{ADDRESS_NAMES_CAPACITY, AddressNames, EXPECTATIONS_CAPACIT
 use crate::config::{ConfigError, ProbeConfig, listener_dir};
 use crate::control::Control;
 use crate::listen::abstractor::Abstracting;
+use crate::listen::alarms::{Alarming, Sources};
 use crate::listen::ipfix::Ipfix;
 use crate::listen::record::Recording;
 use crate::listen::records::{RecordWrites, Records};
@@ -88,8 +89,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     };
     let live = matches!(source, Source::Interfaces(_));
     let mut config = config.clone();
-    if config.metrics.is_some() && config.stats.is_empty() {
-        // The metrics are the statistics' running totals.
+    if (config.metrics.is_some() || !config.alarms.is_empty()) && config.stats.is_empty() {
+        // The metrics are the statistics' running totals, and the alarms
+        // watch its intervals.
         config.stats.push(Default::default());
     }
     let config = &config;
@@ -99,6 +101,11 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             "one stats listener per probe: the console and /metrics show its figures".into(),
         )
         .into());
+    }
+    if config.alarms.len() > 1 {
+        return Err(
+            ConfigError::Other("one alarms listener per probe: it watches the one stats listener".into()).into(),
+        );
     }
     if config.has_flow_listeners() && out.is_none() {
         return Err(ConfigError::Other("flow records and statistics need an output directory (-o)".into()).into());
@@ -192,6 +199,20 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         .iter()
         .map(|r| Recording::new(r, config.capture.snaplen).map_err(|e| ConfigError::Other(e).into()))
         .collect::<Result<Vec<_>, RunError>>()?;
+    let mut alarms = Vec::with_capacity(config.alarms.len());
+    for (i, a) in config.alarms.iter().enumerate() {
+        let dir = listener_dir(out.expect("checked"), "alarms", i, a.name.as_deref());
+        let flows = config.flows.first().and_then(|f| {
+            let dir = listener_dir(out.expect("checked"), "flows", 0, f.name.as_deref());
+            (f.format == "jsonl").then(|| dir.join("flows.jsonl"))
+        });
+        let sources = Sources {
+            recording: recordings.first().map(Recording::handle),
+            flows,
+        };
+        let intervals = stats.first().expect("alarms turn the statistics on").tap();
+        alarms.push(Alarming::start(&dir, a, intervals, sources, published.clone())?);
+    }
     let abstracts = config
         .abstracts
         .iter()
@@ -363,6 +384,13 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     }
     if let Some(v) = voip {
         summary.voip = Some(v.finish()?);
+    }
+    for (i, a) in alarms.into_iter().enumerate() {
+        let dir = listener_dir(out.expect("checked"), "alarms", i, None);
+        let report = a.finish().map_err(|source| RunError::Write { path: dir, source })?;
+        if i == 0 {
+            summary.alarms = Some(report);
+        }
     }
     for (i, a) in abstracts.into_iter().enumerate() {
         let (report, dropped_packets) = a.finish();

@@ -11,6 +11,9 @@ use crate::summary::Counts;
 /// Intervals kept for the console's charts.
 const RECENT_INTERVALS: usize = 900;
 
+/// Alarms kept for the console, the latest state of each.
+const RECENT_ALARMS: usize = 10_000;
+
 /// Shared between the run and whoever serves it.
 #[derive(Clone, Default)]
 pub struct Published(Arc<Mutex<Snapshot>>);
@@ -50,14 +53,43 @@ pub struct Snapshot {
     pub recent: VecDeque<serde_json::Value>,
     /// The run has ended: the totals are final.
     pub finished: bool,
+    /// The alarms listener runs.
+    pub alarms_on: bool,
+    /// The last alarms, oldest first, each as its latest `alarms.jsonl`
+    /// line (`state` open, then closed with its evidence).
+    pub alarms: VecDeque<serde_json::Value>,
+    /// Alarms raised, per detector.
+    pub alarms_raised: BTreeMap<String, u64>,
+    /// Evidence files written, and the packets in them.
+    pub evidence_files: u64,
+    pub evidence_packets: u64,
+    /// Lines written to `alarms.jsonl`: grows with every change.
+    pub alarm_lines: u64,
 }
 
 impl Snapshot {
-    pub(crate) fn remember(&mut self, line: serde_json::Value) {
+    pub fn remember(&mut self, line: serde_json::Value) {
         if self.recent.len() == RECENT_INTERVALS {
             self.recent.pop_front();
         }
         self.recent.push_back(line);
         self.intervals_written += 1;
+    }
+
+    /// An alarm opened, or closed: its latest state replaces the one held.
+    pub fn alarm(&mut self, alarm: serde_json::Value) {
+        self.alarm_lines += 1;
+        let id = alarm["alarm_id"].clone();
+        if let Some(held) = self.alarms.iter_mut().rev().find(|a| a["alarm_id"] == id) {
+            *held = alarm;
+            return;
+        }
+        if let Some(detector) = alarm["detector"].as_str() {
+            *self.alarms_raised.entry(detector.to_string()).or_default() += 1;
+        }
+        if self.alarms.len() == RECENT_ALARMS {
+            self.alarms.pop_front();
+        }
+        self.alarms.push_back(alarm);
     }
 }

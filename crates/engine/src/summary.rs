@@ -9,6 +9,7 @@ use sluice_export::SCHEMA_VERSION;
 use serde::Serialize;
 use sluice_flow::TableCounters;
 
+pub use crate::listen::alarms::AlarmsReport;
 pub use crate::listen::export::ExportReport;
 pub use crate::listen::stats::StatsReport;
 use crate::talkers::Talkers;
@@ -379,6 +380,8 @@ pub struct Summary {
     /// The statistics listener's account, when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats: Option<StatsReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alarms: Option<AlarmsReport>,
     /// What each exporting sink of the flows listeners sent
     /// and lost.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -5,6 +5,7 @@
 //! reproduced anywhere. Beside the frames, every profile tells what each
 //! flow really is ([`TruthRow`]), so classifiers can be scored against it.
 
+pub mod anomalies;
 mod connections;
 mod openings;
 mod others;
@@ -129,9 +130,36 @@ pub fn generate(
     sink: &mut impl FrameSink,
     truth: &mut impl TruthSink,
 ) -> io::Result<GenSummary> {
+    generate_at(profile, packets, seed, None, sink, truth)
+}
+
+/// The mix's packets a second of packet time, unless told otherwise.
+pub const MIX_RATE: f64 = 100_000.0;
+
+/// [`generate`], with the mix's packets `rate` a second of packet time
+/// (exponential gaps of mean 1/rate) instead of [`MIX_RATE`]. Only the
+/// mix takes a rate.
+pub fn generate_at(
+    profile: Profile,
+    packets: u64,
+    seed: u64,
+    rate: Option<f64>,
+    sink: &mut impl FrameSink,
+    truth: &mut impl TruthSink,
+) -> io::Result<GenSummary> {
+    if rate.is_some() && profile != Profile::Mix {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "only the mix profile takes a packet rate",
+        ));
+    }
     match profile {
         Profile::WorstCase => worst_case(packets, sink, truth),
-        Profile::Mix => Mix::new(seed).run(packets, sink, truth),
+        Profile::Mix => {
+            let mut mix = Mix::new(seed);
+            mix.gap_ns = 1e9 / rate.unwrap_or(MIX_RATE).max(1e-3);
+            mix.run(packets, sink, truth)
+        }
         Profile::Voip => voip::generate(packets, seed, sink, truth),
         Profile::Connections => connections::generate(packets, seed, sink, truth),
     }
@@ -292,6 +320,8 @@ struct Mix {
     frame: Vec<u8>,
     payload: Vec<u8>,
     opening: Vec<u8>,
+    /// Mean gap between packets.
+    gap_ns: f64,
 }
 
 const MIX_CONCURRENT: usize = 2_000;
@@ -306,6 +336,7 @@ impl Mix {
             frame: Vec::with_capacity(1600),
             payload: vec![0; 1600],
             opening: Vec::with_capacity(512),
+            gap_ns: 1e9 / MIX_RATE,
         }
     }
 
@@ -397,9 +428,9 @@ impl Mix {
             sink.frame(self.ts, &self.frame)?;
             summary.packets += 1;
             summary.bytes += self.frame.len() as u64;
-            // Exponential gaps, mean 10 µs.
+            // Exponential gaps, mean 10 µs unless paced otherwise.
             let u: f64 = self.rng.random_range(1e-12..1.0);
-            self.ts += (-u.ln() * 10_000.0) as u64;
+            self.ts += (-u.ln() * self.gap_ns) as u64;
             if !done {
                 self.active.push(flow);
             }

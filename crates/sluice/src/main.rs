@@ -21,6 +21,7 @@ mod probe;
 mod protocols;
 mod record;
 mod run;
+mod serve;
 mod training;
 mod voip;
 
@@ -31,7 +32,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use sluice_engine::config::ProbeConfig;
-use sluice_gen::{FrameSink, Media as TruthMedia, Profile, TruthRow, generate};
+use sluice_gen::{FrameSink, Media as TruthMedia, Profile, TruthRow};
 use sluice_store::PcapWriter;
 use sluice_units::parse_duration;
 
@@ -170,6 +171,22 @@ enum Command {
     /// detected (a dissector, a payload rule, a host name, an address range,
     /// the port, the IP protocol) and what metadata its flows may carry.
     Protocols(protocols::ProtocolsArgs),
+    /// List a probe run's alarms (OUTDIR/alarms.jsonl) and their evidence,
+    /// or run the detectors again over its statistics (--replay).
+    ///
+    /// Each alarm is shown in its latest state: its detector, severity,
+    /// window, the counter with its observed and expected values, its
+    /// hosts, and the evidence pcap and flow records cut for it. See
+    /// docs/alarms.md.
+    Alarms(serve::AlarmsArgs),
+    /// Serve the web console over a finished probe run's outputs: traffic
+    /// charts, top hosts, services and applications, alarms with their
+    /// evidence, flow search and any flow's packets from the recording.
+    ///
+    /// The recording is found through OUTDIR/probe.yaml. Bound to
+    /// 127.0.0.1:8080 unless --web says otherwise; anything but a loopback
+    /// address needs --web-token. Runs until Ctrl-C. See docs/alarms.md.
+    Serve(serve::ServeArgs),
     /// Generate a realistic traffic mix and analyse it: a first look at
     /// Sluice with no input of your own.
     Demo {
@@ -295,6 +312,30 @@ struct GenArgs {
     /// file) to FILE.
     #[arg(long, conflicts_with = "write", value_name = "FILE")]
     truth: Option<PathBuf>,
+    /// The mix's packets a second of packet time (exponential gaps), e.g.
+    /// 1000pps [default: 100kpps]. With -i, --rate paces the sending.
+    #[arg(long, value_name = "RATE", value_parser = parse_pps)]
+    packet_rate: Option<f64>,
+    /// Inject an anomaly: KIND@START+LENGTH:SHARE, e.g.
+    /// syn_flood@60s+30s:20% (START after the first packet; SHARE of the
+    /// background's packet rate, or for traffic_drop of its packets lost).
+    /// Kinds: syn_flood, port_scan, host_sweep, amplification,
+    /// volume_surge, traffic_drop, new_service. Repeatable; what each
+    /// injected goes to NAME.anomalies.csv (see docs/gen.md).
+    #[arg(long, value_name = "SPEC")]
+    anomaly: Vec<sluice_gen::anomalies::Anomaly>,
+    /// With -w: bytes kept of each frame (the wire length is recorded whole)
+    /// [default: 262144].
+    #[arg(long, conflicts_with = "interface", value_parser = snaplen_parser())]
+    snaplen: Option<u32>,
+}
+
+/// `1000pps`, `2kpps`: packets a second.
+fn parse_pps(text: &str) -> Result<f64, String> {
+    match text.parse::<sluice_units::Rate>().map_err(|e| e.to_string())? {
+        sluice_units::Rate::PacketsPerSec(n) => Ok(n as f64),
+        sluice_units::Rate::BitsPerSec(_) => Err(format!("{text}: a rate in packets, as in 1000pps")),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -332,6 +373,8 @@ fn main() -> ExitCode {
         Command::Evaluate(args) => training::run_evaluate(&args).map(|_| ExitCode::SUCCESS),
         Command::Abstract(args) => abstractor::run_abstract(args),
         Command::Protocols(args) => protocols::run_protocols(&args).map(|()| ExitCode::SUCCESS),
+        Command::Alarms(args) => serve::run_alarms(&args),
+        Command::Serve(args) => serve::run_serve(&args),
         Command::Demo { dir, packets } => run_demo(&dir, packets),
     };
     match result {
@@ -558,11 +601,35 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
     let Some(interface) = &args.interface else {
         let pcap = args.write.as_ref().expect("clap asks for -w or -i");
         let truth_shown = truth_shown.expect("a -w file has its truth file");
-        let writer = PcapWriter::create(pcap, 1, 262_144).with_context(|| format!("creating {}", pcap.display()))?;
+        let writer = PcapWriter::create(pcap, 1, args.snaplen.unwrap_or(262_144))
+            .with_context(|| format!("creating {}", pcap.display()))?;
         let mut sink = PcapSink(writer);
         let packets = args.packets.unwrap_or(DEFAULT_PACKETS);
-        let summary = generate(profile, packets, args.seed, &mut sink, &mut write_row)
-            .with_context(|| format!("writing {} and {truth_shown}", pcap.display()))?;
+        let summary = if args.anomaly.is_empty() {
+            sluice_gen::generate_at(profile, packets, args.seed, args.packet_rate, &mut sink, &mut write_row)
+        } else {
+            let rate = args.packet_rate.unwrap_or(sluice_gen::MIX_RATE);
+            let mut injecting = sluice_gen::anomalies::Injecting::new(&mut sink, &args.anomaly, rate, args.seed);
+            let summary = sluice_gen::generate_at(
+                profile,
+                packets,
+                args.seed,
+                args.packet_rate,
+                &mut injecting,
+                &mut write_row,
+            );
+            let rows = injecting.rows();
+            let path = pcap.with_extension("anomalies.csv");
+            let mut text = format!("{}\n", sluice_gen::anomalies::AnomalyRow::HEADER);
+            for row in &rows {
+                text.push_str(&row.csv());
+                text.push('\n');
+            }
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("injected {} anomalies, listed in {}", rows.len(), path.display());
+            summary
+        }
+        .with_context(|| format!("writing {} and {truth_shown}", pcap.display()))?;
         sink.0.finish().with_context(|| format!("writing {}", pcap.display()))?;
         if let Some((_, out)) = &mut truth {
             out.flush().with_context(|| format!("writing {truth_shown}"))?;
@@ -595,7 +662,21 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         stopped: false,
         error: None,
     };
-    if let Err(e) = generate(profile, packets, args.seed, &mut sink, &mut write_row)
+    let generated = if args.anomaly.is_empty() {
+        sluice_gen::generate_at(profile, packets, args.seed, args.packet_rate, &mut sink, &mut write_row)
+    } else {
+        let rate = args.packet_rate.unwrap_or(sluice_gen::MIX_RATE);
+        let mut injecting = sluice_gen::anomalies::Injecting::new(&mut sink, &args.anomaly, rate, args.seed);
+        sluice_gen::generate_at(
+            profile,
+            packets,
+            args.seed,
+            args.packet_rate,
+            &mut injecting,
+            &mut write_row,
+        )
+    };
+    if let Err(e) = generated
         && !sink.stopped
     {
         return Err(match (sink.error.take(), &truth_shown) {
@@ -639,6 +720,9 @@ fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
         rate: None,
         duration: None,
         truth: None,
+        packet_rate: None,
+        anomaly: Vec::new(),
+        snaplen: None,
     })?;
     let mut config = ProbeConfig {
         out: Some(dir.join("out")),

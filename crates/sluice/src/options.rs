@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use sluice_capture::live::LiveConfig as RingConfig;
 use sluice_engine::Sampling;
-use sluice_engine::config::{AbstractConfig, ProbeConfig, RecordConfig, StatsConfig, VoipConfig};
+use sluice_engine::config::{AbstractConfig, AlarmsConfig, ProbeConfig, RecordConfig, StatsConfig, VoipConfig};
 use sluice_units::{parse_duration, parse_size};
 
 /// How flows are tracked and labelled, and where their records go.
@@ -530,4 +530,49 @@ pub fn sampling(text: &str) -> Result<String, String> {
     text.parse::<Sampling>()
         .map(|_| text.to_string())
         .map_err(|e| e.to_string())
+}
+
+/// The alarms' options.
+#[derive(clap::Args, Clone, Default)]
+pub struct AlarmsArgs {
+    /// Run the alarms listener: detectors on the statistics intervals,
+    /// writing OUTDIR/alarms.jsonl and, with a recording, each alarm's
+    /// packets to OUTDIR/evidence/ (see docs/alarms.md).
+    #[arg(long)]
+    pub alarms: bool,
+    /// Set one key of the `alarms:` section, as `KEY=VALUE` with dots
+    /// between levels: `syn_flood.min_rate=50`, `warmup=5m`,
+    /// `change.enabled=false` (repeatable; adds the alarms listener).
+    #[arg(long = "alarm", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl AlarmsArgs {
+    pub fn given(&self) -> bool {
+        self.alarms || !self.set.is_empty()
+    }
+
+    /// Sets each `KEY=VALUE` over `config`; a key or value the section does
+    /// not take is an error that names it.
+    pub fn apply(&self, config: &mut AlarmsConfig) -> anyhow::Result<()> {
+        use serde_yaml_ng::Value;
+        for pair in &self.set {
+            let Some((key, value)) = pair.split_once('=') else {
+                anyhow::bail!("--alarm {pair}: give KEY=VALUE, as in syn_flood.min_rate=50");
+            };
+            let mut tree = serde_yaml_ng::to_value(&*config)?;
+            let mut at = &mut tree;
+            for part in key.split('.') {
+                let Value::Mapping(map) = at else {
+                    anyhow::bail!("--alarm {pair}: {key} is not a key of the alarms section");
+                };
+                at = map
+                    .get_mut(part)
+                    .ok_or_else(|| anyhow::anyhow!("--alarm {pair}: the alarms section has no key {key}"))?;
+            }
+            *at = serde_yaml_ng::from_str(value).unwrap_or_else(|_| Value::String(value.into()));
+            *config = serde_yaml_ng::from_value(tree).map_err(|e| anyhow::anyhow!("--alarm {pair}: {e}"))?;
+        }
+        Ok(())
+    }
 }

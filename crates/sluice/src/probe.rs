@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use sluice_engine::config::ProbeConfig;
 
 use crate::options::{
-    AbstractArgs, CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, StatsArgs, VoipArgs, first, sampling,
+    AbstractArgs, AlarmsArgs, CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, StatsArgs, VoipArgs, first, sampling,
     snaplen_parser,
 };
 use crate::run::{self, Printing};
@@ -91,6 +91,10 @@ pub struct ProbeArgs {
     /// 127.0.0.1:9900; turns the statistics on.
     #[arg(long, value_name = "ADDR", help_heading = "Statistics")]
     metrics: Option<String>,
+    #[command(flatten, next_help_heading = "Alarms")]
+    alarms: AlarmsArgs,
+    #[command(flatten, next_help_heading = "Web console")]
+    web: crate::serve::WebArgs,
 }
 
 impl ProbeArgs {
@@ -163,6 +167,9 @@ impl ProbeArgs {
         if self.metrics.is_some() {
             config.metrics.clone_from(&self.metrics);
         }
+        if self.alarms.given() {
+            self.alarms.apply(first(&mut config.alarms))?;
+        }
         Ok(config)
     }
 }
@@ -173,11 +180,14 @@ pub fn run_probe(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         print!("{}", config.to_yaml());
         return Ok(ExitCode::SUCCESS);
     }
-    run::execute(
+    let published = sluice_engine::Published::new();
+    let _web = args.web.serve_live(&config, &published)?;
+    run::execute_with(
         &config,
         Printing {
             quiet: args.run.quiet,
             verbose: args.run.verbose,
         },
+        published,
     )
 }

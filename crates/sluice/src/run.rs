@@ -19,7 +19,13 @@ pub struct Printing {
 /// summary and returns the exit status: 3 when some input was malformed or
 /// unreadable.
 pub fn execute(config: &ProbeConfig, printing: Printing) -> anyhow::Result<ExitCode> {
-    let summary = run(config, printing)?;
+    execute_with(config, printing, Published::new())
+}
+
+/// [`execute`], publishing the run's figures in `published` (which a
+/// console shows).
+pub fn execute_with(config: &ProbeConfig, printing: Printing, published: Published) -> anyhow::Result<ExitCode> {
+    let summary = run_with(config, printing, published)?;
     Ok(if summary.is_partial() {
         ExitCode::from(3)
     } else {
@@ -30,10 +36,14 @@ pub fn execute(config: &ProbeConfig, printing: Printing) -> anyhow::Result<ExitC
 /// Runs `config` and prints its summary; the summary for callers that
 /// print more.
 pub fn run(config: &ProbeConfig, printing: Printing) -> anyhow::Result<Summary> {
+    run_with(config, printing, Published::new())
+}
+
+/// [`run`], publishing in `published`.
+pub fn run_with(config: &ProbeConfig, printing: Printing, published: Published) -> anyhow::Result<Summary> {
     // A thread waits for the signals: where no thread can be made, the run
     // could not make its own either, and says so.
     let control = Control::with_signals().map_err(|source| RunError::Threads { source })?;
-    let published = Published::new();
     let _metrics = match &config.metrics {
         Some(addr) => {
             Some(sluice_console::serve_metrics(addr, published.clone()).with_context(|| format!("--metrics {addr}"))?)
@@ -78,5 +88,23 @@ fn print(summary: &Summary, printing: Printing) {
     }
     if let Some(stats) = &summary.stats {
         println!("statistics: {} intervals in {}", stats.intervals, stats.path.display());
+    }
+    if let Some(alarms) = &summary.alarms {
+        let raised: u64 = alarms.raised.values().sum();
+        println!(
+            "alarms: {raised} in {}, {} evidence files ({} packets){}",
+            alarms.path.display(),
+            alarms.evidence_files,
+            alarms.evidence_packets,
+            if alarms.evidence_errors.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} could not be cut: {}",
+                    alarms.evidence_errors.len(),
+                    alarms.evidence_errors[0]
+                )
+            }
+        );
     }
 }

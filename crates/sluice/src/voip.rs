@@ -53,5 +53,11 @@ pub fn voip_config(args: &VoipCommandArgs) -> ProbeConfig {
 }
 
 pub fn run_voip(args: VoipCommandArgs) -> anyhow::Result<ExitCode> {
-    run::execute(&voip_config(&args), Printing { quiet: args.run.quiet })
+    run::execute(
+        &voip_config(&args),
+        Printing {
+            quiet: args.run.quiet,
+            verbose: args.run.verbose,
+        },
+    )
 }

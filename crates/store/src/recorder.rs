@@ -405,6 +405,25 @@ impl Recorder {
         Ok(())
     }
 
+    /// Closes the open file now, as a rotation would: once the writer has
+    /// written it ([`Recorder::written_through`] the number returned), every
+    /// packet recorded so far can be read back, index and all. The next
+    /// packet starts a new file. Returns how many files have been begun.
+    pub fn close_now(&mut self) -> io::Result<u64> {
+        if self.file_bytes.is_some() {
+            self.close_file()?;
+        }
+        Ok(self.sequence)
+    }
+
+    /// Whether the writer has finished the first `files` files begun (it
+    /// writes them in order): with the count [`Recorder::close_now`]
+    /// returned, everything recorded before it is on disk, whatever was
+    /// recorded since.
+    pub fn written_through(&self, files: u64) -> bool {
+        self.shared.files_written.load(Ordering::Acquire) >= files
+    }
+
     /// The link type of the packets being recorded.
     pub fn link(&self) -> LinkType {
         self.config.link
@@ -869,7 +888,7 @@ impl Writer {
             false => &self.shared.buffered_files,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.shared.files_written.fetch_add(1, Ordering::Relaxed);
+        self.shared.files_written.fetch_add(1, Ordering::Release);
         let size = recording_size(&open.path);
         self.ours.push(open.path.clone());
         self.retained.push_back((open.path, size));

@@ -20,6 +20,8 @@
 //! Every drop is in the summary per listener.
 
 pub(crate) mod abstractor;
+pub(crate) mod alarms;
+pub(crate) mod breakdowns;
 pub(crate) mod export;
 pub(crate) mod ipfix;
 pub(crate) mod record;

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_store::{CaptureFormat, Recorder, RecorderConfig, RecorderStats};
@@ -28,6 +29,8 @@ pub(crate) struct Recording {
     /// Per recorder: its directory, its counts as of its last report, the
     /// files it left, and its error.
     parts: Arc<Mutex<Vec<Part>>>,
+    /// Asked by the forensic module: record on disk up to this time.
+    flush: Arc<AtomicU64>,
 }
 
 #[derive(Clone, Default)]
@@ -36,6 +39,32 @@ struct Part {
     stats: RecorderStats,
     files_left: u64,
     error: Option<String>,
+    /// Every packet this recorder had before this time is on disk.
+    covered_ns: u64,
+}
+
+/// What the forensic module (the alarms) sees of a recording: where it is,
+/// and how far back it can be read.
+#[derive(Clone)]
+pub(crate) struct RecordingHandle {
+    pub dir: PathBuf,
+    parts: Arc<Mutex<Vec<Part>>>,
+    flush: Arc<AtomicU64>,
+}
+
+impl RecordingHandle {
+    /// Asks every recorder to put what it holds from before `ts_ns` on
+    /// disk: each closes its file at its first packet from `ts_ns` on (live,
+    /// also when its link is quiet and the clock has passed `ts_ns`).
+    pub(crate) fn ask(&self, ts_ns: u64) {
+        self.flush.fetch_max(ts_ns, Ordering::Relaxed);
+    }
+
+    /// The time before which every recorder's packets are on disk.
+    pub(crate) fn covered_ns(&self) -> u64 {
+        let parts = self.parts.lock().unwrap_or_else(|p| p.into_inner());
+        parts.iter().map(|p| p.covered_ns).min().unwrap_or(0)
+    }
 }
 
 impl Recording {
@@ -72,7 +101,16 @@ impl Recording {
             dir: config.dir.clone(),
             template,
             parts: Arc::default(),
+            flush: Arc::default(),
         })
+    }
+
+    pub(crate) fn handle(&self) -> RecordingHandle {
+        RecordingHandle {
+            dir: self.dir.clone(),
+            parts: Arc::clone(&self.parts),
+            flush: Arc::clone(&self.flush),
+        }
     }
 
     /// The recorder of source thread `index` of `threads`, for frames of
@@ -107,6 +145,9 @@ impl Recording {
             parts: Arc::clone(&self.parts),
             slot,
             failed: None,
+            flush: Arc::clone(&self.flush),
+            honoured_ns: 0,
+            writing: None,
         })
     }
 
@@ -187,6 +228,12 @@ pub(crate) struct RecordListener {
     slot: usize,
     /// The recorder's first failure: nothing is pushed after it.
     failed: Option<String>,
+    flush: Arc<AtomicU64>,
+    /// The last time asked for that this recorder has closed its file for.
+    honoured_ns: u64,
+    /// That time and the files begun when it was asked, until they are on
+    /// disk.
+    writing: Option<(u64, u64)>,
 }
 
 impl RecordListener {
@@ -204,6 +251,43 @@ impl RecordListener {
             self.parts.lock().expect("not poisoned")[self.slot].stats = r.stats();
         }
     }
+
+    /// The forensic module's request: at a packet (or, live, a clock) past
+    /// the time asked, the open file closes; once it is on disk, the time
+    /// is covered.
+    #[inline]
+    fn flush_if_asked(&mut self, now_ns: u64) -> Result<(), ListenerFailed> {
+        let asked = self.flush.load(Ordering::Relaxed);
+        if asked <= self.honoured_ns && self.writing.is_none() {
+            return Ok(());
+        }
+        self.flush_slow(asked, now_ns)
+    }
+
+    #[cold]
+    fn flush_slow(&mut self, asked: u64, now_ns: u64) -> Result<(), ListenerFailed> {
+        let Some(recorder) = self.recorder.as_mut() else {
+            return Ok(());
+        };
+        if asked > self.honoured_ns && now_ns >= asked {
+            let files = match recorder.close_now() {
+                Ok(files) => files,
+                Err(e) => return Err(self.failure(e)),
+            };
+            self.honoured_ns = asked;
+            self.writing = Some((asked, files));
+        }
+        // Packets recorded since go to a new file: the files begun before
+        // the request are what must be written.
+        if let Some((t, files)) = self.writing
+            && recorder.written_through(files)
+        {
+            self.writing = None;
+            let part = &mut self.parts.lock().expect("not poisoned")[self.slot];
+            part.covered_ns = part.covered_ns.max(t);
+        }
+        Ok(())
+    }
 }
 
 impl PacketListener for RecordListener {
@@ -220,6 +304,10 @@ impl PacketListener for RecordListener {
         {
             return Err(self.failure(e));
         }
+        self.flush_if_asked(p.ts_ns)?;
+        let Some(recorder) = self.recorder.as_mut() else {
+            return Ok(());
+        };
         let hash = p.decoded.as_ref().ok().map(|&(_, hash)| hash);
         match recorder.push_decoded(p.ts_ns, p.wire_len, p.frame, hash) {
             Ok(()) => Ok(()),
@@ -229,6 +317,13 @@ impl PacketListener for RecordListener {
 
     fn idle(&mut self) {
         self.tell();
+        if self.failed.is_none() {
+            // Live: a quiet link's clock is the wall clock.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let _ = self.flush_if_asked(now);
+        }
     }
 
     fn lost(&self, into: &mut BTreeMap<(String, String), u64>) {
@@ -249,6 +344,7 @@ impl PacketListener for RecordListener {
         let part = &mut self.parts.lock().expect("not poisoned")[self.slot];
         part.stats = stats;
         part.files_left = files_left;
+        part.covered_ns = u64::MAX;
         part.error.clone_from(&error);
         match error {
             Some(error) => Err(ListenerFailed {

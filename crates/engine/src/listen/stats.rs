@@ -24,10 +24,11 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -37,6 +38,7 @@ use sluice_wire::IpVersion;
 
 use crate::config::StatsConfig;
 use crate::control::Control;
+use crate::listen::breakdowns::{Breakdowns, Carried, Mark};
 use crate::listen::{FlowListener, PacketBytes};
 use crate::publish::Published;
 use crate::source::PacketDesc;
@@ -123,6 +125,8 @@ struct FlowPart {
     services: FxHashMap<(u8, u16), Counts>,
     /// Flow parts that found a map full, per map.
     untracked: [u64; 3],
+    /// For the alarms' detectors.
+    detail: Breakdowns,
 }
 
 enum Part {
@@ -155,6 +159,8 @@ struct Touched {
     order: u64,
     packets: u64,
     bytes: u64,
+    /// Its counters by direction, for the breakdowns.
+    mark: Mark,
     /// Ended (its part already added) or moved on.
     done: bool,
 }
@@ -182,7 +188,7 @@ impl StatsWorker {
     }
 
     /// Adds what a flow carried in this interval to its entries.
-    fn add(&mut self, flow: &Flow<FlowClass>, packets: u64, bytes: u64) {
+    fn add(&mut self, flow: &Flow<FlowClass>, packets: u64, bytes: u64, carried: &Carried) {
         let counts = Counts {
             flows: 1,
             packets,
@@ -205,6 +211,7 @@ impl StatsWorker {
                 part.applications.insert(name.clone(), counts);
             }
         }
+        part.detail.add(flow, carried, name, MAP_LIMIT);
         let (src, dst) = (Host::of(key.version, &key.src), Host::of(key.version, &key.dst));
         add_capped(&mut part.hosts, src, &counts, &mut part.untracked[0]);
         add_capped(&mut part.hosts, dst, &counts, &mut part.untracked[0]);
@@ -238,7 +245,8 @@ impl StatsWorker {
             }
             flow.mark = 0;
             let (packets, bytes) = (flow.packets() - t.packets, flow.bytes() - t.bytes);
-            self.add(flow, packets, bytes);
+            let carried = t.mark.since(flow);
+            self.add(flow, packets, bytes, &carried);
         }
         self.part.flows_active = touched.len() as u64;
         self.touched = touched;
@@ -276,11 +284,14 @@ impl FlowListener for StatsWorker {
         if packets == 1 {
             self.part.flows_new += 1;
         }
+        let key = &packet.decoded.key;
+        let from_client = key.src == flow.key.src && key.src_port == flow.key.src_port;
         self.touched.push(Touched {
             slot,
             order: flow.order,
             packets: packets - 1,
             bytes: flow.bytes() - u64::from(packet.wire_len),
+            mark: Mark::before(flow, from_client, packet.wire_len, packet.decoded.tcp.flags),
             done: false,
         });
         flow.mark = self.touched.len() as u32;
@@ -302,7 +313,8 @@ impl FlowListener for StatsWorker {
         };
         t.done = true;
         let (packets, bytes) = (flow.packets() - t.packets, flow.bytes() - t.bytes);
-        self.add(flow, packets, bytes);
+        let carried = t.mark.since(flow);
+        self.add(flow, packets, bytes, &carried);
     }
 
     fn interval(&mut self, start_ns: u64) {
@@ -338,7 +350,17 @@ pub struct StatsReport {
 pub(crate) struct Stats {
     feed: StatsFeed,
     writer: thread::JoinHandle<std::io::Result<StatsReport>>,
+    taps: Taps,
 }
+
+/// Where each interval goes besides `stats.jsonl`: the consumers inside
+/// the probe (the alarms), each handed the interval's object as it is
+/// written. A consumer that falls this many intervals behind holds the
+/// statistics back (and with them, the workers' parts wait in memory)
+/// rather than miss one.
+const TAP_DEPTH: usize = 4096;
+
+type Taps = Arc<Mutex<Vec<Sender<Arc<Value>>>>>;
 
 impl Stats {
     /// `parts` is how many parts make an interval whole: one per source
@@ -359,11 +381,14 @@ impl Stats {
         let (tx, rx) = unbounded();
         let mut out = Output::open(dir, config.mrtg, control.clone()).map_err(write)?;
         let top = config.top;
+        let taps = Taps::default();
+        let merger_taps = Arc::clone(&taps);
         let writer = thread::Builder::new().name("sluice-stats".into()).spawn(move || {
             let mut merger = Merger {
                 parts,
                 interval_ns,
                 top,
+                taps: merger_taps,
                 pending: BTreeMap::new(),
                 late: None,
                 published,
@@ -381,7 +406,16 @@ impl Stats {
         Ok(Stats {
             feed: StatsFeed { parts: tx, interval_ns },
             writer,
+            taps,
         })
+    }
+
+    /// Every interval from now on, as its `stats.jsonl` object, in order.
+    /// The channel closes when the statistics do.
+    pub(crate) fn tap(&self) -> Receiver<Arc<Value>> {
+        let (tx, rx) = bounded(TAP_DEPTH);
+        self.taps.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        rx
     }
 
     pub(crate) fn feed(&self) -> StatsFeed {
@@ -458,6 +492,7 @@ impl Merged {
         for (u, n) in m.untracked.iter_mut().zip(f.untracked) {
             *u += n;
         }
+        m.detail.merge(f.detail);
     }
 
     fn merge(&mut self, other: Merged) {
@@ -470,6 +505,7 @@ struct Merger {
     parts: usize,
     interval_ns: u64,
     top: usize,
+    taps: Taps,
     pending: BTreeMap<u64, Merged>,
     /// Parts that came for an interval already written (a live thread that
     /// fell behind): they go into the next one written.
@@ -530,6 +566,8 @@ impl Merger {
             self.write(start, late, out)?;
         }
         self.published.lock().finished = true;
+        // The consumers see the end.
+        self.taps.lock().unwrap_or_else(|p| p.into_inner()).clear();
         Ok(())
     }
 
@@ -540,7 +578,15 @@ impl Merger {
         let line = self.line(start, &m);
         out.line(start, &line)?;
         self.report.intervals += 1;
-        self.report.untracked += m.flows.untracked.iter().sum::<u64>();
+        self.report.untracked += m.flows.untracked.iter().sum::<u64>() + m.flows.detail.untracked;
+        let taps = self.taps.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if !taps.is_empty() {
+            let shared = Arc::new(line.clone());
+            for tap in taps {
+                // A consumer that has gone needs nothing more.
+                let _ = tap.send(Arc::clone(&shared));
+            }
+        }
         self.publish(&m, line);
         Ok(())
     }
@@ -576,6 +622,7 @@ impl Merger {
             }),
             "top_applications": top(&f.applications, self.top, |a| ("application", Value::from(a.as_str()))),
         });
+        f.detail.write(&mut line, self.top);
         if !s.interfaces.is_empty() {
             line["interfaces"] = s
                 .interfaces

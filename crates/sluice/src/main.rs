@@ -98,6 +98,9 @@ enum Command {
     /// per flow to OUTDIR/flows.jsonl (or flows.csv) and the run's counters
     /// to OUTDIR/summary.json, and prints a summary.
     #[command(after_help = EXIT_CODES)]
+    // clap's usage line after an unknown option shows the option it
+    // suggests as if it were required: the line is given.
+    #[command(override_usage = "sluice analyze [OPTIONS] <INPUTS>...")]
     Analyze(AnalyzeArgs),
     /// Write a deterministic synthetic capture.
     Gen(GenArgs),
@@ -287,6 +290,8 @@ struct GenArgs {
     /// as it allows].
     #[arg(long)]
     packets: Option<u64>,
+    /// The random generator's seed: the same seed, profile and options
+    /// give the same capture, byte for byte.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Output pcap file (nanosecond timestamps, Ethernet). NAME.truth.csv

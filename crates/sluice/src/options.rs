@@ -33,23 +33,23 @@ pub struct RunArgs {
     #[arg(long, value_name = "RATE", requires = "ipfix", value_parser = ipfix_rate)]
     pub ipfix_rate: Option<String>,
     /// Worker threads, each with its own flow table [default: all cores].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub workers: Option<u32>,
     /// Most flows held at once, per worker; when full, the least recently
     /// active of a few candidates is ended early and counted as evicted
     /// [default: 524288].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_flows: Option<u32>,
     /// Seconds without packets after which a TCP flow ends [default: 300].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub tcp_idle_timeout: Option<u64>,
     /// Seconds without packets after which a UDP or other flow ends
     /// [default: 120].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub idle_timeout: Option<u64>,
     /// Seconds after which a long flow is cut and continues as a new record
     /// [default: 1800].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub active_timeout: Option<u64>,
     /// Do not print the summary (summary.json is still written).
     #[arg(short, long, conflicts_with = "verbose")]

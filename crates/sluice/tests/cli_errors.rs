@@ -550,3 +550,21 @@ fn a_dash_reads_standard_input() {
     assert_eq!(sorted_records(&from_stdin), sorted_records(&from_file));
     assert_eq!(summary(&from_stdin)["packets"], 2_000);
 }
+
+/// A negative number is a bad value of its option, not a stray argument
+/// to pass after `--`; an unknown option's suggestion is not shown as a
+/// required one.
+#[test]
+fn bad_options_get_the_right_advice() {
+    let out = sluice(&["analyze", "x.pcap", "--idle-timeout", "-5"]);
+    let err = stderr(&out);
+    assert_eq!(status(&out), Some(2), "{err}");
+    assert!(err.contains("invalid value '-5' for '--idle-timeout"), "{err}");
+    assert!(!err.contains("-- -5"), "{err}");
+    let out = sluice(&["analyze", "x.pcap", "--frobnicate"]);
+    let err = stderr(&out);
+    assert_eq!(status(&out), Some(2), "{err}");
+    assert!(err.contains("a similar argument exists: '--format'"), "{err}");
+    assert!(err.contains("Usage: sluice analyze [OPTIONS] <INPUTS>..."), "{err}");
+    assert!(!err.contains("Usage: sluice analyze --format"), "{err}");
+}

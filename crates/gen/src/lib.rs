@@ -370,6 +370,17 @@ impl Mix {
             Kind::Udp => [53, 53, 123, 443, 5353, 3478][self.rng.random_range(0..6)],
             Kind::Icmp => 0,
         };
+        // mDNS stays on the link: a one-shot query (RFC 6762 section 5.1,
+        // from an ephemeral port, answered by unicast) to a neighbour on
+        // the same subnet, link-local over IPv6, for a `.local` name; never
+        // to a server on the internet.
+        if kind == Kind::Udp && server_port == 5353 {
+            if v6 {
+                client[..8].copy_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
+            }
+            server = client;
+            server[if v6 { 15 } else { 3 }] ^= 1;
+        }
         // Pareto(α = 1.2, min 4) packets: most flows are mice, a few elephants.
         let u: f64 = self.rng.random_range(1e-9..1.0);
         let size = (4.0 / u.powf(1.0 / 1.2)).min(20_000.0) as u32;
@@ -490,7 +501,10 @@ impl Mix {
         let opening = match transport {
             Some(t) if payload > 0 && !f.opened[side] => {
                 f.opened[side] = true;
-                let host = openings::HOSTS[f.host];
+                let host = match f.server_port {
+                    5353 => openings::LOCAL_NAMES[f.host % openings::LOCAL_NAMES.len()],
+                    _ => openings::HOSTS[f.host],
+                };
                 let written = openings::write(t, f.server_port, from_client, host, &mut self.opening);
                 // A server's answer goes on with its body (or encrypted
                 // records) to the size the packet was to have.

@@ -18,6 +18,18 @@ pub(crate) const HOSTS: &[&str] = &[
     "web.whatsapp.com",
 ];
 
+/// Names asked for over mDNS: services and hosts of the local link
+/// (RFC 6762, RFC 6763), as phones, printers and speakers announce them.
+pub(crate) const LOCAL_NAMES: &[&str] = &[
+    "_googlecast._tcp.local",
+    "_airplay._tcp.local",
+    "_ipp._tcp.local",
+    "_spotify-connect._tcp.local",
+    "_companion-link._tcp.local",
+    "livingroom-tv.local",
+    "office-printer.local",
+];
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Transport {
     Tcp,

@@ -147,4 +147,16 @@ fn mix_truth_has_a_row_per_generated_flow() {
     let records = records(&pcap, &dir.path().join("out"));
     match_records(&rows, &records);
     assert!(rows.iter().any(|r| r.l4 == "TCP") && rows.iter().any(|r| r.l4 == "ICMP"));
+    // mDNS stays on the link (RFC 6762): its queries go to a neighbour on
+    // the client's subnet, or link-local over IPv6, never to the internet.
+    let mdns: Vec<&Row> = rows.iter().filter(|r| r.class == "MDNS").collect();
+    assert!(!mdns.is_empty());
+    for r in mdns {
+        let on_link = match (r.src.0, r.dst.0) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => a.octets()[..3] == b.octets()[..3] && a.is_private(),
+            (IpAddr::V6(a), IpAddr::V6(b)) => a.segments()[0] == 0xfe80 && b.segments()[0] == 0xfe80,
+            _ => false,
+        };
+        assert!(on_link && r.dst.1 == 5353, "{:?} -> {:?}", r.src, r.dst);
+    }
 }

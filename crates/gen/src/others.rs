@@ -12,26 +12,14 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
-/// Month (0-based) and day of the month of a day counted from 1970-01-01
-/// (Howard Hinnant's `civil_from_days`).
-fn month_day(days: u64) -> (usize, u64) {
-    let z = days + 719_468;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 2 } else { mp - 10 };
-    (month as usize, day)
-}
-
 /// One BSD syslog line from device `device`, the `n`th it sends: a priority,
 /// the timestamp of `ts_ns`, the host name, then a message of a kind such
 /// devices send all day.
 pub(crate) fn syslog(ts_ns: u64, device: u32, n: u32, out: &mut Vec<u8>) -> io::Result<()> {
     out.clear();
     let secs = ts_ns / 1_000_000_000;
-    let (month, day) = month_day(secs / 86_400);
+    let (_, month, day) = sluice_units::calendar::civil_from_days((secs / 86_400) as i64);
+    let month = month as usize - 1;
     let (h, m, s) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
     let pri = [38, 86, 30, 187][n as usize % 4];
     write!(out, "<{pri}>{} {day:>2} {h:02}:{m:02}:{s:02} ", MONTHS[month])?;

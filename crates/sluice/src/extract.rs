@@ -235,8 +235,9 @@ fn parse_time(text: &str) -> Result<u64, String> {
         Some(f) => nanoseconds(f).ok_or_else(bad)?,
         None => 0,
     };
-    let seconds =
-        days_from_civil(year as i64, month as i64, day as i64) * 86_400 + (h * 3600 + m * 60 + s) as i64 - offset_s;
+    let seconds = sluice_units::calendar::days_from_civil(year as i64, month as u32, day as u32) * 86_400
+        + (h * 3600 + m * 60 + s) as i64
+        - offset_s;
     u64::try_from(seconds)
         .ok()
         .and_then(|s| s.checked_mul(1_000_000_000)?.checked_add(nanos))
@@ -265,17 +266,6 @@ fn nanoseconds(digits: &str) -> Option<u64> {
         return None;
     }
     Some(digits.parse::<u64>().ok()? * 10u64.pow(9 - digits.len() as u32))
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

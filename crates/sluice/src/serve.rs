@@ -288,26 +288,7 @@ fn replay(args: &AlarmsArgs) -> anyhow::Result<ExitCode> {
 
 /// `2024-01-01T00:00:05.250Z`.
 fn rfc3339(ns: u64) -> String {
-    let secs = (ns / 1_000_000_000) as i64;
-    let millis = (ns % 1_000_000_000) / 1_000_000;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{}Z", sluice_units::calendar::utc_millis(ns))
 }
 
 #[cfg(test)]

@@ -164,24 +164,7 @@ fn flags(r: &Value, side: &str) -> u64 {
 
 /// Milliseconds since the epoch as nfdump 1.7 prints them in JSON (UTC).
 fn nfdump_time(ms: u64) -> String {
-    let (days, rest) = ((ms / 86_400_000) as i64, ms % 86_400_000);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}",
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1000 % 60,
-        rest % 1000
-    )
+    sluice_units::calendar::utc_millis(ms * 1_000_000)
 }
 
 /// nfcapd (nfdump 1.7.1) stores every flow with both directions' packets

@@ -30,15 +30,7 @@ fn has(program: &str, arg: &str) -> bool {
 fn sipp_time(text: &str) -> f64 {
     let (date, time) = text.trim().split_once(' ').unwrap();
     let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let (y, m, day) = (d[0], d[1], d[2]);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = sluice_units::calendar::days_from_civil(d[0], d[1] as u32, d[2] as u32);
     let t: Vec<f64> = time.split(':').map(|x| x.parse().unwrap()).collect();
     days as f64 * 86_400.0 + t[0] * 3600.0 + t[1] * 60.0 + t[2]
 }

@@ -594,7 +594,7 @@ enum Flow {
 /// keeps names apart when two files start in the same nanosecond.
 pub fn file_name(ts_ns: u64, sequence: u64, format: CaptureFormat) -> String {
     let secs = ts_ns / 1_000_000_000;
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+    let (year, month, day) = sluice_units::calendar::civil_from_days((secs / 86_400) as i64);
     let of_day = secs % 86_400;
     format!(
         "sluice-{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:09}Z-{sequence:06}.{}",
@@ -604,21 +604,6 @@ pub fn file_name(ts_ns: u64, sequence: u64, format: CaptureFormat) -> String {
         ts_ns % 1_000_000_000,
         format.extension()
     )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// Whether a file name is one of the recorder's capture files, of either

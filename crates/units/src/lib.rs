@@ -3,6 +3,8 @@
 //! and rates (`1Gbps`, `500kpps`), read exactly (decimal fractions are not
 //! rounded through floating point) and written back in the same form.
 
+pub mod calendar;
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;

@@ -202,6 +202,13 @@ fn a_broken_model_is_refused_with_its_name() {
     let model = dir.path().join("broken.json");
     let flows = dir.path().join("flows.jsonl");
     std::fs::write(&flows, "").unwrap();
+    // A capture with no packets: its header alone (pcap, Ethernet).
+    let capture = dir.path().join("empty.pcap");
+    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    header.extend_from_slice(&[0; 8]);
+    header.extend_from_slice(&65_535u32.to_le_bytes());
+    header.extend_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&capture, header).unwrap();
     for (text, expected) in [
         ("not json", "not a Sluice model"),
         (r#"{"format":"sluice-model","version":99}"#, "version 99"),
@@ -220,7 +227,7 @@ fn a_broken_model_is_refused_with_its_name() {
             ],
             vec![
                 OsStr::new("analyze"),
-                flows.as_os_str(),
+                capture.as_os_str(),
                 "--model".as_ref(),
                 model.as_os_str(),
             ],

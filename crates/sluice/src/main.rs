@@ -736,5 +736,23 @@ fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
     config.capture.files = vec![trace];
     config.capture.progress = true;
     first(&mut config.flows);
-    run::execute(&config, Printing::default())
+    let status = run::execute(&config, Printing::default())?;
+    eprintln!(
+        "\ndemo: the trace and its results are in {} ({}); delete it when done",
+        dir.display(),
+        format!("{:.1} MB", size_of_dir(dir) as f64 / 1e6)
+    );
+    Ok(status)
+}
+
+/// The bytes of the files below `dir`.
+fn size_of_dir(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => size_of_dir(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
 }

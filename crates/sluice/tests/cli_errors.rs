@@ -568,3 +568,21 @@ fn bad_options_get_the_right_advice() {
     assert!(err.contains("Usage: sluice analyze [OPTIONS] <INPUTS>..."), "{err}");
     assert!(!err.contains("Usage: sluice analyze --format"), "{err}");
 }
+
+/// The README's first command: a generated mix analysed, and the user told
+/// where the files went and how much they take.
+#[test]
+fn the_demo_says_where_its_files_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out = sluice(&["demo", "--dir", s(&demo), "--packets", "3000"]);
+    assert_eq!(status(&out), Some(0), "{}", text(&out));
+    assert!(demo.join("mix.pcap").is_file() && demo.join("out/flows.jsonl").is_file());
+    let err = stderr(&out);
+    let told = format!("demo: the trace and its results are in {} (", s(&demo));
+    assert!(
+        err.contains(&told) && err.contains(" MB); delete it when done"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("application (top 15)"));
+}

@@ -738,9 +738,9 @@ fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
     first(&mut config.flows);
     let status = run::execute(&config, Printing::default())?;
     eprintln!(
-        "\ndemo: the trace and its results are in {} ({}); delete it when done",
+        "\ndemo: the trace and its results are in {} ({:.1} MB); delete it when done",
         dir.display(),
-        format!("{:.1} MB", size_of_dir(dir) as f64 / 1e6)
+        size_of_dir(dir) as f64 / 1e6
     );
     Ok(status)
 }

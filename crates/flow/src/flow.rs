@@ -186,10 +186,11 @@ impl TcpState {
 ///
 /// The layout is fixed (`repr(C)`) so that what eviction and expiry read
 /// (`live`, `last_clock_ns`) and what a lookup compares (`key`) share the first
-/// cache lines, and a flow is whole cache lines (`align(64)`: 640 bytes,
-/// ten lines, where 632 would straddle an eleventh in most slots of the
-/// table). Every table holds up to half a million of them per worker:
-/// padded by 64 bytes, the worst-case benchmark ran 10 % slower.
+/// cache lines, and a flow is whole cache lines (`align(64)`: 704 bytes,
+/// eleven lines, so that no slot of the table straddles a twelfth). Every
+/// table holds up to half a million of them per worker, so a line more is
+/// a cache miss more per packet on traffic of short flows
+/// (docs/benchmarks.md compares builds).
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub struct Flow<X> {

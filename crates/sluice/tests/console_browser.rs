@@ -12,7 +12,7 @@ use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{SLUICE, run, shared_scratch, sluice};
+use common::{SLUICE, flood_syns, run, shared_scratch, sluice};
 use serde_json::Value;
 
 fn s(p: &Path) -> &str {
@@ -32,26 +32,6 @@ fn browser_available() -> bool {
         );
     }
     chromium && playwright
-}
-
-/// SYNs to 198.51.100.80 port 80 in a little-endian pcap of Ethernet
-/// frames.
-fn flood_syns(path: &Path) -> u64 {
-    let data = std::fs::read(path).unwrap();
-    let mut at = 24;
-    let mut n = 0;
-    while at + 16 <= data.len() {
-        let len = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
-        let f = &data[at + 16..at + 16 + len];
-        at += 16 + len;
-        if f.len() >= 14 + 20 + 14 && f[12..14] == [0x08, 0x00] && f[14 + 9] == 6 {
-            let tcp = &f[14 + usize::from(f[14] & 0x0f) * 4..];
-            if f[30..34] == [198, 51, 100, 80] && tcp[2..4] == 80u16.to_be_bytes() && tcp[13] & 0x12 == 0x02 {
-                n += 1;
-            }
-        }
-    }
-    n
 }
 
 #[test]

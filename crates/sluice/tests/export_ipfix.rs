@@ -16,29 +16,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use common::{SLUICE, flow_records, run, shared_scratch, sluice};
+use common::{flow_records, shared_mix, sluice};
 use serde_json::Value;
 
 /// A generated mix of some 2,600 flows, IPv4 and IPv6, made once.
-static MIX: LazyLock<PathBuf> = LazyLock::new(|| {
-    let dir = shared_scratch("ipfix-mix");
-    let path = dir.join("mix.pcap");
-    run(
-        SLUICE,
-        &[
-            "gen",
-            "--profile",
-            "mix",
-            "--packets",
-            "20000",
-            "--seed",
-            "3",
-            "-w",
-            path.to_str().unwrap(),
-        ],
-    );
-    path
-});
+static MIX: LazyLock<PathBuf> = LazyLock::new(|| shared_mix("ipfix-mix", 20_000, 3));
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -46,25 +28,7 @@ fn s(p: &Path) -> &str {
 
 /// A larger mix, some 20,000 flows: more IPFIX than loopback's socket
 /// buffers hold.
-static BIG_MIX: LazyLock<PathBuf> = LazyLock::new(|| {
-    let dir = shared_scratch("ipfix-big-mix");
-    let path = dir.join("mix.pcap");
-    run(
-        SLUICE,
-        &[
-            "gen",
-            "--profile",
-            "mix",
-            "--packets",
-            "150000",
-            "--seed",
-            "4",
-            "-w",
-            path.to_str().unwrap(),
-        ],
-    );
-    path
-});
+static BIG_MIX: LazyLock<PathBuf> = LazyLock::new(|| shared_mix("ipfix-big-mix", 150_000, 4));
 
 /// `sluice analyze MIX -q -o OUT EXTRA...`, which must succeed; its summary.
 fn analyze(out: &Path, extra: &[&str]) -> Value {

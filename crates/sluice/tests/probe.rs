@@ -9,29 +9,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
 
-use common::{SLUICE, ndpi_pcaps, run, shared_scratch, sluice};
+use common::{ndpi_pcaps, shared_mix, sluice};
 use serde_json::Value;
 
 /// A generated mix, made once for every test here.
-static MIX: LazyLock<PathBuf> = LazyLock::new(|| {
-    let dir = shared_scratch("probe-mix");
-    let path = dir.join("mix.pcap");
-    run(
-        SLUICE,
-        &[
-            "gen",
-            "--profile",
-            "mix",
-            "--packets",
-            "60000",
-            "--seed",
-            "11",
-            "-w",
-            path.to_str().unwrap(),
-        ],
-    );
-    path
-});
+static MIX: LazyLock<PathBuf> = LazyLock::new(|| shared_mix("probe-mix", 60_000, 11));
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -267,3 +267,36 @@ pub fn tshark_frames(files: &[PathBuf], display_filter: Option<&str>) -> Vec<Str
     }
     frames
 }
+
+/// `sluice gen --profile mix` of `packets` packets with `seed`, written
+/// once into the shared scratch folder `name` (for the tests of one binary
+/// to share); its path.
+pub fn shared_mix(name: &str, packets: u64, seed: u64) -> PathBuf {
+    let path = shared_scratch(name).join("mix.pcap");
+    let (packets, seed) = (packets.to_string(), seed.to_string());
+    let args = ["gen", "--profile", "mix", "--packets", &packets, "--seed", &seed, "-w"];
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(path.to_str().unwrap());
+    run(SLUICE, &all);
+    path
+}
+
+/// SYNs to 198.51.100.80 port 80 (where `gen --anomaly syn_flood` aims)
+/// in a little-endian pcap of Ethernet frames.
+pub fn flood_syns(path: &Path) -> u64 {
+    let data = std::fs::read(path).unwrap();
+    let mut at = 24;
+    let mut n = 0;
+    while at + 16 <= data.len() {
+        let len = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        let f = &data[at + 16..at + 16 + len];
+        at += 16 + len;
+        if f.len() >= 14 + 20 + 14 && f[12..14] == [0x08, 0x00] && f[14 + 9] == 6 {
+            let tcp = &f[14 + usize::from(f[14] & 0x0f) * 4..];
+            if f[30..34] == [198, 51, 100, 80] && tcp[2..4] == 80u16.to_be_bytes() && tcp[13] & 0x12 == 0x02 {
+                n += 1;
+            }
+        }
+    }
+    n
+}

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Namespaces, SLUICE, run, succeeded};
+use common::{Namespaces, SLUICE, flood_syns, run, succeeded};
 use serde_json::Value;
 
 const WEB: &str = "127.0.0.1:18380";
@@ -57,27 +57,6 @@ fn until<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T 
 
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
-}
-
-/// SYNs to 198.51.100.80 port 80 in a pcap file (any timestamp
-/// resolution, Ethernet, IPv4).
-fn flood_syns(path: &Path) -> u64 {
-    let data = std::fs::read(path).unwrap();
-    let mut at = 24;
-    let mut n = 0;
-    while at + 16 <= data.len() {
-        let len = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
-        let f = &data[at + 16..at + 16 + len];
-        at += 16 + len;
-        if f.len() >= 14 + 20 + 14 && f[12..14] == [0x08, 0x00] && f[14 + 9] == 6 {
-            let ihl = usize::from(f[14] & 0x0f) * 4;
-            let tcp = &f[14 + ihl..];
-            if f[30..34] == [198, 51, 100, 80] && tcp[2..4] == 80u16.to_be_bytes() && tcp[13] & 0x12 == 0x02 {
-                n += 1;
-            }
-        }
-    }
-    n
 }
 
 /// Whether Chromium and Playwright for Python are here.
@@ -134,27 +113,31 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
     let page = String::from_utf8(get(&ns, "/", &out).unwrap()).unwrap();
     assert!(page.contains("uPlot"));
     let rate = format!("{RATE}pps");
-    let sender = Command::new("ip")
-        .args(["netns", "exec", &ns.a, SLUICE, "gen", "--profile", "mix", "-i", "va"])
-        .args([
-            "--rate",
-            &rate,
-            "--packet-rate",
-            &rate,
-            "--duration",
-            "40s",
-            "--seed",
-            "4",
-        ])
-        .args(["--anomaly", FLOOD])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed if the test fails, like the probe and the browser: a sender
+    // left running would load the machine for the tests after it.
+    let mut sender = KillOnDrop(Some(
+        Command::new("ip")
+            .args(["netns", "exec", &ns.a, SLUICE, "gen", "--profile", "mix", "-i", "va"])
+            .args([
+                "--rate",
+                &rate,
+                "--packet-rate",
+                &rate,
+                "--duration",
+                "40s",
+                "--seed",
+                "4",
+            ])
+            .args(["--anomaly", FLOOD])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     let started_ns = now_ns();
     // The same in a browser, where there is one: the page in namespace b.
     let download = dir.path().join("browser-evidence.pcap");
-    let browser = browser_available().then(|| {
+    let mut browser = KillOnDrop(browser_available().then(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/console.py");
         Command::new("ip")
             .args(["netns", "exec", &ns.b, "python3", s(&script), "--live", "--url"])
@@ -165,7 +148,7 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
-    });
+    }));
     // The charts move while the traffic flows.
     let points = |ns: &Namespaces| -> Vec<Value> {
         get_json(ns, "/api/series", &out)
@@ -230,7 +213,7 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
         syns * 100 >= FLOOD_PACKETS * 99,
         "{syns} of {FLOOD_PACKETS} SYNs in {evidence}"
     );
-    if let Some(browser) = browser {
+    if let Some(browser) = browser.0.take() {
         let output = browser.wait_with_output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -253,7 +236,7 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
             "{syns} of {FLOOD_PACKETS} SYNs downloaded by the page"
         );
     }
-    succeeded(sender);
+    succeeded(sender.0.take().unwrap());
     let child = probe.0.take().unwrap();
     run("kill", &["-TERM", &child.id().to_string()]);
     let stderr = succeeded(child);

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
@@ -93,11 +93,23 @@ fn terminate(child: &mut Running) {
     panic!("the collector did not stop");
 }
 
-/// Waits until something listens on the UDP port (a collector starting).
-fn wait_for_udp(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Waits until the collector listens on the UDP port; when it exits
+/// first, or never listens, fails with what it printed (`log`).
+fn wait_for_udp(collector: &mut Running, port: u16, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
     while UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-        assert!(Instant::now() < deadline, "nothing listens on udp port {port}");
+        let printed = || std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(status) = collector.0.try_wait().unwrap() {
+            panic!(
+                "the collector exited ({status}) before listening on udp port {port}:\n{}",
+                printed()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing listens on udp port {port}; the collector printed:\n{}",
+            printed()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -144,7 +156,8 @@ fn nfcapd_stores_the_flows_of_the_records() {
     let store = dir.path().join("nfcapd");
     std::fs::create_dir(&store).unwrap();
     let port = free_udp_port();
-    let log = std::fs::File::create(dir.path().join("nfcapd.log")).unwrap();
+    let log_path = dir.path().join("nfcapd.log");
+    let log = std::fs::File::create(&log_path).unwrap();
     // A receive buffer that holds a burst of the exporter's messages.
     let mut collector = Running(
         Command::new(nfcapd)
@@ -165,7 +178,7 @@ fn nfcapd_stores_the_flows_of_the_records() {
             .spawn()
             .unwrap(),
     );
-    wait_for_udp(port);
+    wait_for_udp(&mut collector, port, &log_path);
     let out = dir.path().join("out");
     let destination = format!("udp://127.0.0.1:{port}");
     let summary = analyze(&out, &["--ipfix", &destination, "--ipfix-rate", "20kpps"]);
@@ -258,6 +271,8 @@ fn goflow2_decodes_the_flows_of_the_records() {
     let port = free_udp_port();
     let metrics_port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let decoded = dir.path().join("goflow2.json");
+    let log_path = dir.path().join("goflow2.log");
+    let log = std::fs::File::create(&log_path).unwrap();
     // One worker: with several, a data message may be decoded before the
     // template message another worker holds.
     let mut collector = Running(
@@ -268,12 +283,12 @@ fn goflow2_decodes_the_flows_of_the_records() {
             .arg(format!("127.0.0.1:{metrics_port}"))
             .arg("-transport.file")
             .arg(&decoded)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
             .unwrap(),
     );
-    wait_for_udp(port);
+    wait_for_udp(&mut collector, port, &log_path);
     let out = dir.path().join("out");
     let destination = format!("udp://127.0.0.1:{port}");
     analyze(&out, &["--ipfix", &destination, "--ipfix-rate", "2kpps"]);

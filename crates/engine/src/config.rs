@@ -193,8 +193,16 @@ pub struct FlowsConfig {
     /// A second listener of the kind writes into `OUTDIR/NAME/`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// `jsonl`, `csv` or `none` (`--format`).
+    /// `jsonl`, `csv`, `parquet` or `none` (`--format`).
     pub format: String,
+    /// Parquet files: a new one past this size (`--flows-rotate 256MiB`)
+    /// [default: 256MiB].
+    #[serde(with = "opt_size", skip_serializing_if = "Option::is_none")]
+    pub rotate: Option<u64>,
+    /// Parquet files: a new one when the open one is this old
+    /// (`--flows-rotate 10m`) [default: 10m].
+    #[serde(with = "opt_duration", skip_serializing_if = "Option::is_none")]
+    pub rotate_time: Option<Duration>,
     /// Also export the records as IPFIX to `udp://HOST:PORT`,
     /// `tcp://HOST:PORT` or `file:PATH` (`--ipfix`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -209,6 +217,70 @@ pub struct FlowsConfig {
     /// as they come].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ipfix_rate: Option<String>,
+    /// Also send the records to Kafka (`--kafka BROKERS`); the statistics,
+    /// alarms and call records of the run go to their own topics through
+    /// the same producer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaConfig>,
+}
+
+/// A Kafka producer (`flows: {kafka: {brokers: ..., topic: flows}}`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    /// `HOST:PORT[,HOST:PORT...]` (`--kafka`).
+    pub brokers: String,
+    /// The flow records' topic (`--topic`) [default: flows].
+    pub topic: String,
+    /// Put before every topic name: `flows`, `stats`, `alarms`, `calls`
+    /// (`--topic-prefix`).
+    pub topic_prefix: String,
+    /// `lz4`, `zstd`, `gzip`, `snappy` or `none` (`--kafka-compression`).
+    pub compression: String,
+    /// A message not acknowledged by then is counted as failed, and a run
+    /// waits at most this long at its end for the last ones
+    /// (`--kafka-timeout`).
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    /// Messages the producer may hold unacknowledged; more are dropped and
+    /// counted, never waited for (`--kafka-queue`).
+    pub queue: u32,
+    /// Connect with TLS (`--kafka-tls`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
+    /// The CA certificates that sign the brokers' (PEM), instead of the
+    /// system's (`--kafka-ca`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    /// SASL/PLAIN user (`--kafka-user`); the password is the
+    /// `SLUICE_KAFKA_PASSWORD` environment variable or `password`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Never written to the run's `probe.yaml`.
+    #[serde(skip_serializing)]
+    pub password: Option<String>,
+    /// Any other librdkafka property, as `key: value`
+    /// (`--kafka-option KEY=VALUE`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub options: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: String::new(),
+            topic: "flows".into(),
+            topic_prefix: String::new(),
+            compression: "lz4".into(),
+            timeout: Duration::from_secs(30),
+            queue: 500_000,
+            tls: false,
+            ca: None,
+            user: None,
+            password: None,
+            options: std::collections::BTreeMap::new(),
+        }
+    }
 }
 
 impl Default for FlowsConfig {
@@ -216,6 +288,9 @@ impl Default for FlowsConfig {
         FlowsConfig {
             name: None,
             format: "jsonl".into(),
+            rotate: None,
+            rotate_time: None,
+            kafka: None,
             ipfix: None,
             ipfix_mtu: None,
             ipfix_rate: None,
@@ -545,10 +620,11 @@ impl FlowsConfig {
         match self.format.as_str() {
             "jsonl" => Ok(Format::Jsonl),
             "csv" => Ok(Format::Csv),
+            "parquet" => Ok(Format::Parquet),
             "none" => Ok(Format::None),
             other => Err(ConfigError::Value {
                 key: "flows.format".into(),
-                message: format!("{other:?}: one of jsonl, csv, none"),
+                message: format!("{other:?}: one of jsonl, csv, parquet, none"),
             }),
         }
     }

@@ -14,6 +14,8 @@ use crate::control::Control;
 use crate::listen::abstractor::Abstracting;
 use crate::listen::alarms::{Alarming, Sources};
 use crate::listen::ipfix::Ipfix;
+use crate::listen::kafka::{Kafka, Topic};
+use crate::listen::parquet::ParquetRecords;
 use crate::listen::record::Recording;
 use crate::listen::records::{RecordWrites, Records};
 use crate::listen::stats::{Stats, StatsWorker};
@@ -24,6 +26,13 @@ use crate::publish::Published;
 use crate::source::{self, Source};
 use crate::summary::{AbstractReport, CaptureReport, RecordSummary, SamplingReport, Summary, merge};
 use crate::worker::{Asking, Worker};
+
+/// Parquet files close at this size unless `flows.rotate` says otherwise.
+const PARQUET_ROTATE: u64 = 256 << 20;
+
+/// Parquet files close when this old unless `flows.rotate_time` says
+/// otherwise: on a live link, records become readable within this time.
+const PARQUET_ROTATE_TIME: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Why a run could not be done.
 #[derive(Debug, thiserror::Error)]
@@ -158,10 +167,23 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         RecordWrites::Direct
     };
     let mut records = Vec::with_capacity(config.flows.len());
+    let mut parquet = Vec::new();
     let mut ipfix = Vec::new();
+    let mut kafka = Vec::new();
     for (i, flows) in config.flows.iter().enumerate() {
         let dir = listener_dir(out.expect("checked"), "flows", i, flows.name.as_deref());
-        records.push(Records::start(&dir, flows.format()?, workers.max(1), writes, control)?);
+        let format = flows.format()?;
+        if format == sluice_export::Format::Parquet {
+            let rotation = sluice_export::parquet::Rotation {
+                bytes: Some(flows.rotate.unwrap_or(PARQUET_ROTATE)),
+                age: Some(flows.rotate_time.unwrap_or(PARQUET_ROTATE_TIME)),
+            };
+            parquet.push((i, ParquetRecords::start(&dir, rotation, workers.max(1))?));
+        }
+        records.push(Records::start(&dir, format, workers.max(1), writes, control)?);
+        if let Some(k) = &flows.kafka {
+            kafka.push(Kafka::start(k, published.clone())?);
+        }
         if let Some(destination) = &flows.ipfix {
             let mtu = flows.ipfix_mtu.map_or(1500, usize::from);
             let rate = flows
@@ -188,10 +210,15 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             source_threads + workers,
             published.clone(),
             control,
+            kafka.first().filter(|_| i == 0).map(|k| k.topic(Topic::Stats)),
         )?);
     }
     let voip = match &config.voip {
-        Some(v) => Some(Voip::start(out.expect("checked"), v)?),
+        Some(v) => Some(Voip::start(
+            out.expect("checked"),
+            v,
+            kafka.first().map(|k| k.topic(Topic::Calls)),
+        )?),
         None => None,
     };
     let recordings = config
@@ -211,7 +238,8 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             flows,
         };
         let intervals = stats.first().expect("alarms turn the statistics on").tap();
-        alarms.push(Alarming::start(&dir, a, intervals, sources, published.clone())?);
+        let topic = kafka.first().filter(|_| i == 0).map(|k| k.topic(Topic::Alarms));
+        alarms.push(Alarming::start(&dir, a, intervals, sources, published.clone(), topic)?);
     }
     let abstracts = config
         .abstracts
@@ -232,8 +260,14 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                 for r in &records {
                     listeners.push(Box::new(r.worker_part()));
                 }
+                for (_, p) in &parquet {
+                    listeners.push(Box::new(p.worker_part()));
+                }
                 for x in &ipfix {
                     listeners.push(Box::new(x.worker_part()));
+                }
+                for k in &kafka {
+                    listeners.push(Box::new(k.worker_part()));
                 }
                 for s in &stats {
                     listeners.push(Box::new(StatsWorker::new(s.feed())));
@@ -372,6 +406,13 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             summary.threads.record_writer = time;
         }
     }
+    for (i, p) in parquet {
+        let report = p.finish()?;
+        if i == 0 {
+            summary.parquet_files = report.files;
+            summary.threads.record_writer = Some(report.time);
+        }
+    }
     for x in ipfix {
         summary.exports.push(x.finish());
     }
@@ -391,6 +432,11 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         if i == 0 {
             summary.alarms = Some(report);
         }
+    }
+    // Last of the senders: the statistics, alarms and calls have sent
+    // their last lines.
+    for k in kafka {
+        summary.exports.extend(k.finish());
     }
     for (i, a) in abstracts.into_iter().enumerate() {
         let (report, dropped_packets) = a.finish();

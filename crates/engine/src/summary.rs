@@ -390,6 +390,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub voip: Option<crate::listen::voip::VoipReport>,
     pub records_path: Option<PathBuf>,
+    /// With `--format parquet`: the record files, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parquet_files: Vec<PathBuf>,
     pub threads: Threads,
 }
 
@@ -626,6 +629,21 @@ impl Summary {
         }
         if let Some(path) = &self.records_path {
             let _ = writeln!(s, "\nflow records: {}", path.display());
+        }
+        match self.parquet_files.as_slice() {
+            [] => {}
+            [one] => {
+                let _ = writeln!(s, "\nflow records: {}", one.display());
+            }
+            [first, .., last] => {
+                let _ = writeln!(
+                    s,
+                    "\nflow records: {} Parquet files, {} to {}",
+                    self.parquet_files.len(),
+                    first.display(),
+                    last.file_name().unwrap_or_default().to_string_lossy()
+                );
+            }
         }
         s
     }

@@ -1,4 +1,4 @@
-//! Flow records as files and messages: JSON lines, CSV and IPFIX.
+//! Flow records as files and messages: JSON lines, CSV, Parquet and IPFIX.
 //!
 //! [`schema::write_record`] is the one place that names and orders the
 //! fields of a flow record; the JSON-lines and CSV encoders only decide how
@@ -7,6 +7,7 @@
 mod csv;
 pub mod ipfix;
 mod jsonl;
+pub mod parquet;
 pub mod read;
 pub mod schema;
 mod text;
@@ -20,6 +21,8 @@ pub use schema::{FieldSink, SCHEMA_VERSION, field_names, write_record};
 pub enum Format {
     Jsonl,
     Csv,
+    /// `flows-NNNNNN.parquet` files ([`parquet::ParquetFiles`]).
+    Parquet,
     /// Summary only, no per-flow records.
     None,
 }
@@ -29,7 +32,7 @@ impl Format {
         match self {
             Format::Jsonl => Some("flows.jsonl"),
             Format::Csv => Some("flows.csv"),
-            Format::None => None,
+            Format::Parquet | Format::None => None,
         }
     }
 }
@@ -45,7 +48,7 @@ impl Encoder {
         match format {
             Format::Jsonl => Some(Encoder::Jsonl(JsonlEncoder::default())),
             Format::Csv => Some(Encoder::Csv(CsvEncoder::default())),
-            Format::None => None,
+            Format::Parquet | Format::None => None,
         }
     }
 

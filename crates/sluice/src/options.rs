@@ -32,6 +32,13 @@ pub struct RunArgs {
     /// [default: as fast as records come].
     #[arg(long, value_name = "RATE", requires = "ipfix", value_parser = ipfix_rate)]
     pub ipfix_rate: Option<String>,
+    /// Parquet record files: start a new one past a size (256MiB) or when
+    /// the open one is this old (10m); may be given twice, once of each
+    /// [default: 256MiB and 10m].
+    #[arg(long, value_name = "SIZE|TIME", value_parser = parse_rotate)]
+    pub flows_rotate: Vec<Rotate>,
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
     /// Worker threads, each with its own flow table [default: all cores].
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub workers: Option<u32>,
@@ -117,10 +124,109 @@ pub enum ModelScopeArg {
     All,
 }
 
+/// Where and how the records go to Kafka (docs/kafka.md).
+#[derive(clap::Args, Clone, Default)]
+pub struct KafkaArgs {
+    /// Also send the flow records to Kafka, HOST:PORT[,HOST:PORT...]; the
+    /// statistics, alarms and call records of the run go to their own
+    /// topics (stats, alarms, calls).
+    #[arg(long, value_name = "BROKERS")]
+    pub kafka: Option<String>,
+    /// The flow records' topic [default: flows].
+    #[arg(long, value_name = "TOPIC", requires = "kafka")]
+    pub topic: Option<String>,
+    /// Put before every topic's name (sluice. gives sluice.flows,
+    /// sluice.stats, ...).
+    #[arg(long, value_name = "PREFIX", requires = "kafka")]
+    pub topic_prefix: Option<String>,
+    /// Compression of the message batches [default: lz4].
+    #[arg(long, value_name = "CODEC", requires = "kafka", value_parser = ["lz4", "zstd", "gzip", "snappy", "none"])]
+    pub kafka_compression: Option<String>,
+    /// A message not acknowledged within this time is counted as failed;
+    /// the run waits at most this long at its end [default: 30s].
+    #[arg(long, value_name = "TIME", requires = "kafka", value_parser = parse_duration)]
+    pub kafka_timeout: Option<Duration>,
+    /// Messages the producer may hold unacknowledged; more are dropped and
+    /// counted, never waited for [default: 500000].
+    #[arg(long, value_name = "N", requires = "kafka", value_parser = clap::value_parser!(u32).range(1..))]
+    pub kafka_queue: Option<u32>,
+    /// Connect to the brokers with TLS.
+    #[arg(long, requires = "kafka")]
+    pub kafka_tls: bool,
+    /// PEM file of the CA certificates that sign the brokers' [default:
+    /// the system's].
+    #[arg(long, value_name = "FILE", requires = "kafka")]
+    pub kafka_ca: Option<PathBuf>,
+    /// Authenticate with SASL/PLAIN as this user; the password is read
+    /// from the SLUICE_KAFKA_PASSWORD environment variable.
+    #[arg(long, value_name = "USER", requires = "kafka")]
+    pub kafka_user: Option<String>,
+    /// Any librdkafka property, KEY=VALUE (may be given several times).
+    #[arg(long, value_name = "KEY=VALUE", requires = "kafka", value_parser = key_value)]
+    pub kafka_option: Vec<(String, String)>,
+}
+
+impl KafkaArgs {
+    fn apply(&self, flows: &mut sluice_engine::config::FlowsConfig) {
+        let given = self.kafka.is_some()
+            || self.topic.is_some()
+            || self.topic_prefix.is_some()
+            || self.kafka_compression.is_some()
+            || self.kafka_timeout.is_some()
+            || self.kafka_queue.is_some()
+            || self.kafka_tls
+            || self.kafka_ca.is_some()
+            || self.kafka_user.is_some()
+            || !self.kafka_option.is_empty();
+        if !given {
+            return;
+        }
+        let k = flows.kafka.get_or_insert_with(Default::default);
+        if let Some(brokers) = &self.kafka {
+            k.brokers.clone_from(brokers);
+        }
+        if let Some(topic) = &self.topic {
+            k.topic.clone_from(topic);
+        }
+        if let Some(prefix) = &self.topic_prefix {
+            k.topic_prefix.clone_from(prefix);
+        }
+        if let Some(codec) = &self.kafka_compression {
+            k.compression.clone_from(codec);
+        }
+        if let Some(timeout) = self.kafka_timeout {
+            k.timeout = timeout;
+        }
+        if let Some(n) = self.kafka_queue {
+            k.queue = n;
+        }
+        k.tls |= self.kafka_tls;
+        if self.kafka_ca.is_some() {
+            k.ca.clone_from(&self.kafka_ca);
+        }
+        if self.kafka_user.is_some() {
+            k.user.clone_from(&self.kafka_user);
+        }
+        for (key, value) in &self.kafka_option {
+            k.options.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+fn key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("{text:?}: give KEY=VALUE (a librdkafka property)")),
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum FormatArg {
     Jsonl,
     Csv,
+    /// flows-NNNNNN.parquet files (ZSTD, typed columns; see
+    /// docs/flow-record.md), rotated by --flows-rotate.
+    Parquet,
     /// No flow records; summary only.
     None,
 }
@@ -130,6 +236,7 @@ impl FormatArg {
         match self {
             FormatArg::Jsonl => "jsonl",
             FormatArg::Csv => "csv",
+            FormatArg::Parquet => "parquet",
             FormatArg::None => "none",
         }
     }
@@ -152,6 +259,13 @@ impl RunArgs {
         if self.ipfix_rate.is_some() {
             first(&mut config.flows).ipfix_rate.clone_from(&self.ipfix_rate);
         }
+        for rotate in &self.flows_rotate {
+            match *rotate {
+                Rotate::Bytes(bytes) => first(&mut config.flows).rotate = Some(bytes),
+                Rotate::Time(time) => first(&mut config.flows).rotate_time = Some(time),
+            }
+        }
+        self.kafka.apply(first(&mut config.flows));
         if let Some(workers) = self.workers {
             config.workers = Some(workers as usize);
         }

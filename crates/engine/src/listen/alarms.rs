@@ -28,6 +28,7 @@ use serde_json::Value;
 use sluice_alarms::forensic::{Cut, cut_packets, cut_records};
 use sluice_alarms::{Alarm, AlarmsConfig, Detectors, Event, Interval};
 
+use crate::listen::kafka::{KafkaTopic, Tee};
 use crate::listen::record::RecordingHandle;
 use crate::publish::Published;
 
@@ -69,6 +70,7 @@ impl Alarming {
         intervals: Receiver<Arc<Value>>,
         sources: Sources,
         published: Published,
+        kafka: Option<KafkaTopic>,
     ) -> Result<Alarming, crate::RunError> {
         let write = |path: &Path| {
             let path = path.to_path_buf();
@@ -77,6 +79,11 @@ impl Alarming {
         std::fs::create_dir_all(dir).map_err(write(dir))?;
         let path = dir.join("alarms.jsonl");
         let file = File::create(&path).map_err(write(&path))?;
+        // Each line also goes to the `alarms` topic, keyed by its id.
+        let file: Box<dyn Write + Send> = match kafka {
+            Some(topic) => Box::new(Tee::new(file, topic, "alarm_id")),
+            None => Box::new(file),
+        };
         let evidence_dir = dir.join("evidence");
         if sources.recording.is_some() && config.evidence {
             std::fs::create_dir_all(&evidence_dir).map_err(write(&evidence_dir))?;
@@ -126,7 +133,7 @@ struct Waiting {
 struct Run {
     config: AlarmsConfig,
     detectors: Detectors,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn Write + Send>>,
     path: PathBuf,
     dir: PathBuf,
     evidence_dir: PathBuf,

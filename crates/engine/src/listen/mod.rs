@@ -24,6 +24,8 @@ pub(crate) mod alarms;
 pub(crate) mod breakdowns;
 pub(crate) mod export;
 pub(crate) mod ipfix;
+pub(crate) mod kafka;
+pub(crate) mod parquet;
 pub(crate) mod record;
 pub(crate) mod records;
 pub(crate) mod stats;

@@ -39,6 +39,7 @@ use sluice_wire::IpVersion;
 use crate::config::StatsConfig;
 use crate::control::Control;
 use crate::listen::breakdowns::{Breakdowns, Carried, Mark};
+use crate::listen::kafka::KafkaTopic;
 use crate::listen::{FlowListener, PacketBytes};
 use crate::publish::Published;
 use crate::source::PacketDesc;
@@ -371,6 +372,7 @@ impl Stats {
         parts: usize,
         published: Published,
         control: &Control,
+        kafka: Option<KafkaTopic>,
     ) -> Result<Stats, crate::RunError> {
         let write = |source| crate::RunError::Write {
             path: dir.to_path_buf(),
@@ -380,6 +382,7 @@ impl Stats {
         let interval_ns = config.interval.as_nanos().clamp(1, u64::MAX as u128) as u64;
         let (tx, rx) = unbounded();
         let mut out = Output::open(dir, config.mrtg, control.clone()).map_err(write)?;
+        out.kafka = kafka;
         let top = config.top;
         let taps = Taps::default();
         let merger_taps = Arc::clone(&taps);
@@ -741,6 +744,10 @@ struct Output {
     mrtg: Vec<BufWriter<File>>,
     control: Control,
     reopens: u64,
+    /// Each line also goes to the `stats` topic.
+    kafka: Option<KafkaTopic>,
+    /// The line being written, reused.
+    buffer: Vec<u8>,
 }
 
 impl Output {
@@ -755,6 +762,8 @@ impl Output {
             mrtg: Vec::new(),
             control,
             reopens,
+            kafka: None,
+            buffer: Vec::new(),
         };
         out.open_mrtg(false)?;
         Ok(out)
@@ -791,8 +800,13 @@ impl Output {
     }
 
     fn line(&mut self, start_ns: u64, line: &Value) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.jsonl, line)?;
-        self.jsonl.write_all(b"\n").map_err(|e| named(&self.path, e))?;
+        self.buffer.clear();
+        serde_json::to_writer(&mut self.buffer, line)?;
+        if let Some(kafka) = &self.kafka {
+            kafka.send(None, &self.buffer);
+        }
+        self.buffer.push(b'\n');
+        self.jsonl.write_all(&self.buffer).map_err(|e| named(&self.path, e))?;
         for (counter, file) in MRTG.iter().zip(&mut self.mrtg) {
             writeln!(file, "{} {}", start_ns / 1_000_000_000, line[counter])?;
         }

@@ -23,6 +23,7 @@ use sluice_voip::calls::{CallCounters, CallTable, CallsConfig};
 use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
 
 use crate::config::{ConfigError, VoipConfig};
+use crate::listen::kafka::{KafkaTopic, Tee};
 use crate::listen::{FlowListener, PacketBytes};
 use crate::probe::RunError;
 use crate::source::PacketDesc;
@@ -53,7 +54,7 @@ pub(crate) struct Voip {
 }
 
 impl Voip {
-    pub(crate) fn start(out: &Path, config: &VoipConfig) -> Result<Voip, RunError> {
+    pub(crate) fn start(out: &Path, config: &VoipConfig, kafka: Option<KafkaTopic>) -> Result<Voip, RunError> {
         if config.record_media != "none" {
             return Err(ConfigError::Value {
                 key: "voip.record_media".into(),
@@ -74,7 +75,12 @@ impl Voip {
                     source,
                 })
         };
-        let calls_out = open(&calls_path)?;
+        let calls_out: Box<dyn std::io::Write + Send> = match kafka {
+            // Each call's line also goes to the `calls` topic, keyed by
+            // its `call_id`.
+            Some(topic) => Box::new(Tee::new(open(&calls_path)?, topic, "call_id")),
+            None => Box::new(open(&calls_path)?),
+        };
         let streams_out = open(&streams_path)?;
         let ns = |d: std::time::Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
         let mut table = CallTable::new(
@@ -82,7 +88,7 @@ impl Voip {
                 linger_ns: ns(config.linger),
                 timeout_ns: ns(config.call_timeout),
             },
-            Box::new(calls_out),
+            calls_out,
             Box::new(streams_out),
         );
         let (events, rx): (Sender<Event>, Receiver<Event>) = bounded(QUEUE);

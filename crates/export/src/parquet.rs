@@ -58,6 +58,9 @@ const TIMESTAMPS: &[&str] = &["first_ts_ns", "last_ts_ns"];
 /// by row group, and a group of this many flows is some megabytes.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 
+/// Rows written at a time, between looks at the file's size.
+const SLICE_ROWS: usize = 1024;
+
 /// What a column holds, as the schema walk calls it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -424,15 +427,22 @@ impl ParquetFiles {
         Ok(self.open.as_mut().expect("just opened"))
     }
 
-    /// Writes a batch, and closes the file when it is due.
+    /// Writes a batch, in slices of [`SLICE_ROWS`] so that a file closes
+    /// near its size even when one batch would fill several.
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ParquetError> {
-        let open = self.open()?;
-        open.writer.write(batch).map_err(|e| ParquetError {
-            path: open.temporary.clone(),
-            message: e.to_string(),
-        })?;
-        open.rows += batch.num_rows() as u64;
-        self.rotate_if_due()
+        let mut at = 0;
+        while at < batch.num_rows() {
+            let rows = SLICE_ROWS.min(batch.num_rows() - at);
+            let open = self.open()?;
+            open.writer.write(&batch.slice(at, rows)).map_err(|e| ParquetError {
+                path: open.temporary.clone(),
+                message: e.to_string(),
+            })?;
+            open.rows += rows as u64;
+            at += rows;
+            self.rotate_if_due()?;
+        }
+        Ok(())
     }
 
     /// Closes the open file if it is past its size or age.

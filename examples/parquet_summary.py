@@ -50,6 +50,8 @@ def with_spark(directory, n):
         SparkSession.builder.master("local[2]")
         .appName("sluice-parquet-summary")
         .config("spark.ui.enabled", "false")
+        # Spark has no nanosecond timestamps: read them as integers.
+        .config("spark.sql.legacy.parquet.nanosAsLong", "true")
         .getOrCreate()
     )
     spark.read.parquet(os.path.join(directory, "flows-*.parquet")).createOrReplaceTempView("flows")

@@ -72,6 +72,9 @@ impl Counters {
 /// reads them each time librdkafka reports its statistics (every second).
 struct Delivery {
     topics: Vec<Arc<Counters>>,
+    /// The last error of the client itself (a broker down, refused
+    /// credentials), which explains messages that time out.
+    client_error: Mutex<Option<String>>,
     names: Vec<String>,
     published: Published,
     last_publish: Mutex<Instant>,
@@ -93,6 +96,15 @@ impl Delivery {
 }
 
 impl ClientContext for Delivery {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let mut last = self.client_error.lock().unwrap_or_else(|p| p.into_inner());
+        // "All brokers down" follows the error that brought them down
+        // (refused credentials, a certificate): keep that one.
+        if last.is_none() || error.rdkafka_error_code() != Some(RDKafkaErrorCode::AllBrokersDown) {
+            *last = Some(format!("{error}: {reason}"));
+        }
+    }
+
     fn stats_raw(&self, _statistics: &[u8]) {
         let mut last = self.last_publish.lock().unwrap_or_else(|p| p.into_inner());
         if last.elapsed() >= Duration::from_millis(900) {
@@ -114,7 +126,15 @@ impl ProducerContext for Delivery {
             }
             Err((e, _)) => {
                 c.failed.fetch_add(1, Ordering::Relaxed);
-                c.error(e);
+                // Purged at the end of the run: the reason is the client's
+                // error, not the purge.
+                let purged = matches!(
+                    e,
+                    KafkaError::MessageProduction(RDKafkaErrorCode::PurgeQueue | RDKafkaErrorCode::PurgeInflight)
+                );
+                if !purged {
+                    c.error(e);
+                }
             }
         }
     }
@@ -211,6 +231,7 @@ impl Kafka {
             .collect();
         let delivery = Delivery {
             topics: TOPICS.iter().map(|_| Arc::new(Counters::default())).collect(),
+            client_error: Mutex::new(None),
             names: topics.clone(),
             published,
             last_publish: Mutex::new(Instant::now()),
@@ -268,6 +289,15 @@ impl Kafka {
             // Messages whose delivery never reported (none, after the
             // purge; but never lose count of one).
             let failed = c.failed.load(Ordering::Relaxed).max(produced.saturating_sub(delivered));
+            let mut last_error = c.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if failed > 0 && last_error.is_none() {
+                let why = context.client_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                last_error = Some(format!(
+                    "not acknowledged within {:?}: {}",
+                    self.timeout,
+                    why.as_deref().unwrap_or("no broker answered")
+                ));
+            }
             let mut counters = BTreeMap::new();
             counters.insert("produced", produced);
             reports.push(ExportReport {
@@ -279,7 +309,7 @@ impl Kafka {
                 messages: delivered,
                 bytes: c.bytes.load(Ordering::Relaxed),
                 counters,
-                last_error: c.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                last_error,
             });
         }
         reports

@@ -492,7 +492,8 @@ mod tests {
 
     #[test]
     fn the_schema_has_every_field_in_order() {
-        let names: Vec<&str> = arrow_schema().fields().iter().map(|f| f.name().as_str()).collect();
+        let schema = arrow_schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, field_names());
     }
 
@@ -510,8 +511,8 @@ mod tests {
                 "{ts}"
             );
         }
-        assert_eq!(schema.field_with_name("host").unwrap().is_nullable(), true);
-        assert_eq!(schema.field_with_name("packets").unwrap().is_nullable(), false);
+        assert!(schema.field_with_name("host").unwrap().is_nullable());
+        assert!(!schema.field_with_name("packets").unwrap().is_nullable());
     }
 
     #[test]

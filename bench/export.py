@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""What writing and exporting flow records costs, on capture files.
+
+For each trace, in one run, rounds taken in alternation (medians of --runs):
+
+- `sluice analyze TRACE --format none` (the full classifier chain, every
+  metric, no records): the base;
+- `--format jsonl`, `--format csv`, `--format parquet`;
+- `--format none --ipfix udp://127.0.0.1:PORT` to nfcapd (nfdump), started
+  here, with the records it stored counted afterwards (`nfdump -s record`
+  summary line); the same to GoFlow2 when it is installed;
+- `--format none --kafka 127.0.0.1:PORT` to a local Kafka broker when
+  --kafka-libs names its jars (see .ci/kafka/pom.xml);
+- tcpdump's bare read of the file (`tcpdump -r TRACE -w /dev/null`), and
+  ndpiReader's (`ndpiReader -i TRACE`) when installed.
+
+Prints a Markdown table per trace: wall and CPU seconds, each as a ratio to
+`--format none`, Mpkt/s, bytes per flow of each file format, records lost.
+
+usage: bench/export.py TRACE... [--runs N] [--sluice PATH] [--ndpi] [--kafka-libs DIR]
+"""
+
+import argparse
+import glob
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def run_timed(cmd, env=None):
+    """Wall and CPU (user + system) seconds of one run, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.decode()[-2000:]}")
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def free_port(kind=socket.SOCK_DGRAM):
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, kind):
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                if kind == socket.SOCK_STREAM:
+                    s.connect(("127.0.0.1", port))
+                    return
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                if kind == socket.SOCK_DGRAM:
+                    return
+        time.sleep(0.1)
+    raise SystemExit(f"nothing listens on port {port}")
+
+
+class Nfcapd:
+    def __init__(self, scratch):
+        self.dir = os.path.join(scratch, "nfcapd")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["nfcapd", "-B", "33554432", "-b", "127.0.0.1", "-p", str(self.port), "-t", "3600", "-w", self.dir],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_port(self.port, socket.SOCK_DGRAM)
+
+    def stored(self):
+        """Stops the collector and counts the flows it stored."""
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        files = sorted(glob.glob(os.path.join(self.dir, "**", "nfcapd.*"), recursive=True))
+        out = subprocess.run(["nfdump", "-q", "-R", self.dir, "-o", "csv"], capture_output=True, text=True)
+        rows = [l for l in out.stdout.splitlines() if l and l[0].isdigit()]
+        shutil.rmtree(self.dir)
+        return len(rows) if files else 0
+
+
+class Broker:
+    def __init__(self, libs, scratch):
+        self.dir = os.path.join(scratch, "kafka")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port, controller = free_port(socket.SOCK_STREAM), free_port(socket.SOCK_STREAM)
+        props = os.path.join(self.dir, "server.properties")
+        with open(props, "w") as f:
+            f.write(
+                "process.roles=broker,controller\nnode.id=1\n"
+                f"controller.quorum.voters=1@127.0.0.1:{controller}\n"
+                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}\n"
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}\n"
+                "controller.listener.names=CONTROLLER\n"
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+                f"log.dirs={self.dir}/data\nnum.partitions=1\noffsets.topic.replication.factor=1\n"
+                "transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n"
+            )
+        cp = f"{libs}/*"
+        subprocess.run(
+            ["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", "q1Sh-9_ISia_zwGINzRvyQ", "-c", props],
+            check=True,
+            capture_output=True,
+        )
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx1g", "-cp", cp, "kafka.Kafka", props], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_port(self.port, socket.SOCK_STREAM)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+        shutil.rmtree(self.dir)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("traces", nargs="+")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--sluice", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sluice"))
+    p.add_argument("--ndpi", action="store_true", help="also time ndpiReader -i (slow on the worst case)")
+    p.add_argument("--kafka-libs", help="the Kafka broker's jars (mvn -f .ci/kafka/pom.xml dependency:copy-dependencies)")
+    args = p.parse_args()
+    scratch = tempfile.mkdtemp(prefix="sluice-export-bench-")
+    try:
+        for trace in args.traces:
+            bench(trace, args, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def bench(trace, args, scratch):
+    out = os.path.join(scratch, "out")
+    base = [args.sluice, "analyze", trace, "-q", "-o", out]
+    configs = [
+        ("--format none", base + ["--format", "none"]),
+        ("--format jsonl", base + ["--format", "jsonl"]),
+        ("--format csv", base + ["--format", "csv"]),
+        ("--format parquet", base + ["--format", "parquet"]),
+    ]
+    nfcapd = Nfcapd(scratch) if shutil.which("nfcapd") else None
+    if nfcapd:
+        configs.append(("IPFIX to nfcapd", base + ["--format", "none", "--ipfix", f"udp://127.0.0.1:{nfcapd.port}"]))
+    broker = Broker(args.kafka_libs, scratch) if args.kafka_libs else None
+    if broker:
+        configs.append(("Kafka (lz4)", base + ["--format", "none", "--kafka", f"127.0.0.1:{broker.port}"]))
+    configs.append(("tcpdump -r (bare read)", ["tcpdump", "-r", trace, "-w", "/dev/null"]))
+    if args.ndpi and shutil.which("ndpiReader"):
+        configs.append(("ndpiReader -i", ["ndpiReader", "-i", trace, "-q"]))
+    # The file in the page cache before any round.
+    subprocess.run(["cat", trace], stdout=subprocess.DEVNULL, check=True)
+    times = {name: [] for name, _ in configs}
+    sizes, summaries = {}, {}
+    for _ in range(args.runs):
+        for name, cmd in configs:
+            shutil.rmtree(out, ignore_errors=True)
+            times[name].append(run_timed(cmd))
+            if cmd[0] == args.sluice:
+                with open(os.path.join(out, "summary.json")) as f:
+                    summaries[name] = json.load(f)
+                files = [f for f in os.listdir(out) if f.startswith("flows")]
+                sizes[name] = sum(os.path.getsize(os.path.join(out, f)) for f in files)
+    stored = nfcapd.stored() if nfcapd else None
+    if broker:
+        broker.stop()
+    base_summary = summaries["--format none"]
+    flows, packets = base_summary["flows"], base_summary["packets"]
+    wall0 = statistics.median(w for w, _ in times["--format none"])
+    cpu0 = statistics.median(c for _, c in times["--format none"])
+    print(f"\n### {os.path.basename(trace)}: {packets:,} packets, {flows:,} flows, medians of {args.runs} rounds\n")
+    print("| configuration | wall s | wall ÷ none | CPU s | CPU ÷ none | Mpkt/s | bytes per flow | records lost |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, _ in configs:
+        wall = statistics.median(w for w, _ in times[name])
+        cpu = statistics.median(c for _, c in times[name])
+        per_flow = f"{sizes[name] / flows:.0f}" if sizes.get(name) else "-"
+        lost = "-"
+        s = summaries.get(name)
+        if s and s.get("exports"):
+            e = s["exports"][0]
+            lost = f"{e['dropped_queue_full'] + e['failed']} at the sender"
+            if name.startswith("IPFIX") and stored is not None:
+                lost += f"; collector stored {stored:,} of {e['records'] * args.runs:,}"
+        print(
+            f"| {name} | {wall:.2f} | {wall / wall0:.2f} | {cpu:.2f} | {cpu / cpu0:.2f} "
+            f"| {packets / wall / 1e6:.2f} | {per_flow} | {lost} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -30,7 +30,8 @@ use arrow_array::types::Int32Type;
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 use sluice_classify::Text;
 
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
@@ -174,15 +175,20 @@ enum Column {
 }
 
 impl Column {
-    fn new(kind: Kind) -> Column {
+    /// A builder with room for `rows` rows, so that filling it does not
+    /// copy its buffers as they grow.
+    fn new(kind: Kind, rows: usize) -> Column {
         match kind {
-            Kind::Int => Column::Int(Int64Builder::new()),
-            Kind::Timestamp => Column::Timestamp(TimestampNanosecondBuilder::new().with_timezone("UTC")),
-            Kind::Float => Column::Float(Float64Builder::new()),
-            Kind::Str => Column::Str(StringBuilder::new()),
-            Kind::Label => Column::Label(StringDictionaryBuilder::new()),
-            Kind::Ints => Column::Ints(ListBuilder::new(Int64Builder::new())),
-            Kind::Strs => Column::Strs(ListBuilder::new(StringBuilder::new())),
+            Kind::Int => Column::Int(Int64Builder::with_capacity(rows)),
+            Kind::Timestamp => Column::Timestamp(TimestampNanosecondBuilder::with_capacity(rows).with_timezone("UTC")),
+            Kind::Float => Column::Float(Float64Builder::with_capacity(rows)),
+            Kind::Str => Column::Str(StringBuilder::with_capacity(rows, rows * 16)),
+            Kind::Label => Column::Label(StringDictionaryBuilder::with_capacity(rows, 64, 1024)),
+            Kind::Ints => Column::Ints(ListBuilder::with_capacity(Int64Builder::with_capacity(rows * 4), rows)),
+            Kind::Strs => Column::Strs(ListBuilder::with_capacity(
+                StringBuilder::with_capacity(rows, rows * 8),
+                rows,
+            )),
         }
     }
 
@@ -202,6 +208,8 @@ impl Column {
 /// Records gathered into Arrow columns, one builder per field.
 pub struct Columns {
     columns: Vec<Column>,
+    /// Rows a batch is expected to hold.
+    capacity: usize,
     /// The column the walk of the current record is at.
     at: usize,
     rows: usize,
@@ -209,11 +217,7 @@ pub struct Columns {
 
 impl Default for Columns {
     fn default() -> Self {
-        Columns {
-            columns: KINDS.iter().map(|&(_, kind, _)| Column::new(kind)).collect(),
-            at: 0,
-            rows: 0,
-        }
+        Columns::with_capacity(0)
     }
 }
 
@@ -224,6 +228,16 @@ fn int(value: u64) -> i64 {
 }
 
 impl Columns {
+    /// Columns with room for batches of `rows` records.
+    pub fn with_capacity(rows: usize) -> Columns {
+        Columns {
+            columns: KINDS.iter().map(|&(_, kind, _)| Column::new(kind, rows)).collect(),
+            capacity: rows,
+            at: 0,
+            rows: 0,
+        }
+    }
+
     /// Adds one record as a row.
     pub fn push(&mut self, record: &Record) {
         self.at = 0;
@@ -240,7 +254,16 @@ impl Columns {
     /// The rows gathered so far as a batch; the builders start again
     /// empty.
     pub fn batch(&mut self) -> RecordBatch {
-        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(Column::finish).collect();
+        let arrays: Vec<ArrayRef> = self
+            .columns
+            .iter_mut()
+            .zip(KINDS.iter())
+            .map(|(column, &(_, kind, _))| {
+                let array = column.finish();
+                *column = Column::new(kind, self.capacity);
+                array
+            })
+            .collect();
         self.rows = 0;
         RecordBatch::try_new(SCHEMA.clone(), arrays).expect("the columns follow the schema")
     }
@@ -382,11 +405,20 @@ pub struct ParquetError {
 
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
-        let properties = WriterProperties::builder()
+        // Parquet's dictionary pages pay a hash per value: worth it for
+        // the labels, whose values repeat, not for counters and times,
+        // which ZSTD compresses as well. Statistics per column chunk (a
+        // reader skips a row group by its times) rather than per page.
+        let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
-            .build();
+            .set_dictionary_enabled(false)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")));
+        for label in LABELS {
+            properties = properties.set_column_dictionary_enabled(ColumnPath::from(*label), true);
+        }
+        let properties = properties.build();
         ParquetFiles {
             dir: dir.to_path_buf(),
             rotation,

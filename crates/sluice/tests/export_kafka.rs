@@ -310,7 +310,8 @@ static FLOOD: LazyLock<PathBuf> = LazyLock::new(|| {
 
 /// Every flow record, every statistics interval and every alarm line of a
 /// run is a message of its topic, equal to the file's line; flow records
-/// are keyed by their `flow_id`, alarms by their `alarm_id`.
+/// are keyed by their `flow_id`, alarms by their `alarm_id`. The same run
+/// writes an IPFIX file too.
 #[test]
 fn records_statistics_and_alarms_reach_their_topics() {
     let Some(broker) = &*BROKER else {
@@ -330,8 +331,15 @@ fn records_statistics_and_alarms_reach_their_topics() {
         &broker.plain,
         "--topic-prefix",
         "run1.",
+        "--ipfix",
+        &format!("file:{}", s(&dir.path().join("flows.ipfix"))),
     ]);
     let records = lines(&out.join("flows.jsonl"));
+    // Three sinks from one run: the JSON file, Kafka and an IPFIX file.
+    let ipfix = &summary["exports"][0];
+    assert_eq!(ipfix["sink"], "ipfix");
+    assert_eq!(ipfix["records"], records.len() as u64, "{ipfix}");
+    assert!(std::fs::metadata(dir.path().join("flows.ipfix")).unwrap().len() > 0);
     let flows = export(&summary, "run1.flows");
     assert_eq!(flows["records"], records.len() as u64, "{flows}");
     assert_eq!(flows["failed"], 0, "{flows}");

@@ -2,9 +2,9 @@
 //! pyarrow compares every field of every row with the JSON record of the
 //! same flow from the same run (a second `flows` listener), and DuckDB
 //! computes the run's per-application totals and top talkers from the
-//! files (`examples/parquet_summary.py`). pyarrow and DuckDB come from
-//! PyPI (`.ci/run` installs them); without them these tests skip with a
-//! message.
+//! files (`examples/parquet_summary.py`), and so does Spark where pyspark
+//! is installed. pyarrow and DuckDB come from PyPI (`.ci/run` installs
+//! them); without them these tests skip with a message.
 
 mod common;
 
@@ -152,6 +152,31 @@ fn duckdb_computes_the_summary_from_the_files() {
     );
     let printed: Value = serde_json::from_slice(&check.stdout).unwrap();
     assert!(printed["applications"].as_object().unwrap().len() > 5);
+}
+
+/// Spark (local mode) reading the same files computes the same: one path
+/// from Sluice's records into a distributed engine. CI does not install
+/// pyspark (large, and slow to start); there this test skips.
+#[test]
+fn spark_computes_the_summary_from_the_files() {
+    if !python_has("pyspark") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let output = sluice(&["analyze", s(&MIX), "-q", "-o", s(&out), "--format", "parquet"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/parquet_summary.py");
+    let check = Command::new("python3")
+        .args([s(&script), s(&out), "--check", "--engine", "spark"])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 /// Files close at the size given, numbered in order; their rows add up to

@@ -54,7 +54,7 @@ impl ParquetRecords {
 
     pub(crate) fn worker_part(&self) -> ParquetWorker {
         ParquetWorker {
-            columns: Columns::default(),
+            columns: Columns::with_capacity(BATCH_ROWS),
             batches: self.batches.clone(),
         }
     }

@@ -403,6 +403,8 @@ pub fn ntp_to_unix_ns(ntp: u64) -> u64 {
 pub struct IpfixEncoder {
     /// The next element to write.
     next: usize,
+    /// The record's fields seen so far: the index in [`PLAN`].
+    call: usize,
     v6: bool,
     /// TCP flags seen, per direction.
     flags: [u16; 2],
@@ -419,6 +421,31 @@ enum Value<'a> {
     List(&'a [u64]),
     Strings(&'a [Text]),
 }
+
+/// What one field of a record becomes: the elements up to `end`, and the
+/// `tcpControlBits` bit it sets.
+struct Step {
+    end: usize,
+    flag: Option<(usize, u16)>,
+}
+
+/// The steps of every field, in the order the schema walks them: worked
+/// out once from the names, so that encoding a record compares no strings.
+static PLAN: std::sync::LazyLock<Vec<Step>> = std::sync::LazyLock::new(|| {
+    let mut end = 0;
+    crate::schema::field_names()
+        .into_iter()
+        .map(|name| {
+            while ELEMENTS.get(end).is_some_and(|e| e.field == name) {
+                end += 1;
+            }
+            Step {
+                end,
+                flag: flag_bit(name),
+            }
+        })
+        .collect()
+});
 
 /// Which bit of `tcpControlBits` a flag-count field stands for.
 fn flag_bit(field: &str) -> Option<(usize, u16)> {
@@ -447,6 +474,7 @@ impl IpfixEncoder {
     pub fn encode(&mut self, record: &Record, out: &mut Vec<u8>) -> u16 {
         std::mem::swap(&mut self.out, out);
         self.next = 0;
+        self.call = 0;
         self.flags = [0; 2];
         write_record(record, self);
         // The derived elements at the end.
@@ -461,16 +489,20 @@ impl IpfixEncoder {
         if self.v6 { TEMPLATE_V6 } else { TEMPLATE_V4 }
     }
 
-    /// Writes every element of `field`.
+    /// Writes every element of `field`, the record's next field.
     #[inline]
     fn field(&mut self, field: &'static str, value: Value) {
-        let first = self.next;
-        while let Some(e) = ELEMENTS.get(self.next).filter(|e| e.field == field) {
+        let step = &PLAN[self.call];
+        self.call += 1;
+        debug_assert!(
+            self.next < step.end && ELEMENTS[self.next].field == field,
+            "{field} out of order"
+        );
+        while self.next < step.end {
+            write_value(&mut self.out, &ELEMENTS[self.next], &value, &mut self.v6);
             self.next += 1;
-            write_value(&mut self.out, e, &value, &mut self.v6);
         }
-        debug_assert!(self.next > first, "{field} has no IPFIX element");
-        if let (Some((d, bit)), Value::Unsigned(Some(n))) = (flag_bit(field), &value)
+        if let (Some((d, bit)), Value::Unsigned(Some(n))) = (step.flag, &value)
             && *n > 0
         {
             self.flags[d] |= bit;

@@ -107,6 +107,40 @@ pub struct BalanceReport {
     pub inline: Option<CellCounts>,
 }
 
+impl BalanceReport {
+    /// Adds the counts of another balancer over the same cells (another
+    /// reading thread's).
+    pub fn add(&mut self, other: &BalanceReport) {
+        if self.cells.is_empty() {
+            *self = other.clone();
+            return;
+        }
+        for (mine, theirs) in self.cells.iter_mut().zip(&other.cells) {
+            mine.add(theirs);
+        }
+        self.unhashed_frames += other.unhashed_frames;
+        self.resolved_fragments += other.resolved_fragments;
+        self.unresolved_fragments += other.unresolved_fragments;
+        match (&mut self.inline, &other.inline) {
+            (Some(mine), Some(theirs)) => mine.add(theirs),
+            (None, Some(theirs)) => self.inline = Some(theirs.clone()),
+            _ => {}
+        }
+    }
+}
+
+impl CellCounts {
+    /// Adds another count of the same cell. Flows seen by two readers are
+    /// added as if distinct: each reader's flows are its own.
+    pub fn add(&mut self, other: &CellCounts) {
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        self.flows += other.flows;
+        self.drops += other.drops;
+        self.redirect_failures += other.redirect_failures;
+    }
+}
+
 /// Chooses each frame's cell and counts.
 pub struct Balancer {
     table: CellTable,

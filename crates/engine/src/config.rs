@@ -60,6 +60,10 @@ pub struct ProbeConfig {
     /// (`--metrics`); turns the statistics on if no `stats` section does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// The cell incubator: every frame to one of several cells by its
+    /// flow (`docs/scale-out.md`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<BalanceConfig>,
 }
 
 /// Where the packets come from.
@@ -361,6 +365,33 @@ impl Default for StatsConfig {
             interval: Duration::from_secs(1),
             top: 20,
             mrtg: true,
+        }
+    }
+}
+
+/// The `balance` listener: SF-TAP's cell incubator (`docs/scale-out.md`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BalanceConfig {
+    /// The cells in order (`--cell`, repeatable): interfaces when the
+    /// probe reads interfaces, capture files when it reads files; `-` for
+    /// a cell that has left (its flows go to the others, no one else's
+    /// move).
+    pub cells: Vec<String>,
+    /// `symmetric-5tuple` or `ip-pair` (`--balance-hash`).
+    pub hash: String,
+    /// Inline: every frame is also forwarded to this interface
+    /// (`--inline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+}
+
+impl Default for BalanceConfig {
+    fn default() -> Self {
+        BalanceConfig {
+            cells: Vec::new(),
+            hash: "symmetric-5tuple".into(),
+            inline: None,
         }
     }
 }

@@ -15,6 +15,7 @@ Exit status:
 }
 
 mod abstractor;
+mod balance;
 mod extract;
 mod options;
 mod probe;
@@ -86,6 +87,20 @@ enum Command {
     /// counted in OUTDIR/summary.json under `voip`. See docs/voip.md.
     #[command(after_help = EXIT_CODES)]
     Voip(voip::VoipCommandArgs),
+    /// Split traffic over cells, each flow (both directions) to one:
+    /// SF-TAP's cell incubator.
+    ///
+    /// The probe with the `balance` listener alone. Each frame goes to the
+    /// cell its flow's symmetric hash picks through a table of 4096 slots
+    /// (cells joining or leaving move only their own share of the flows);
+    /// later IP fragments follow their first fragment. Live (-i), each cell
+    /// is an interface towards a machine running `sluice probe`, and
+    /// --inline forwards every frame to one more; on files (-r), each cell
+    /// is a capture file. Prints, and with -o writes to summary.json, each
+    /// cell's packets, bytes, flows, drops and redirect failures. See
+    /// docs/scale-out.md.
+    #[command(after_help = EXIT_CODES)]
+    Balance(balance::BalanceCommandArgs),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -369,6 +384,7 @@ fn main() -> ExitCode {
         Command::Probe(args) => probe::run_probe(*args),
         Command::Analyze(args) => run_analyze(args),
         Command::Voip(args) => voip::run_voip(args),
+        Command::Balance(args) => balance::run_balance(args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),

@@ -36,7 +36,7 @@ pub struct BalanceCommandArgs {
     /// The cells, in order: interfaces with -i; with -r their number, or a
     /// list whose entries name nothing but their place. `-` marks a cell
     /// that has left: its flows go to the others, and no other flow moves.
-    #[arg(long, value_name = "IF,IF,...|N", required = true)]
+    #[arg(long, value_name = "IF,IF,...|N", required = true, allow_hyphen_values = true)]
     cells: String,
     /// With -r: each cell's capture file, `%d` its number [default:
     /// cell%d.pcap].

@@ -1,0 +1,241 @@
+//! `sluice balance`: the cell incubator on files. Every capture of nDPI's
+//! reference set is split over four cells; each frame must be in exactly
+//! one cell, in order, and the probes of the four cells together must give
+//! the records of one probe on the whole capture (docs/scale-out.md says
+//! which fields may differ, and why).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use sluice_capture::CaptureFile;
+
+use common::{ndpi_pcaps, sluice};
+
+/// Each frame of a capture: time, wire length, bytes.
+fn frames(path: &Path) -> Vec<(u64, u32, Vec<u8>)> {
+    let file = CaptureFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let reader = file.reader().unwrap();
+    reader.map(|p| (p.ts_ns, p.wire_len, p.data.to_vec())).collect()
+}
+
+fn records(out: &Path) -> Vec<Value> {
+    match std::fs::read_to_string(out.join("flows.jsonl")) {
+        Ok(text) => text.lines().map(|l| serde_json::from_str(l).unwrap()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn analyze(input: &Path, out: &Path) {
+    let output = sluice(&[
+        "analyze".as_ref(),
+        input.as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(
+        matches!(output.status.code(), Some(0 | 3)),
+        "{}: {}",
+        input.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Fields of a label, which may rest on what other flows taught.
+const LABEL: [&str; 4] = ["app", "master", "classifier", "confidence"];
+
+/// Whether `whole` (one probe) and `cell` (its cell's probe) differ only
+/// as docs/scale-out.md allows: a label resting on another flow, or a
+/// flow still open at the end of its cell's capture whose idle timeout the
+/// whole capture's later clock saw pass.
+fn allowed(whole: &Value, cell: &Value, cell_clock_ns: u64, whole_clock_ns: u64) -> Result<(), String> {
+    let (Value::Object(w), Value::Object(c)) = (whole, cell) else {
+        return Err("not objects".into());
+    };
+    let differing: Vec<&String> = w.keys().chain(c.keys()).filter(|k| w.get(*k) != c.get(*k)).collect();
+    for field in differing {
+        match field.as_str() {
+            f if LABEL.contains(&f) => {
+                let learned_port = w["classifier"] == "dynamic-port";
+                let service = |r: &Value| {
+                    r["app"]
+                        .as_str()
+                        .unwrap_or("")
+                        .split('.')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let named_by_dns =
+                    w["classifier"] == c["classifier"] && w["master"] == c["master"] && service(whole) == service(cell);
+                if !learned_port && !named_by_dns {
+                    return Err(format!("label {field}: {} vs {}", w[f], c[f]));
+                }
+            }
+            "end_reason" => {
+                let (we, ce) = (w["end_reason"].as_str(), c["end_reason"].as_str());
+                let later_clock = we == Some("idle") && ce == Some("end_of_input") && cell_clock_ns < whole_clock_ns;
+                if !later_clock {
+                    return Err(format!("end_reason {we:?} vs {ce:?}"));
+                }
+            }
+            other => return Err(format!("{other}: {} vs {}", w[other], c[other])),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_cells_together_give_one_probes_records() {
+    let Some(pcaps) = ndpi_pcaps() else { return };
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(&pcaps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+        .collect();
+    inputs.sort();
+    assert!(inputs.len() > 100, "{} captures", inputs.len());
+    let dir = tempfile::tempdir().unwrap();
+    let (mut flows, mut label_differences, mut end_differences, mut fragments) = (0, 0, 0, 0u64);
+    let mut stepping_back = 0;
+    let mut per_cell = [0u64; 4];
+    for input in &inputs {
+        let name = input.file_name().unwrap().to_str().unwrap();
+        let here = dir.path().join(name);
+        std::fs::create_dir(&here).unwrap();
+        let template = here.join("cell%d.pcap");
+        let output = sluice(&[
+            "balance".as_ref(),
+            "-r".as_ref(),
+            input.as_os_str(),
+            "--cells".as_ref(),
+            "4".as_ref(),
+            "-w".as_ref(),
+            template.as_os_str(),
+            "-q".as_ref(),
+            "-o".as_ref(),
+            here.join("balance").as_os_str(),
+        ]);
+        assert!(
+            matches!(output.status.code(), Some(0 | 3)),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(here.join("balance/summary.json")).unwrap()).unwrap();
+        fragments += summary["balance"]["resolved_fragments"].as_u64().unwrap();
+        let cells: Vec<PathBuf> = (0..4).map(|i| here.join(format!("cell{i}.pcap"))).collect();
+
+        // Every frame in exactly one cell, each cell in input order.
+        let all = frames(input);
+        let cell_frames: Vec<_> = cells.iter().map(|c| frames(c)).collect();
+        let mut next = [0usize; 4];
+        for (n, frame) in all.iter().enumerate() {
+            let cell = (0..4)
+                .find(|&c| cell_frames[c].get(next[c]) == Some(frame))
+                .unwrap_or_else(|| panic!("{name}: frame {} is in no cell where it belongs", n + 1));
+            next[cell] += 1;
+        }
+        for c in 0..4 {
+            assert_eq!(
+                next[c],
+                cell_frames[c].len(),
+                "{name}: cell {c} holds frames not in the input"
+            );
+            per_cell[c] += next[c] as u64;
+            let counted = &summary["balance"]["cells"][c];
+            assert_eq!(
+                counted["packets"].as_u64(),
+                Some(next[c] as u64),
+                "{name}: cell {c}'s count"
+            );
+        }
+
+        // The cells' records are the whole's, each flow in one cell. A
+        // file's clock is its latest time so far: where time steps back,
+        // flows time out at other packets in the cells than in the whole,
+        // and the records are not compared.
+        if all.windows(2).any(|w| w[1].0 < w[0].0) {
+            stepping_back += 1;
+            continue;
+        }
+        analyze(input, &here.join("whole"));
+        let listed = records(&here.join("whole"));
+        let whole: BTreeMap<String, Value> = listed
+            .iter()
+            .map(|r| (r["flow_id"].as_str().unwrap().to_string(), r.clone()))
+            .collect();
+        assert_eq!(whole.len(), listed.len(), "{name}: flow ids repeat");
+        let whole_clock = all.iter().map(|f| f.0).max().unwrap_or(0);
+        let mut seen = 0;
+        for (c, cell) in cells.iter().enumerate() {
+            let out = here.join(format!("c{c}"));
+            analyze(cell, &out);
+            let cell_clock = cell_frames[c].iter().map(|f| f.0).max().unwrap_or(0);
+            for record in records(&out) {
+                let id = record["flow_id"].as_str().unwrap();
+                let one = whole
+                    .get(id)
+                    .unwrap_or_else(|| panic!("{name}: cell {c} has flow {id}, which one probe has not"));
+                seen += 1;
+                if let Err(why) = allowed(one, &record, cell_clock, whole_clock) {
+                    panic!("{name}: flow {id} in cell {c}: {why}\n  one probe: {one}\n  cell: {record}");
+                }
+                label_differences += usize::from(LABEL.iter().any(|f| one[f] != record[f]));
+                end_differences += usize::from(one["end_reason"] != record["end_reason"]);
+            }
+        }
+        assert_eq!(
+            seen,
+            whole.len(),
+            "{name}: the cells have {seen} records, one probe {}",
+            whole.len()
+        );
+        flows += seen;
+    }
+    eprintln!(
+        "{} captures ({stepping_back} with time stepping back, records not compared), {flows} flows: {label_differences} labels and {end_differences} end reasons differ as documented; {fragments} fragments followed their first; frames per cell {per_cell:?}",
+        inputs.len()
+    );
+    assert!(flows > 1000, "{flows}");
+    assert!(
+        stepping_back * 10 < inputs.len(),
+        "{stepping_back} captures not compared"
+    );
+    assert!(fragments > 0, "the captures hold fragments that follow their first");
+}
+
+#[test]
+fn bad_cell_lists_are_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("none.pcap");
+    // A pcap file header (microseconds, Ethernet) and no packet.
+    let mut header = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+    header.extend(2u16.to_le_bytes());
+    header.extend(4u16.to_le_bytes());
+    header.extend([0; 8]);
+    header.extend(65535u32.to_le_bytes());
+    header.extend(1u32.to_le_bytes());
+    std::fs::write(&input, header).unwrap();
+    for (cells, write, words) in [
+        ("0", "cell%d.pcap", "no cells"),
+        ("-,-", "cell%d.pcap", "at least one must remain"),
+        ("4", "cell.pcap", "%d"),
+    ] {
+        let out = sluice(&[
+            "balance",
+            "-r",
+            input.to_str().unwrap(),
+            "--cells",
+            cells,
+            "-w",
+            dir.path().join(write).to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{cells}");
+        assert!(err.contains(words), "--cells {cells} -w {write}: {err}");
+    }
+}

@@ -12,6 +12,7 @@
 //! ports 0 hash.
 
 mod distinct;
+pub mod merge;
 mod table;
 
 use serde::Serialize;
@@ -23,15 +24,16 @@ pub use table::{CellTable, SLOTS, TableError, slot_of};
 
 /// What the cell is chosen by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum HashMode {
     /// The flow key as the probe's workers hash it: addresses, ports,
     /// protocol, VLAN and tunnel id, the same for both directions.
     #[default]
+    #[serde(rename = "symmetric-5tuple")]
     Symmetric5tuple,
     /// The two addresses (with VLAN and tunnel id) alone: every flow
     /// between two hosts in one cell, fragments included whether or not
     /// their first fragment was seen.
+    #[serde(rename = "ip-pair")]
     IpPair,
 }
 

@@ -17,6 +17,7 @@ Exit status:
 mod abstractor;
 mod balance;
 mod extract;
+mod merge;
 mod options;
 mod probe;
 mod protocols;
@@ -101,6 +102,15 @@ enum Command {
     /// docs/scale-out.md.
     #[command(after_help = EXIT_CODES)]
     Balance(balance::BalanceCommandArgs),
+    /// Merge the outputs of several cells' probes into one probe's.
+    ///
+    /// Adds up the cells' summary.json counters and their stats.jsonl
+    /// intervals (by start time), merges named lists (applications, hosts,
+    /// services, ...) by name, cuts each top-N list to N again with the
+    /// bound of what it may miss (`merge_error_bound`,
+    /// `talkers_error_bound`), and joins the cells' flows.jsonl. See
+    /// docs/scale-out.md.
+    Merge(merge::MergeArgs),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -385,6 +395,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(args),
         Command::Voip(args) => voip::run_voip(args),
         Command::Balance(args) => balance::run_balance(args),
+        Command::Merge(args) => merge::run_merge(&args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),

@@ -239,3 +239,141 @@ fn bad_cell_lists_are_refused_with_the_reason() {
         assert!(err.contains(words), "--cells {cells} -w {write}: {err}");
     }
 }
+
+fn probe(input: &Path, out: &Path) {
+    let output = sluice(&[
+        "probe".as_ref(),
+        "-r".as_ref(),
+        input.as_os_str(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--stats-top".as_ref(),
+        "5".as_ref(),
+        "--stats-interval".as_ref(),
+        "50ms".as_ref(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn stats(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("stats.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn merged_cells_are_one_probes_summary_and_statistics() {
+    let mix = common::shared_mix("balance-merge", 30_000, 39);
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("cell%d.pcap");
+    let output = sluice(&[
+        "balance".as_ref(),
+        "-r".as_ref(),
+        mix.as_os_str(),
+        "--cells".as_ref(),
+        "4".as_ref(),
+        "-w".as_ref(),
+        template.as_os_str(),
+        "-q".as_ref(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    probe(&mix, &dir.path().join("whole"));
+    let mut merge_args = vec!["merge".to_string()];
+    for c in 0..4 {
+        let out = dir.path().join(format!("c{c}"));
+        probe(&dir.path().join(format!("cell{c}.pcap")), &out);
+        merge_args.push(out.to_str().unwrap().to_string());
+    }
+    let merged = dir.path().join("merged");
+    merge_args.extend(["-o".to_string(), merged.to_str().unwrap().to_string()]);
+    let output = sluice(&merge_args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let json = |p: PathBuf| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    let (one, all) = (
+        json(dir.path().join("whole/summary.json")),
+        json(merged.join("summary.json")),
+    );
+    for field in ["packets", "bytes", "flows", "first_ts_ns", "last_ts_ns", "l4"] {
+        assert_eq!(one[field], all[field], "summary {field}");
+    }
+    for field in ["created", "fin", "rst", "evicted"] {
+        assert_eq!(one["flow_ends"][field], all["flow_ends"][field], "flow_ends.{field}");
+    }
+    // Every application's flows add up (the mix's labels rest on each
+    // flow's own packets).
+    let apps = |s: &Value| -> BTreeMap<String, Value> {
+        s["applications"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_str().unwrap().to_string(), p[1].clone()))
+            .collect()
+    };
+    assert_eq!(apps(&one), apps(&all));
+    // The talkers: each merged figure under the truth by at most the bound.
+    let bound = all["talkers_error_bound"].as_u64().unwrap();
+    let truth: BTreeMap<&str, u64> = one["top_talkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["host"].as_str().unwrap(), t["bytes"].as_u64().unwrap()))
+        .collect();
+    for t in all["top_talkers"].as_array().unwrap() {
+        if let Some(&true_bytes) = truth.get(t["host"].as_str().unwrap()) {
+            let shown = t["bytes"].as_u64().unwrap();
+            assert!(
+                shown <= true_bytes && true_bytes - shown <= bound,
+                "{t}: truth {true_bytes}, bound {bound}"
+            );
+        }
+    }
+
+    // The statistics: interval by interval, the same totals; each top host
+    // within its bound of the truth.
+    let (one, all) = (stats(&dir.path().join("whole")), stats(&merged));
+    assert_eq!(one.len(), all.len(), "intervals");
+    assert!(one.len() > 1, "the mix spans several intervals");
+    let mut bounded = 0;
+    for (o, a) in one.iter().zip(&all) {
+        for field in [
+            "ts_ns",
+            "packets",
+            "bytes",
+            "flows_active",
+            "flows_new",
+            "l4",
+            "applications",
+        ] {
+            assert_eq!(o[field], a[field], "interval {}: {field}", o["ts_ns"]);
+        }
+        let bound = a["merge_error_bound"]["top_hosts"]["bytes"].as_u64().unwrap();
+        let truth: BTreeMap<&str, u64> = o["top_hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["host"].as_str().unwrap(), h["bytes"].as_u64().unwrap()))
+            .collect();
+        assert!(a["top_hosts"].as_array().unwrap().len() <= 3 * 5);
+        for h in a["top_hosts"].as_array().unwrap() {
+            if let Some(&true_bytes) = truth.get(h["host"].as_str().unwrap()) {
+                let shown = h["bytes"].as_u64().unwrap();
+                assert!(
+                    shown <= true_bytes && true_bytes - shown <= bound,
+                    "{h}: truth {true_bytes}, bound {bound}"
+                );
+                bounded += 1;
+            }
+        }
+    }
+    assert!(bounded > 0);
+    // The records: every flow once.
+    let lines = |p: PathBuf| std::fs::read_to_string(p).unwrap().lines().count();
+    assert_eq!(
+        lines(merged.join("flows.jsonl")),
+        lines(dir.path().join("whole/flows.jsonl"))
+    );
+}

@@ -76,6 +76,13 @@ pub fn balance_config(args: &BalanceCommandArgs) -> anyhow::Result<ProbeConfig> 
     config.capture.interfaces.clone_from(&args.interfaces);
     config.capture.duration = args.duration;
     config.capture.command = "balance".into();
+    // /metrics turns the statistics on, and with them a flow table: one
+    // worker keeps one reading thread, so that every cell (and the inline
+    // link) gets its frames in the order read.
+    config.workers = Some(1);
+    if args.metrics.is_some() && args.out.is_none() {
+        bail!("--metrics needs -o DIR: the metrics are the statistics' running totals, which go to DIR/stats.jsonl");
+    }
     let list: Vec<String> = args.cells.split(',').map(|c| c.trim().to_string()).collect();
     let cells = if args.files.is_empty() {
         if args.write.is_some() {

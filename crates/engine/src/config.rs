@@ -716,6 +716,18 @@ stats: {interval: 1s, top: 20}
     }
 
     #[test]
+    fn the_balance_section_reads_and_refuses_what_it_does_not_know() {
+        let c = ProbeConfig::from_yaml("balance: {cells: [c0, '-', c2], inline: out0}\n", "probe.yaml").unwrap();
+        let b = c.balance.as_ref().unwrap();
+        assert_eq!(b.cells, ["c0", "-", "c2"]);
+        assert_eq!((b.hash.as_str(), b.inline.as_deref()), ("symmetric-5tuple", Some("out0")));
+        assert!(!c.has_flow_listeners(), "the balancer needs no flow table");
+        assert_eq!(ProbeConfig::from_yaml(&c.to_yaml(), "printed").unwrap(), c);
+        let e = ProbeConfig::from_yaml("balance: {cell: [c0]}", "probe.yaml").unwrap_err();
+        assert!(e.to_string().contains("cell"), "{e}");
+    }
+
+    #[test]
     fn a_list_runs_several_and_an_empty_section_takes_the_defaults() {
         let c = ProbeConfig::from_yaml("flows: [{format: csv}, {name: j, format: jsonl}]\nstats: {}\n", "t").unwrap();
         assert_eq!(c.flows.len(), 2);

@@ -377,3 +377,60 @@ fn merged_cells_are_one_probes_summary_and_statistics() {
         lines(dir.path().join("whole/flows.jsonl"))
     );
 }
+
+/// Each frame's cell, by its bytes and time, from `balance -r` into
+/// `cells` (a `--cells` value) of the shared mix.
+fn cells_of(mix: &Path, dir: &Path, cells: &str) -> BTreeMap<(u64, Vec<u8>), usize> {
+    std::fs::create_dir_all(dir).unwrap();
+    let template = dir.join("cell%d.pcap");
+    let output = sluice(&[
+        "balance".as_ref(),
+        "-r".as_ref(),
+        mix.as_os_str(),
+        "--cells".as_ref(),
+        cells.as_ref(),
+        "-w".as_ref(),
+        template.as_os_str(),
+        "-q".as_ref(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut of = BTreeMap::new();
+    let places = cells.split(',').count().max(cells.parse().unwrap_or(0));
+    for c in 0..places {
+        let path = dir.join(format!("cell{c}.pcap"));
+        if cells.split(',').nth(c) == Some("-") {
+            assert!(!path.exists(), "a cell that left gets no file");
+            continue;
+        }
+        for (ts, _, bytes) in frames(&path) {
+            of.insert((ts, bytes), c);
+        }
+    }
+    of
+}
+
+#[test]
+fn cells_joining_and_leaving_move_only_their_share() {
+    let mix = common::shared_mix("balance-join", 20_000, 7);
+    let dir = tempfile::tempdir().unwrap();
+    let four = cells_of(&mix, &dir.path().join("four"), "4");
+    let five = cells_of(&mix, &dir.path().join("five"), "5");
+    let left = cells_of(&mix, &dir.path().join("left"), "0,1,-,3");
+    assert_eq!(four.len(), five.len());
+    // A fifth cell takes about a fifth of the traffic, all from the others.
+    let moved = four.iter().filter(|(f, c)| five[f] != **c).count();
+    assert!(four.iter().all(|(f, c)| five[f] == *c || five[f] == 4));
+    let share = moved as f64 / four.len() as f64;
+    assert!(share <= 0.25 && share > 0.1, "{share} of the frames moved from 4 to 5 cells");
+    // Cell 2 leaving moves its frames alone, spread over the others.
+    let mut heirs = [0usize; 4];
+    for (f, &c) in &four {
+        if c == 2 {
+            heirs[left[f]] += 1;
+        } else {
+            assert_eq!(left[f], c, "a frame of cell {c} moved when cell 2 left");
+        }
+    }
+    assert_eq!(heirs[2], 0);
+    assert!(heirs[0] > 0 && heirs[1] > 0 && heirs[3] > 0, "{heirs:?}");
+}

@@ -720,7 +720,10 @@ stats: {interval: 1s, top: 20}
         let c = ProbeConfig::from_yaml("balance: {cells: [c0, '-', c2], inline: out0}\n", "probe.yaml").unwrap();
         let b = c.balance.as_ref().unwrap();
         assert_eq!(b.cells, ["c0", "-", "c2"]);
-        assert_eq!((b.hash.as_str(), b.inline.as_deref()), ("symmetric-5tuple", Some("out0")));
+        assert_eq!(
+            (b.hash.as_str(), b.inline.as_deref()),
+            ("symmetric-5tuple", Some("out0"))
+        );
         assert!(!c.has_flow_listeners(), "the balancer needs no flow table");
         assert_eq!(ProbeConfig::from_yaml(&c.to_yaml(), "printed").unwrap(), c);
         let e = ProbeConfig::from_yaml("balance: {cell: [c0]}", "probe.yaml").unwrap_err();

@@ -421,7 +421,10 @@ fn cells_joining_and_leaving_move_only_their_share() {
     let moved = four.iter().filter(|(f, c)| five[f] != **c).count();
     assert!(four.iter().all(|(f, c)| five[f] == *c || five[f] == 4));
     let share = moved as f64 / four.len() as f64;
-    assert!(share <= 0.25 && share > 0.1, "{share} of the frames moved from 4 to 5 cells");
+    assert!(
+        share <= 0.25 && share > 0.1,
+        "{share} of the frames moved from 4 to 5 cells"
+    );
     // Cell 2 leaving moves its frames alone, spread over the others.
     let mut heirs = [0usize; 4];
     for (f, &c) in &four {

@@ -62,7 +62,7 @@ send() { # rate -> "frames sent, seconds"
     ip netns exec "$P-snd" "$SLUICE" gen --profile worst-case --packets "$packets" --seed 1 \
         -i s0 --rate "${1}pps" >/dev/null 2>"$RUN/gen.err"
     end=$(date +%s.%N)
-    echo "$packets $(echo "$end - $start" | bc)"
+    echo "$packets $(python3 -c 'import sys; print(float(sys.argv[2]) - float(sys.argv[1]))' "$start" "$end")"
 }
 
 OUT=$BENCH_DIR/balance-live.md
@@ -82,7 +82,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 print(s["capture"]["packets"], s["drops"]["kernel_drops"], sum(c["packets"] for c in s["balance"]["cells"]))
 ' "$RUN/bal/summary.json")
-        printf '| %d | sluice balance | %d | %.0f | %d | %d | %d |\n' "$rate" "$sent" "$(echo "$sent / $secs" | bc -l)" "$got" "$drops" "$cells"
+        printf '| %d | sluice balance | %d | %.0f | %d | %d | %d |\n' "$rate" "$sent" "$(python3 -c 'import sys; print(int(sys.argv[1]) / float(sys.argv[2]))' "$sent" "$secs")" "$got" "$drops" "$cells"
 
         ip netns exec "$P-bal" tcpdump -i in0 -w /dev/null -n 2>"$RUN/tcpdump.err" &
         pid=$!
@@ -93,6 +93,6 @@ print(s["capture"]["packets"], s["drops"]["kernel_drops"], sum(c["packets"] for 
         kill -INT "$pid"; wait "$pid" || true
         got=$(sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$RUN/tcpdump.err")
         drops=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$RUN/tcpdump.err")
-        printf '| %d | tcpdump | %d | %.0f | %d | %d | |\n' "$rate" "$sent" "$(echo "$sent / $secs" | bc -l)" "$got" "$drops"
+        printf '| %d | tcpdump | %d | %.0f | %d | %d | |\n' "$rate" "$sent" "$(python3 -c 'import sys; print(int(sys.argv[1]) / float(sys.argv[2]))' "$sent" "$secs")" "$got" "$drops"
     done
 } | tee "$OUT"

@@ -40,7 +40,7 @@ pub struct BalanceCommandArgs {
     cells: String,
     /// With -r: each cell's capture file, `%d` its number [default:
     /// cell%d.pcap].
-    #[arg(short = 'w', value_name = "FILE")]
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
     write: Option<String>,
     /// Inline: forward every frame to this interface too, in order.
     #[arg(long, value_name = "IFACE")]
@@ -54,7 +54,8 @@ pub struct BalanceCommandArgs {
     /// redirect failures) to OUTDIR/summary.json.
     #[arg(short, long)]
     out: Option<PathBuf>,
-    /// Serve /metrics on this address (the cells' counters among them).
+    /// Serve /metrics on this address (the cells' counters among them;
+    /// needs -o).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// Stop a live run after this long (e.g. 10s, 2m).

@@ -108,8 +108,8 @@ enum Command {
     /// intervals (by start time), merges named lists (applications, hosts,
     /// services, ...) by name, cuts each top-N list to N again with the
     /// bound of what it may miss (`merge_error_bound`,
-    /// `talkers_error_bound`), and joins the cells' flows.jsonl. See
-    /// docs/scale-out.md.
+    /// `talkers_error_bound`), and joins the cells' flows.jsonl and (in
+    /// time order) alarms.jsonl. See docs/scale-out.md.
     Merge(merge::MergeArgs),
     /// Turn captures into flow records and a summary.
     ///

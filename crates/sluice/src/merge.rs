@@ -15,10 +15,12 @@ Examples:
   sluice merge cell0.out cell1.out cell2.out cell3.out -o all.out")]
 pub struct MergeArgs {
     /// The cells' output directories (each with summary.json, and
-    /// stats.jsonl and flows.jsonl where the cell wrote them).
+    /// stats.jsonl, flows.jsonl and alarms.jsonl where the cell wrote
+    /// them).
     #[arg(value_name = "DIR", required = true)]
     dirs: Vec<PathBuf>,
-    /// Where the merged summary.json, stats.jsonl and flows.jsonl go.
+    /// Where the merged summary.json, stats.jsonl, flows.jsonl and
+    /// alarms.jsonl go.
     #[arg(short, long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -42,6 +44,7 @@ pub fn run_merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     let mut intervals = Vec::new();
     let mut top = None;
     let mut records = Vec::new();
+    let mut alarms = Vec::new();
     for dir in &args.dirs {
         summaries.push(read_json(&dir.join("summary.json"))?);
         let stats = dir.join("stats.jsonl");
@@ -64,6 +67,10 @@ pub fn run_merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         let flows = dir.join("flows.jsonl");
         if flows.exists() {
             records.push(flows);
+        }
+        let raised = dir.join("alarms.jsonl");
+        if raised.exists() {
+            alarms.extend(read_lines(&raised)?);
         }
     }
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -95,6 +102,18 @@ pub fn run_merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         }
         out.flush()
             .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if !alarms.is_empty() {
+        // Each cell's detectors saw its share: the alarms are listed as
+        // raised, in time order, each naming the cell's evidence as it
+        // wrote it.
+        alarms.sort_by_key(|a| a["start_ts_ns"].as_u64().unwrap_or(0));
+        let mut text = Vec::new();
+        for alarm in &alarms {
+            serde_json::to_writer(&mut text, alarm)?;
+            text.push(b'\n');
+        }
+        write("alarms.jsonl", &text)?;
     }
     println!(
         "merged {} cells: {} packets, {} flows into {}",

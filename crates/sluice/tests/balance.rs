@@ -437,3 +437,57 @@ fn cells_joining_and_leaving_move_only_their_share() {
     assert_eq!(heirs[2], 0);
     assert!(heirs[0] > 0 && heirs[1] > 0 && heirs[3] > 0, "{heirs:?}");
 }
+
+#[test]
+fn merge_lists_the_cells_alarms_in_time_order_and_names_a_bad_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cell = |name: &str, starts: &[u64]| -> PathBuf {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("summary.json"), r#"{"packets": 5, "flows": 1}"#).unwrap();
+        let lines: String = starts
+            .iter()
+            .map(|s| format!("{{\"alarm_id\": \"{name}-{s}\", \"detector\": \"syn_flood\", \"start_ts_ns\": {s}}}\n"))
+            .collect();
+        std::fs::write(d.join("alarms.jsonl"), lines).unwrap();
+        d
+    };
+    let (a, b) = (cell("a", &[30, 10]), cell("b", &[20]));
+    let out = dir.path().join("merged");
+    let output = sluice(&[
+        "merge".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let ids: Vec<String> = std::fs::read_to_string(out.join("alarms.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["alarm_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids, ["a-10", "b-20", "a-30"]);
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        (summary["packets"].as_u64(), summary["flows"].as_u64()),
+        (Some(10), Some(2))
+    );
+
+    std::fs::write(b.join("alarms.jsonl"), "{\"alarm_id\": 1}\nnot json\n").unwrap();
+    let output = sluice(&[
+        "merge".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(err.contains("alarms.jsonl line 2"), "{err}");
+}

@@ -39,6 +39,11 @@ struct Detector {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Cell {
+    cell: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Thread {
     thread: String,
 }
@@ -176,6 +181,34 @@ pub(crate) fn render(s: &Snapshot) -> String {
             s.evidence_packets,
         );
     }
+    if let Some(balance) = &s.balance {
+        let families: [Family<Cell, Counter<u64>>; 5] = Default::default();
+        for c in balance.cells.iter().chain(balance.inline.as_ref()) {
+            let label = Cell { cell: c.cell.clone() };
+            let values = [c.packets, c.bytes, c.flows, c.drops, c.redirect_failures];
+            for (family, value) in families.iter().zip(values) {
+                family.get_or_create(&label).inc_by(value);
+            }
+        }
+        let [packets, bytes, flows, drops, failures] = families;
+        r.register(
+            "sluice_balance_packets",
+            "Frames sent to each cell (and the inline link)",
+            packets,
+        );
+        r.register("sluice_balance_bytes", "Wire bytes sent to each cell", bytes);
+        r.register(
+            "sluice_balance_flows",
+            "Distinct flows sent to each cell (estimated)",
+            flows,
+        );
+        r.register("sluice_balance_drops", "Frames the cell's interface dropped", drops);
+        r.register(
+            "sluice_balance_redirect_failures",
+            "Frames the cell's output refused",
+            failures,
+        );
+    }
     gauge(
         &mut r,
         "sluice_run_finished",
@@ -223,4 +256,41 @@ fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if ticks > 0 { ticks as f64 } else { 100.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_balance::{BalanceReport, CellCounts};
+
+    #[test]
+    fn each_cell_has_its_counters() {
+        let cell = |name: &str, packets| CellCounts {
+            cell: name.into(),
+            packets,
+            bytes: packets * 100,
+            flows: 3,
+            drops: 1,
+            redirect_failures: 2,
+        };
+        let snapshot = Snapshot {
+            balance: Some(BalanceReport {
+                cells: vec![cell("c0", 10), cell("c1", 20)],
+                ..BalanceReport::default()
+            }),
+            ..Snapshot::default()
+        };
+        let text = render(&snapshot);
+        for line in [
+            r#"sluice_balance_packets_total{cell="c0"} 10"#,
+            r#"sluice_balance_packets_total{cell="c1"} 20"#,
+            r#"sluice_balance_bytes_total{cell="c1"} 2000"#,
+            r#"sluice_balance_flows_total{cell="c0"} 3"#,
+            r#"sluice_balance_drops_total{cell="c0"} 1"#,
+            r#"sluice_balance_redirect_failures_total{cell="c1"} 2"#,
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        assert!(!render(&Snapshot::default()).contains("sluice_balance"));
+    }
 }

@@ -60,6 +60,10 @@ pub struct ProbeConfig {
     /// (`--metrics`); turns the statistics on if no `stats` section does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<String>,
+    /// The cell incubator: every frame to one of several cells by its
+    /// flow (`docs/scale-out.md`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<BalanceConfig>,
 }
 
 /// Where the packets come from.
@@ -440,6 +444,33 @@ impl Default for StatsConfig {
     }
 }
 
+/// The `balance` listener: SF-TAP's cell incubator (`docs/scale-out.md`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BalanceConfig {
+    /// The cells in order (`--cell`, repeatable): interfaces when the
+    /// probe reads interfaces, capture files when it reads files; `-` for
+    /// a cell that has left (its flows go to the others, no one else's
+    /// move).
+    pub cells: Vec<String>,
+    /// `symmetric-5tuple` or `ip-pair` (`--balance-hash`).
+    pub hash: String,
+    /// Inline: every frame is also forwarded to this interface
+    /// (`--inline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+}
+
+impl Default for BalanceConfig {
+    fn default() -> Self {
+        BalanceConfig {
+            cells: Vec::new(),
+            hash: "symmetric-5tuple".into(),
+            inline: None,
+        }
+    }
+}
+
 /// A configuration that cannot be run, and why.
 /// The `voip` listener: SIP calls and RTP streams (`docs/voip.md`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -758,6 +789,21 @@ stats: {interval: 1s, top: 20}
         assert!(c.has_flow_listeners());
         let e = ProbeConfig::from_yaml("alarms: {syn_flood: {min_rat: 1}}", "probe.yaml").unwrap_err();
         assert!(e.to_string().contains("min_rat"), "{e}");
+    }
+
+    #[test]
+    fn the_balance_section_reads_and_refuses_what_it_does_not_know() {
+        let c = ProbeConfig::from_yaml("balance: {cells: [c0, '-', c2], inline: out0}\n", "probe.yaml").unwrap();
+        let b = c.balance.as_ref().unwrap();
+        assert_eq!(b.cells, ["c0", "-", "c2"]);
+        assert_eq!(
+            (b.hash.as_str(), b.inline.as_deref()),
+            ("symmetric-5tuple", Some("out0"))
+        );
+        assert!(!c.has_flow_listeners(), "the balancer needs no flow table");
+        assert_eq!(ProbeConfig::from_yaml(&c.to_yaml(), "printed").unwrap(), c);
+        let e = ProbeConfig::from_yaml("balance: {cell: [c0]}", "probe.yaml").unwrap_err();
+        assert!(e.to_string().contains("cell"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::config::{ConfigError, ProbeConfig, listener_dir};
 use crate::control::Control;
 use crate::listen::abstractor::Abstracting;
 use crate::listen::alarms::{Alarming, Sources};
+use crate::listen::balance::Balancing;
 use crate::listen::ipfix::Ipfix;
 use crate::listen::kafka::{Kafka, Topic};
 use crate::listen::parquet::ParquetRecords;
@@ -253,6 +254,13 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         })
         .collect::<Result<Vec<_>, RunError>>()?;
 
+    let balancing = config
+        .balance
+        .as_ref()
+        .map(|b| Balancing::new(b, published.clone()))
+        .transpose()
+        .map_err(ConfigError::Other)?;
+
     let make_workers = || -> Vec<Worker> {
         (0..workers)
             .map(|me| {
@@ -295,6 +303,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             }
             for a in &abstracts {
                 listeners.push(Box::new(a.feeder()));
+            }
+            if let Some(b) = &balancing {
+                listeners.push(Box::new(b.to_files(config.capture.snaplen)?));
             }
             let input = source::files::FilesInput {
                 inputs,
@@ -340,6 +351,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                 }
                 for a in &abstracts {
                     listeners.push(Box::new(a.feeder()));
+                }
+                if let Some(b) = &balancing {
+                    listeners.push(Box::new(b.to_links()?));
                 }
                 Ok(listeners)
             };
@@ -447,6 +461,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             });
         }
     }
+    summary.balance = balancing.as_ref().and_then(Balancing::report);
     summary.drops.dropped_port_announcements = chain.expectations.dropped();
     summary.drops.dropped_dns_names = chain.names.dropped();
     summary.wall_seconds = started.elapsed().as_secs_f64();

@@ -65,6 +65,8 @@ pub struct Snapshot {
     pub evidence_packets: u64,
     /// Lines written to `alarms.jsonl`: grows with every change.
     pub alarm_lines: u64,
+    /// The cell incubator's counts per cell so far.
+    pub balance: Option<sluice_balance::BalanceReport>,
 }
 
 impl Snapshot {

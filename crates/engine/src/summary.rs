@@ -389,6 +389,9 @@ pub struct Summary {
     /// The VoIP listener's account, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub voip: Option<crate::listen::voip::VoipReport>,
+    /// The cell incubator's counts per cell, when a `balance` listener ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance: Option<sluice_balance::BalanceReport>,
     pub records_path: Option<PathBuf>,
     /// With `--format parquet`: the record files, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]

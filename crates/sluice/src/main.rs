@@ -15,7 +15,9 @@ Exit status:
 }
 
 mod abstractor;
+mod balance;
 mod extract;
+mod merge;
 mod options;
 mod probe;
 mod protocols;
@@ -86,6 +88,29 @@ enum Command {
     /// counted in OUTDIR/summary.json under `voip`. See docs/voip.md.
     #[command(after_help = EXIT_CODES)]
     Voip(voip::VoipCommandArgs),
+    /// Split traffic over cells, each flow (both directions) to one:
+    /// SF-TAP's cell incubator.
+    ///
+    /// The probe with the `balance` listener alone. Each frame goes to the
+    /// cell its flow's symmetric hash picks through a table of 4096 slots
+    /// (cells joining or leaving move only their own share of the flows);
+    /// later IP fragments follow their first fragment. Live (-i), each cell
+    /// is an interface towards a machine running `sluice probe`, and
+    /// --inline forwards every frame to one more; on files (-r), each cell
+    /// is a capture file. Prints, and with -o writes to summary.json, each
+    /// cell's packets, bytes, flows, drops and redirect failures. See
+    /// docs/scale-out.md.
+    #[command(after_help = EXIT_CODES)]
+    Balance(balance::BalanceCommandArgs),
+    /// Merge the outputs of several cells' probes into one probe's.
+    ///
+    /// Adds up the cells' summary.json counters and their stats.jsonl
+    /// intervals (by start time), merges named lists (applications, hosts,
+    /// services, ...) by name, cuts each top-N list to N again with the
+    /// bound of what it may miss (`merge_error_bound`,
+    /// `talkers_error_bound`), and joins the cells' flows.jsonl and (in
+    /// time order) alarms.jsonl. See docs/scale-out.md.
+    Merge(merge::MergeArgs),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -369,6 +394,8 @@ fn main() -> ExitCode {
         Command::Probe(args) => probe::run_probe(*args),
         Command::Analyze(args) => run_analyze(args),
         Command::Voip(args) => voip::run_voip(args),
+        Command::Balance(args) => balance::run_balance(args),
+        Command::Merge(args) => merge::run_merge(&args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),

@@ -9,7 +9,9 @@ use std::time::Duration;
 use clap::ValueEnum;
 use sluice_capture::live::LiveConfig as RingConfig;
 use sluice_engine::Sampling;
-use sluice_engine::config::{AbstractConfig, AlarmsConfig, ProbeConfig, RecordConfig, StatsConfig, VoipConfig};
+use sluice_engine::config::{
+    AbstractConfig, AlarmsConfig, BalanceConfig, ProbeConfig, RecordConfig, StatsConfig, VoipConfig,
+};
 use sluice_units::{parse_duration, parse_size};
 
 /// How flows are tracked and labelled, and where their records go.
@@ -630,6 +632,46 @@ impl VoipArgs {
             v.record_media.clone_from(which);
         }
     }
+}
+
+/// The `balance` listener's options (docs/scale-out.md).
+#[derive(clap::Args, Clone, Default)]
+pub struct BalanceArgs {
+    /// A cell of the incubator, in order (repeatable): an interface when
+    /// reading interfaces, a capture file when reading files; `-` for a
+    /// cell that has left (adds a `balance` listener).
+    #[arg(long, value_name = "CELL")]
+    pub cell: Vec<String>,
+    /// What the cell is chosen by: symmetric-5tuple or ip-pair
+    /// [default: symmetric-5tuple].
+    #[arg(long, value_name = "HASH", value_parser = balance_hash)]
+    pub balance_hash: Option<String>,
+    /// Inline: forward every frame to this interface too.
+    #[arg(long, value_name = "IFACE")]
+    pub inline: Option<String>,
+}
+
+impl BalanceArgs {
+    pub fn given(&self) -> bool {
+        !self.cell.is_empty() || self.balance_hash.is_some() || self.inline.is_some()
+    }
+
+    pub fn apply(&self, b: &mut BalanceConfig) {
+        if !self.cell.is_empty() {
+            b.cells.clone_from(&self.cell);
+        }
+        if let Some(hash) = &self.balance_hash {
+            b.hash.clone_from(hash);
+        }
+        if self.inline.is_some() {
+            b.inline.clone_from(&self.inline);
+        }
+    }
+}
+
+/// `--balance-hash`'s and `--hash`'s parser.
+pub fn balance_hash(text: &str) -> Result<String, String> {
+    text.parse::<sluice_balance::HashMode>().map(|m| m.to_string())
 }
 
 /// `--ipfix-rate`'s parser.

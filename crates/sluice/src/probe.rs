@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use sluice_engine::config::ProbeConfig;
 
 use crate::options::{
-    AbstractArgs, AlarmsArgs, CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, StatsArgs, VoipArgs, first, sampling,
-    snaplen_parser,
+    AbstractArgs, AlarmsArgs, BalanceArgs, CaptureFormatArg, RecordingArgs, RingArgs, RunArgs, StatsArgs, VoipArgs,
+    first, sampling, snaplen_parser,
 };
 use crate::run::{self, Printing};
 
@@ -93,6 +93,8 @@ pub struct ProbeArgs {
     metrics: Option<String>,
     #[command(flatten, next_help_heading = "Alarms")]
     alarms: AlarmsArgs,
+    #[command(flatten, next_help_heading = "Cell incubator")]
+    balance: BalanceArgs,
     #[command(flatten, next_help_heading = "Web console")]
     web: crate::serve::WebArgs,
 }
@@ -169,6 +171,9 @@ impl ProbeArgs {
         }
         if self.alarms.given() {
             self.alarms.apply(first(&mut config.alarms))?;
+        }
+        if self.balance.given() {
+            self.balance.apply(config.balance.get_or_insert_with(Default::default));
         }
         Ok(config)
     }

@@ -21,6 +21,7 @@
 
 pub(crate) mod abstractor;
 pub(crate) mod alarms;
+pub(crate) mod balance;
 pub(crate) mod breakdowns;
 pub(crate) mod export;
 pub(crate) mod ipfix;

@@ -1,0 +1,315 @@
+//! `sluice balance -i`: network namespaces as machines. A sender, a
+//! balancer with one input veth and four cell veths (and, inline, an
+//! output veth), four cells each running `sluice probe`. The generated mix
+//! and the worst case go through at 20 kpps: nothing may be lost, each
+//! flow's packets (both directions) must be in exactly one cell, the cells
+//! must share the mix evenly, and the cells' records together must be
+//! those of one probe on the balancer's input. Inline, the output link
+//! must receive every frame, in order.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sluice_capture::CaptureFile;
+
+use common::{SLUICE, run, succeeded};
+
+const CELLS: usize = 4;
+
+/// One topology at a time: six processes at 20 kpps already share two
+/// cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+/// The machines: namespaces `snd`, `bal`, `cell0`..`cell3` and `out`,
+/// deleted when dropped. `snd`'s `s0` is `bal`'s `in0`; `bal`'s `c{i}` is
+/// `cell{i}`'s `p0`; `bal`'s `out0` is `out`'s `o0`.
+struct Machines {
+    prefix: String,
+}
+
+impl Machines {
+    fn create(tag: &str) -> Option<Machines> {
+        let is_root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        if !is_root || Command::new("ip").arg("-V").output().is_err() {
+            eprintln!("skipping: needs root and iproute2 to create network namespaces");
+            return None;
+        }
+        let m = Machines {
+            prefix: format!("sluice-{tag}-{}", std::process::id()),
+        };
+        let mut names = vec!["snd".to_string(), "bal".to_string(), "out".to_string()];
+        names.extend((0..CELLS).map(|i| format!("cell{i}")));
+        for n in &names {
+            run("ip", &["netns", "add", &m.ns(n)]);
+            m.exec(n, &["sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1"]);
+        }
+        let mut pairs = vec![("snd", "s0".to_string(), "bal", "in0".to_string())];
+        let cells: Vec<String> = (0..CELLS).map(|i| format!("cell{i}")).collect();
+        for (i, cell) in cells.iter().enumerate() {
+            pairs.push(("bal", format!("c{i}"), cell.as_str(), "p0".to_string()));
+        }
+        pairs.push(("bal", "out0".to_string(), "out", "o0".to_string()));
+        for (a, link_a, b, link_b) in &pairs {
+            let (ns_a, ns_b) = (m.ns(a), m.ns(b));
+            run(
+                "ip",
+                &[
+                    "-n", &ns_a, "link", "add", link_a, "type", "veth", "peer", "name", link_b, "netns", &ns_b,
+                ],
+            );
+            run("ip", &["-n", &ns_a, "link", "set", link_a, "up"]);
+            run("ip", &["-n", &ns_b, "link", "set", link_b, "up"]);
+        }
+        Some(m)
+    }
+
+    fn ns(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+
+    fn exec(&self, ns: &str, args: &[&str]) {
+        let mut all = vec!["netns", "exec"];
+        let ns = self.ns(ns);
+        all.push(&ns);
+        all.extend_from_slice(args);
+        run("ip", &all);
+    }
+
+    fn spawn(&self, ns: &str, args: &[&str]) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns(ns), SLUICE])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+impl Drop for Machines {
+    fn drop(&mut self) {
+        let mut names = vec!["snd".to_string(), "bal".to_string(), "out".to_string()];
+        names.extend((0..CELLS).map(|i| format!("cell{i}")));
+        for n in names {
+            let _ = Command::new("ip").args(["netns", "del", &self.ns(&n)]).status();
+        }
+    }
+}
+
+fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stop(child: Child) -> String {
+    run("kill", &["-TERM", &child.id().to_string()]);
+    succeeded(child)
+}
+
+/// Flows as (oriented key, packets and bytes each way), sorted: what one
+/// probe and the cells must agree on whatever the clocks of their
+/// captures.
+fn flows(out: &Path) -> Vec<(String, [u64; 4])> {
+    let text = std::fs::read_to_string(out.join("flows.jsonl")).unwrap_or_default();
+    let mut flows: Vec<_> = text
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let key = format!(
+                "{} {}:{} > {}:{} vlan {} tunnel {}",
+                r["l4"], r["src_ip"], r["src_port"], r["dst_ip"], r["dst_port"], r["vlan"], r["tunnel_id"]
+            );
+            let counts = ["c2s_packets", "c2s_bytes", "s2c_packets", "s2c_bytes"].map(|f| r[f].as_u64().unwrap());
+            (key, counts)
+        })
+        .collect();
+    flows.sort();
+    flows
+}
+
+fn frames(path: &Path) -> Vec<Vec<u8>> {
+    let file = CaptureFile::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    file.reader().unwrap().map(|p| p.data.to_vec()).collect()
+}
+
+/// Sends `packets` of `profile` through the balancer into the cells and
+/// checks every rule; returns each cell's packets.
+fn through_cells(profile: &str, packets: u64, inline: bool) -> Option<[u64; CELLS]> {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let m = Machines::create(&format!("bal-{}", &profile[..3]))?;
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| -> PathBuf { dir.path().join(name) };
+    let mut cells = Vec::new();
+    for i in 0..CELLS {
+        let out = d(&format!("cell{i}"));
+        cells.push(m.spawn(
+            &format!("cell{i}"),
+            &["probe", "-i", "p0", "-q", "--workers", "1", "-o", s(&out)],
+        ));
+        wait_for(&out.join("probe.yaml"));
+    }
+    let whole = m.spawn(
+        "bal",
+        &["probe", "-i", "in0", "-q", "--workers", "1", "-o", s(&d("whole"))],
+    );
+    wait_for(&d("whole").join("probe.yaml"));
+    let mut tap = None;
+    if inline {
+        let rec = d("inline");
+        tap = Some(m.spawn("out", &["record", "-i", "o0", "-q", "--dir", s(&rec)]));
+        wait_for(&rec.join("probe.yaml"));
+    }
+    let cell_links: Vec<String> = (0..CELLS).map(|i| format!("c{i}")).collect();
+    let list = cell_links.join(",");
+    let balance_out = d("balance");
+    let mut args = vec!["balance", "-i", "in0", "--cells", &list, "-q", "-o", s(&balance_out)];
+    if inline {
+        args.extend(["--inline", "out0"]);
+    }
+    let balancer = m.spawn("bal", &args);
+    wait_for(&d("balance").join("probe.yaml"));
+
+    let (count, seed) = (packets.to_string(), "39".to_string());
+    let sender = m.spawn(
+        "snd",
+        &[
+            "gen",
+            "--profile",
+            profile,
+            "--packets",
+            &count,
+            "--seed",
+            &seed,
+            "-i",
+            "s0",
+            "--rate",
+            "20000pps",
+        ],
+    );
+    succeeded(sender);
+    std::thread::sleep(Duration::from_millis(500));
+    stop(balancer);
+    std::thread::sleep(Duration::from_millis(500));
+    for cell in cells {
+        stop(cell);
+    }
+    stop(whole);
+
+    let summary = json(&d("balance").join("summary.json"));
+    let report = &summary["balance"];
+    assert_eq!(
+        summary["capture"]["packets"], packets,
+        "the balancer read every frame: {summary}"
+    );
+    assert_eq!(summary["drops"]["kernel_drops"], 0);
+    let mut per_cell = [0u64; CELLS];
+    for (i, slot) in per_cell.iter_mut().enumerate() {
+        let counts = &report["cells"][i];
+        assert_eq!(counts["redirect_failures"], 0, "{counts}");
+        assert_eq!(counts["drops"], 0, "{counts}");
+        *slot = counts["packets"].as_u64().unwrap();
+        let cell = json(&d(&format!("cell{i}")).join("summary.json"));
+        assert_eq!(cell["capture"]["packets"], *slot, "cell {i} received all it was sent");
+        assert_eq!(cell["drops"]["kernel_drops"], 0, "cell {i}");
+    }
+    assert_eq!(per_cell.iter().sum::<u64>(), packets, "every frame in one cell");
+
+    // Each flow in exactly one cell, both directions, as one probe saw it.
+    let mut union = Vec::new();
+    let mut keys = std::collections::BTreeMap::new();
+    for i in 0..CELLS {
+        for (key, counts) in flows(&d(&format!("cell{i}"))) {
+            if let Some(other) = keys.insert(key.clone(), i) {
+                assert_eq!(other, i, "flow {key} in cells {other} and {i}");
+            }
+            union.push((key, counts));
+        }
+    }
+    union.sort();
+    let one = flows(&d("whole"));
+    assert!(one.len() > 100, "{} flows", one.len());
+    assert_eq!(union.len(), one.len(), "the cells' records and one probe's");
+    for (a, b) in union.iter().zip(&one) {
+        assert_eq!(a, b, "a cell's flow and one probe's");
+    }
+
+    eprintln!(
+        "{profile}: {packets} packets, {} flows, per cell {per_cell:?}",
+        one.len()
+    );
+    if let Some(tap) = tap {
+        std::thread::sleep(Duration::from_millis(300));
+        stop(tap);
+        assert_eq!(report["inline"]["packets"], packets, "{report}");
+        let mix = dir.path().join("sent.pcap");
+        run(
+            SLUICE,
+            &[
+                "gen",
+                "--profile",
+                profile,
+                "--packets",
+                &count,
+                "--seed",
+                &seed,
+                "-w",
+                s(&mix),
+            ],
+        );
+        let mut recorded = Vec::new();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(d("inline"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+            .collect();
+        files.sort();
+        for f in files {
+            recorded.extend(frames(&f));
+        }
+        let sent = frames(&mix);
+        assert_eq!(recorded.len(), sent.len(), "the inline link got every frame");
+        assert!(recorded == sent, "the inline link got the frames in the order sent");
+    }
+    Some(per_cell)
+}
+
+#[test]
+fn cells_share_the_mix_evenly_and_lose_nothing() {
+    let Some(per_cell) = through_cells("mix", 40_000, false) else {
+        return;
+    };
+    let mean = per_cell.iter().sum::<u64>() as f64 / CELLS as f64;
+    for (i, &p) in per_cell.iter().enumerate() {
+        assert!(
+            (p as f64 - mean).abs() <= 0.1 * mean,
+            "cell {i} got {p} packets, the mean is {mean}: {per_cell:?}"
+        );
+    }
+}
+
+#[test]
+fn the_worst_case_goes_through_inline_in_order() {
+    through_cells("worst-case", 20_000, true);
+}

@@ -514,6 +514,8 @@ fn a_broker_that_dies_mid_run_is_counted_and_capture_goes_on() {
         assert!(Instant::now() < deadline, "nothing reached the broker");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Time for the acknowledgements of what the log holds to come back.
+    std::thread::sleep(Duration::from_secs(2));
     broker.kill();
     common::succeeded(sender);
     let probe = probe.0.take().unwrap();

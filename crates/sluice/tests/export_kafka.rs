@@ -547,3 +547,53 @@ impl Drop for Stopped {
         }
     }
 }
+
+/// Cells of a balanced link share the topics: four probes, each on its
+/// cell's share of the traffic (`sluice balance -r`), send to one `flows`
+/// topic, and its messages, keyed by `flow_id`, are one probe's flows on
+/// the whole traffic: the same ids, each with the same packets and bytes.
+#[test]
+fn the_cells_of_a_balanced_link_share_the_topics() {
+    let Some(broker) = &*BROKER else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let template = dir.path().join("cell%d.pcap");
+    let split = sluice(&["balance", "-r", s(&FLOOD), "--cells", "4", "-w", s(&template)]);
+    assert!(split.status.success(), "{}", String::from_utf8_lossy(&split.stderr));
+    for cell in 0..4 {
+        let input = dir.path().join(format!("cell{cell}.pcap"));
+        let out = dir.path().join(format!("out{cell}"));
+        let output = sluice(&[
+            "analyze",
+            s(&input),
+            "-q",
+            "-o",
+            s(&out),
+            "--format",
+            "none",
+            "--kafka",
+            &broker.plain,
+            "--topic-prefix",
+            "cells.",
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let whole = dir.path().join("whole");
+    let output = sluice(&["analyze", s(&FLOOD), "-q", "-o", s(&whole)]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let counts = |r: &Value| {
+        (
+            r["flow_id"].as_str().unwrap().to_string(),
+            (r["packets"].clone(), r["bytes"].clone()),
+        )
+    };
+    let expected: std::collections::BTreeMap<_, _> = lines(&whole.join("flows.jsonl")).iter().map(counts).collect();
+    let got = consume(&broker.plain, "cells.flows", expected.len());
+    for (key, value) in &got {
+        assert_eq!(key.as_deref(), value["flow_id"].as_str());
+    }
+    let sent: std::collections::BTreeMap<_, _> = got.iter().map(|(_, v)| counts(v)).collect();
+    assert_eq!(got.len(), sent.len(), "each flow once");
+    assert_eq!(sent, expected);
+}

@@ -638,6 +638,7 @@ impl Detectors {
                     cond.observed = e.syn as f64;
                     cond.threshold = threshold;
                     cond.hosts.push(e.host.clone());
+                    cond.ports.clone_from(&e.ports);
                     found.push(cond);
                 }
             }
@@ -984,6 +985,7 @@ mod tests {
             syn: poisson(rng, 3.0),
             flows: 3,
             sources: 3,
+            ports: vec![443],
         });
         iv
     }
@@ -1037,6 +1039,7 @@ mod tests {
         assert_eq!(floods[0].start_ts_ns, T0 + 200 * S);
         assert_eq!(floods[0].detected_ts_ns, T0 + 201 * S);
         assert_eq!(floods[0].hosts, ["10.0.0.1"]);
+        assert_eq!(floods[0].ports, [443], "the port its SYNs go to");
         let closed = events
             .iter()
             .find_map(|e| match e {

@@ -63,6 +63,8 @@ pub struct SynEntry {
     pub syn: u64,
     pub flows: u64,
     pub sources: u64,
+    /// The destination ports with the most SYNs, most first.
+    pub ports: Vec<u16>,
 }
 
 /// Distinct destination ports one source tried on one destination.

@@ -210,6 +210,10 @@ fn every_injected_anomaly_is_found_in_time_with_its_packets_as_evidence() {
             assert!(alarm.get(field).is_some(), "{field} missing from {alarm}");
         }
         assert_eq!(alarm["state"], "closed", "{alarm}");
+        if a.kind == "syn_flood" {
+            // The generator's flood aims at port 80.
+            assert_eq!(alarm["ports"][0], 80, "{alarm}");
+        }
         let evidence = alarm["evidence"].as_str().unwrap();
         assert!(
             evidence.starts_with("evidence/") && evidence.ends_with(".pcap"),

@@ -82,6 +82,28 @@ pub(crate) struct Syn {
     syn: u64,
     flows: u64,
     sources: Distinct,
+    /// The ports with the most SYNs, with their counts (a count of 0 is
+    /// an empty place): space-saving over four places, so a port that
+    /// takes most of the SYNs is always there.
+    ports: [(u16, u64); 4],
+}
+
+impl Syn {
+    fn port(&mut self, port: u16, syn: u64) {
+        if let Some(p) = self.ports.iter_mut().find(|p| p.0 == port && p.1 > 0) {
+            p.1 += syn;
+            return;
+        }
+        let least = self.ports.iter_mut().min_by_key(|p| p.1).expect("four places");
+        *least = (port, least.1 + syn);
+    }
+
+    /// The ports, most SYNs first.
+    fn top_ports(&self) -> Vec<u16> {
+        let mut ports: Vec<(u16, u64)> = self.ports.iter().copied().filter(|p| p.1 > 0).collect();
+        ports.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        ports.into_iter().map(|p| p.0).collect()
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -217,6 +239,7 @@ impl Breakdowns {
                 s.syn += carried.syn;
                 s.flows += 1;
                 s.sources.insert(host_value(src));
+                s.port(key.dst_port, carried.syn);
             }
         }
         if key.proto == UDP {
@@ -281,6 +304,11 @@ impl Breakdowns {
             e.syn += v.syn;
             e.flows += v.flows;
             e.sources.merge(&v.sources);
+            for (port, syn) in v.ports {
+                if syn > 0 {
+                    e.port(port, syn);
+                }
+            }
         }
         for (k, v) in other.amplified {
             let e = self.amplified.entry(k).or_default();
@@ -305,7 +333,7 @@ impl Breakdowns {
             &self.syn,
             n,
             |s| s.syn,
-            |h, s| json!({"host": h.addr().to_string(), "syn": s.syn, "flows": s.flows, "sources": s.sources.estimate()}),
+            |h, s| json!({"host": h.addr().to_string(), "syn": s.syn, "flows": s.flows, "sources": s.sources.estimate(), "ports": s.top_ports()}),
         );
         let scans: FxHashMap<_, _> = self
             .pairs

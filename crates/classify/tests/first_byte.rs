@@ -115,6 +115,9 @@ const SEEDS: &[&[u8]] = &[
     b"HELF\x32\x00\x00\x00\x00\x00\x00\x00",
     b"HS\x00\x00\x01\x00ZZ\x00\x00\x00\x00\x00\x00\x00\x07hislip0",
     b"\x01\x00\x00\x00\x00\x5f\x00\x01\x00\x00STORESCP        ECHOSCU         ",
+    // PROXY protocol versions 1 and 2.
+    b"PROXY TCP4 192.0.2.1 198.51.100.7 56324 443\r\n",
+    b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\xc0\x00\x02\x01\xc6\x33\x64\x07\xdc\x04\x01\xbb",
 ];
 
 fn tail() -> impl Strategy<Value = Vec<u8>> {

@@ -48,6 +48,7 @@ mod git;
 mod gnutella;
 mod gtp;
 mod h323;
+mod haproxy;
 mod heroes_of_the_storm;
 mod hislip;
 mod hsrp;
@@ -161,7 +162,9 @@ pub fn registry() -> &'static [Dissector] {
             // the few dissectors that must see those bytes before them:
             // Gnutella's handshake (and its anonymous-DH TLS), BitTorrent's
             // and Elasticsearch's HTTP would otherwise read as TLS or HTTP.
-            // Every other flow is then spared twenty-odd refusals.
+            // Every other flow is then spared twenty-odd refusals. The PROXY
+            // protocol's header comes before the stream it carries (TLS, HTTP).
+            haproxy::DISSECTORS,
             gnutella::DISSECTORS,
             bittorrent::DISSECTORS,
             elasticsearch::DISSECTORS,

@@ -118,6 +118,8 @@ const SEEDS: &[&[u8]] = &[
     // PROXY protocol versions 1 and 2.
     b"PROXY TCP4 192.0.2.1 198.51.100.7 56324 443\r\n",
     b"\r\n\r\n\x00\r\nQUIT\n\x21\x11\x00\x0c\xc0\x00\x02\x01\xc6\x33\x64\x07\xdc\x04\x01\xbb",
+    // FastCGI's FCGI_BEGIN_REQUEST.
+    b"\x01\x01\x00\x01\x00\x08\x00\x00\x00\x01\x01\x00\x00\x00\x00\x00",
 ];
 
 fn tail() -> impl Strategy<Value = Vec<u8>> {

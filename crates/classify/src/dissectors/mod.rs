@@ -39,6 +39,7 @@ mod edonkey;
 mod elasticsearch;
 mod ether_s_bus;
 mod ethernet_global_data;
+mod fastcgi;
 mod fix;
 mod ftp;
 mod gearman;
@@ -312,6 +313,7 @@ pub fn registry() -> &'static [Dissector] {
             // Remote procedure calls, messaging and media.
             dcerpc::DISSECTORS,
             ajp::DISSECTORS,
+            fastcgi::DISSECTORS,
             smpp::DISSECTORS,
             jrmi::DISSECTORS,
             giop::DISSECTORS,

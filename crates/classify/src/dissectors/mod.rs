@@ -140,6 +140,7 @@ mod teamviewer;
 mod teredo;
 mod tes_online;
 mod tftp;
+mod thrift;
 mod tls;
 mod toca_boca;
 mod tplink_shp;
@@ -314,6 +315,7 @@ pub fn registry() -> &'static [Dissector] {
             dcerpc::DISSECTORS,
             ajp::DISSECTORS,
             fastcgi::DISSECTORS,
+            thrift::DISSECTORS,
             smpp::DISSECTORS,
             jrmi::DISSECTORS,
             giop::DISSECTORS,

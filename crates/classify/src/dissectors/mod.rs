@@ -13,6 +13,7 @@ mod atg;
 mod avast;
 mod bacnet;
 mod beckhoff_ads;
+mod bfcp;
 mod bfd;
 mod bgp;
 mod bittorrent;
@@ -329,6 +330,8 @@ pub fn registry() -> &'static [Dissector] {
             rtmp::DISSECTORS,
             iax::DISSECTORS,
             mpegts::DISSECTORS,
+            // BFCP's header is short and its ports negotiated: it decides on a flow's second message.
+            bfcp::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

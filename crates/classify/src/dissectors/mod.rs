@@ -75,6 +75,7 @@ mod ldp;
 mod lines;
 mod mail;
 mod megaco;
+mod melsec;
 mod memcached;
 mod meraki_cloud;
 mod mgcp;
@@ -295,6 +296,7 @@ pub fn registry() -> &'static [Dissector] {
             atg::DISSECTORS,
             dnp3::DISSECTORS,
             s7comm::DISSECTORS,
+            melsec::DISSECTORS,
             // Routing, tunnels and network management: headers with magic
             // numbers and exact lengths, most of them on their own ports.
             bgp::DISSECTORS,

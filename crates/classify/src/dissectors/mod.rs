@@ -155,6 +155,7 @@ mod wireguard;
 mod wsd;
 mod xdmcp;
 mod xiaomi;
+mod yojimbo;
 
 pub use api::*;
 
@@ -259,6 +260,7 @@ pub fn registry() -> &'static [Dissector] {
             nintendo::DISSECTORS,
             riot_games::DISSECTORS,
             genshin_impact::DISSECTORS,
+            yojimbo::DISSECTORS,
             steam::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,

@@ -42,6 +42,7 @@ mod ether_s_bus;
 mod ethernet_global_data;
 mod fastcgi;
 mod fix;
+mod flute;
 mod ftp;
 mod gearman;
 mod genshin_impact;
@@ -334,6 +335,7 @@ pub fn registry() -> &'static [Dissector] {
             rtmp::DISSECTORS,
             iax::DISSECTORS,
             mpegts::DISSECTORS,
+            flute::DISSECTORS,
             // BFCP's header is short and its ports negotiated: it decides on a flow's second message.
             bfcp::DISSECTORS,
             // RTP/RTCP are heuristics and go last.

@@ -13,6 +13,7 @@ mod atg;
 mod avast;
 mod bacnet;
 mod beckhoff_ads;
+mod bfcp;
 mod bfd;
 mod bgp;
 mod bittorrent;
@@ -39,7 +40,9 @@ mod edonkey;
 mod elasticsearch;
 mod ether_s_bus;
 mod ethernet_global_data;
+mod fastcgi;
 mod fix;
+mod flute;
 mod ftp;
 mod gearman;
 mod genshin_impact;
@@ -48,6 +51,7 @@ mod git;
 mod gnutella;
 mod gtp;
 mod h323;
+mod haproxy;
 mod heroes_of_the_storm;
 mod hislip;
 mod hsrp;
@@ -72,6 +76,7 @@ mod ldp;
 mod lines;
 mod mail;
 mod megaco;
+mod melsec;
 mod memcached;
 mod meraki_cloud;
 mod mgcp;
@@ -138,6 +143,7 @@ mod teamviewer;
 mod teredo;
 mod tes_online;
 mod tftp;
+mod thrift;
 mod tls;
 mod toca_boca;
 mod tplink_shp;
@@ -150,6 +156,7 @@ mod wireguard;
 mod wsd;
 mod xdmcp;
 mod xiaomi;
+mod yojimbo;
 
 pub use api::*;
 
@@ -161,7 +168,9 @@ pub fn registry() -> &'static [Dissector] {
             // the few dissectors that must see those bytes before them:
             // Gnutella's handshake (and its anonymous-DH TLS), BitTorrent's
             // and Elasticsearch's HTTP would otherwise read as TLS or HTTP.
-            // Every other flow is then spared twenty-odd refusals.
+            // Every other flow is then spared twenty-odd refusals. The PROXY
+            // protocol's header comes before the stream it carries (TLS, HTTP).
+            haproxy::DISSECTORS,
             gnutella::DISSECTORS,
             bittorrent::DISSECTORS,
             elasticsearch::DISSECTORS,
@@ -252,6 +261,7 @@ pub fn registry() -> &'static [Dissector] {
             nintendo::DISSECTORS,
             riot_games::DISSECTORS,
             genshin_impact::DISSECTORS,
+            yojimbo::DISSECTORS,
             steam::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,
@@ -289,6 +299,7 @@ pub fn registry() -> &'static [Dissector] {
             atg::DISSECTORS,
             dnp3::DISSECTORS,
             s7comm::DISSECTORS,
+            melsec::DISSECTORS,
             // Routing, tunnels and network management: headers with magic
             // numbers and exact lengths, most of them on their own ports.
             bgp::DISSECTORS,
@@ -309,6 +320,8 @@ pub fn registry() -> &'static [Dissector] {
             // Remote procedure calls, messaging and media.
             dcerpc::DISSECTORS,
             ajp::DISSECTORS,
+            fastcgi::DISSECTORS,
+            thrift::DISSECTORS,
             smpp::DISSECTORS,
             jrmi::DISSECTORS,
             giop::DISSECTORS,
@@ -322,6 +335,9 @@ pub fn registry() -> &'static [Dissector] {
             rtmp::DISSECTORS,
             iax::DISSECTORS,
             mpegts::DISSECTORS,
+            flute::DISSECTORS,
+            // BFCP's header is short and its ports negotiated: it decides on a flow's second message.
+            bfcp::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

@@ -86,6 +86,10 @@ enum Command {
     /// counted in OUTDIR/summary.json under `voip`. See docs/voip.md.
     #[command(after_help = EXIT_CODES)]
     Voip(voip::VoipCommandArgs),
+    /// Search the call records of `sluice voip` (or of the probe's `voip`
+    /// listener): DIR/calls.sqlite, or DIR/calls.jsonl when there is no
+    /// database. See docs/voip.md.
+    Calls(voip::CallsArgs),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -369,6 +373,7 @@ fn main() -> ExitCode {
         Command::Probe(args) => probe::run_probe(*args),
         Command::Analyze(args) => run_analyze(args),
         Command::Voip(args) => voip::run_voip(args),
+        Command::Calls(args) => voip::run_calls(&args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),

@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::emodel;
 use crate::sdp::Sdp;
 use crate::sip::Method;
+use crate::store::CallDb;
 use crate::stream::static_clock;
 use crate::tracker::{Event, MediaEnd, RtcpReport, SipEvent, StreamReport};
 
@@ -213,6 +214,8 @@ pub struct CallTable {
     clock_ns: u64,
     calls_out: Box<dyn Write + Send>,
     streams_out: Box<dyn Write + Send>,
+    /// `calls.sqlite`, when written.
+    db: Option<CallDb>,
     counters: CallCounters,
 }
 
@@ -228,8 +231,15 @@ impl CallTable {
             clock_ns: 0,
             calls_out,
             streams_out,
+            db: None,
             counters: CallCounters::default(),
         }
+    }
+
+    /// Also writes each call record as a row of `db`.
+    pub fn with_db(mut self, db: CallDb) -> CallTable {
+        self.db = Some(db);
+        self
     }
 
     pub fn counters(&self) -> &CallCounters {
@@ -252,7 +262,11 @@ impl CallTable {
             }
             Event::MediaEnd(end) => self.media_end(*end, false)?,
         }
-        self.expire(false)
+        self.expire(false)?;
+        if let Some(db) = &mut self.db {
+            db.tick().map_err(|e| db_error(db, e))?;
+        }
+        Ok(())
     }
 
     fn touch(&mut self, call_id: &str, ts_ns: u64) {
@@ -653,7 +667,11 @@ impl CallTable {
             mos,
         };
         serde_json::to_writer(&mut self.calls_out, &record)?;
-        self.calls_out.write_all(b"\n")
+        self.calls_out.write_all(b"\n")?;
+        if let Some(db) = &mut self.db {
+            db.insert(&record).map_err(|e| db_error(db, e))?;
+        }
+        Ok(())
     }
 
     /// The input ended: every stream and call held is written.
@@ -661,8 +679,15 @@ impl CallTable {
         self.expire(true)?;
         self.calls_out.flush()?;
         self.streams_out.flush()?;
+        if let Some(db) = &mut self.db {
+            db.commit().map_err(|e| db_error(db, e))?;
+        }
         Ok(self.counters)
     }
+}
+
+fn db_error(db: &CallDb, e: rusqlite::Error) -> std::io::Error {
+    std::io::Error::other(format!("{}: {e}", db.path().display()))
 }
 
 /// Takes what a session description says into the call: where `party`

@@ -14,5 +14,6 @@ pub mod media;
 pub mod rtp;
 pub mod sdp;
 pub mod sip;
+pub mod store;
 pub mod stream;
 pub mod tracker;

@@ -6,7 +6,7 @@
 //! per-stream RTP statistics without allocating per packet. What the
 //! trackers learn (SIP messages, media flows' starts and ends) goes over
 //! one queue to a thread of the listener's own, which keeps the call table
-//! and writes `calls.jsonl` and `streams.jsonl`. The queue never drops: a
+//! and writes `calls.jsonl`, `calls.sqlite` and `streams.jsonl`. The queue never drops: a
 //! worker that finds it full waits.
 
 use std::fs::File;
@@ -20,6 +20,7 @@ use serde::Serialize;
 use sluice_classify::FlowClass;
 use sluice_flow::{EndReason, Flow, FlowTable};
 use sluice_voip::calls::{CallCounters, CallTable, CallsConfig};
+use sluice_voip::store::CallDb;
 use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
 
 use crate::config::{ConfigError, VoipConfig};
@@ -36,6 +37,8 @@ const QUEUE: usize = 1 << 14;
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct VoipReport {
     pub calls_path: PathBuf,
+    /// The same records as rows of per-day tables.
+    pub calls_db_path: PathBuf,
     pub streams_path: PathBuf,
     #[serde(flatten)]
     pub calls: CallCounters,
@@ -49,7 +52,7 @@ pub(crate) struct Voip {
     events: Sender<Event>,
     tracker: TrackerConfig,
     counters: Arc<Mutex<TrackerCounters>>,
-    paths: (PathBuf, PathBuf),
+    paths: (PathBuf, PathBuf, PathBuf),
     table: thread::JoinHandle<std::io::Result<CallCounters>>,
 }
 
@@ -82,6 +85,11 @@ impl Voip {
             None => Box::new(open(&calls_path)?),
         };
         let streams_out = open(&streams_path)?;
+        let db_path = out.join("calls.sqlite");
+        let db = CallDb::create(&db_path).map_err(|e| RunError::Write {
+            path: db_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
         let ns = |d: std::time::Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
         let mut table = CallTable::new(
             CallsConfig {
@@ -90,7 +98,8 @@ impl Voip {
             },
             calls_out,
             Box::new(streams_out),
-        );
+        )
+        .with_db(db);
         let (events, rx): (Sender<Event>, Receiver<Event>) = bounded(QUEUE);
         let table = thread::Builder::new()
             .name("sluice-voip".into())
@@ -108,7 +117,7 @@ impl Voip {
                 ..TrackerConfig::default()
             },
             counters: Arc::default(),
-            paths: (calls_path, streams_path),
+            paths: (calls_path, streams_path, db_path),
             table,
         })
     }
@@ -135,6 +144,7 @@ impl Voip {
         let tracker = self.counters.lock().expect("no worker panicked").clone();
         Ok(VoipReport {
             calls_path: self.paths.0,
+            calls_db_path: self.paths.2,
             streams_path: self.paths.1,
             calls,
             warnings: tracker.warnings(),

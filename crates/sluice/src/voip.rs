@@ -73,6 +73,7 @@ YYYY-MM-DDTHH:MM:SS[.fraction]Z. No match prints nothing and exits 0.
 
 Examples:
   sluice calls voip.sluice --caller sip:alice@example.com
+  sluice calls voip.sluice --wav 1234@host -w call.wav
   sluice calls voip.sluice --since 2026-11-29T08:00:00Z --until 2026-11-29T09:00:00Z --table")]
 pub struct CallsArgs {
     /// The output directory of `sluice voip` or of a probe with the voip
@@ -96,8 +97,16 @@ pub struct CallsArgs {
     call_id: Option<String>,
     /// Print a table (INVITE time, Call-ID, From, To, state, SIP code,
     /// duration, codecs, MOS) instead of JSON lines.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "wav")]
     table: bool,
+    /// Write the recorded media of this call (record_media) as a WAV file
+    /// (-w): G.711 µ-law and A-law, both directions mixed, 8 kHz 16-bit
+    /// mono.
+    #[arg(long, value_name = "CALL-ID", requires = "write")]
+    wav: Option<String>,
+    /// The WAV file --wav writes.
+    #[arg(short = 'w', long = "write", value_name = "FILE", requires = "wav")]
+    write: Option<PathBuf>,
 }
 
 pub fn run_calls(args: &CallsArgs) -> anyhow::Result<ExitCode> {
@@ -107,8 +116,31 @@ pub fn run_calls(args: &CallsArgs) -> anyhow::Result<ExitCode> {
         callee: args.callee.clone(),
         since_ns: args.since,
         until_ns: args.until,
-        call_id: args.call_id.clone(),
+        call_id: args.wav.clone().or_else(|| args.call_id.clone()),
     };
+    if let (Some(id), Some(file)) = (&args.wav, &args.write) {
+        let calls = store::search(&args.dir, &query)?;
+        let call = calls.first().ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: no call {id:?} (sluice calls {} lists them)",
+                store::calls_source(&args.dir)
+                    .unwrap_or_else(|_| args.dir.clone())
+                    .display(),
+                args.dir.display()
+            )
+        })?;
+        let summary = sluice_voip::wav::call_wav(&args.dir, call, file).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "{}: {:.3} s of audio from {} streams, {} packets ({} of another codec skipped, {} duplicates)",
+            file.display(),
+            summary.samples as f64 / f64::from(sluice_voip::wav::RATE),
+            summary.streams,
+            summary.packets,
+            summary.skipped_packets,
+            summary.duplicate_packets
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let calls = store::search(&args.dir, &query)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.table {

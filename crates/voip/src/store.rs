@@ -77,6 +77,7 @@ const COLUMNS: &[(&str, Kind)] = &[
     ("s2c_rtt_ms", Kind::Real),
     ("s2c_mos", Kind::Real),
     ("mos", Kind::Real),
+    ("media", Kind::Json),
 ];
 
 /// Rows per transaction at most.

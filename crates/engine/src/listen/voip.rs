@@ -20,6 +20,8 @@ use serde::Serialize;
 use sluice_classify::FlowClass;
 use sluice_flow::{EndReason, Flow, FlowTable};
 use sluice_voip::calls::{CallCounters, CallTable, CallsConfig};
+use sluice_voip::media::MediaTap;
+use sluice_voip::record::{MediaWriter, PublishingSink, RecordCounters, Selected, Selection};
 use sluice_voip::store::CallDb;
 use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
 
@@ -42,6 +44,9 @@ pub struct VoipReport {
     pub streams_path: PathBuf,
     #[serde(flatten)]
     pub calls: CallCounters,
+    /// Media recording: flows, payloads and bytes written, payloads lost.
+    #[serde(flatten)]
+    pub recording: RecordCounters,
     /// The workers' trackers, summed.
     pub tracker: TrackerCounters,
     /// Malformed SIP, SDP, RTP and RTCP: the warnings.
@@ -52,22 +57,22 @@ pub(crate) struct Voip {
     events: Sender<Event>,
     tracker: TrackerConfig,
     counters: Arc<Mutex<TrackerCounters>>,
+    /// The media endpoints of recorded calls, when media is recorded.
+    recording: Option<Arc<Selected>>,
+    selection: Selection,
+    record_counters: Arc<Mutex<RecordCounters>>,
+    out: PathBuf,
     paths: (PathBuf, PathBuf, PathBuf),
     table: thread::JoinHandle<std::io::Result<CallCounters>>,
 }
 
 impl Voip {
     pub(crate) fn start(out: &Path, config: &VoipConfig, kafka: Option<KafkaTopic>) -> Result<Voip, RunError> {
-        if config.record_media != "none" {
-            return Err(ConfigError::Value {
-                key: "voip.record_media".into(),
-                message: format!(
-                    "{:?}: recording media is not implemented yet; use none",
-                    config.record_media
-                ),
-            }
-            .into());
-        }
+        let selection = config.record_media.selection().map_err(|message| ConfigError::Value {
+            key: "voip.record_media".into(),
+            message,
+        })?;
+        let recording = (selection != Selection::None).then(Arc::<Selected>::default);
         let calls_path = out.join("calls.jsonl");
         let streams_path = out.join("streams.jsonl");
         let open = |path: &Path| {
@@ -100,6 +105,10 @@ impl Voip {
             Box::new(streams_out),
         )
         .with_db(db);
+        let selection_kept = selection.clone();
+        if let Some(selected) = &recording {
+            table = table.with_recording(selection, selected.clone());
+        }
         let (events, rx): (Sender<Event>, Receiver<Event>) = bounded(QUEUE);
         let table = thread::Builder::new()
             .name("sluice-voip".into())
@@ -117,6 +126,10 @@ impl Voip {
                 ..TrackerConfig::default()
             },
             counters: Arc::default(),
+            recording,
+            selection: selection_kept,
+            record_counters: Arc::default(),
+            out: out.to_path_buf(),
             paths: (calls_path, streams_path, db_path),
             table,
         })
@@ -124,7 +137,19 @@ impl Voip {
 
     pub(crate) fn worker_part(&self, worker: usize) -> VoipWorker {
         VoipWorker {
-            tracker: Some(Tracker::new(worker, self.tracker.clone(), self.events.clone(), None)),
+            tracker: Some(Tracker::new(
+                worker,
+                self.tracker.clone(),
+                PublishingSink::new(self.events.clone(), self.selection.clone(), self.recording.clone()),
+                self.recording.as_ref().map(|selected| {
+                    Box::new(MediaWriter::new(
+                        &self.out,
+                        worker,
+                        selected.clone(),
+                        self.record_counters.clone(),
+                    )) as Box<dyn MediaTap>
+                }),
+            )),
             counters: self.counters.clone(),
         }
     }
@@ -142,11 +167,13 @@ impl Voip {
                 source,
             })?;
         let tracker = self.counters.lock().expect("no worker panicked").clone();
+        let recording = self.record_counters.lock().expect("no worker panicked").clone();
         Ok(VoipReport {
             calls_path: self.paths.0,
             calls_db_path: self.paths.2,
             streams_path: self.paths.1,
             calls,
+            recording,
             warnings: tracker.warnings(),
             tracker,
         })
@@ -154,7 +181,7 @@ impl Voip {
 }
 
 pub(crate) struct VoipWorker {
-    tracker: Option<Tracker<Sender<Event>>>,
+    tracker: Option<Tracker<PublishingSink<Sender<Event>>>>,
     counters: Arc<Mutex<TrackerCounters>>,
 }
 

@@ -488,9 +488,10 @@ pub struct VoipConfig {
     /// it stands (`--call-timeout`).
     #[serde(with = "duration")]
     pub call_timeout: Duration,
-    /// `none`: media is not recorded. Recording (`all`, a share, a list of
-    /// URIs) is not implemented yet and is refused.
-    pub record_media: String,
+    /// Whose RTP payloads are recorded (`--record-media`): `none`, `all`,
+    /// a share of the calls (`1%`), or the calls from or to URIs (a list,
+    /// or a URI). See docs/voip.md.
+    pub record_media: sluice_voip::record::RecordMedia,
 }
 
 impl Default for VoipConfig {
@@ -499,7 +500,7 @@ impl Default for VoipConfig {
             sip_ports: vec![5060],
             linger: Duration::from_secs(120),
             call_timeout: Duration::from_secs(3600),
-            record_media: "none".into(),
+            record_media: Default::default(),
         }
     }
 }

@@ -118,6 +118,11 @@ pub struct GenSummary {
     pub flows: u64,
 }
 
+/// The `voip` profile's G.711 audio: a tone from the caller and another
+/// from the callee, in Hz, so that recordings can be checked by ear and by
+/// a DFT.
+pub const VOIP_TONES_HZ: [f64; 2] = [500.0, 1300.0];
+
 /// 2024-01-01T00:00:00Z: generated traffic starts here.
 pub const START_NS: u64 = 1_704_067_200_000_000_000;
 

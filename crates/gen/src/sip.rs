@@ -12,6 +12,8 @@ pub(crate) const PORT: u16 = 5060;
 pub(crate) enum Codec {
     /// G.711 µ-law: 8,000 one-byte samples a second.
     Pcmu,
+    /// G.711 A-law: the same, A-law coded.
+    Pcma,
     /// G.729: 8 kbit/s, ten bytes per 10 ms.
     G729,
 }
@@ -20,6 +22,7 @@ impl Codec {
     pub(crate) fn payload_type(self) -> u8 {
         match self {
             Codec::Pcmu => 0,
+            Codec::Pcma => 8,
             Codec::G729 => 18,
         }
     }
@@ -27,7 +30,7 @@ impl Codec {
     /// Bytes of 20 ms of audio.
     pub(crate) fn payload_len(self) -> usize {
         match self {
-            Codec::Pcmu => 160,
+            Codec::Pcmu | Codec::Pcma => 160,
             Codec::G729 => 20,
         }
     }
@@ -35,6 +38,7 @@ impl Codec {
     fn rtpmap(self) -> &'static str {
         match self {
             Codec::Pcmu => "PCMU/8000",
+            Codec::Pcma => "PCMA/8000",
             Codec::G729 => "G729/8000",
         }
     }

@@ -22,7 +22,7 @@ use crate::openings::{self, Transport};
 use crate::others::{self, SNMP_PORT, SYSLOG_PORT};
 use crate::quic::{self, Initial, MIN_INITIAL, Side};
 use crate::sip::{self, Call, Codec, Message};
-use crate::{FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, TruthRow, TruthSink};
+use crate::{FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, TruthRow, TruthSink, VOIP_TONES_HZ};
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -166,6 +166,8 @@ struct Stream {
     /// Fixed network delay: three standard deviations, so that jitter never
     /// moves a packet before its slot.
     delay_ns: u64,
+    /// G.711 audio carries this tone (`VOIP_TONES_HZ`).
+    tone_hz: f64,
 }
 
 impl Stream {
@@ -201,6 +203,7 @@ impl Stream {
             payload_len: 0,
             jitter_sd_ns,
             delay_ns: (3.0 * jitter_sd_ns) as u64,
+            tone_hz: 0.0,
         };
         stream.settle(rng);
         stream
@@ -297,7 +300,27 @@ impl Stream {
                 out.extend_from_slice(&[nal & 0x60 | 28, u8::from(start) << 7 | u8::from(end) << 6 | nal & 0x1f]);
             }
         }
+        let start = out.len();
         push_noise(noise, self.payload_len - (out.len() - header_len), rng, out);
+        // G.711 carries its direction's tone, sample n at n / 8000 s of
+        // the stream (the noise is still drawn, so that the generator's
+        // other choices stay those of the same seed).
+        if let Track::Audio {
+            codec: codec @ (Codec::Pcmu | Codec::Pcma),
+            ..
+        } = self.track
+        {
+            let first = u64::from(self.slot) * u64::from(self.clock_step);
+            for (i, b) in out[start..].iter_mut().enumerate() {
+                let t = (first + i as u64) as f64 / 8000.0;
+                let x = (TONE_AMPLITUDE * (TAU * self.tone_hz * t).sin()) as i16;
+                *b = if codec == Codec::Pcmu {
+                    linear_to_ulaw(x)
+                } else {
+                    linear_to_alaw(x)
+                };
+            }
+        }
     }
 
     fn advance(&mut self, rng: &mut Pcg64Mcg) {
@@ -306,6 +329,36 @@ impl Stream {
         self.step(rng);
         self.settle(rng);
     }
+}
+
+/// The tones' peak: a quarter of full scale.
+const TONE_AMPLITUDE: f64 = 8192.0;
+
+/// G.711 µ-law coding of a linear sample (the reference encoder, with its
+/// bias of 0x84 and clip at 32635).
+fn linear_to_ulaw(x: i16) -> u8 {
+    let sign = if x < 0 { 0x80 } else { 0 };
+    let m = (i32::from(x).abs().min(32_635) + 0x84) as u32;
+    let exponent = (31 - m.leading_zeros()).saturating_sub(7).min(7);
+    let mantissa = (m >> (exponent + 3)) & 0x0f;
+    !(sign | (exponent << 4) as u8 | mantissa as u8)
+}
+
+/// G.711 A-law coding of a linear sample.
+fn linear_to_alaw(x: i16) -> u8 {
+    let (sign, m) = if x >= 0 {
+        (0x80u8, i32::from(x))
+    } else {
+        (0, (-i32::from(x) - 1).max(0))
+    };
+    let m = m.min(32_767) as u32;
+    let code = if m < 256 {
+        (m >> 4) as u8
+    } else {
+        let exponent = 31 - m.leading_zeros() - 7;
+        ((exponent << 4) | ((m >> (exponent + 3)) & 0x0f)) as u8
+    };
+    (sign | code) ^ 0x55
 }
 
 fn spurt_slots(rng: &mut Pcg64Mcg) -> u32 {
@@ -627,6 +680,8 @@ struct Voip {
     /// Hosts handed out so far: every flow's initiator (and every callee)
     /// has an address of its own, so no two flows share a 5-tuple.
     hosts: u32,
+    /// Calls placed so far.
+    calls: u64,
     scratch: Scratch,
     frame: Vec<u8>,
 }
@@ -642,6 +697,7 @@ impl Voip {
             flows: Vec::new(),
             free: Vec::new(),
             hosts: 0,
+            calls: 0,
             scratch: Scratch {
                 payload: Vec::with_capacity(1600),
                 body: Vec::with_capacity(1600),
@@ -761,9 +817,14 @@ impl Voip {
         let audio_port = [rtp_port(rng), rtp_port(rng)];
         let codec = if rng.random_bool(G729_SHARE) {
             Codec::G729
-        } else {
+        } else if self.calls.is_multiple_of(2) {
             Codec::Pcmu
+        } else {
+            // Every other G.711 call is A-law (chosen without a draw, so
+            // that the rest of a seed's capture stays the same).
+            Codec::Pcma
         };
+        self.calls += 1;
         let vad = rng.random_bool(VAD_SHARE);
         let call = Call {
             addr: [self.host(v6, false), self.host(v6, true)],
@@ -802,7 +863,10 @@ impl Voip {
         let jitter_sd_ns = rng.random_range(JITTER_SD_MS.0..JITTER_SD_MS.1) * MS as f64;
         let streams =
             |track: Track, rng: &mut Pcg64Mcg| starts.map(|start| Stream::new(track, start, bye, jitter_sd_ns, rng));
-        let audio = streams(Track::Audio { codec, vad }, rng);
+        let mut audio = streams(Track::Audio { codec, vad }, rng);
+        for (stream, hz) in audio.iter_mut().zip(VOIP_TONES_HZ) {
+            stream.tone_hz = hz;
+        }
         let video_streams = call.video_port.map(|_| {
             let fps = if rng.random_bool(0.5) { 25 } else { 30 };
             streams(Track::Video { fps }, rng)
@@ -1018,7 +1082,7 @@ mod tests {
         for ((from, to), packets) in &directions {
             let first = &packets[0];
             let size = match first.payload_type {
-                0 => 160,
+                0 | 8 => 160,
                 18 => 20,
                 other => panic!("payload type {other}"),
             };

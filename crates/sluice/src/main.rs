@@ -78,8 +78,10 @@ enum Command {
     #[command(after_help = EXIT_CODES)]
     Probe(Box<probe::ProbeArgs>),
     /// Track SIP calls and their RTP streams: call records with QoS and
-    /// MOS in OUTDIR/calls.jsonl, one record per RTP stream (orphans
-    /// included) in OUTDIR/streams.jsonl.
+    /// MOS in OUTDIR/calls.jsonl and OUTDIR/calls.sqlite (a table a day),
+    /// one record per RTP stream (orphans included) in
+    /// OUTDIR/streams.jsonl; with --record-media, the chosen calls' audio
+    /// under OUTDIR/media/ (`sluice calls DIR --wav` plays it back).
     ///
     /// The probe with the `voip` listener alone. SIP over UDP (IP fragments
     /// reassembled) and TCP (reassembled), on port 5060 or told by its
@@ -111,6 +113,10 @@ enum Command {
     /// `talkers_error_bound`), and joins the cells' flows.jsonl and (in
     /// time order) alarms.jsonl. See docs/scale-out.md.
     Merge(merge::MergeArgs),
+    /// Search the call records of `sluice voip` (or of the probe's `voip`
+    /// listener): DIR/calls.sqlite, or DIR/calls.jsonl when there is no
+    /// database. See docs/voip.md.
+    Calls(voip::CallsArgs),
     /// Turn captures into flow records and a summary.
     ///
     /// Reads pcap and pcapng files (format told by the magic number, not
@@ -396,6 +402,7 @@ fn main() -> ExitCode {
         Command::Voip(args) => voip::run_voip(args),
         Command::Balance(args) => balance::run_balance(args),
         Command::Merge(args) => merge::run_merge(&args),
+        Command::Calls(args) => voip::run_calls(&args),
         Command::Gen(args) => run_gen(&args).map(|_| ExitCode::SUCCESS),
         Command::Live(args) => run_live(args),
         Command::Record(args) => record::run_record(args),

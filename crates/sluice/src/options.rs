@@ -605,7 +605,9 @@ pub struct VoipArgs {
     /// stands [default: 1h].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub call_timeout: Option<Duration>,
-    /// Which calls' media to record: only `none` in this version.
+    /// Which calls' RTP payloads to record into OUTDIR/media/: none, all,
+    /// a share such as 1%, or URIs (comma-separated) of the calls from or
+    /// to them [default: none]. `sluice calls --wav` plays them back.
     #[arg(long, value_name = "WHICH")]
     pub record_media: Option<String>,
 }
@@ -629,7 +631,7 @@ impl VoipArgs {
             v.call_timeout = timeout;
         }
         if let Some(which) = &self.record_media {
-            v.record_media.clone_from(which);
+            v.record_media = sluice_voip::record::RecordMedia::Which(which.clone());
         }
     }
 }

@@ -1,11 +1,13 @@
 //! `sluice voip`: the probe with the `voip` listener alone (no flow
 //! records, no statistics): SIP calls and RTP streams from capture files or
-//! an interface.
+//! an interface; `sluice calls`: searching the call records it wrote.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use serde_json::Value;
 use sluice_engine::config::ProbeConfig;
+use sluice_voip::store::{self, Query};
 
 use crate::options::{RunArgs, VoipArgs};
 use crate::run::{self, Printing};
@@ -60,4 +62,153 @@ pub fn run_voip(args: VoipCommandArgs) -> anyhow::Result<ExitCode> {
             verbose: args.run.verbose,
         },
     )
+}
+
+#[derive(clap::Args)]
+#[command(after_help = "\
+Prints the matching calls in INVITE time order, one JSON object a line, the
+same objects as calls.jsonl (--table: a table for people). Times for --since
+and --until: ns since the epoch, YYYY-MM-DD (midnight UTC) or
+YYYY-MM-DDTHH:MM:SS[.fraction]Z. No match prints nothing and exits 0.
+
+Examples:
+  sluice calls voip.sluice --caller sip:alice@example.com
+  sluice calls voip.sluice --wav 1234@host -w call.wav
+  sluice calls voip.sluice --since 2026-11-29T08:00:00Z --until 2026-11-29T09:00:00Z --table")]
+pub struct CallsArgs {
+    /// The output directory of `sluice voip` or of a probe with the voip
+    /// listener: reads DIR/calls.sqlite, else DIR/calls.jsonl.
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+    /// Calls whose From URI is this one (exactly, as in `from`).
+    #[arg(long, value_name = "URI")]
+    caller: Option<String>,
+    /// Calls whose To URI is this one (exactly, as in `to`).
+    #[arg(long, value_name = "URI")]
+    callee: Option<String>,
+    /// Calls whose INVITE came at or after this time.
+    #[arg(long, value_name = "T", value_parser = sluice_voip::store::parse_time)]
+    since: Option<u64>,
+    /// Calls whose INVITE came before this time.
+    #[arg(long, value_name = "T", value_parser = sluice_voip::store::parse_time)]
+    until: Option<u64>,
+    /// The call of this Call-ID.
+    #[arg(long = "call-id", value_name = "ID")]
+    call_id: Option<String>,
+    /// Print a table (INVITE time, Call-ID, From, To, state, SIP code,
+    /// duration, codecs, MOS) instead of JSON lines.
+    #[arg(long, conflicts_with = "wav")]
+    table: bool,
+    /// Write the recorded media of this call (record_media) as a WAV file
+    /// (-w): G.711 µ-law and A-law, both directions mixed, 8 kHz 16-bit
+    /// mono.
+    #[arg(long, value_name = "CALL-ID", requires = "write")]
+    wav: Option<String>,
+    /// The WAV file --wav writes.
+    #[arg(short = 'w', long = "write", value_name = "FILE", requires = "wav")]
+    write: Option<PathBuf>,
+}
+
+pub fn run_calls(args: &CallsArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let query = Query {
+        caller: args.caller.clone(),
+        callee: args.callee.clone(),
+        since_ns: args.since,
+        until_ns: args.until,
+        call_id: args.wav.clone().or_else(|| args.call_id.clone()),
+    };
+    if let (Some(id), Some(file)) = (&args.wav, &args.write) {
+        let calls = store::search(&args.dir, &query)?;
+        let call = calls.first().ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: no call {id:?} (sluice calls {} lists them)",
+                store::calls_source(&args.dir)
+                    .unwrap_or_else(|_| args.dir.clone())
+                    .display(),
+                args.dir.display()
+            )
+        })?;
+        let summary = sluice_voip::wav::call_wav(&args.dir, call, file).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "{}: {:.3} s of audio from {} streams, {} packets ({} of another codec skipped, {} duplicates)",
+            file.display(),
+            summary.samples as f64 / f64::from(sluice_voip::wav::RATE),
+            summary.streams,
+            summary.packets,
+            summary.skipped_packets,
+            summary.duplicate_packets
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let calls = store::search(&args.dir, &query)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if args.table {
+        let rows: Vec<[String; 9]> = calls.iter().map(table_row).collect();
+        let header = [
+            "invite",
+            "call_id",
+            "from",
+            "to",
+            "state",
+            "code",
+            "duration_s",
+            "codecs",
+            "mos",
+        ]
+        .map(String::from);
+        let mut widths = header.clone().map(|h| h.chars().count());
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        for row in std::iter::once(&header).chain(&rows) {
+            let mut line = String::new();
+            for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                line.push_str(cell);
+                if i + 1 < row.len() {
+                    line.extend(std::iter::repeat_n(' ', w - cell.chars().count()));
+                }
+            }
+            writeln!(out, "{line}")?;
+        }
+    } else {
+        for call in &calls {
+            serde_json::to_writer(&mut out, call)?;
+            out.write_all(b"\n")?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table_row(c: &Value) -> [String; 9] {
+    let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let ns = |k: &str| c.get(k).and_then(Value::as_u64);
+    let duration = match (ns("answer_ts_ns"), ns("end_ts_ns")) {
+        (Some(a), Some(e)) => format!("{:.3}", e.saturating_sub(a) as f64 / 1e9),
+        _ => "-".into(),
+    };
+    let codecs = c
+        .get("codecs")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
+        .unwrap_or_default();
+    [
+        ns("invite_ts_ns").map(store::format_time).unwrap_or_default(),
+        text("call_id"),
+        text("from"),
+        text("to"),
+        text("state"),
+        c.get("sip_code").map(Value::to_string).unwrap_or_default(),
+        duration,
+        codecs,
+        c.get("mos")
+            .filter(|m| !m.is_null())
+            .map_or_else(|| "-".into(), Value::to_string),
+    ]
 }

@@ -18,19 +18,22 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::emodel;
+use crate::record::{Selected, Selection};
 use crate::sdp::Sdp;
 use crate::sip::Method;
+use crate::store::CallDb;
 use crate::stream::static_clock;
 use crate::tracker::{Event, MediaEnd, RtcpReport, SipEvent, StreamReport};
 
 /// The version of the `calls.jsonl` and `streams.jsonl` records
 /// (`docs/voip.md`).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Clone, Debug)]
 pub struct CallsConfig {
@@ -107,6 +110,18 @@ struct Call {
     endpoints: Vec<(SocketAddr, u8)>,
     legs: [Leg; 2],
     deadline: (u64, u64),
+    /// `record_media` chose this call.
+    recorded: bool,
+    /// Where its media flows were recorded.
+    media: Vec<MediaRef>,
+}
+
+/// A recorded media flow of a call: the file (relative to the output
+/// directory) and the record id its payloads carry there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MediaRef {
+    pub file: String,
+    pub record: u64,
 }
 
 /// A call record: one line of `calls.jsonl`.
@@ -154,6 +169,8 @@ pub struct CallRecord {
     pub s2c_mos: Option<f64>,
     /// The lower of the two directions' scores.
     pub mos: Option<f64>,
+    /// Its recorded media flows (empty when not recorded).
+    pub media: Vec<MediaRef>,
 }
 
 /// A stream record: one line of `streams.jsonl`.
@@ -213,6 +230,11 @@ pub struct CallTable {
     clock_ns: u64,
     calls_out: Box<dyn Write + Send>,
     streams_out: Box<dyn Write + Send>,
+    /// `calls.sqlite`, when written.
+    db: Option<CallDb>,
+    /// Which calls' media is recorded, and where their endpoints are
+    /// published to the workers' recorders.
+    recording: Option<(Selection, Arc<Selected>)>,
     counters: CallCounters,
 }
 
@@ -228,8 +250,25 @@ impl CallTable {
             clock_ns: 0,
             calls_out,
             streams_out,
+            db: None,
+            recording: None,
             counters: CallCounters::default(),
         }
+    }
+
+    /// Records the media of the calls `selection` chooses: their media
+    /// endpoints go into `selected`, which the workers' recorders read.
+    pub fn with_recording(mut self, selection: Selection, selected: Arc<Selected>) -> CallTable {
+        if selection != Selection::None {
+            self.recording = Some((selection, selected));
+        }
+        self
+    }
+
+    /// Also writes each call record as a row of `db`.
+    pub fn with_db(mut self, db: CallDb) -> CallTable {
+        self.db = Some(db);
+        self
     }
 
     pub fn counters(&self) -> &CallCounters {
@@ -252,7 +291,11 @@ impl CallTable {
             }
             Event::MediaEnd(end) => self.media_end(*end, false)?,
         }
-        self.expire(false)
+        self.expire(false)?;
+        if let Some(db) = &mut self.db {
+            db.tick().map_err(|e| db_error(db, e))?;
+        }
+        Ok(())
     }
 
     fn touch(&mut self, call_id: &str, ts_ns: u64) {
@@ -308,6 +351,11 @@ impl CallTable {
                 endpoints: Vec::new(),
                 legs: Default::default(),
                 deadline: (e.ts_ns + self.config.timeout_ns, self.sequence),
+                recorded: self
+                    .recording
+                    .as_ref()
+                    .is_some_and(|(s, _)| s.records(&e.call_id, &e.from.uri, &e.to.uri)),
+                media: Vec::new(),
             };
             self.active.insert(call.deadline, call.call_id.clone());
             self.calls.insert(e.call_id.clone(), call);
@@ -377,6 +425,11 @@ impl CallTable {
         if let Some(sdp) = &e.sdp {
             let id = call.call_id.clone();
             describe(call, sdp, sender);
+            if let (true, Some((_, selected))) = (call.recorded, &self.recording) {
+                for &(addr, _) in &call.endpoints {
+                    selected.add(addr);
+                }
+            }
             for &(addr, _) in &call.endpoints {
                 let ids = self.endpoints.entry(addr).or_default();
                 if ids.last() != Some(&id) {
@@ -411,6 +464,15 @@ impl CallTable {
             return Ok(());
         };
         self.write_streams(&end, Some(&call_id))?;
+        if let (Some((file, record)), Some(call)) = (&end.recording, self.calls.get_mut(&call_id)) {
+            let m = MediaRef {
+                file: file.clone(),
+                record: *record,
+            };
+            if !call.media.contains(&m) {
+                call.media.push(m);
+            }
+        }
         self.touch(&call_id, end.last_ns);
         Ok(())
     }
@@ -556,6 +618,9 @@ impl CallTable {
                         ids.retain(|i| *i != id);
                         if ids.is_empty() {
                             self.endpoints.remove(addr);
+                            if let Some((_, selected)) = &self.recording {
+                                selected.remove(addr);
+                            }
                         }
                     }
                 }
@@ -651,9 +716,14 @@ impl CallTable {
             s2c_rtt_ms: s2c.rtt_ms.map(|r| round(r, 3)),
             s2c_mos,
             mos,
+            media: c.media.clone(),
         };
         serde_json::to_writer(&mut self.calls_out, &record)?;
-        self.calls_out.write_all(b"\n")
+        self.calls_out.write_all(b"\n")?;
+        if let Some(db) = &mut self.db {
+            db.insert(&record).map_err(|e| db_error(db, e))?;
+        }
+        Ok(())
     }
 
     /// The input ended: every stream and call held is written.
@@ -661,8 +731,15 @@ impl CallTable {
         self.expire(true)?;
         self.calls_out.flush()?;
         self.streams_out.flush()?;
+        if let Some(db) = &mut self.db {
+            db.commit().map_err(|e| db_error(db, e))?;
+        }
         Ok(self.counters)
     }
+}
+
+fn db_error(db: &CallDb, e: rusqlite::Error) -> std::io::Error {
+    std::io::Error::other(format!("{}: {e}", db.path().display()))
 }
 
 /// Takes what a session description says into the call: where `party`

@@ -11,8 +11,11 @@
 pub mod calls;
 pub mod emodel;
 pub mod media;
+pub mod record;
 pub mod rtp;
 pub mod sdp;
 pub mod sip;
+pub mod store;
 pub mod stream;
 pub mod tracker;
+pub mod wav;

@@ -1,7 +1,6 @@
 //! Where a tracker hands RTP payloads when media is recorded (the `voip:`
-//! section's `record_media`). No recorder implements it yet: the trait is
-//! the seam the tracker calls through, so that recording adds a writer and
-//! changes nothing in the per-packet path.
+//! section's `record_media`); [`crate::record::MediaWriter`] implements
+//! it.
 
 use std::net::SocketAddr;
 
@@ -11,6 +10,12 @@ pub trait MediaTap: Send {
     /// A media flow starts: the record id its payloads go under, or `None`
     /// when this flow is not recorded.
     fn start(&mut self, flow: u64, src: SocketAddr, dst: SocketAddr) -> Option<u64>;
+
+    /// Whether the choice of flows may have changed since `seen` (which it
+    /// updates): a flow not recorded is asked about again with `start`.
+    fn changed(&self, _seen: &mut u64) -> bool {
+        false
+    }
 
     /// One RTP payload of a recorded flow, `dir` 0 from the flow's `src`.
     fn payload(&mut self, record: u64, dir: u8, ssrc: u32, packet: &RtpPacket, body: &[u8]);

@@ -391,6 +391,8 @@ struct Media {
     sr_next: [usize; 2],
     /// The recorder's id for this flow, when its payloads are recorded.
     recorded: Option<u64>,
+    /// The recorder's choice of flows this flow was last asked against.
+    selection_seen: u64,
 }
 
 impl<S: EventSink> Tracker<S> {
@@ -556,6 +558,7 @@ impl<S: EventSink> Inner<S> {
                 sender_reports: [[(0, 0); SR_MEMORY]; 2],
                 sr_next: [0; 2],
                 recorded,
+                selection_seen: 0,
             })),
             key,
         }))
@@ -689,6 +692,15 @@ impl<S: EventSink> Inner<S> {
                     payload_len: h.payload_len as u32,
                 };
                 let packet = self.rtp_packet(media, p.dir as u8, h.ssrc, packet);
+                // The call table may name this flow's endpoints after it
+                // started: asked again when its choice changed.
+                if media.recorded.is_none()
+                    && let Some(tap) = self.media.as_mut()
+                    && tap.changed(&mut media.selection_seen)
+                {
+                    let (src, dst) = endpoints(p.key);
+                    media.recorded = tap.start(media.id, src, dst);
+                }
                 if let (Some(record), Some(tap)) = (media.recorded, self.media.as_mut()) {
                     let end = (h.payload_offset + h.payload_len).min(payload.len());
                     let body = payload.get(h.payload_offset..end).unwrap_or(&[]);

@@ -6,7 +6,7 @@
 //! per-stream RTP statistics without allocating per packet. What the
 //! trackers learn (SIP messages, media flows' starts and ends) goes over
 //! one queue to a thread of the listener's own, which keeps the call table
-//! and writes `calls.jsonl` and `streams.jsonl`. The queue never drops: a
+//! and writes `calls.jsonl`, `calls.sqlite` and `streams.jsonl`. The queue never drops: a
 //! worker that finds it full waits.
 
 use std::fs::File;
@@ -20,6 +20,9 @@ use serde::Serialize;
 use sluice_classify::FlowClass;
 use sluice_flow::{EndReason, Flow, FlowTable};
 use sluice_voip::calls::{CallCounters, CallTable, CallsConfig};
+use sluice_voip::media::MediaTap;
+use sluice_voip::record::{MediaWriter, PublishingSink, RecordCounters, Selected, Selection};
+use sluice_voip::store::CallDb;
 use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
 
 use crate::config::{ConfigError, VoipConfig};
@@ -36,9 +39,14 @@ const QUEUE: usize = 1 << 14;
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct VoipReport {
     pub calls_path: PathBuf,
+    /// The same records as rows of per-day tables.
+    pub calls_db_path: PathBuf,
     pub streams_path: PathBuf,
     #[serde(flatten)]
     pub calls: CallCounters,
+    /// Media recording: flows, payloads and bytes written, payloads lost.
+    #[serde(flatten)]
+    pub recording: RecordCounters,
     /// The workers' trackers, summed.
     pub tracker: TrackerCounters,
     /// Malformed SIP, SDP, RTP and RTCP: the warnings.
@@ -49,22 +57,22 @@ pub(crate) struct Voip {
     events: Sender<Event>,
     tracker: TrackerConfig,
     counters: Arc<Mutex<TrackerCounters>>,
-    paths: (PathBuf, PathBuf),
+    /// The media endpoints of recorded calls, when media is recorded.
+    recording: Option<Arc<Selected>>,
+    selection: Selection,
+    record_counters: Arc<Mutex<RecordCounters>>,
+    out: PathBuf,
+    paths: (PathBuf, PathBuf, PathBuf),
     table: thread::JoinHandle<std::io::Result<CallCounters>>,
 }
 
 impl Voip {
     pub(crate) fn start(out: &Path, config: &VoipConfig, kafka: Option<KafkaTopic>) -> Result<Voip, RunError> {
-        if config.record_media != "none" {
-            return Err(ConfigError::Value {
-                key: "voip.record_media".into(),
-                message: format!(
-                    "{:?}: recording media is not implemented yet; use none",
-                    config.record_media
-                ),
-            }
-            .into());
-        }
+        let selection = config.record_media.selection().map_err(|message| ConfigError::Value {
+            key: "voip.record_media".into(),
+            message,
+        })?;
+        let recording = (selection != Selection::None).then(Arc::<Selected>::default);
         let calls_path = out.join("calls.jsonl");
         let streams_path = out.join("streams.jsonl");
         let open = |path: &Path| {
@@ -82,6 +90,11 @@ impl Voip {
             None => Box::new(open(&calls_path)?),
         };
         let streams_out = open(&streams_path)?;
+        let db_path = out.join("calls.sqlite");
+        let db = CallDb::create(&db_path).map_err(|e| RunError::Write {
+            path: db_path.clone(),
+            source: std::io::Error::other(e),
+        })?;
         let ns = |d: std::time::Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
         let mut table = CallTable::new(
             CallsConfig {
@@ -90,7 +103,12 @@ impl Voip {
             },
             calls_out,
             Box::new(streams_out),
-        );
+        )
+        .with_db(db);
+        let selection_kept = selection.clone();
+        if let Some(selected) = &recording {
+            table = table.with_recording(selection, selected.clone());
+        }
         let (events, rx): (Sender<Event>, Receiver<Event>) = bounded(QUEUE);
         let table = thread::Builder::new()
             .name("sluice-voip".into())
@@ -108,14 +126,30 @@ impl Voip {
                 ..TrackerConfig::default()
             },
             counters: Arc::default(),
-            paths: (calls_path, streams_path),
+            recording,
+            selection: selection_kept,
+            record_counters: Arc::default(),
+            out: out.to_path_buf(),
+            paths: (calls_path, streams_path, db_path),
             table,
         })
     }
 
     pub(crate) fn worker_part(&self, worker: usize) -> VoipWorker {
         VoipWorker {
-            tracker: Some(Tracker::new(worker, self.tracker.clone(), self.events.clone(), None)),
+            tracker: Some(Tracker::new(
+                worker,
+                self.tracker.clone(),
+                PublishingSink::new(self.events.clone(), self.selection.clone(), self.recording.clone()),
+                self.recording.as_ref().map(|selected| {
+                    Box::new(MediaWriter::new(
+                        &self.out,
+                        worker,
+                        selected.clone(),
+                        self.record_counters.clone(),
+                    )) as Box<dyn MediaTap>
+                }),
+            )),
             counters: self.counters.clone(),
         }
     }
@@ -133,10 +167,13 @@ impl Voip {
                 source,
             })?;
         let tracker = self.counters.lock().expect("no worker panicked").clone();
+        let recording = self.record_counters.lock().expect("no worker panicked").clone();
         Ok(VoipReport {
             calls_path: self.paths.0,
+            calls_db_path: self.paths.2,
             streams_path: self.paths.1,
             calls,
+            recording,
             warnings: tracker.warnings(),
             tracker,
         })
@@ -144,7 +181,7 @@ impl Voip {
 }
 
 pub(crate) struct VoipWorker {
-    tracker: Option<Tracker<Sender<Event>>>,
+    tracker: Option<Tracker<PublishingSink<Sender<Event>>>>,
     counters: Arc<Mutex<TrackerCounters>>,
 }
 

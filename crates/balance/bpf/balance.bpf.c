@@ -132,11 +132,13 @@ static __always_inline __u64 fold_mul(__u64 a, __u64 b)
 	return lo ^ hi;
 }
 
-// The address as two little-endian words, as sluice-wire reads it.
+// The address as two little-endian words, as sluice-wire reads it: the
+// program is built for bpfel, so a 64-bit load is little-endian.
 static __always_inline __u64 le64(const __u8 *b)
 {
-	return (__u64)b[0] | (__u64)b[1] << 8 | (__u64)b[2] << 16 | (__u64)b[3] << 24 |
-	       (__u64)b[4] << 32 | (__u64)b[5] << 40 | (__u64)b[6] << 48 | (__u64)b[7] << 56;
+	__u64 v;
+	__builtin_memcpy(&v, b, 8);
+	return v;
 }
 
 static __always_inline __u64 endpoint_hash(const __u8 *addr, __u16 port)

@@ -14,6 +14,7 @@
 mod distinct;
 pub mod merge;
 mod table;
+pub mod xdp;
 
 use serde::Serialize;
 use sluice_flow::FragmentResolver;

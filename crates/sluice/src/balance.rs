@@ -50,6 +50,15 @@ pub struct BalanceCommandArgs {
     /// two hosts together) [default: symmetric-5tuple].
     #[arg(long, value_name = "HASH", value_parser = balance_hash)]
     hash: Option<String>,
+    /// With -i: also load the XDP fast path on IFACE, which redirects in the
+    /// kernel every frame it parses (Ethernet, VLANs, IPv4, IPv6, TCP, UDP,
+    /// SCTP) to its cell's interface and passes the rest (tunnels, MPLS,
+    /// PPPoE, ...) to the user-space path, which then sees only those. If it
+    /// cannot attach (no XDP support, no privileges), says why and runs the
+    /// user-space path alone. Not with --inline: XDP cannot send a frame to
+    /// two interfaces.
+    #[arg(long)]
+    xdp: bool,
     /// Write the run's counters (per cell: packets, bytes, flows, drops,
     /// redirect failures) to OUTDIR/summary.json.
     #[arg(short, long)]
@@ -124,6 +133,8 @@ pub fn balance_config(args: &BalanceCommandArgs) -> anyhow::Result<ProbeConfig> 
 
 pub fn run_balance(args: BalanceCommandArgs) -> anyhow::Result<ExitCode> {
     let config = balance_config(&args)?;
+    // Held for the run: dropping it detaches the program.
+    let xdp = if args.xdp { attach_xdp(&args, &config)? } else { None };
     let summary = run::run(
         &config,
         Printing {
@@ -136,11 +147,81 @@ pub fn run_balance(args: BalanceCommandArgs) -> anyhow::Result<ExitCode> {
     {
         print!("{}", render(report, summary.packets));
     }
+    if !args.quiet
+        && let Some(xdp) = &xdp
+    {
+        print!(
+            "{}",
+            render_xdp(&xdp.counts()?, config.balance.as_ref().map_or(&[][..], |b| &b.cells))
+        );
+    }
     Ok(if summary.is_partial() {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Loads and attaches the XDP fast path, or says why it could not and
+/// leaves the frames to the user-space path.
+fn attach_xdp(
+    args: &BalanceCommandArgs,
+    config: &ProbeConfig,
+) -> anyhow::Result<Option<sluice_balance::xdp::XdpBalancer>> {
+    let [input] = args.interfaces.as_slice() else {
+        bail!("--xdp needs one input interface (-i IFACE): it is attached to it");
+    };
+    if args.inline.is_some() {
+        bail!(
+            "--xdp with --inline: an XDP program sends a frame to one interface, not to a cell and OUT both; drop --xdp to run inline"
+        );
+    }
+    let balance = config.balance.as_ref().expect("balance_config sets it");
+    let present: Vec<bool> = balance.cells.iter().map(|c| c != "-").collect();
+    let table = sluice_balance::CellTable::with_present(&present)?;
+    let mode: sluice_balance::HashMode = balance.hash.parse().map_err(anyhow::Error::msg)?;
+    let attached = sluice_balance::xdp::XdpBalancer::load(&table, mode).and_then(|mut xdp| {
+        let how = xdp.attach(input, &balance.cells)?;
+        Ok((xdp, how))
+    });
+    match attached {
+        Ok((xdp, how)) => {
+            if !args.quiet {
+                eprintln!("XDP fast path attached to {input} ({how:?} mode); the user-space path takes what it passes");
+            }
+            Ok(Some(xdp))
+        }
+        Err(e) => {
+            eprintln!("XDP fast path not attached: {e}; the user-space path takes every frame");
+            Ok(None)
+        }
+    }
+}
+
+/// The fast path's counters, as printed.
+fn render_xdp(counts: &sluice_balance::xdp::XdpCounts, cells: &[String]) -> String {
+    let mut s = format!("XDP fast path\n{:<24} {:>12} {:>14}\n", "cell", "packets", "bytes");
+    for (name, (packets, bytes)) in cells.iter().zip(&counts.cells) {
+        s.push_str(&format!("{name:<24} {packets:>12} {bytes:>14}\n"));
+    }
+    let passed: Vec<String> = counts
+        .passed
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(reason, n)| format!("{} {n}", reason.name()))
+        .collect();
+    s.push_str(&format!(
+        "passed to user space: {}; fragments resolved {}, unresolved {}; redirect failures {}\n",
+        if passed.is_empty() {
+            "none".to_string()
+        } else {
+            passed.join(", ")
+        },
+        counts.resolved_fragments,
+        counts.unresolved_fragments,
+        counts.redirect_failures
+    ));
+    s
 }
 
 /// The cells' table, as printed.

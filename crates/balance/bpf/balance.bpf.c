@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: (MIT OR Apache-2.0)
+//
+// The cell incubator's fast path: an XDP program that sends each frame to
+// its cell's interface through a DEVMAP, choosing the cell exactly as the
+// user-space path does (sluice-wire's FlowKey::symmetric_hash, the top 12
+// bits of its low half as the slot, the slot's owner from CellTable).
+//
+// It parses only what it can hash exactly as the user-space decoder does:
+// Ethernet, up to two 802.1Q/802.1ad tags, IPv4, IPv6 with its common
+// extension headers, and the ports of TCP, UDP and SCTP. Every other frame
+// (tunnels, MPLS, PPPoE, LLC, frames the decoder would refuse) goes to the
+// user-space path with XDP_PASS, counted by reason, so the two paths never
+// disagree on a frame both could take.
+//
+// Built with Debian's clang:
+//   ./build.sh   (clang -O2 -g -target bpfel, then llvm-strip -g)
+// The object is checked in beside this file; a test rebuilds it and
+// compares the instructions.
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <bpf/bpf_helpers.h>
+
+#define SLOTS 4096
+#define MAX_CELLS 4096
+
+// Why a frame went to the user-space path (index into `stats`). The
+// loader and the test name them in this order.
+enum reason {
+	PASS_SHORT = 0,       // shorter than an Ethernet header
+	PASS_NOT_IP,          // not IPv4 or IPv6 (ARP, LLC, MPLS, PPPoE, ...)
+	PASS_VLAN_DEPTH,      // more than two VLAN tags
+	PASS_IP_HEADER,       // IP header cut short or malformed
+	PASS_TUNNEL,          // IP in IP, GRE, VXLAN, VXLAN-GPE, Geneve, GTP-U
+	PASS_IPV6_EXT,        // IPv6 extension chain unusual, long or cut short
+	PASS_TCP_HEADER,      // TCP data offset below 5
+	PASS_NO_CELL,         // the slot's cell has no interface in the DEVMAP
+	PASS_REASONS,
+	// Not reasons: fragment and redirect counts in the same map.
+	STAT_RESOLVED = PASS_REASONS,
+	STAT_UNRESOLVED,
+	STAT_REDIRECT_FAILURES,
+	STATS,
+};
+
+struct config {
+	__u32 ip_pair;   // 1: hash the addresses alone (--hash ip-pair)
+	__u32 test;      // 1: write the decision over the Ethernet header (tests)
+};
+
+struct cell_counts {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct frag_key {
+	__u8 src[16];
+	__u8 dst[16];
+	__u32 id;
+	__u16 vlan;
+	__u8 proto;
+	__u8 version;
+};
+
+struct frag_ports {
+	__u16 src_port;
+	__u16 dst_port;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config SEC(".maps");
+
+// Each slot's cell (CellTable::owners).
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} slots SEC(".maps");
+
+// Each cell's interface.
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, MAX_CELLS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cells SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_CELLS);
+	__type(key, __u32);
+	__type(value, struct cell_counts);
+} cell_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+// First fragments' ports, as sluice-flow's FragmentResolver keeps them
+// (there a direct-mapped table of 65,536 entries, here an LRU hash of as
+// many: they differ only in which entry an overflow evicts).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct frag_key);
+	__type(value, struct frag_ports);
+} fragments SEC(".maps");
+
+#define K0 0xa0761d6478bd642fULL
+#define K1 0xe7037ed1a0b428dbULL
+#define K2 0x8ebc6af09c88c6e3ULL
+#define K3 0x589965cc75374cc3ULL
+
+// The low and high halves of the 128-bit product, folded (wyhash's mum):
+// BPF has no 64x64->128 multiply, so it is built from 32-bit halves.
+static __always_inline __u64 fold_mul(__u64 a, __u64 b)
+{
+	__u64 al = a & 0xffffffff, ah = a >> 32;
+	__u64 bl = b & 0xffffffff, bh = b >> 32;
+	__u64 ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+	__u64 mid = (ll >> 32) + (lh & 0xffffffff) + (hl & 0xffffffff);
+	__u64 lo = (ll & 0xffffffff) | (mid << 32);
+	__u64 hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+	return lo ^ hi;
+}
+
+// The address as two little-endian words, as sluice-wire reads it: the
+// program is built for bpfel, so a 64-bit load is little-endian.
+static __always_inline __u64 le64(const __u8 *b)
+{
+	__u64 v;
+	__builtin_memcpy(&v, b, 8);
+	return v;
+}
+
+static __always_inline __u64 endpoint_hash(const __u8 *addr, __u16 port)
+{
+	return fold_mul(fold_mul(le64(addr) ^ K0, le64(addr + 8) ^ K1) ^ port, K2);
+}
+
+static __always_inline void count(__u32 stat)
+{
+	__u64 *n = bpf_map_lookup_elem(&stats, &stat);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void mark(__u8 *data, __u8 *end, struct config *cfg, __u32 cell, __u16 reason,
+				 __u64 hash)
+{
+	if (!cfg || !cfg->test || data + 14 > end)
+		return;
+	__builtin_memcpy(data, &cell, 4);
+	__builtin_memcpy(data + 4, &reason, 2);
+	__builtin_memcpy(data + 6, &hash, 8);
+}
+
+static __always_inline int pass(__u8 *data, __u8 *end, struct config *cfg, __u16 reason)
+{
+	count(reason);
+	mark(data, end, cfg, 0xffffffff, reason, 0);
+	return XDP_PASS;
+}
+
+static __always_inline __u16 be16(const __u8 *p)
+{
+	return (__u16)p[0] << 8 | p[1];
+}
+
+#define VXLAN_PORT 4789
+#define VXLAN_GPE_PORT 4790
+#define GENEVE_PORT 6081
+#define GTPU_PORT 2152
+
+SEC("xdp")
+int balance(struct xdp_md *ctx)
+{
+	__u8 *data = (void *)(long)ctx->data;
+	__u8 *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct frag_key key = {};
+	__u16 src_port = 0, dst_port = 0;
+	// 0: not a fragment, 1: a first fragment, 2: a later one.
+	int fragment = 0;
+	__u8 *p = data;
+
+	if (p + 14 > end)
+		return pass(data, end, cfg, PASS_SHORT);
+	__u16 ethertype = be16(p + 12);
+	p += 14;
+#pragma unroll
+	for (int i = 0; i < 3; i++) {
+		if (ethertype != 0x8100 && ethertype != 0x88a8 && ethertype != 0x9100)
+			break;
+		if (i == 2)
+			return pass(data, end, cfg, PASS_VLAN_DEPTH);
+		if (p + 4 > end)
+			return pass(data, end, cfg, PASS_IP_HEADER);
+		key.vlan = be16(p) & 0x0fff;
+		ethertype = be16(p + 2);
+		p += 4;
+	}
+	if (ethertype != 0x0800 && ethertype != 0x86dd)
+		return pass(data, end, cfg, PASS_NOT_IP);
+	if (p + 1 > end)
+		return pass(data, end, cfg, PASS_IP_HEADER);
+
+	__u8 *l4;
+	__u8 *l4_end;
+	__u8 version = p[0] >> 4;
+	if (version == 4) {
+		if (p + 20 > end)
+			return pass(data, end, cfg, PASS_IP_HEADER);
+		__u32 header_len = (p[0] & 0x0f) * 4;
+		__u32 total = be16(p + 2);
+		__u32 captured = end - p;
+		if (header_len < 20 || captured < header_len)
+			return pass(data, end, cfg, PASS_IP_HEADER);
+		if (total == 0)
+			total = captured;
+		if (total < header_len)
+			return pass(data, end, cfg, PASS_IP_HEADER);
+		__builtin_memcpy(key.src, p + 12, 4);
+		__builtin_memcpy(key.dst, p + 16, 4);
+		key.proto = p[9];
+		key.id = be16(p + 4);
+		__u16 flags_offset = be16(p + 6);
+		if (flags_offset & 0x1fff)
+			fragment = 2;
+		else if (flags_offset & 0x2000)
+			fragment = 1;
+		l4 = p + (header_len & 0x3c);
+		if (total > captured)
+			total = captured;
+		l4_end = p + (total & 0xffff);
+	} else if (version == 6) {
+		if (p + 40 > end)
+			return pass(data, end, cfg, PASS_IP_HEADER);
+		__u32 payload_len = be16(p + 4);
+		if (payload_len == 0)
+			return pass(data, end, cfg, PASS_IPV6_EXT);
+		__builtin_memcpy(key.src, p + 8, 16);
+		__builtin_memcpy(key.dst, p + 24, 16);
+		__u8 next = p[6];
+		l4_end = p + 40 + payload_len;
+		if (l4_end > end)
+			l4_end = end;
+		l4 = p + 40;
+		int seen_fragment = 0;
+#pragma unroll
+		for (int i = 0; i < 6; i++) {
+			__u32 len;
+			if (next == 0) {
+				if (i != 0)
+					return pass(data, end, cfg, PASS_IPV6_EXT);
+			} else if (next != 43 && next != 60 && next != 44 && next != 51) {
+				break;
+			}
+			if (i == 5 || seen_fragment == 2)
+				return pass(data, end, cfg, PASS_IPV6_EXT);
+			if (l4 + 8 > end || l4 + 8 > l4_end)
+				return pass(data, end, cfg, PASS_IPV6_EXT);
+			if (next == 44) {
+				__u16 offset_more = be16(l4 + 2);
+				len = 8;
+				if (offset_more & 0xfff9) {
+					if (seen_fragment)
+						return pass(data, end, cfg, PASS_IPV6_EXT);
+					key.id = (__u32)l4[4] << 24 | (__u32)l4[5] << 16 |
+						 (__u32)l4[6] << 8 | l4[7];
+					if (offset_more & 0xfff8) {
+						// A later fragment: what follows is data.
+						fragment = 2;
+						seen_fragment = 2;
+						next = l4[0];
+						l4 += 8;
+						break;
+					}
+					fragment = 1;
+					seen_fragment = 1;
+				}
+			} else if (next == 51) {
+				len = ((__u32)l4[1] + 2) * 4;
+			} else {
+				len = ((__u32)l4[1] + 1) * 8;
+			}
+			next = l4[0];
+			l4 += len & 0x7ff;
+			if (l4 > l4_end)
+				return pass(data, end, cfg, PASS_IPV6_EXT);
+		}
+		if (next == 135 || next == 139 || next == 140 || next == 253 || next == 254)
+			return pass(data, end, cfg, PASS_IPV6_EXT);
+		key.proto = next;
+	} else {
+		return pass(data, end, cfg, PASS_IP_HEADER);
+	}
+	key.version = version;
+
+	if (fragment != 2) {
+		__u8 proto = key.proto;
+		if (proto == 4 || proto == 41 || proto == 47)
+			return pass(data, end, cfg, PASS_TUNNEL);
+		if (proto == 6 || proto == 17 || proto == 132) {
+			if (l4 + 4 <= l4_end && l4 + 4 <= end) {
+				src_port = be16(l4);
+				dst_port = be16(l4 + 2);
+			}
+			if (proto == 6 && l4 + 20 <= l4_end && l4 + 20 <= end && (l4[12] >> 4) < 5)
+				return pass(data, end, cfg, PASS_TCP_HEADER);
+			if (proto == 17 && l4 + 8 <= l4_end &&
+			    (dst_port == VXLAN_PORT || dst_port == VXLAN_GPE_PORT ||
+			     dst_port == GENEVE_PORT || dst_port == GTPU_PORT || src_port == GTPU_PORT))
+				return pass(data, end, cfg, PASS_TUNNEL);
+		}
+		if (fragment == 1) {
+			struct frag_ports ports = { src_port, dst_port };
+			bpf_map_update_elem(&fragments, &key, &ports, BPF_ANY);
+		}
+	} else {
+		struct frag_ports *ports = bpf_map_lookup_elem(&fragments, &key);
+		if (ports) {
+			src_port = ports->src_port;
+			dst_port = ports->dst_port;
+			count(STAT_RESOLVED);
+		} else {
+			count(STAT_UNRESOLVED);
+		}
+	}
+
+	__u64 shared = (__u64)key.proto | (__u64)version << 8 | (__u64)key.vlan << 16;
+	if (cfg && cfg->ip_pair) {
+		src_port = 0;
+		dst_port = 0;
+		shared = (__u64)version << 8 | (__u64)key.vlan << 16;
+	}
+	__u64 a = endpoint_hash(key.src, src_port);
+	__u64 b = endpoint_hash(key.dst, dst_port);
+	__u64 hash = fold_mul((a + b) ^ K2, shared ^ K3);
+	__u32 slot = ((__u32)hash) >> 20;
+	__u32 *cell = bpf_map_lookup_elem(&slots, &slot);
+	if (!cell)
+		return pass(data, end, cfg, PASS_NO_CELL);
+	__u32 c = *cell;
+	struct cell_counts *counts = bpf_map_lookup_elem(&cell_counts, &c);
+	if (counts) {
+		counts->packets += 1;
+		counts->bytes += (__u64)(end - data);
+	}
+	mark(data, end, cfg, c, 0xffff, hash);
+	long action = bpf_redirect_map(&cells, c, XDP_PASS);
+	if (action != XDP_REDIRECT) {
+		count(STAT_REDIRECT_FAILURES);
+	}
+	return action;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,288 @@
+//! The kernel fast path: `bpf/balance.bpf.c`, an XDP program that chooses
+//! each frame's cell exactly as [`crate::Balancer`] does and redirects it
+//! through a DEVMAP to the cell's interface. Frames it does not parse
+//! (tunnels, MPLS, PPPoE, LLC, frames the decoder refuses) it passes to the
+//! user-space path, counted by [`PassReason`].
+//!
+//! The object is compiled by Debian's clang and checked in beside its
+//! source (`bpf/build.sh`), so building Sluice needs no clang. It is loaded
+//! with `aya`, which is pure Rust (no libbpf to build or find) and builds on
+//! the workspace's Rust; aya keeps its `unsafe` to itself.
+
+use crate::{CellTable, HashMode, SLOTS};
+use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
+use aya::programs::{TestRun, TestRunOptions, Xdp, XdpMode};
+use aya::{Ebpf, include_bytes_aligned};
+
+/// The compiled program, as `bpf/build.sh` makes it.
+pub static OBJECT: &[u8] = include_bytes_aligned!("../bpf/balance.bpf.o");
+
+/// Why the program passed a frame to the user-space path, in the order of
+/// the program's `enum reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PassReason {
+    Short,
+    NotIp,
+    VlanDepth,
+    IpHeader,
+    Tunnel,
+    Ipv6Extensions,
+    TcpHeader,
+    NoCell,
+}
+
+impl PassReason {
+    pub const ALL: [PassReason; 8] = [
+        PassReason::Short,
+        PassReason::NotIp,
+        PassReason::VlanDepth,
+        PassReason::IpHeader,
+        PassReason::Tunnel,
+        PassReason::Ipv6Extensions,
+        PassReason::TcpHeader,
+        PassReason::NoCell,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PassReason::Short => "short",
+            PassReason::NotIp => "not-ip",
+            PassReason::VlanDepth => "vlan-depth",
+            PassReason::IpHeader => "ip-header",
+            PassReason::Tunnel => "tunnel",
+            PassReason::Ipv6Extensions => "ipv6-extensions",
+            PassReason::TcpHeader => "tcp-header",
+            PassReason::NoCell => "no-cell",
+        }
+    }
+}
+
+const STAT_RESOLVED: u32 = PassReason::ALL.len() as u32;
+const STAT_UNRESOLVED: u32 = STAT_RESOLVED + 1;
+const STAT_REDIRECT_FAILURES: u32 = STAT_RESOLVED + 2;
+
+/// What the program did with one frame (from a test run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Sent to this cell; `hash` is the flow hash it chose by.
+    Cell {
+        cell: usize,
+        hash: u64,
+    },
+    Pass(PassReason),
+}
+
+/// The fast path's counters, summed over the CPUs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct XdpCounts {
+    /// Per cell: frames and bytes redirected (or, without a DEVMAP entry,
+    /// chosen).
+    pub cells: Vec<(u64, u64)>,
+    /// Frames passed to the user-space path, by reason.
+    pub passed: Vec<(PassReason, u64)>,
+    pub resolved_fragments: u64,
+    pub unresolved_fragments: u64,
+    pub redirect_failures: u64,
+}
+
+/// Loading, filling or attaching the program failed.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpLoadError {
+    #[error("loading the XDP program: {0} (XDP needs CAP_BPF and CAP_NET_ADMIN, or root)")]
+    Load(String),
+    #[error("the XDP program's map {0}: {1}")]
+    Map(&'static str, String),
+    #[error("cell interface {name:?}: {why}")]
+    Interface { name: String, why: String },
+    #[error("attaching XDP to {interface}: {why}")]
+    Attach { interface: String, why: String },
+}
+
+/// The loaded program and its maps.
+pub struct XdpBalancer {
+    ebpf: Ebpf,
+    cells: usize,
+}
+
+fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> XdpLoadError {
+    move |e| XdpLoadError::Map(name, e.to_string())
+}
+
+impl XdpBalancer {
+    /// Loads the program with `table`'s slots and the hash `mode`.
+    pub fn load(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(e.to_string()))?;
+        let program: &mut Xdp = ebpf
+            .program_mut("balance")
+            .ok_or_else(|| XdpLoadError::Load("no program `balance` in the object".into()))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| XdpLoadError::Load(e.to_string()))?;
+        program.load().map_err(|e| XdpLoadError::Load(verifier(&e)))?;
+        let mut balancer = XdpBalancer {
+            ebpf,
+            cells: table.cells(),
+        };
+        balancer.configure(mode == HashMode::IpPair, false)?;
+        let mut slots: Array<&mut MapData, u32> =
+            Array::try_from(balancer.ebpf.map_mut("slots").expect("slots")).map_err(map_err("slots"))?;
+        for (slot, &owner) in table.owners().iter().enumerate().take(SLOTS) {
+            slots.set(slot as u32, u32::from(owner), 0).map_err(map_err("slots"))?;
+        }
+        Ok(balancer)
+    }
+
+    fn configure(&mut self, ip_pair: bool, test: bool) -> Result<(), XdpLoadError> {
+        let mut config: Array<&mut MapData, [u32; 2]> =
+            Array::try_from(self.ebpf.map_mut("config").expect("config")).map_err(map_err("config"))?;
+        config
+            .set(0, [u32::from(ip_pair), u32::from(test)], 0)
+            .map_err(map_err("config"))
+    }
+
+    /// Test runs report their decision by writing it over the frame's
+    /// Ethernet header; never set on an attached program.
+    pub fn set_test_mode(&mut self, mode: HashMode, test: bool) -> Result<(), XdpLoadError> {
+        self.configure(mode == HashMode::IpPair, test)
+    }
+
+    /// Points each cell at its interface (by name; `-` for a cell that
+    /// left: it owns no slot) and attaches the program to `input`, in the
+    /// driver's mode where it has one, else the generic mode.
+    pub fn attach(&mut self, input: &str, cells: &[String]) -> Result<XdpMode, XdpLoadError> {
+        let mut devmap = DevMap::try_from(self.ebpf.map_mut("cells").expect("cells")).map_err(map_err("cells"))?;
+        for (cell, name) in cells.iter().enumerate() {
+            if name == "-" {
+                continue;
+            }
+            let index = if_index(name)?;
+            devmap
+                .set(cell as u32, index, None, 0)
+                .map_err(|e| XdpLoadError::Interface {
+                    name: name.clone(),
+                    why: e.to_string(),
+                })?;
+        }
+        let program: &mut Xdp = self
+            .ebpf
+            .program_mut("balance")
+            .expect("loaded")
+            .try_into()
+            .expect("an XDP program");
+        let mut last = String::new();
+        for mode in [XdpMode::Driver, XdpMode::Skb] {
+            match program.attach(input, mode) {
+                Ok(_) => return Ok(mode),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(XdpLoadError::Attach {
+            interface: input.to_string(),
+            why: last,
+        })
+    }
+
+    /// Forgets the first fragments seen (between inputs, as a new
+    /// user-space resolver would).
+    pub fn clear_fragments(&mut self) -> Result<(), XdpLoadError> {
+        // The key: two addresses of 16 bytes, the IP id, VLAN, protocol and
+        // version (`struct frag_key`).
+        let mut map: HashMap<&mut MapData, [u8; 40], u32> =
+            HashMap::try_from(self.ebpf.map_mut("fragments").expect("fragments")).map_err(map_err("fragments"))?;
+        let keys: Vec<[u8; 40]> = map.keys().filter_map(Result::ok).collect();
+        for key in keys {
+            map.remove(&key).map_err(map_err("fragments"))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the program once on `frame` with `BPF_PROG_TEST_RUN` (test mode
+    /// must be on) and reads its decision back.
+    pub fn decide(&self, frame: &[u8]) -> Result<Decision, String> {
+        let program: &Xdp = self
+            .ebpf
+            .program("balance")
+            .expect("loaded")
+            .try_into()
+            .expect("an XDP program");
+        let mut out = vec![0u8; frame.len() + 512];
+        let mut opts = TestRunOptions::new();
+        opts.data_in = Some(frame);
+        opts.data_out = Some(&mut out);
+        opts.repeat = 1;
+        program.test_run(opts).map_err(|e| e.to_string())?;
+        let cell = u32::from_ne_bytes(out[0..4].try_into().expect("4 bytes"));
+        let reason = u16::from_ne_bytes(out[4..6].try_into().expect("2 bytes"));
+        let hash = u64::from_ne_bytes(out[6..14].try_into().expect("8 bytes"));
+        if cell == u32::MAX {
+            return PassReason::ALL
+                .get(reason as usize)
+                .map(|&r| Decision::Pass(r))
+                .ok_or_else(|| format!("unknown pass reason {reason}"));
+        }
+        Ok(Decision::Cell {
+            cell: cell as usize,
+            hash,
+        })
+    }
+
+    /// Runs the program `repeat` times on `frame`; the kernel's mean time
+    /// per run.
+    pub fn time(&self, frame: &[u8], repeat: u32) -> Result<std::time::Duration, String> {
+        let program: &Xdp = self
+            .ebpf
+            .program("balance")
+            .expect("loaded")
+            .try_into()
+            .expect("an XDP program");
+        let mut opts = TestRunOptions::new();
+        opts.data_in = Some(frame);
+        opts.repeat = repeat;
+        program.test_run(opts).map(|r| r.duration).map_err(|e| e.to_string())
+    }
+
+    /// The counters, summed over the CPUs.
+    pub fn counts(&self) -> Result<XdpCounts, XdpLoadError> {
+        let per_cell: PerCpuArray<&MapData, [u64; 2]> =
+            PerCpuArray::try_from(self.ebpf.map("cell_counts").expect("cell_counts"))
+                .map_err(map_err("cell_counts"))?;
+        let stats: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(self.ebpf.map("stats").expect("stats")).map_err(map_err("stats"))?;
+        let stat = |index: u32| -> Result<u64, XdpLoadError> {
+            Ok(stats.get(&index, 0).map_err(map_err("stats"))?.iter().sum())
+        };
+        let mut counts = XdpCounts::default();
+        for cell in 0..self.cells as u32 {
+            let values = per_cell.get(&cell, 0).map_err(map_err("cell_counts"))?;
+            counts
+                .cells
+                .push(values.iter().fold((0, 0), |(p, b), v| (p + v[0], b + v[1])));
+        }
+        for (i, reason) in PassReason::ALL.iter().enumerate() {
+            counts.passed.push((*reason, stat(i as u32)?));
+        }
+        counts.resolved_fragments = stat(STAT_RESOLVED)?;
+        counts.unresolved_fragments = stat(STAT_UNRESOLVED)?;
+        counts.redirect_failures = stat(STAT_REDIRECT_FAILURES)?;
+        Ok(counts)
+    }
+}
+
+/// The verifier's log is long; its last lines say what it refused.
+fn verifier(e: &aya::programs::ProgramError) -> String {
+    let text = format!("{e:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+/// An interface's index, as the kernel publishes it in sysfs.
+fn if_index(name: &str) -> Result<u32, XdpLoadError> {
+    let path = format!("/sys/class/net/{name}/ifindex");
+    let text = std::fs::read_to_string(&path).map_err(|e| XdpLoadError::Interface {
+        name: name.to_string(),
+        why: format!("{path}: {e} (no such interface?)"),
+    })?;
+    text.trim().parse().map_err(|e| XdpLoadError::Interface {
+        name: name.to_string(),
+        why: format!("{path}: {e}"),
+    })
+}

@@ -173,9 +173,12 @@ impl Broker {
             }
             None => Command::new(program),
         };
+        // The broker's own output goes to broker.log; the shell's (a
+        // "Killed" when a test kills the broker) nowhere.
         let mut watchdog = in_netns("bash")
             .args(["-c", &script])
             .stdin(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let listening = || match netns {

@@ -210,6 +210,8 @@ pub struct Columns {
     columns: Vec<Column>,
     /// Rows a batch is expected to hold.
     capacity: usize,
+    /// A `Master.App` label being joined, reused from record to record.
+    label: String,
     /// The column the walk of the current record is at.
     at: usize,
     rows: usize,
@@ -233,6 +235,7 @@ impl Columns {
         Columns {
             columns: KINDS.iter().map(|&(_, kind, _)| Column::new(kind, rows)).collect(),
             capacity: rows,
+            label: String::new(),
             at: 0,
             rows: 0,
         }
@@ -344,11 +347,13 @@ impl FieldSink for Columns {
         match second {
             None => self.string(Some(first)),
             Some(second) => {
-                let mut label = String::with_capacity(first.len() + 1 + second.len());
+                let mut label = std::mem::take(&mut self.label);
+                label.clear();
                 label.push_str(first);
                 label.push('.');
                 label.push_str(second);
                 self.string(Some(&label));
+                self.label = label;
             }
         }
     }

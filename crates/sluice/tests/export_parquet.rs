@@ -128,20 +128,16 @@ fn pyarrow_reads_every_field_of_every_record() {
     );
 }
 
-/// DuckDB's per-application totals and top talkers over the files equal
-/// the run's own summary.
-#[test]
-fn duckdb_computes_the_summary_from_the_files() {
-    if !python_has("duckdb") {
-        return;
-    }
+/// `examples/parquet_summary.py OUT --check --engine ENGINE` over a run
+/// writing Parquet, which must succeed; what it printed.
+fn engine_check(engine: &str) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let output = sluice(&["analyze", s(&MIX), "-q", "-o", s(&out), "--format", "parquet"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/parquet_summary.py");
     let check = Command::new("python3")
-        .args([s(&script), s(&out), "--check"])
+        .args([s(&script), s(&out), "--check", "--engine", engine])
         .output()
         .unwrap();
     assert!(
@@ -150,8 +146,17 @@ fn duckdb_computes_the_summary_from_the_files() {
         String::from_utf8_lossy(&check.stdout),
         String::from_utf8_lossy(&check.stderr)
     );
-    let printed: Value = serde_json::from_slice(&check.stdout).unwrap();
-    assert!(printed["applications"].as_object().unwrap().len() > 5);
+    serde_json::from_slice(&check.stdout).unwrap()
+}
+
+/// DuckDB's per-application totals and top talkers over the files equal
+/// the run's own summary.
+#[test]
+fn duckdb_computes_the_summary_from_the_files() {
+    if python_has("duckdb") {
+        let printed = engine_check("duckdb");
+        assert!(printed["applications"].as_object().unwrap().len() > 5);
+    }
 }
 
 /// Spark (local mode) reading the same files computes the same: one path
@@ -159,24 +164,9 @@ fn duckdb_computes_the_summary_from_the_files() {
 /// pyspark (large, and slow to start); there this test skips.
 #[test]
 fn spark_computes_the_summary_from_the_files() {
-    if !python_has("pyspark") {
-        return;
+    if python_has("pyspark") {
+        engine_check("spark");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let output = sluice(&["analyze", s(&MIX), "-q", "-o", s(&out), "--format", "parquet"]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/parquet_summary.py");
-    let check = Command::new("python3")
-        .args([s(&script), s(&out), "--check", "--engine", "spark"])
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
 }
 
 /// Files close at the size given, numbered in order; their rows add up to

@@ -406,7 +406,8 @@ fn name_addr(value: &[u8]) -> NameAddr<'_> {
             .iter()
             .enumerate()
             .find(|&(i, &b)| b == b'"' && value[i] != b'\\')
-            .map_or(value.len() - 1, |(i, _)| i + 1);
+            .map_or(value.len(), |(i, _)| i + 1);
+        // An unclosed quote runs to the end of the value.
         display = &value[1..close];
         let after = &value[(close + 1).min(value.len())..];
         (uri, rest) = bracketed(after);
@@ -519,6 +520,14 @@ a=rtpmap:0 PCMU/8000\r\n";
         assert_eq!(message_len(INVITE), Ok(Some(INVITE.len())));
         assert_eq!(message_len(&INVITE[..INVITE.len() - 1]), Ok(None));
         assert_eq!(message_len(&INVITE[..100]), Ok(None));
+    }
+
+    #[test]
+    fn an_unclosed_display_name_quote_runs_to_the_end() {
+        assert_eq!(name_addr(b"\"").display, b"");
+        let a = name_addr(b"\"Alice <sip:a@x>;tag=1");
+        assert_eq!(a.display, b"Alice <sip:a@x>;tag=1");
+        assert_eq!(a.uri, b"");
     }
 
     #[test]

@@ -8,9 +8,12 @@ emptied before every run. With --drain, bench/tap_drain.py reads every
 interface `sluice abstract --dir {out}` creates, as bench/abstract.sh has
 it; only Sluice's own time is counted.
 
-usage: bench/ab.py A_BIN B_BIN [--runs N] [--drain] -- ARGS...
+usage: bench/ab.py A_BIN B_BIN [--runs N] [--drain] [--a-args ARGS] [--b-args ARGS] -- ARGS...
 e.g.:  bench/ab.py new/sluice old/sluice --runs 5 -- analyze worst-case.pcap -o {out} --format none -q
        bench/ab.py new/sluice old/sluice --drain -- abstract -r conns.pcap --dir {out} --wait
+       bench/ab.py sluice sluice --a-args '--order start' -- analyze mix.pcap -o {out} -q --workers 2
+(--a-args and --b-args, split on blanks, follow ARGS for that side only:
+one build under two option sets.)
 """
 
 import argparse
@@ -62,6 +65,8 @@ def main():
     ap.add_argument("b")
     ap.add_argument("--runs", type=int, default=5, help="pairs of runs (default 5)")
     ap.add_argument("--drain", action="store_true", help="a bench/tap_drain.py consumer on {out} during each run")
+    ap.add_argument("--a-args", default="", help="arguments added for A only")
+    ap.add_argument("--b-args", default="", help="arguments added for B only")
     args, sluice_args = split_args(ap, "the arguments for both builds")
     for binary in (args.a, args.b):
         if not os.access(binary, os.X_OK):
@@ -70,10 +75,10 @@ def main():
     work = tempfile.mkdtemp(prefix="sluice-ab-")
     drain = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tap_drain.py")
     try:
-        def timed(binary):
+        def timed(binary, extra):
             out = os.path.join(work, "out")
             shutil.rmtree(out, ignore_errors=True)
-            cmd = [binary] + [a.replace("{out}", out) for a in sluice_args]
+            cmd = [binary] + [a.replace("{out}", out) for a in sluice_args + extra.split()]
             if not args.drain:
                 return run(cmd)
             # Waited for after Sluice's usage is taken: its own CPU is not counted.
@@ -84,19 +89,20 @@ def main():
                 if consumer.wait(timeout=60) != 0:
                     sys.exit("ab.py: the drain failed")
 
-        timed(args.a)
-        timed(args.b)
+        timed(args.a, args.a_args)
+        timed(args.b, args.b_args)
         a, b = [], []
         for _ in range(args.runs):
-            a.append(timed(args.a))
-            b.append(timed(args.b))
+            a.append(timed(args.a, args.a_args))
+            b.append(timed(args.b, args.b_args))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     def column(runs, i):
         return [r[i] for r in runs] if i < 3 else [r[1] + r[2] for r in runs]
 
-    print(f"`{' '.join(sluice_args)}`; {args.runs} pairs of runs in alternation, after one warm-up of each.\n")
+    sides = "".join(f"; {side} adds `{extra}`" for side, extra in (("A", args.a_args), ("B", args.b_args)) if extra)
+    print(f"`{' '.join(sluice_args)}`{sides}; {args.runs} pairs of runs in alternation, after one warm-up of each.\n")
     print("| measure | A median s | B median s | A/B (median of pairs) |")
     print("|---|---:|---:|---:|")
     for i, name in enumerate(["wall", "user", "system", "CPU"]):

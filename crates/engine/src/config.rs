@@ -199,6 +199,14 @@ pub struct FlowsConfig {
     pub name: Option<String>,
     /// `jsonl`, `csv`, `parquet` or `none` (`--format`).
     pub format: String,
+    /// The order of the records in `flows.jsonl`/`flows.csv` (`--order`):
+    /// `end`, as flows end (written as they come; with more than one worker
+    /// the order varies from run to run), or `start`, by the position of
+    /// each flow's first packet in the input (the same file for any number
+    /// of workers; the records are sorted when the input ends, so capture
+    /// files only) [default: end].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
     /// Parquet files: a new one past this size (`--flows-rotate 256MiB`)
     /// [default: 256MiB].
     #[serde(with = "opt_size", skip_serializing_if = "Option::is_none")]
@@ -292,6 +300,7 @@ impl Default for FlowsConfig {
         FlowsConfig {
             name: None,
             format: "jsonl".into(),
+            order: None,
             rotate: None,
             rotate_time: None,
             kafka: None,
@@ -648,6 +657,18 @@ impl ProbeConfig {
 }
 
 impl FlowsConfig {
+    /// Whether the records are sorted by their flows' first packets.
+    pub fn ordered_by_start(&self) -> Result<bool, ConfigError> {
+        match self.order.as_deref() {
+            None | Some("end") => Ok(false),
+            Some("start") => Ok(true),
+            Some(other) => Err(ConfigError::Value {
+                key: "flows.order".into(),
+                message: format!("{other:?}: one of end, start"),
+            }),
+        }
+    }
+
     pub fn format(&self) -> Result<Format, ConfigError> {
         match self.format.as_str() {
             "jsonl" => Ok(Format::Jsonl),

@@ -120,6 +120,17 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     if config.has_flow_listeners() && out.is_none() {
         return Err(ConfigError::Other("flow records and statistics need an output directory (-o)".into()).into());
     }
+    for flows in &config.flows {
+        if flows.ordered_by_start()? && (live || flows.format()? == sluice_export::Format::Parquet) {
+            return Err(ConfigError::Value {
+                key: "flows.order".into(),
+                message: "\"start\" sorts flows.jsonl or flows.csv when the input ends: capture files \
+                          (-r) only, and not Parquet; leave it out to have records as flows end"
+                    .into(),
+            }
+            .into());
+        }
+    }
     if let Source::Files(files) = &source {
         any_readable(files)?;
     }
@@ -181,7 +192,8 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             };
             parquet.push((i, ParquetRecords::start(&dir, rotation, workers.max(1))?));
         }
-        records.push(Records::start(&dir, format, workers.max(1), writes, control)?);
+        let sorted = flows.ordered_by_start()?;
+        records.push(Records::start(&dir, format, sorted, workers.max(1), writes, control)?);
         if let Some(k) = &flows.kafka {
             kafka.push(Kafka::start(k, published.clone())?);
         }

@@ -34,6 +34,13 @@ pub struct RunArgs {
     /// [default: as fast as records come].
     #[arg(long, value_name = "RATE", requires = "ipfix", value_parser = ipfix_rate)]
     pub ipfix_rate: Option<String>,
+    /// The order of the records in flows.jsonl/flows.csv: `end`, as flows
+    /// end (written as they come; with more than one worker the order
+    /// varies from run to run), or `start`, by each flow's first packet in
+    /// the input: the same file, byte for byte, for any number of workers,
+    /// sorted when the input ends (capture files only) [default: end].
+    #[arg(long, value_enum, value_name = "end|start")]
+    pub order: Option<OrderArg>,
     /// Parquet record files: start a new one past a size (256MiB) or when
     /// the open one is this old (10m); may be given twice, once of each
     /// [default: 256MiB and 10m].
@@ -233,6 +240,12 @@ pub enum FormatArg {
     None,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+pub enum OrderArg {
+    End,
+    Start,
+}
+
 impl FormatArg {
     pub fn name(self) -> &'static str {
         match self {
@@ -251,6 +264,15 @@ impl RunArgs {
         const S: u64 = 1_000_000_000;
         if let Some(format) = self.format {
             first(&mut config.flows).format = format.name().into();
+        }
+        if let Some(order) = self.order {
+            first(&mut config.flows).order = Some(
+                match order {
+                    OrderArg::End => "end",
+                    OrderArg::Start => "start",
+                }
+                .into(),
+            );
         }
         if self.ipfix.is_some() {
             first(&mut config.flows).ipfix.clone_from(&self.ipfix);

@@ -304,6 +304,25 @@ fn zero_workers_or_zero_flows_are_refused() {
 }
 
 #[test]
+fn records_sorted_by_start_are_refused_for_parquet_and_live_interfaces() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("m.pcap");
+    gen_capture(&trace, 100);
+    let out = tmp.path().join("out");
+    // Refused by the configuration's check, as the same keys in probe.yaml
+    // would be (exit 1), before anything is created.
+    let refused = analyze(&[&trace], &out, &["--order", "start", "--format", "parquet"]);
+    assert_eq!(status(&refused), Some(1), "{}", text(&refused));
+    assert!(stderr(&refused).contains("flows.order"), "{}", stderr(&refused));
+    assert!(!out.exists(), "created {}", out.display());
+    let live = sluice(&["probe", "-i", "lo", "-o", s(&out), "--order", "start"]);
+    assert_eq!(status(&live), Some(1), "{}", text(&live));
+    assert!(stderr(&live).contains("capture files (-r) only"), "{}", stderr(&live));
+    let bad = sluice(&["probe", "-r", s(&trace), "-o", s(&out), "--order", "middle"]);
+    assert_eq!(status(&bad), Some(2), "{}", text(&bad));
+}
+
+#[test]
 fn analyze_help_lists_the_exit_statuses() {
     let out = sluice(&["analyze", "--help"]);
     assert_eq!(status(&out), Some(0));

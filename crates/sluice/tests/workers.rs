@@ -105,6 +105,80 @@ fn one_two_and_three_workers_write_identical_records() {
     assert_eq!(sets[0], sets[2], "1 vs 3 workers");
 }
 
+/// `--order start`: the file itself, not only its set of lines, is the same
+/// for any number of workers, in the order the flows began.
+#[test]
+fn records_sorted_by_start_are_one_file_for_any_number_of_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("mix.pcap");
+    let trace = trace.to_str().unwrap();
+    sluice(&[
+        "gen",
+        "--profile",
+        "mix",
+        "--packets",
+        "60000",
+        "--seed",
+        "9",
+        "-w",
+        trace,
+    ]);
+    let run = |workers: &str, format: &str, order: &str| {
+        let out = tmp.path().join(format!("{format}-{order}-{workers}"));
+        let mut args = vec![
+            "analyze",
+            trace,
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+            "--workers",
+            workers,
+            "--format",
+            format,
+        ];
+        if !order.is_empty() {
+            args.extend(["--order", order]);
+        }
+        sluice(&args);
+        let name = format!("flows.{format}");
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        // The hidden file the records were sorted from is gone.
+        assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+        std::fs::read_to_string(out.join(name)).unwrap()
+    };
+    let one = run("1", "jsonl", "start");
+    for workers in ["2", "3"] {
+        assert!(one == run(workers, "jsonl", "start"), "1 vs {workers} workers differ");
+    }
+    // The same records as written as flows end, now in the order their
+    // first packets came: in a capture in time order, by first time.
+    let mut as_they_end: Vec<&str> = Vec::new();
+    let ended = run("2", "jsonl", "");
+    as_they_end.extend(ended.lines());
+    as_they_end.sort_unstable();
+    let mut sorted: Vec<&str> = one.lines().collect();
+    assert!(sorted.len() > 2_000, "only {} flows", sorted.len());
+    let firsts: Vec<u64> = sorted
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["first_ts_ns"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(firsts.windows(2).all(|w| w[0] <= w[1]), "not in the order flows began");
+    sorted.sort_unstable();
+    assert_eq!(sorted, as_they_end);
+    // CSV: the header first, then the same order.
+    let csv = run("1", "csv", "start");
+    assert!(csv == run("3", "csv", "start"), "CSV: 1 vs 3 workers differ");
+    assert!(csv.starts_with("flow_id,"), "{}", &csv[..80.min(csv.len())]);
+    assert_eq!(csv.lines().count(), firsts.len() + 1);
+}
+
 /// Real traffic teaches across workers: a DNS answer names the service of
 /// a TLS flow on another worker, an FTP or SIP session announces the port
 /// of a flow that hashes elsewhere. And the captures, read one after the
@@ -193,13 +267,24 @@ fn a_clock_that_steps_back_gives_the_same_records_for_one_two_and_four_workers()
             std::fs::write(path, part).unwrap();
         }
         let mut sets = Vec::new();
+        let mut files = Vec::new();
         for workers in ["1", "2", "4"] {
             let out = tmp.path().join(format!("out{seed}-{workers}"));
             let mut args = vec!["analyze", "-o", out.to_str().unwrap(), "-q", "--workers", workers];
             args.extend(paths.iter().map(String::as_str));
             sluice(&args);
             sets.push(records(&out));
+            // Sorted by start, the file is the same byte for byte.
+            let sorted = tmp.path().join(format!("sorted{seed}-{workers}"));
+            args[2] = sorted.to_str().unwrap();
+            args.extend(["--order", "start"]);
+            sluice(&args);
+            files.push(std::fs::read(sorted.join("flows.jsonl")).unwrap());
         }
+        assert!(
+            files[0] == files[1] && files[0] == files[2],
+            "seed {seed}: sorted files differ"
+        );
         split += sets[0].iter().filter(|r| r.contains(r#""end_reason":"idle""#)).count();
         for (set, workers) in sets.iter().zip(["1", "2", "4"]).skip(1) {
             let differ: Vec<_> = sets[0].symmetric_difference(set).take(4).collect();

@@ -2,8 +2,18 @@
 //! flows as they end into 1 MiB chunks, and one writer thread puts the
 //! chunks in `flows.jsonl` (or `flows.csv`). Records never drop: a worker
 //! whose chunk finds the writer's queue full waits for it (counted).
+//!
+//! Sorted by their flows' start (`--order start`), the writer puts the
+//! chunks in a hidden file beside the output, notes where each record lies,
+//! and when the input ends copies them into the output in the order of
+//! their flows' first packets: a position the reader gives, so the file is
+//! the same for any number of workers. Records could only be sorted as
+//! they come by holding every one until all flows that began before it
+//! had ended, which on a long flow is all of them.
 
+use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
@@ -25,6 +35,31 @@ const RECORD_CHUNK: usize = 1 << 20;
 /// reopen its file.
 const REOPEN_POLL: Duration = Duration::from_millis(200);
 
+/// A worker's encoded records, and where each begins when they are to be
+/// sorted: its flow's first position and its length.
+struct Chunk {
+    bytes: Vec<u8>,
+    starts: Vec<(u64, u32)>,
+}
+
+impl Chunk {
+    fn new() -> Chunk {
+        Chunk {
+            bytes: Vec::with_capacity(RECORD_CHUNK + 4096),
+            starts: Vec::new(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.starts.clear();
+    }
+}
+
 /// How the record file is written.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RecordWrites {
@@ -43,8 +78,9 @@ pub(crate) enum RecordWrites {
 pub(crate) struct Records {
     format: Format,
     path: Option<PathBuf>,
-    full: Sender<Vec<u8>>,
-    empty: Receiver<Vec<u8>>,
+    sorted: bool,
+    full: Sender<Chunk>,
+    empty: Receiver<Chunk>,
     /// Returns how it spent its time.
     writer: Option<thread::JoinHandle<Result<ThreadTime, RunError>>>,
 }
@@ -53,6 +89,7 @@ impl Records {
     pub(crate) fn start(
         out_dir: &Path,
         format: Format,
+        sorted: bool,
         workers: usize,
         writes: RecordWrites,
         control: &Control,
@@ -62,8 +99,8 @@ impl Records {
             source,
         })?;
         let path = format.file_name().map(|name| out_dir.join(name));
-        let (full, full_rx) = bounded::<Vec<u8>>(workers * 4);
-        let (empty_tx, empty) = bounded::<Vec<u8>>(workers * 4);
+        let (full, full_rx) = bounded::<Chunk>(workers * 4);
+        let (empty_tx, empty) = bounded::<Chunk>(workers * 4);
         let writer = match &path {
             Some(path) => {
                 let mut output = Output {
@@ -75,10 +112,11 @@ impl Records {
                     reopens: control.reopens(),
                 };
                 output.open()?;
+                let unsorted = if sorted { Some(Unsorted::create(path)?) } else { None };
                 Some(
                     thread::Builder::new()
                         .name("sluice-writer".into())
-                        .spawn(move || write_records(output, full_rx, empty_tx))
+                        .spawn(move || write_records(output, unsorted, full_rx, empty_tx))
                         .map_err(|source| RunError::Threads { source })?,
                 )
             }
@@ -86,6 +124,7 @@ impl Records {
         };
         Ok(Records {
             format,
+            sorted,
             path,
             full,
             empty,
@@ -97,7 +136,8 @@ impl Records {
     pub(crate) fn worker_part(&self) -> RecordsWorker {
         RecordsWorker {
             encoder: Encoder::new(self.format),
-            chunk: Vec::with_capacity(RECORD_CHUNK + 4096),
+            sorted: self.sorted,
+            chunk: Chunk::new(),
             full: self.full.clone(),
             empty: self.empty.clone(),
         }
@@ -120,9 +160,10 @@ impl Records {
 /// returns them emptied.
 pub(crate) struct RecordsWorker {
     encoder: Option<Encoder>,
-    chunk: Vec<u8>,
-    full: Sender<Vec<u8>>,
-    empty: Receiver<Vec<u8>>,
+    sorted: bool,
+    chunk: Chunk,
+    full: Sender<Chunk>,
+    empty: Receiver<Chunk>,
 }
 
 impl RecordsWorker {
@@ -130,10 +171,7 @@ impl RecordsWorker {
         if self.chunk.is_empty() || self.encoder.is_none() {
             return;
         }
-        let fresh = self
-            .empty
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(RECORD_CHUNK + 4096));
+        let fresh = self.empty.try_recv().unwrap_or_else(|_| Chunk::new());
         let chunk = std::mem::replace(&mut self.chunk, fresh);
         // The writer only goes away after a failed write, which the run
         // reports as an error of its own.
@@ -146,8 +184,13 @@ impl RecordsWorker {
 impl FlowListener for RecordsWorker {
     fn record(&mut self, record: &Record, waits: &mut Waits) {
         if let Some(encoder) = &mut self.encoder {
-            encoder.encode(record, &mut self.chunk);
-            if self.chunk.len() >= RECORD_CHUNK {
+            let before = self.chunk.bytes.len();
+            encoder.encode(record, &mut self.chunk.bytes);
+            if self.sorted {
+                let len = (self.chunk.bytes.len() - before) as u32;
+                self.chunk.starts.push((record.flow.order, len));
+            }
+            if self.chunk.bytes.len() >= RECORD_CHUNK {
                 self.flush(waits);
             }
         }
@@ -229,8 +272,9 @@ impl Output {
 
 fn write_records(
     mut output: Output,
-    chunks: Receiver<Vec<u8>>,
-    empty: Sender<Vec<u8>>,
+    mut unsorted: Option<Unsorted>,
+    chunks: Receiver<Chunk>,
+    empty: Sender<Chunk>,
 ) -> Result<ThreadTime, RunError> {
     let mut waits = Waits::default();
     loop {
@@ -244,11 +288,102 @@ fn write_records(
             },
             Err(TryRecvError::Disconnected) => break,
         };
-        output.write(&chunk)?;
+        match &mut unsorted {
+            Some(unsorted) => unsorted.add(&chunk)?,
+            None => output.write(&chunk.bytes)?,
+        }
         chunk.clear();
         // Back to the workers for reuse; dropped when they have enough.
         let _ = empty.try_send(chunk);
     }
+    if let Some(unsorted) = unsorted {
+        unsorted.copy_sorted(&mut output)?;
+    }
     output.close()?;
     Ok(waits.report(0.0))
+}
+
+/// The records of a run to be sorted by their flows' start: a hidden file
+/// beside the output, removed when done (or when the run fails), and where
+/// each record lies in it.
+struct Unsorted {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    /// First position of the record's flow, offset, length.
+    records: Vec<(u64, u64, u32)>,
+}
+
+impl Unsorted {
+    fn create(output: &Path) -> Result<Unsorted, RunError> {
+        let name = output.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let path = output.with_file_name(format!(".{name}.unsorted"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|source| RunError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(Unsorted {
+            path,
+            file,
+            len: 0,
+            records: Vec::new(),
+        })
+    }
+
+    fn error(&self, source: std::io::Error) -> RunError {
+        RunError::Write {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn add(&mut self, chunk: &Chunk) -> Result<(), RunError> {
+        self.file.write_all(&chunk.bytes).map_err(|e| self.error(e))?;
+        let mut offset = self.len;
+        for &(start, len) in &chunk.starts {
+            self.records.push((start, offset, len));
+            offset += u64::from(len);
+        }
+        debug_assert_eq!(offset, self.len + chunk.bytes.len() as u64);
+        self.len += chunk.bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes every record into `output` in the order of its flow's first
+    /// position. Records that lie one after the other in the hidden file
+    /// (a worker's flows that ended in the order they began) are read in
+    /// one go.
+    fn copy_sorted(mut self, output: &mut Output) -> Result<(), RunError> {
+        self.records.sort_unstable_by_key(|r| r.0);
+        let mut buffer = Vec::with_capacity(RECORD_CHUNK);
+        let mut i = 0;
+        while i < self.records.len() {
+            let (_, offset, len) = self.records[i];
+            let mut end = offset + u64::from(len);
+            let mut j = i + 1;
+            while j < self.records.len() && self.records[j].1 == end && (end - offset) < RECORD_CHUNK as u64 {
+                end += u64::from(self.records[j].2);
+                j += 1;
+            }
+            buffer.resize((end - offset) as usize, 0);
+            self.file
+                .read_exact_at(&mut buffer, offset)
+                .map_err(|e| self.error(e))?;
+            output.write(&buffer)?;
+            i = j;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Unsorted {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }

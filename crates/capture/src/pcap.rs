@@ -2,6 +2,7 @@
 //! 16-byte header and the captured bytes.
 
 use sluice_wire::LinkType;
+use sluice_wire::bytes::ByteOrder;
 
 use crate::file::{HeaderError, MAX_WIRE_LEN, Prefetcher, RawPacket, Warnings, untrusted_wire_len};
 
@@ -45,14 +46,16 @@ impl<'a> Reader<'a> {
         self.pos as u64
     }
 
+    /// A header word; the caller has checked that the record header is
+    /// whole.
     #[inline]
     fn u32(&self, at: usize) -> u32 {
-        let b: [u8; 4] = self.bytes[at..at + 4].try_into().expect("4 bytes");
-        if self.big_endian {
-            u32::from_be_bytes(b)
+        let order = if self.big_endian {
+            ByteOrder::Big
         } else {
-            u32::from_le_bytes(b)
-        }
+            ByteOrder::Little
+        };
+        order.u32(self.bytes, at).expect("a whole header")
     }
 
     #[inline]

@@ -2,6 +2,7 @@
 //! type and timestamp resolution.
 
 use sluice_wire::LinkType;
+use sluice_wire::bytes::ByteOrder;
 
 use crate::file::{HeaderError, MAX_WIRE_LEN, Prefetcher, RawPacket, Warnings, untrusted_wire_len};
 
@@ -122,23 +123,22 @@ impl<'a> Reader<'a> {
         first
     }
 
-    fn u16(&self, at: usize) -> u16 {
-        let b = [self.bytes[at], self.bytes[at + 1]];
+    fn order(&self) -> ByteOrder {
         if self.big_endian {
-            u16::from_be_bytes(b)
+            ByteOrder::Big
         } else {
-            u16::from_le_bytes(b)
+            ByteOrder::Little
         }
+    }
+
+    /// Numbers of a block or option whose length the caller has checked.
+    fn u16(&self, at: usize) -> u16 {
+        self.order().u16(self.bytes, at).expect("a checked length")
     }
 
     #[inline]
     fn u32(&self, at: usize) -> u32 {
-        let b: [u8; 4] = self.bytes[at..at + 4].try_into().expect("4 bytes");
-        if self.big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
+        self.order().u32(self.bytes, at).expect("a checked length")
     }
 
     pub(crate) fn next(&mut self, warnings: &mut Warnings) -> Option<RawPacket<'a>> {

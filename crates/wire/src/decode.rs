@@ -8,6 +8,7 @@
 
 use etherparse::{LaxIpv6Slice, TcpOptionElement, TcpOptionsIterator};
 
+use crate::bytes::{be16, be32};
 use crate::key::{FlowKey, IpVersion};
 use crate::link::LinkType;
 use crate::tunnel::{self, TunnelKind};
@@ -197,14 +198,6 @@ pub fn decode_into(link: LinkType, frame: &[u8], decoded: &mut Decoded) -> Resul
             }
         }
     }
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 fn truncated(layer: &'static str) -> DecodeError {

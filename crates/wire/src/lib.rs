@@ -5,6 +5,7 @@
 //! allocating. Everything above this crate works from that summary and the
 //! borrowed frame bytes; nothing decodes a packet twice.
 
+pub mod bytes;
 mod decode;
 mod key;
 mod link;

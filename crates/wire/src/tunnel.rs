@@ -1,6 +1,7 @@
 //! Encapsulations whose inner packet is the flow: GRE (and ERSPAN over it),
 //! VXLAN, VXLAN-GPE, Geneve, GTP-U, IP in IP.
 
+use crate::bytes::be16;
 use crate::decode::{DecodeError, Next};
 use crate::key::FlowKey;
 
@@ -222,10 +223,6 @@ fn erspan_iii(g: &[u8], at: usize) -> Result<Descend, DecodeError> {
         return Err(DecodeError::Truncated { layer: "ERSPAN" });
     }
     Ok((TunnelKind::Erspan, at + len, next))
-}
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
 
 #[cfg(test)]

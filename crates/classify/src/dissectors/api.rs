@@ -492,17 +492,8 @@ pub struct Dissector {
     pub inspect: fn(&Packet, &mut Context) -> Verdict,
 }
 
-/// Reads a big-endian u16 at `at`, if the bytes are there.
-pub fn be16(data: &[u8], at: usize) -> Option<u16> {
-    let b = data.get(at..at.checked_add(2)?)?;
-    Some(u16::from_be_bytes([b[0], b[1]]))
-}
-
-/// Reads a big-endian u32 at `at`, if the bytes are there.
-pub fn be32(data: &[u8], at: usize) -> Option<u32> {
-    let b = data.get(at..at.checked_add(4)?)?;
-    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-}
+/// The dissectors read numbers with the wire layer's readers.
+pub use sluice_wire::bytes::{be16, be24, be32};
 
 /// Bytes from hex digits, whitespace ignored: captured messages in tests.
 #[cfg(test)]

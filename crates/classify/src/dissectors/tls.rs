@@ -402,10 +402,9 @@ fn dtls_records(data: &[u8], continuing: bool) -> Verdict {
     }
 }
 
-/// Reads a big-endian 24-bit length at `at`.
+/// A big-endian 24-bit length at `at`, as a length.
 fn be24(data: &[u8], at: usize) -> Option<usize> {
-    let b = data.get(at..at + 3)?;
-    Some(b.iter().fold(0, |n, &x| (n << 8) | x as usize))
+    super::be24(data, at).map(|n| n as usize)
 }
 
 /// A cursor over hello fields. Running out of bytes is `Short` while the message may

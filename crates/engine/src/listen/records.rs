@@ -3,13 +3,13 @@
 //! chunks in `flows.jsonl` (or `flows.csv`). Records never drop: a worker
 //! whose chunk finds the writer's queue full waits for it (counted).
 //!
-//! Sorted by their flows' start (`--order start`), the writer puts the
-//! chunks in a hidden file beside the output, notes where each record lies,
-//! and when the input ends copies them into the output in the order of
-//! their flows' first packets: a position the reader gives, so the file is
-//! the same for any number of workers. Records could only be sorted as
-//! they come by holding every one until all flows that began before it
-//! had ended, which on a long flow is all of them.
+//! Sorted by their flows' start (`--order start`), the writer sorts each
+//! chunk by the position of its flows' first packets (the reader's number,
+//! so the file is the same for any number of workers) into a run of a
+//! hidden file beside the output, and when the input ends merges the runs
+//! into the output. Records could only be sorted as they come by holding
+//! every one until all flows that began before it had ended, which on a
+//! long flow is all of them.
 
 use std::fs::File;
 use std::io::Write;
@@ -304,15 +304,28 @@ fn write_records(
 }
 
 /// The records of a run to be sorted by their flows' start: a hidden file
-/// beside the output, removed when done (or when the run fails), and where
-/// each record lies in it.
+/// beside the output, removed when done (or when the run fails), of sorted
+/// runs, one a chunk, merged when the input ends.
 struct Unsorted {
     path: PathBuf,
-    file: File,
+    file: std::io::BufWriter<File>,
     len: u64,
-    /// First position of the record's flow, offset, length.
-    records: Vec<(u64, u64, u32)>,
+    /// Each run's place in the file and its records' starts and lengths,
+    /// in order.
+    runs: Vec<Run>,
+    /// Where the record i of the chunk at hand begins in it.
+    offsets: Vec<usize>,
+    /// The chunk's records by start.
+    by_start: Vec<u32>,
 }
+
+struct Run {
+    offset: u64,
+    records: Vec<(u64, u32)>,
+}
+
+/// How much memory the merge reads the runs through, shared between them.
+const MERGE_BUFFERS: usize = 64 << 20;
 
 impl Unsorted {
     fn create(output: &Path) -> Result<Unsorted, RunError> {
@@ -330,9 +343,11 @@ impl Unsorted {
             })?;
         Ok(Unsorted {
             path,
-            file,
+            file: std::io::BufWriter::with_capacity(RECORD_CHUNK, file),
             len: 0,
-            records: Vec::new(),
+            runs: Vec::new(),
+            offsets: Vec::new(),
+            by_start: Vec::new(),
         })
     }
 
@@ -343,42 +358,111 @@ impl Unsorted {
         }
     }
 
+    /// Writes a chunk's records, sorted by start, as one run.
     fn add(&mut self, chunk: &Chunk) -> Result<(), RunError> {
-        self.file.write_all(&chunk.bytes).map_err(|e| self.error(e))?;
-        let mut offset = self.len;
-        for &(start, len) in &chunk.starts {
-            self.records.push((start, offset, len));
-            offset += u64::from(len);
+        self.offsets.clear();
+        let mut offset = 0;
+        for &(_, len) in &chunk.starts {
+            self.offsets.push(offset);
+            offset += len as usize;
         }
-        debug_assert_eq!(offset, self.len + chunk.bytes.len() as u64);
+        debug_assert_eq!(offset, chunk.bytes.len());
+        self.by_start.clear();
+        self.by_start.extend(0..chunk.starts.len() as u32);
+        self.by_start.sort_unstable_by_key(|&i| chunk.starts[i as usize].0);
+        let mut run = Run {
+            offset: self.len,
+            records: Vec::with_capacity(chunk.starts.len()),
+        };
+        for &i in &self.by_start {
+            let (start, len) = chunk.starts[i as usize];
+            let at = self.offsets[i as usize];
+            let record = &chunk.bytes[at..at + len as usize];
+            if let Err(e) = self.file.write_all(record) {
+                return Err(self.error(e));
+            }
+            run.records.push((start, len));
+        }
         self.len += chunk.bytes.len() as u64;
+        self.runs.push(run);
         Ok(())
     }
 
-    /// Writes every record into `output` in the order of its flow's first
-    /// position. Records that lie one after the other in the hidden file
-    /// (a worker's flows that ended in the order they began) are read in
-    /// one go.
+    /// Merges the runs into `output`, each read in order through a buffer
+    /// of its own: every record in the order of its flow's first position.
     fn copy_sorted(mut self, output: &mut Output) -> Result<(), RunError> {
-        self.records.sort_unstable_by_key(|r| r.0);
-        let mut buffer = Vec::with_capacity(RECORD_CHUNK);
-        let mut i = 0;
-        while i < self.records.len() {
-            let (_, offset, len) = self.records[i];
-            let mut end = offset + u64::from(len);
-            let mut j = i + 1;
-            while j < self.records.len() && self.records[j].1 == end && (end - offset) < RECORD_CHUNK as u64 {
-                end += u64::from(self.records[j].2);
-                j += 1;
+        if let Err(e) = self.file.flush() {
+            return Err(self.error(e));
+        }
+        let buffer = (MERGE_BUFFERS / self.runs.len().max(1)).clamp(4096, RECORD_CHUNK);
+        let mut cursors: Vec<Cursor> = self
+            .runs
+            .iter()
+            .map(|run| Cursor {
+                next: 0,
+                position: run.offset,
+                buffered_at: run.offset,
+                buffer: Vec::new(),
+            })
+            .collect();
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(u64, usize)>> = self
+            .runs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, run)| run.records.first().map(|r| std::cmp::Reverse((r.0, i))))
+            .collect();
+        let file = self.file.get_ref();
+        while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
+            let run = &self.runs[i];
+            let cursor = &mut cursors[i];
+            let len = run.records[cursor.next].1 as usize;
+            let record = cursor.take(file, len, buffer).map_err(|e| RunError::Write {
+                path: self.path.clone(),
+                source: e,
+            })?;
+            output.write(record)?;
+            cursor.next += 1;
+            if let Some(next) = run.records.get(cursor.next) {
+                heap.push(std::cmp::Reverse((next.0, i)));
             }
-            buffer.resize((end - offset) as usize, 0);
-            self.file
-                .read_exact_at(&mut buffer, offset)
-                .map_err(|e| self.error(e))?;
-            output.write(&buffer)?;
-            i = j;
         }
         Ok(())
+    }
+}
+
+/// Where the merge stands in one run.
+struct Cursor {
+    /// The run's next record.
+    next: usize,
+    /// Where that record begins in the file.
+    position: u64,
+    /// The file offset of `buffer`'s first byte.
+    buffered_at: u64,
+    buffer: Vec<u8>,
+}
+
+impl Cursor {
+    /// The next `len` bytes of the run, reading ahead `size` bytes (or the
+    /// record, if longer) when the buffer does not hold them.
+    fn take(&mut self, file: &File, len: usize, size: usize) -> std::io::Result<&[u8]> {
+        let from = (self.position - self.buffered_at) as usize;
+        if from + len > self.buffer.len() {
+            // The file ends with the last run, so a read ahead past a short
+            // run's end only reads the next run's bytes, unused.
+            self.buffered_at = self.position;
+            self.buffer.resize(size.max(len), 0);
+            let mut filled = 0;
+            while filled < len {
+                match file.read_at(&mut self.buffer[filled..], self.buffered_at + filled as u64)? {
+                    0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                    n => filled += n,
+                }
+            }
+            self.buffer.truncate(filled);
+        }
+        let from = (self.position - self.buffered_at) as usize;
+        self.position += len as u64;
+        Ok(&self.buffer[from..from + len])
     }
 }
 

@@ -4,11 +4,11 @@
 packets, and the false alarms of a long clean trace.
 
     python3 bench/alarms.py [--sluice target/release/sluice] [--dir /tmp/sluice-alarms]
-        [--rate 2000] [--clean-hours 4]
+        [--rate 2000] [--clean-hours 4] [--seeds 1]
 
-Per kind and share, one trace of the mix at --rate packets a second with
-four anomalies of 30 s, two minutes apart (new_service: four traces
-of one each, as a server is new once), goes through `sluice probe
+Per kind and share, --seeds traces of the mix (each its own background) at
+--rate packets a second with four anomalies of 30 s each, two minutes apart
+(new_service: four traces of one each, as a server is new once), go through `sluice probe
 --alarms` with a recording. An anomaly is detected when an alarm of its
 detector naming its host (any alarm of the detector for a drop) is raised
 at the end of an interval inside it; the delay is in intervals from its
@@ -133,6 +133,7 @@ def main():
     p.add_argument("--rate", type=int, default=2000)
     p.add_argument("--clean-hours", type=float, default=4.0, help="0: no clean trace")
     p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated")
+    p.add_argument("--seeds", type=int, default=1, help="backgrounds per kind and share, four anomalies each")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     rate = f"{args.rate}pps"
@@ -141,7 +142,13 @@ def main():
         for share in SHARES:
             # A server is new once: each new_service anomaly has a trace of
             # its own.
-            plans = [(21, STARTS)] if kind != "new_service" else [(21 + i, [s]) for i, s in enumerate(STARTS)]
+            plans = []
+            for n in range(args.seeds):
+                base = 21 + 100 * n
+                if kind != "new_service":
+                    plans.append((base, STARTS))
+                else:
+                    plans += [(base + i, [s]) for i, s in enumerate(STARTS)]
             total = {"detected": 0, "injected": 0, "delays": [], "shares": [], "others": 0}
             for seed, starts in plans:
                 one = trace(args, kind, share, seed, starts)

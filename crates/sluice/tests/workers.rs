@@ -25,19 +25,8 @@ fn records(dir: &Path) -> BTreeSet<String> {
 #[test]
 fn one_two_and_three_workers_write_identical_records() {
     let tmp = tempfile::tempdir().unwrap();
-    let trace = tmp.path().join("mix.pcap");
+    let trace = common::shared_mix("workers-mix", 150_000, 42);
     let trace = trace.to_str().unwrap();
-    sluice(&[
-        "gen",
-        "--profile",
-        "mix",
-        "--packets",
-        "150000",
-        "--seed",
-        "42",
-        "-w",
-        trace,
-    ]);
     let mut sets = Vec::new();
     for workers in ["1", "2", "3"] {
         let out = tmp.path().join(format!("out{workers}"));
@@ -110,19 +99,8 @@ fn one_two_and_three_workers_write_identical_records() {
 #[test]
 fn records_sorted_by_start_are_one_file_for_any_number_of_workers() {
     let tmp = tempfile::tempdir().unwrap();
-    let trace = tmp.path().join("mix.pcap");
+    let trace = common::shared_mix("workers-sorted", 60_000, 9);
     let trace = trace.to_str().unwrap();
-    sluice(&[
-        "gen",
-        "--profile",
-        "mix",
-        "--packets",
-        "60000",
-        "--seed",
-        "9",
-        "-w",
-        trace,
-    ]);
     let run = |workers: &str, format: &str, order: &str| {
         let out = tmp.path().join(format!("{format}-{order}-{workers}"));
         let mut args = vec![

@@ -375,6 +375,8 @@ fn sipp_refused_cancelled_and_moved_calls_end_as_sipp_ended_them() {
         assert_eq!(stats["SuccessfulCall(C)"], calls, "{service}: {stats:?}");
         assert_eq!(stats["FailedCall(C)"], "0", "{service}: {stats:?}");
     }
+    // The last messages reach the probe's rings before it is stopped.
+    std::thread::sleep(Duration::from_secs(1));
     run("kill", &["-INT", &probe.id().to_string()]);
     let probe = probe.wait_with_output().unwrap();
     assert!(probe.status.success(), "{}", String::from_utf8_lossy(&probe.stderr));

@@ -231,6 +231,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             out.expect("checked"),
             v,
             kafka.first().map(|k| k.topic(Topic::Calls)),
+            live,
         )?),
         None => None,
     };

@@ -296,6 +296,9 @@ impl Worker {
         self.advance(clock_ns);
         if let Asking::InOrder(o) = &self.sink.asking {
             let read = o.shared.read_before(o.me, upto);
+            for listener in &mut self.sink.listeners {
+                listener.reached(read);
+            }
             self.ask_before(read);
         }
     }

@@ -102,6 +102,30 @@ impl Media {
 /// flow starts, so that millions of flows need no memory.
 pub trait TruthSink {
     fn flow(&mut self, row: &TruthRow) -> io::Result<()>;
+
+    /// What the `voip` profile did to one RTP stream (one direction of a
+    /// media flow), told when the stream ends or the run does.
+    fn stream(&mut self, _row: &StreamTruth) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One RTP stream of the `voip` profile as generated: the packets that
+/// reached the capture, the packets it lost between its first and its last
+/// (the loss a receiver can see: `lost` as RFC 3550 and Wireshark count
+/// it), and the standard deviation of the network jitter its packets were
+/// given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamTruth {
+    pub src_ip: IpAddr,
+    pub src_port: u16,
+    pub dst_ip: IpAddr,
+    pub dst_port: u16,
+    pub ssrc: u32,
+    pub media: Media,
+    pub packets: u64,
+    pub lost: u64,
+    pub jitter_sd_ms: f64,
 }
 
 impl<F: FnMut(&TruthRow) -> io::Result<()>> TruthSink for F {

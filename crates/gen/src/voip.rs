@@ -22,7 +22,9 @@ use crate::openings::{self, Transport};
 use crate::others::{self, SNMP_PORT, SYSLOG_PORT};
 use crate::quic::{self, Initial, MIN_INITIAL, Side};
 use crate::sip::{self, Call, Codec, Message};
-use crate::{FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, TruthRow, TruthSink, VOIP_TONES_HZ};
+use crate::{
+    FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, StreamTruth, TruthRow, TruthSink, VOIP_TONES_HZ,
+};
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -168,6 +170,12 @@ struct Stream {
     delay_ns: u64,
     /// G.711 audio carries this tone (`VOIP_TONES_HZ`).
     tone_hz: f64,
+    /// Packets that reached the capture; packets lost between the first
+    /// and the latest of them, and those lost since the latest (seen only
+    /// once another packet arrives).
+    captured: u64,
+    lost: u64,
+    lost_since: u64,
 }
 
 impl Stream {
@@ -204,6 +212,9 @@ impl Stream {
             jitter_sd_ns,
             delay_ns: (3.0 * jitter_sd_ns) as u64,
             tone_hz: 0.0,
+            captured: 0,
+            lost: 0,
+            lost_since: 0,
         };
         stream.settle(rng);
         stream
@@ -219,6 +230,7 @@ impl Stream {
             }
             // The lost packet took its sequence number, and the marker of
             // its talk spurt, with it.
+            self.lost_since += 1;
             self.seq = self.seq.wrapping_add(1);
             self.marker = false;
             self.step(rng);
@@ -320,6 +332,33 @@ impl Stream {
                     linear_to_alaw(x)
                 };
             }
+        }
+    }
+
+    /// The current packet reached the capture.
+    fn captured(&mut self) {
+        if self.captured > 0 {
+            self.lost += self.lost_since;
+        }
+        self.lost_since = 0;
+        self.captured += 1;
+    }
+
+    /// The stream's truth, sent from `from` to `to`.
+    fn truth(&self, from: (IpAddr, u16), to: (IpAddr, u16)) -> StreamTruth {
+        StreamTruth {
+            src_ip: from.0,
+            src_port: from.1,
+            dst_ip: to.0,
+            dst_port: to.1,
+            ssrc: self.ssrc,
+            media: match self.track {
+                Track::Audio { .. } => Media::Audio,
+                Track::Video { .. } => Media::Video,
+            },
+            packets: self.captured,
+            lost: self.lost,
+            jitter_sd_ms: self.jitter_sd_ns / MS as f64,
         }
     }
 
@@ -566,6 +605,7 @@ impl State {
             State::Rtp(streams) => {
                 let i = usize::from(streams[1].next < streams[0].next);
                 streams[i].write(&scratch.noise, rng, out);
+                streams[i].captured();
                 streams[i].advance(rng);
                 i
             }
@@ -641,6 +681,18 @@ impl State {
             }
         })
     }
+}
+
+/// The truth of a media flow's streams that sent anything.
+fn stream_truths(flow: &Flow, truth: &mut impl TruthSink) -> io::Result<()> {
+    if let State::Rtp(streams) = &flow.state {
+        for (i, stream) in streams.iter().enumerate() {
+            if stream.captured > 0 {
+                truth.stream(&stream.truth(flow.ends[i], flow.ends[1 - i]))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 struct Flow {
@@ -764,9 +816,18 @@ impl Voip {
                     summary.bytes += self.frame.len() as u64;
                     match flow.state.due() {
                         Some(at) => self.schedule(at, Event::Flow(i)),
-                        None => self.free.push(i),
+                        None => {
+                            stream_truths(flow, truth)?;
+                            self.free.push(i);
+                        }
                     }
                 }
+            }
+        }
+        // The streams still going when the run stops end with it.
+        for (i, flow) in self.flows.iter().enumerate() {
+            if !self.free.contains(&i) {
+                stream_truths(flow, truth)?;
             }
         }
         Ok(summary)

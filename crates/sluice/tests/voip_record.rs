@@ -57,10 +57,7 @@ fn voip(out: &Path, extra: &[&str]) -> (Vec<Value>, Vec<Value>) {
     (jsonl(&out.join("calls.jsonl")), jsonl(&out.join("streams.jsonl")))
 }
 
-/// One worker: the worker that reads a call's description publishes its
-/// endpoints before it reads the call's media. With several workers, the
-/// first packets of a stream may pass before another worker has read the
-/// description (docs/voip.md).
+/// One worker; `every_rtp_packet_..._with_one_or_two_workers` runs two.
 fn recorded() -> &'static (PathBuf, Vec<Value>, Vec<Value>) {
     static RUN: OnceLock<(PathBuf, Vec<Value>, Vec<Value>)> = OnceLock::new();
     RUN.get_or_init(|| {
@@ -140,8 +137,7 @@ fn a_wav_holds_both_directions_tones_for_the_media_duration() {
             "{tone_power:?}"
         );
         // The length: from the first packet of the call's streams to the
-        // end of the last (20 ms of audio each), less the few packets of
-        // each stream before its flow was known for media (docs/voip.md).
+        // end of the last (20 ms of audio each).
         let mine: Vec<&Value> = streams.iter().filter(|s| s["call_id"] == call["call_id"]).collect();
         let first = mine.iter().map(|s| s["first_ts_ns"].as_u64().unwrap()).min().unwrap();
         let last = mine.iter().map(|s| s["last_ts_ns"].as_u64().unwrap()).max().unwrap();
@@ -159,34 +155,48 @@ fn a_wav_holds_both_directions_tones_for_the_media_duration() {
     assert_eq!(checked.len(), 2, "µ-law and A-law calls checked: {checked:?}");
 }
 
+/// Every RTP packet of every call is recorded, from each stream's first,
+/// whatever the number of workers: a worker holds the payloads of a media
+/// flow not chosen yet until every worker has read past them.
 #[test]
-fn every_recorded_call_names_its_media_and_only_those() {
-    let (out, calls, _) = recorded();
-    let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let v = &summary["voip"];
-    assert_eq!(v["record_lost_payloads"], 0);
-    // The RTP packets of the calls are recorded (none of the generator's
-    // other UDP), but for the first few of each stream, seen before its
-    // flow was known for media or named by its call's description.
-    let packets: u64 = calls
-        .iter()
-        .map(|c| c["c2s_rtp_packets"].as_u64().unwrap() + c["s2c_rtp_packets"].as_u64().unwrap())
-        .sum();
-    let streams: u64 = calls
-        .iter()
-        .map(|c| c["c2s_rtp_streams"].as_u64().unwrap() + c["s2c_rtp_streams"].as_u64().unwrap())
-        .sum();
-    let recorded = v["recorded_payloads"].as_u64().unwrap();
-    eprintln!("{recorded} of {packets} packets of {streams} streams recorded");
-    assert!(
-        recorded <= packets && recorded + 4 * streams >= packets,
-        "{recorded} of {packets} packets of {streams} streams"
-    );
-    assert!(recorded as f64 >= 0.99 * packets as f64);
-    for c in calls {
-        for m in c["media"].as_array().unwrap() {
-            assert!(out.join(m["file"].as_str().unwrap()).is_file(), "{m}");
+fn every_rtp_packet_of_a_recorded_call_is_recorded_with_one_or_two_workers() {
+    let two = trace().join("all-2");
+    let (calls_2, streams_2) = voip(&two, &["--record-media", "all", "--workers", "2"]);
+    let (one, calls_1, streams_1) = recorded();
+    for (out, calls, streams) in [(one, calls_1, streams_1), (&two, &calls_2, &streams_2)] {
+        let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        let v = &summary["voip"];
+        assert_eq!(v["record_lost_payloads"], 0);
+        assert_eq!(v["record_missed_payloads"], 0, "{}", out.display());
+        let mut total = 0;
+        for c in calls {
+            let id = c["call_id"].as_str().unwrap();
+            // The call's streams' packets by SSRC, and the recorded ones
+            // in the records its `media` names.
+            let mut expected = std::collections::BTreeMap::<u64, u64>::new();
+            for s in streams.iter().filter(|s| s["call_id"] == c["call_id"]) {
+                *expected.entry(s["ssrc"].as_u64().unwrap()).or_default() += s["packets"].as_u64().unwrap();
+            }
+            let mut got = std::collections::BTreeMap::<u64, u64>::new();
+            for m in c["media"].as_array().unwrap() {
+                let file = out.join(m["file"].as_str().unwrap());
+                let record = m["record"].as_u64().unwrap();
+                let packets =
+                    sluice_voip::record::read_recording(&file, &std::collections::BTreeSet::from([record])).unwrap();
+                for p in packets {
+                    *got.entry(u64::from(p.ssrc)).or_default() += 1;
+                }
+            }
+            assert_eq!(got, expected, "{}: {id}: recorded packets by SSRC", out.display());
+            total += got.values().sum::<u64>();
         }
+        assert!(total > 10_000, "{total} packets recorded");
+        assert_eq!(
+            v["recorded_payloads"],
+            total,
+            "{}: none but the calls' packets",
+            out.display()
+        );
     }
 }
 

@@ -427,7 +427,7 @@ impl CallTable {
             describe(call, sdp, sender);
             if let (true, Some((_, selected))) = (call.recorded, &self.recording) {
                 for &(addr, _) in &call.endpoints {
-                    selected.add(addr);
+                    selected.add(addr, e.order);
                 }
             }
             for &(addr, _) in &call.endpoints {

@@ -6,13 +6,15 @@
 //! (all calls, a share of them chosen by a hash of the Call-ID, or those
 //! from or to given URIs), which every SIP message carries. The worker
 //! that reads a session description of a recorded call publishes the media
-//! endpoints it names in a [`Selected`] set at once ([`PublishingSink`]);
-//! the call table does too, and takes them out when the call leaves it. A
-//! worker's tracker asks the set when a media flow starts, and again
-//! whenever the set has changed since it last asked (a generation counter,
-//! one atomic load per packet of a flow not recorded), so that a flow that
-//! starts before another worker has read the description naming it is
-//! recorded from the packet after.
+//! endpoints it names, with the description's input position, in a
+//! [`Selected`] set at once ([`PublishingSink`]); the call table does too,
+//! and takes them out when the call leaves it. A worker's tracker asks the
+//! set when a media flow starts, whenever the set has changed since it last
+//! asked (a generation counter, one atomic load per packet of a flow not
+//! recorded), and when the flow ends. Payloads of a flow not recorded are
+//! held until every worker has read past them (`crate::media`), so that a
+//! flow whose description another worker reads late is recorded from its
+//! first packet after that description.
 //!
 //! Each worker writes the payloads of its recorded flows into one file,
 //! `media/worker-N.rtp` under the output directory, opened at the first
@@ -23,7 +25,7 @@
 //! the payload. The record id is the media flow's; call records name the
 //! file and id of each of their flows (`media`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::net::SocketAddr;
@@ -31,10 +33,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::media::MediaTap;
+use crate::media::{Chosen, MediaTap, Payload};
 use crate::stream::RtpPacket;
 use crate::tracker::{Event, EventSink};
 
@@ -44,6 +46,12 @@ pub const MAGIC: [u8; 8] = *b"SLRTP\0\0\x01";
 pub const HEADER_LEN: usize = 30;
 /// The writer's buffer: payloads go out in large writes.
 const WRITE_BUFFER: usize = 1 << 20;
+/// Payload bytes a worker holds for flows not (yet) recorded, at most:
+/// beyond, the oldest are decided early.
+const HOLD_BYTES: usize = 32 << 20;
+/// On a live link, where no input order tells how far the other workers
+/// have read, a payload is held this long (capture time).
+const HOLD_LIVE_NS: u64 = 2_000_000_000;
 
 /// `record_media` as written in `probe.yaml`: `none`, `all`, a share
 /// (`1%`), a URI, or a list of URIs.
@@ -130,17 +138,28 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The media endpoints of recorded calls, shared by the call table (which
-/// writes them) and the workers' writers (which read them).
+/// writes them) and the workers' writers (which read them), each with the
+/// input position of the first description that named it.
 #[derive(Default)]
 pub struct Selected {
     generation: AtomicU64,
-    endpoints: RwLock<FxHashSet<SocketAddr>>,
+    endpoints: RwLock<FxHashMap<SocketAddr, u64>>,
 }
 
 impl Selected {
-    pub fn add(&self, addr: SocketAddr) {
-        if self.endpoints.write().expect("no holder panicked").insert(addr) {
-            self.generation.fetch_add(1, Ordering::Release);
+    /// A description read at input position `order` named `addr`.
+    pub fn add(&self, addr: SocketAddr, order: u64) {
+        let mut set = self.endpoints.write().expect("no holder panicked");
+        match set.entry(addr) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if order < *o.get() {
+                    *o.get_mut() = order;
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(order);
+                self.generation.fetch_add(1, Ordering::Release);
+            }
         }
     }
 
@@ -148,9 +167,13 @@ impl Selected {
         self.endpoints.write().expect("no holder panicked").remove(addr);
     }
 
-    fn contains(&self, a: &SocketAddr, b: &SocketAddr) -> bool {
+    /// Since when a flow between `a` and `b` is recorded, if it is.
+    fn since(&self, a: &SocketAddr, b: &SocketAddr) -> Option<u64> {
         let set = self.endpoints.read().expect("no holder panicked");
-        set.contains(a) || set.contains(b)
+        match (set.get(a), set.get(b)) {
+            (Some(&x), Some(&y)) => Some(x.min(y)),
+            (x, y) => x.or(y).copied(),
+        }
     }
 }
 
@@ -182,7 +205,7 @@ impl<S: EventSink> EventSink for PublishingSink<S> {
         {
             for m in sdp.media.iter().filter(|m| m.is_rtp() && m.port != 0) {
                 if let Some(addr) = m.addr {
-                    selected.add(SocketAddr::new(addr, m.port));
+                    selected.add(SocketAddr::new(addr, m.port), e.order);
                 }
             }
         }
@@ -201,7 +224,33 @@ pub struct RecordCounters {
     /// Payloads lost to a write error (the first error stops the worker's
     /// recording; its message is in `record_error`).
     pub record_lost_payloads: u64,
+    /// RTP packets of recorded flows not written: they went by before the
+    /// description that chose their call (in input order), or, on a live
+    /// link, more than 2 s before it was read, or beyond the hold's 32 MiB.
+    pub record_missed_payloads: u64,
     pub record_error: Option<String>,
+}
+
+/// A payload held for a flow not (yet) recorded; its body is the next
+/// `len` bytes of the hold's bytes.
+#[derive(Clone, Copy)]
+struct Held {
+    flow: u64,
+    order: u64,
+    dir: u8,
+    ssrc: u32,
+    packet: RtpPacket,
+    len: u32,
+    /// Written already, when its flow was chosen.
+    gone: bool,
+}
+
+/// A media flow the writer was told of: its endpoints, and the payloads
+/// written from the hold.
+struct Known {
+    src: SocketAddr,
+    dst: SocketAddr,
+    flushed: u64,
 }
 
 /// One worker's writer.
@@ -213,15 +262,26 @@ pub struct MediaWriter {
     failed: bool,
     counters: RecordCounters,
     total: Arc<Mutex<RecordCounters>>,
+    /// Payloads of flows not recorded, oldest first, and their bodies.
+    held: VecDeque<Held>,
+    held_bytes: VecDeque<u8>,
+    flows: FxHashMap<u64, Known>,
+    /// Reading files: held payloads wait for [`MediaTap::reached`];
+    /// live, they are held `HOLD_LIVE_NS`.
+    ordered: bool,
+    scratch: Vec<u8>,
 }
 
 impl MediaWriter {
-    /// `total` receives the writer's counters when it finishes.
+    /// `total` receives the writer's counters when it finishes; `ordered`
+    /// when reading files, where [`MediaTap::reached`] tells how far every
+    /// worker has read.
     pub fn new(
         out_dir: &Path,
         worker: usize,
         selected: Arc<Selected>,
         total: Arc<Mutex<RecordCounters>>,
+        ordered: bool,
     ) -> MediaWriter {
         MediaWriter {
             selected,
@@ -231,6 +291,11 @@ impl MediaWriter {
             failed: false,
             counters: RecordCounters::default(),
             total,
+            held: VecDeque::new(),
+            held_bytes: VecDeque::new(),
+            flows: FxHashMap::default(),
+            ordered,
+            scratch: Vec::new(),
         }
     }
 
@@ -251,25 +316,8 @@ impl MediaWriter {
         self.out = Some(out);
         Ok(())
     }
-}
 
-impl MediaTap for MediaWriter {
-    fn start(&mut self, flow: u64, src: SocketAddr, dst: SocketAddr) -> Option<u64> {
-        let recorded = self.selected.contains(&src, &dst);
-        if recorded {
-            self.counters.recorded_flows += 1;
-        }
-        recorded.then_some(flow)
-    }
-
-    fn changed(&self, seen: &mut u64) -> bool {
-        let now = self.selected.generation.load(Ordering::Acquire);
-        let changed = now != *seen;
-        *seen = now;
-        changed
-    }
-
-    fn payload(&mut self, record: u64, dir: u8, ssrc: u32, packet: &RtpPacket, body: &[u8]) {
+    fn write(&mut self, record: u64, dir: u8, ssrc: u32, packet: &RtpPacket, body: &[u8]) {
         if self.failed {
             self.counters.record_lost_payloads += 1;
             return;
@@ -297,11 +345,115 @@ impl MediaTap for MediaWriter {
         self.counters.recorded_bytes += body.len() as u64;
     }
 
+    /// Writes a held payload (its body at `at` in the hold's bytes).
+    fn write_held(&mut self, h: &Held, at: usize) {
+        let mut body = std::mem::take(&mut self.scratch);
+        body.clear();
+        body.extend(self.held_bytes.range(at..at + h.len as usize));
+        self.write(h.flow, h.dir, h.ssrc, &h.packet, &body);
+        self.scratch = body;
+        if let Some(known) = self.flows.get_mut(&h.flow) {
+            known.flushed += 1;
+        }
+    }
+
+    /// Decides the oldest held payload: written when a description read
+    /// before it chose its flow, let go otherwise.
+    fn release_one(&mut self) {
+        let Some(h) = self.held.pop_front() else {
+            return;
+        };
+        if !h.gone
+            && let Some(known) = self.flows.get(&h.flow)
+            && self
+                .selected
+                .since(&known.src, &known.dst)
+                .is_some_and(|since| since < h.order)
+        {
+            self.write_held(&h, 0);
+        }
+        self.held_bytes.drain(..h.len as usize);
+    }
+}
+
+impl MediaTap for MediaWriter {
+    fn start(&mut self, flow: u64, src: SocketAddr, dst: SocketAddr) -> Option<Chosen> {
+        self.flows.entry(flow).or_insert(Known { src, dst, flushed: 0 });
+        let since = self.selected.since(&src, &dst)?;
+        self.counters.recorded_flows += 1;
+        // What was held for the flow since the description goes out now.
+        let mut at = 0;
+        for i in 0..self.held.len() {
+            let h = self.held[i];
+            if h.flow == flow && !h.gone && h.order > since {
+                self.write_held(&h, at);
+                self.held[i].gone = true;
+            }
+            at += h.len as usize;
+        }
+        Some(Chosen { record: flow, since })
+    }
+
+    fn changed(&self, seen: &mut u64) -> bool {
+        let now = self.selected.generation.load(Ordering::Acquire);
+        let changed = now != *seen;
+        *seen = now;
+        changed
+    }
+
+    fn payload(&mut self, record: u64, p: &Payload<'_>) {
+        self.write(record, p.dir, p.ssrc, p.packet, p.body);
+    }
+
+    fn hold(&mut self, flow: u64, p: &Payload<'_>) {
+        let len = p.body.len().min(usize::from(u16::MAX));
+        if !self.ordered {
+            let horizon = p.packet.ts_ns.saturating_sub(HOLD_LIVE_NS);
+            while self.held.front().is_some_and(|h| h.packet.ts_ns < horizon) {
+                self.release_one();
+            }
+        }
+        while !self.held.is_empty() && self.held_bytes.len() + len > HOLD_BYTES {
+            self.release_one();
+        }
+        self.held.push_back(Held {
+            flow,
+            order: p.order,
+            dir: p.dir,
+            ssrc: p.ssrc,
+            packet: *p.packet,
+            len: len as u32,
+            gone: false,
+        });
+        self.held_bytes.extend(&p.body[..len]);
+    }
+
+    fn ordered(&self) -> bool {
+        self.ordered
+    }
+
+    fn reached(&mut self, order: u64) {
+        while self.held.front().is_some_and(|h| h.order < order) {
+            self.release_one();
+        }
+    }
+
+    fn flushed(&mut self, flow: u64) -> u64 {
+        self.flows.remove(&flow).map_or(0, |k| k.flushed)
+    }
+
+    fn missed(&mut self, packets: u64) {
+        self.counters.record_missed_payloads += packets;
+    }
+
     fn file_name(&self) -> String {
         self.name.clone()
     }
 
     fn finish(&mut self) {
+        while !self.held.is_empty() {
+            self.release_one();
+        }
         if let Some(mut out) = self.out.take()
             && let Err(e) = out.flush()
         {
@@ -312,6 +464,7 @@ impl MediaTap for MediaWriter {
         total.recorded_payloads += self.counters.recorded_payloads;
         total.recorded_bytes += self.counters.recorded_bytes;
         total.record_lost_payloads += self.counters.record_lost_payloads;
+        total.record_missed_payloads += self.counters.record_missed_payloads;
         if total.record_error.is_none() {
             total.record_error.clone_from(&self.counters.record_error);
         }
@@ -415,22 +568,8 @@ mod tests {
         assert!(!Selection::Uris(vec!["sip:c@y".into()]).records("x", "sip:a@x", "sip:b@y"));
     }
 
-    #[test]
-    fn what_is_written_reads_back_and_a_cut_file_is_named() {
-        let tmp = tempfile::tempdir().unwrap();
-        let selected = Arc::new(Selected::default());
-        let total = Arc::new(Mutex::new(RecordCounters::default()));
-        let mut w = MediaWriter::new(tmp.path(), 3, selected.clone(), total.clone());
-        let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
-        let b: SocketAddr = "10.0.0.2:5000".parse().unwrap();
-        let mut seen = 0;
-        assert!(!w.changed(&mut seen));
-        assert_eq!(w.start(7, a, b), None);
-        selected.add(b);
-        assert!(w.changed(&mut seen));
-        assert!(!w.changed(&mut seen));
-        assert_eq!(w.start(7, a, b), Some(7));
-        let packet = |seq: u16| RtpPacket {
+    fn packet(seq: u16) -> RtpPacket {
+        RtpPacket {
             ts_ns: 1_000 + u64::from(seq),
             seq,
             timestamp: 160 * u32::from(seq),
@@ -439,9 +578,88 @@ mod tests {
             marker: false,
             ip_len: 0,
             payload_len: 3,
-        };
-        w.payload(7, 1, 99, &packet(1), &[1, 2, 3]);
-        w.payload(8, 0, 98, &packet(2), &[4]);
+        }
+    }
+
+    fn payload<'a>(order: u64, packet: &'a RtpPacket, body: &'a [u8]) -> Payload<'a> {
+        Payload {
+            order,
+            dir: 1,
+            ssrc: 99,
+            packet,
+            body,
+        }
+    }
+
+    #[test]
+    fn held_payloads_are_written_from_the_description_that_chose_their_flow() {
+        let tmp = tempfile::tempdir().unwrap();
+        let selected = Arc::new(Selected::default());
+        let total = Arc::new(Mutex::new(RecordCounters::default()));
+        let mut w = MediaWriter::new(tmp.path(), 0, selected.clone(), total.clone(), true);
+        let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        let c: SocketAddr = "10.0.0.3:6000".parse().unwrap();
+        // Two flows not chosen yet: their payloads at positions 10..=14
+        // are held.
+        assert_eq!(w.start(1, a, b), None);
+        assert_eq!(w.start(2, a, c), None);
+        let packets: Vec<RtpPacket> = (0..5).map(packet).collect();
+        for (i, p) in packets.iter().enumerate() {
+            w.hold(1, &payload(10 + i as u64, p, &[i as u8]));
+            w.hold(2, &payload(10 + i as u64, p, &[9]));
+        }
+        // Another worker reads a description at position 12 naming flow
+        // 1's destination: its payloads after 12 go out when it is asked
+        // again, and those after once every worker has read past them.
+        selected.add(b, 12);
+        assert_eq!(w.start(1, a, b), Some(Chosen { record: 1, since: 12 }));
+        w.reached(u64::MAX);
+        assert_eq!(w.flushed(1), 2);
+        assert_eq!(w.flushed(2), 0);
+        w.finish();
+        let back = read_recording(&tmp.path().join(w.file_name()), &BTreeSet::from([1, 2])).unwrap();
+        let seqs: Vec<(u64, u16, Vec<u8>)> = back.iter().map(|r| (r.record, r.seq, r.payload.clone())).collect();
+        assert_eq!(seqs, vec![(1, 3, vec![3]), (1, 4, vec![4])]);
+        // Flow 2, never chosen, was let go; one chosen after the fact is
+        // written when every worker has read past its payloads.
+        let mut w = MediaWriter::new(tmp.path(), 1, selected.clone(), total.clone(), true);
+        assert_eq!(w.start(3, a, c), None);
+        for (i, p) in packets.iter().enumerate() {
+            w.hold(3, &payload(20 + i as u64, p, &[7]));
+        }
+        selected.add(c, 21);
+        w.reached(23);
+        w.reached(u64::MAX);
+        assert_eq!(w.flushed(3), 3, "20 and 21 are not after the description");
+        w.finish();
+        assert_eq!(total.lock().unwrap().recorded_payloads, 2 + 1 + 2);
+    }
+
+    #[test]
+    fn what_is_written_reads_back_and_a_cut_file_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let selected = Arc::new(Selected::default());
+        let total = Arc::new(Mutex::new(RecordCounters::default()));
+        let mut w = MediaWriter::new(tmp.path(), 3, selected.clone(), total.clone(), true);
+        let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:5000".parse().unwrap();
+        let mut seen = 0;
+        assert!(!w.changed(&mut seen));
+        assert_eq!(w.start(7, a, b), None);
+        selected.add(b, 0);
+        assert!(w.changed(&mut seen));
+        assert!(!w.changed(&mut seen));
+        assert_eq!(w.start(7, a, b), Some(Chosen { record: 7, since: 0 }));
+        w.payload(7, &payload(1, &packet(1), &[1, 2, 3]));
+        w.payload(
+            8,
+            &Payload {
+                dir: 0,
+                ssrc: 98,
+                ..payload(2, &packet(2), &[4])
+            },
+        );
         w.finish();
         let path = tmp.path().join(w.file_name());
         assert_eq!(w.file_name(), "media/worker-3.rtp");

@@ -24,7 +24,7 @@ use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
 use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
 use sluice_wire::{Decoded, FlowKey, Fragment, LinkType, tcp_flags};
 
-use crate::media::MediaTap;
+use crate::media::{MediaTap, Payload};
 use crate::rtp::{self, RtcpPacket, RtpError};
 use crate::sdp::{self, Sdp, SdpError};
 use crate::sip::{self, Method, SipError, StartLine};
@@ -330,6 +330,11 @@ pub struct Tracker<S: EventSink> {
     /// Media flows cut by the active timeout, by key, waiting for their
     /// continuation.
     continued: FxHashMap<FlowKey, Box<FlowState>>,
+    /// Media flows not recorded that ended, with their last packet's input
+    /// position: reading files while recording, they end once every worker
+    /// has read past it, when it is known whether a description read
+    /// before their packets chose them.
+    ending: Vec<(u64, Box<FlowState>)>,
     inner: Inner<S>,
 }
 
@@ -350,10 +355,13 @@ struct Inner<S: EventSink> {
 }
 
 /// The RTP-looking packets of a flow not yet taken for media: direction,
-/// SSRC and the packet (its extended timestamp not yet known).
+/// SSRC, the packet (its extended timestamp not yet known), its input
+/// position and, when media is recorded, the length of its payload in
+/// `bodies`.
 struct Pending {
-    packets: [(u8, u32, RtpPacket); PENDING],
+    packets: [(u8, u32, RtpPacket, u64, usize); PENDING],
     len: usize,
+    bodies: Vec<u8>,
 }
 
 enum Kind {
@@ -393,6 +401,14 @@ struct Media {
     recorded: Option<u64>,
     /// The recorder's choice of flows this flow was last asked against.
     selection_seen: u64,
+    /// The input position of the description that chose it: its payloads
+    /// before are not its call's yet.
+    since: u64,
+    /// RTP packets seen, and written by [`MediaTap::payload`].
+    rtp_seen: u64,
+    written: u64,
+    /// The input position of its latest packet.
+    last_order: u64,
 }
 
 impl<S: EventSink> Tracker<S> {
@@ -402,6 +418,7 @@ impl<S: EventSink> Tracker<S> {
             ignored: rustc_hash::FxHashSet::default(),
             pending: FxHashMap::default(),
             continued: FxHashMap::default(),
+            ending: Vec::new(),
             inner: Inner {
                 worker: worker as u64,
                 defrag: Defragmenter::new(config.defrag),
@@ -456,8 +473,12 @@ impl<S: EventSink> Tracker<S> {
         };
         // The packets that made the flow media count in it first.
         if let (Kind::Media(media), Some(held)) = (&mut state.kind, self.pending.remove(&p.flow_order)) {
-            for &(dir, ssrc, packet) in &held.packets[..held.len] {
-                inner.rtp_packet(media, dir, ssrc, packet);
+            let mut at = 0;
+            for &(dir, ssrc, packet, order, len) in &held.packets[..held.len] {
+                let packet = inner.rtp_packet(media, dir, ssrc, packet);
+                let body = held.bodies.get(at..at + len).unwrap_or(&[]);
+                at += len;
+                inner.tap(media, order, dir, ssrc, &packet, body);
             }
         }
         inner.on_packet(&mut state, p);
@@ -517,18 +538,28 @@ impl<S: EventSink> Inner<S> {
             };
             let dir = p.dir as u8;
             let held = pending.entry(p.flow_order).or_insert_with(|| Pending {
-                packets: [(0, 0, packet); PENDING],
+                packets: [(0, 0, packet, 0, 0); PENDING],
                 len: 0,
+                bodies: Vec::new(),
             });
-            let follows = held.packets[..held.len].iter().any(|&(d, ssrc, q)| {
+            let follows = held.packets[..held.len].iter().any(|&(d, ssrc, q, _, _)| {
                 d == dir && ssrc == h.ssrc && (1..=MAX_SEQ_STEP).contains(&h.seq.wrapping_sub(q.seq))
             });
             if !follows {
                 if held.len == PENDING {
+                    held.bodies.drain(..held.packets[0].4);
                     held.packets.copy_within(1.., 0);
                     held.len -= 1;
                 }
-                held.packets[held.len] = (dir, h.ssrc, packet);
+                // Recorded, the flow's first payloads are kept with it.
+                let body = if self.media.is_some() {
+                    let end = (h.payload_offset + h.payload_len).min(p.payload.len());
+                    p.payload.get(h.payload_offset..end).unwrap_or(&[])
+                } else {
+                    &[]
+                };
+                held.bodies.extend_from_slice(body);
+                held.packets[held.len] = (dir, h.ssrc, packet, p.order, body.len());
                 held.len += 1;
                 return None;
             }
@@ -557,8 +588,12 @@ impl<S: EventSink> Inner<S> {
                 rtcp: Vec::new(),
                 sender_reports: [[(0, 0); SR_MEMORY]; 2],
                 sr_next: [0; 2],
-                recorded,
+                recorded: recorded.map(|c| c.record),
+                since: recorded.map_or(0, |c| c.since),
                 selection_seen: 0,
+                rtp_seen: 0,
+                written: 0,
+                last_order: p.order,
             })),
             key,
         }))
@@ -651,6 +686,7 @@ impl<S: EventSink> Inner<S> {
     /// the flow's.
     fn rtp_packet(&mut self, media: &mut Media, dir: u8, ssrc: u32, mut packet: RtpPacket) -> RtpPacket {
         self.counters.rtp_packets += 1;
+        media.rtp_seen += 1;
         media.first_ns = media.first_ns.min(packet.ts_ns);
         packet.extended_timestamp = media.unwrap.timestamp(packet.timestamp);
         let known = media.streams.iter().position(|(d, s)| *d == dir && s.ssrc == ssrc);
@@ -667,8 +703,32 @@ impl<S: EventSink> Inner<S> {
         packet
     }
 
+    /// Hands an RTP payload of a media flow to the recorder: written when
+    /// the flow is recorded, held while it is not (yet).
+    fn tap(&mut self, media: &mut Media, order: u64, dir: u8, ssrc: u32, packet: &RtpPacket, body: &[u8]) {
+        let Some(tap) = self.media.as_mut() else {
+            return;
+        };
+        let p = Payload {
+            order,
+            dir,
+            ssrc,
+            packet,
+            body,
+        };
+        match media.recorded {
+            Some(record) if order > media.since => {
+                tap.payload(record, &p);
+                media.written += 1;
+            }
+            Some(_) => {}
+            None => tap.hold(media.id, &p),
+        }
+    }
+
     fn media_packet(&mut self, media: &mut Media, p: &PacketView<'_>) {
         media.last_ns = media.last_ns.max(p.ts_ns);
+        media.last_order = media.last_order.max(p.order);
         let payload = p.payload;
         if p.decoded.fragment != Fragment::None {
             media.other += 1;
@@ -699,12 +759,15 @@ impl<S: EventSink> Inner<S> {
                     && tap.changed(&mut media.selection_seen)
                 {
                     let (src, dst) = endpoints(p.key);
-                    media.recorded = tap.start(media.id, src, dst);
+                    if let Some(chosen) = tap.start(media.id, src, dst) {
+                        media.recorded = Some(chosen.record);
+                        media.since = chosen.since;
+                    }
                 }
-                if let (Some(record), Some(tap)) = (media.recorded, self.media.as_mut()) {
+                if self.media.is_some() {
                     let end = (h.payload_offset + h.payload_len).min(payload.len());
                     let body = payload.get(h.payload_offset..end).unwrap_or(&[]);
-                    tap.payload(record, p.dir as u8, h.ssrc, &packet, body);
+                    self.tap(media, p.order, p.dir as u8, h.ssrc, &packet, body);
                 }
             }
             // STUN, DTLS, ZRTP and keep-alives share media ports (RFC
@@ -786,13 +849,46 @@ impl<S: EventSink> Tracker<S> {
             self.continued.insert(state.key, state);
             return;
         }
+        if let Kind::Media(media) = &state.kind
+            && media.recorded.is_none()
+            && self.inner.media.as_ref().is_some_and(|m| m.ordered())
+        {
+            self.ending.push((media.last_order, state));
+            return;
+        }
         self.inner.finish_flow(&mut state);
+    }
+
+    /// Reading files: every worker has processed every packet before
+    /// `order`. Held payloads before it are decided, and the media flows
+    /// not recorded whose last packet is before it end.
+    pub fn reached(&mut self, order: u64) {
+        let Some(tap) = self.inner.media.as_mut() else {
+            return;
+        };
+        tap.reached(order);
+        if self.ending.iter().any(|(last, _)| *last < order) {
+            let mut i = 0;
+            while i < self.ending.len() {
+                if self.ending[i].0 < order {
+                    let (_, mut state) = self.ending.swap_remove(i);
+                    self.inner.finish_flow(&mut state);
+                } else {
+                    i += 1;
+                }
+            }
+        }
     }
 
     /// The input ended, or the run stops: every flow still held ends.
     pub fn finish(&mut self) -> TrackerCounters {
+        // Every worker has read everything: what is held is decided.
+        if let Some(tap) = self.inner.media.as_mut() {
+            tap.reached(u64::MAX);
+        }
         let continued: Vec<_> = self.continued.drain().map(|(_, s)| s).collect();
         let mut all: Vec<(u64, Box<FlowState>)> = self.flows.drain().collect();
+        all.append(&mut self.ending);
         // In input order, so that the events are too.
         all.sort_by_key(|(o, _)| *o);
         for mut state in continued.into_iter().chain(all.into_iter().map(|(_, s)| s)) {
@@ -884,6 +980,17 @@ impl<S: EventSink> Inner<S> {
             }
             Kind::Media(media) => {
                 let (src, dst) = endpoints(&key);
+                if let Some(tap) = self.media.as_mut() {
+                    // Asked a last time: a description read since its last
+                    // packet may have chosen it.
+                    if media.recorded.is_none() {
+                        media.recorded = tap.start(media.id, src, dst).map(|c| c.record);
+                    }
+                    let flushed = tap.flushed(media.id);
+                    if media.recorded.is_some() {
+                        tap.missed(media.rtp_seen.saturating_sub(media.written + flushed));
+                    }
+                }
                 let recording = media
                     .recorded
                     .and_then(|r| self.media.as_ref().map(|m| (m.file_name(), r)));

@@ -107,6 +107,10 @@ pub(crate) trait FlowListener: Send {
     /// A flow ended, with its label as far as it is known now.
     fn ended(&mut self, _flow: &mut Flow<FlowClass>, _end: EndReason) {}
 
+    /// Reading files: every worker has processed every packet before input
+    /// position `order` (never called on a live link).
+    fn reached(&mut self, _order: u64) {}
+
     /// A flow's record, with its final label: written after
     /// [`FlowListener::ended`], later for a flow that waits for what other
     /// workers learn before its start.

@@ -62,12 +62,20 @@ pub(crate) struct Voip {
     selection: Selection,
     record_counters: Arc<Mutex<RecordCounters>>,
     out: PathBuf,
+    /// Reading files: the workers tell how far all have read.
+    ordered: bool,
     paths: (PathBuf, PathBuf, PathBuf),
     table: thread::JoinHandle<std::io::Result<CallCounters>>,
 }
 
 impl Voip {
-    pub(crate) fn start(out: &Path, config: &VoipConfig, kafka: Option<KafkaTopic>) -> Result<Voip, RunError> {
+    /// `live` when the source is a link, not files.
+    pub(crate) fn start(
+        out: &Path,
+        config: &VoipConfig,
+        kafka: Option<KafkaTopic>,
+        live: bool,
+    ) -> Result<Voip, RunError> {
         let selection = config.record_media.selection().map_err(|message| ConfigError::Value {
             key: "voip.record_media".into(),
             message,
@@ -130,6 +138,7 @@ impl Voip {
             selection: selection_kept,
             record_counters: Arc::default(),
             out: out.to_path_buf(),
+            ordered: !live,
             paths: (calls_path, streams_path, db_path),
             table,
         })
@@ -147,6 +156,7 @@ impl Voip {
                         worker,
                         selected.clone(),
                         self.record_counters.clone(),
+                        self.ordered,
                     )) as Box<dyn MediaTap>
                 }),
             )),
@@ -211,6 +221,12 @@ impl FlowListener for VoipWorker {
     fn ended(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {
         if let Some(tracker) = &mut self.tracker {
             tracker.ended(flow.order, end == EndReason::ActiveTimeout);
+        }
+    }
+
+    fn reached(&mut self, order: u64) {
+        if let Some(tracker) = &mut self.tracker {
+            tracker.reached(order);
         }
     }
 

@@ -337,19 +337,34 @@ pub fn template_set(out: &mut Vec<u8>, templates: &[(u16, bool)]) {
     out.extend_from_slice(&2u16.to_be_bytes());
     out.extend_from_slice(&0u16.to_be_bytes());
     for &(template, v6) in templates {
-        out.extend_from_slice(&template.to_be_bytes());
-        out.extend_from_slice(&(ELEMENTS.len() as u16).to_be_bytes());
-        for e in &ELEMENTS {
-            let enterprise_bit = if e.enterprise != 0 { 0x8000 } else { 0 };
-            out.extend_from_slice(&(e.id(v6) | enterprise_bit).to_be_bytes());
-            out.extend_from_slice(&e.length(v6).to_be_bytes());
-            if e.enterprise != 0 {
-                out.extend_from_slice(&e.enterprise.to_be_bytes());
-            }
-        }
+        flow_template_record(out, template, v6);
     }
     let len = (out.len() - start) as u16;
     out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Appends the template record of a flow template.
+fn flow_template_record(out: &mut Vec<u8>, template: u16, v6: bool) {
+    template_record(
+        out,
+        template,
+        ELEMENTS.iter().map(|e| (e.id(v6), e.length(v6), e.enterprise)),
+    );
+}
+
+/// Appends a template record (RFC 7011, 3.4.1): its id, its field count,
+/// and each field's id, length and enterprise number (0 for IANA's).
+pub fn template_record(out: &mut Vec<u8>, template: u16, fields: impl ExactSizeIterator<Item = (u16, u16, u32)>) {
+    out.extend_from_slice(&template.to_be_bytes());
+    out.extend_from_slice(&(fields.len() as u16).to_be_bytes());
+    for (id, length, enterprise) in fields {
+        let enterprise_bit = if enterprise != 0 { 0x8000 } else { 0 };
+        out.extend_from_slice(&(id | enterprise_bit).to_be_bytes());
+        out.extend_from_slice(&length.to_be_bytes());
+        if enterprise != 0 {
+            out.extend_from_slice(&enterprise.to_be_bytes());
+        }
+    }
 }
 
 /// `flowEndReason`'s code for an end reason's name.
@@ -631,6 +646,8 @@ pub struct Packer {
     set: Option<(usize, u16)>,
     records: u32,
     export_time: u32,
+    /// The template records sent by [`Packer::templates`].
+    templates: Vec<Vec<u8>>,
 }
 
 impl Packer {
@@ -643,7 +660,21 @@ impl Packer {
             set: None,
             records: 0,
             export_time: 0,
+            templates: TEMPLATES
+                .iter()
+                .map(|&(id, v6)| {
+                    let mut out = Vec::new();
+                    flow_template_record(&mut out, id, v6);
+                    out
+                })
+                .collect(),
         }
+    }
+
+    /// Sends these template records too, after the flows' (those of the
+    /// probe's other records, `crate::ipfix_lines`).
+    pub fn add_templates(&mut self, records: impl IntoIterator<Item = Vec<u8>>) {
+        self.templates.extend(records);
     }
 
     /// Data records sent so far (the next message's sequence number).
@@ -683,21 +714,26 @@ impl Packer {
         self.message.clear();
     }
 
-    /// Sends the templates in a message of their own, or one message
-    /// each when both do not fit in one.
+    /// Sends the templates in messages of their own, as many in each as
+    /// fit.
     pub fn templates(&mut self, export_time: u32, send: &mut impl FnMut(&[u8], u32)) {
         self.flush(send);
         self.begin(export_time);
-        template_set(&mut self.message, &TEMPLATES);
-        if self.message.len() > self.max_len {
-            for template in TEMPLATES {
-                self.begin(export_time);
-                template_set(&mut self.message, &[template]);
+        let templates = std::mem::take(&mut self.templates);
+        for record in &templates {
+            if self.set.is_some() && self.message.len() + record.len() > self.max_len {
                 self.flush(send);
+                self.begin(export_time);
             }
-        } else {
-            self.flush(send);
+            if self.set.is_none() {
+                self.set = Some((self.message.len(), 2));
+                self.message.extend_from_slice(&2u16.to_be_bytes());
+                self.message.extend_from_slice(&0u16.to_be_bytes());
+            }
+            self.message.extend_from_slice(record);
         }
+        self.flush(send);
+        self.templates = templates;
     }
 
     /// Adds a data record of `template`, sending the open message first if

@@ -591,6 +591,42 @@ mod tests {
         assert_eq!(&out[9..25], &"::ffff:10.0.0.1".parse::<Ipv6Addr>().unwrap().octets());
     }
 
+    /// The templates of every kind go in as few messages as fit the
+    /// limit, each whole, every one of them once.
+    #[test]
+    fn templates_are_packed_into_messages_under_the_limit() {
+        let mut packer = crate::ipfix::Packer::new(1472, 1);
+        for kind in LineKind::ALL {
+            packer.add_templates(kind.template_records());
+        }
+        let mut messages: Vec<Vec<u8>> = Vec::new();
+        packer.templates(1, &mut |m, n| {
+            assert_eq!(n, 0);
+            messages.push(m.to_vec());
+        });
+        let mut ids = Vec::new();
+        for m in &messages {
+            assert!(m.len() <= 1472, "{}", m.len());
+            assert_eq!(u16::from_be_bytes([m[2], m[3]]) as usize, m.len());
+            // One template set filling the message.
+            assert_eq!(u16::from_be_bytes([m[16], m[17]]), 2);
+            assert_eq!(u16::from_be_bytes([m[18], m[19]]) as usize, m.len() - 16);
+            let mut at = 20;
+            while at < m.len() {
+                ids.push(u16::from_be_bytes([m[at], m[at + 1]]));
+                let count = u16::from_be_bytes([m[at + 2], m[at + 3]]);
+                at += 4;
+                for _ in 0..count {
+                    let enterprise = m[at] & 0x80 != 0;
+                    at += if enterprise { 8 } else { 4 };
+                }
+            }
+            assert_eq!(at, m.len());
+        }
+        assert_eq!(ids, [256, 257, 258, 259, 260, 261]);
+        assert!(messages.len() >= 2, "{}", messages.len());
+    }
+
     #[test]
     fn a_record_too_long_for_a_message_is_refused() {
         let huge = json!({"top_hosts": "x".repeat(40_000), "applications": "y".repeat(40_000)});

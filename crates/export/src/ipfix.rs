@@ -525,11 +525,33 @@ impl IpfixEncoder {
     }
 }
 
+#[inline]
 fn unsigned(out: &mut Vec<u8>, n: u16, value: Option<u64>) {
-    let n = n as usize;
-    let max = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
-    let v = value.map_or(max, |v| v.min(max));
-    out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
+    // Each length its own fixed-size copy: a slice of variable length
+    // would be a call to memcpy per element.
+    match n {
+        1 => out.push(value.map_or(u8::MAX, |v| v.min(u8::MAX.into()) as u8)),
+        2 => out.extend_from_slice(&value.map_or(u16::MAX, |v| v.min(u16::MAX.into()) as u16).to_be_bytes()),
+        4 => out.extend_from_slice(&value.map_or(u32::MAX, |v| v.min(u32::MAX.into()) as u32).to_be_bytes()),
+        8 => out.extend_from_slice(&value.unwrap_or(u64::MAX).to_be_bytes()),
+        n => {
+            let n = n.min(8) as usize;
+            let max = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+            let v = value.map_or(max, |v| v.min(max));
+            out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
+        }
+    }
+}
+
+/// A time element. Out of line: inlined, its divisions are worked out
+/// ahead of the match for every integer field, whatever its element.
+#[inline(never)]
+fn time(out: &mut Vec<u8>, encoding: Encoding, ns: u64) {
+    let v = match encoding {
+        Encoding::NtpTime => ntp_time(ns),
+        _ => ns / 1_000_000,
+    };
+    out.extend_from_slice(&v.to_be_bytes());
 }
 
 /// A variable-length field's length prefix (RFC 7011, 7).
@@ -548,6 +570,10 @@ fn string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s);
 }
 
+// Out of line: inlined into the loop over a field's elements, the work of
+// every arm (conversions, string lengths) is hoisted ahead of the loop and
+// done for every field, whatever its element.
+#[inline(never)]
 fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
     match (e.encoding, value) {
         (Encoding::Unsigned(n), Value::Unsigned(v)) => unsigned(out, n, *v),
@@ -583,8 +609,7 @@ fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
                 out.extend_from_slice(&a.octets());
             }
         },
-        (Encoding::NtpTime, Value::Unsigned(Some(ns))) => out.extend_from_slice(&ntp_time(*ns).to_be_bytes()),
-        (Encoding::Milliseconds, Value::Unsigned(Some(ns))) => out.extend_from_slice(&(ns / 1_000_000).to_be_bytes()),
+        (Encoding::NtpTime | Encoding::Milliseconds, Value::Unsigned(Some(ns))) => time(out, e.encoding, *ns),
         (Encoding::HexId, Value::Str(Some(hex))) => {
             out.extend_from_slice(&u64::from_str_radix(hex, 16).unwrap_or(0).to_be_bytes())
         }

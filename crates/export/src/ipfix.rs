@@ -525,6 +525,30 @@ impl IpfixEncoder {
     }
 }
 
+impl IpfixEncoder {
+    /// An integer field: most are one integer element, written here
+    /// without going through [`write_value`]'s match.
+    #[inline]
+    fn unsigned_field(&mut self, field: &'static str, value: Option<u64>) {
+        let step = &PLAN[self.call];
+        if step.end == self.next + 1
+            && let Encoding::Unsigned(n) = ELEMENTS[self.next].encoding
+        {
+            debug_assert!(ELEMENTS[self.next].field == field, "{field} out of order");
+            self.call += 1;
+            self.next += 1;
+            unsigned(&mut self.out, n, value);
+            if let (Some((d, bit)), Some(v)) = (step.flag, value)
+                && v > 0
+            {
+                self.flags[d] |= bit;
+            }
+            return;
+        }
+        self.field(field, Value::Unsigned(value));
+    }
+}
+
 #[inline]
 fn unsigned(out: &mut Vec<u8>, n: u16, value: Option<u64>) {
     // Each length its own fixed-size copy: a slice of variable length
@@ -627,10 +651,10 @@ fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
 
 impl FieldSink for IpfixEncoder {
     fn u64(&mut self, name: &'static str, value: u64) {
-        self.field(name, Value::Unsigned(Some(value)));
+        self.unsigned_field(name, Some(value));
     }
     fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
-        self.field(name, Value::Unsigned(value));
+        self.unsigned_field(name, value);
     }
     fn f64(&mut self, name: &'static str, value: f64) {
         self.field(name, Value::Float(Some(value)));

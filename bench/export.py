@@ -6,9 +6,11 @@ For each trace, in one run, rounds taken in alternation (medians of --runs):
 - `sluice analyze TRACE --format none` (the full classifier chain, every
   metric, no records): the base;
 - `--format jsonl`, `--format csv`, `--format parquet`;
+- `--format none --ipfix file:OUT/flows.ipfix`, an IPFIX file (its bytes
+  per flow);
 - `--format none --ipfix udp://127.0.0.1:PORT` to nfcapd (nfdump), started
-  here, with the records it stored counted afterwards (`nfdump -s record`
-  summary line); the same to GoFlow2 when it is installed;
+  here, with the records it stored counted afterwards (`nfdump -o csv`
+  rows);
 - `--format none --kafka 127.0.0.1:PORT` to a local Kafka broker when
   --kafka-libs names its jars (see .ci/kafka/pom.xml);
 - tcpdump's bare read of the file (`tcpdump -r TRACE -w /dev/null`), and
@@ -17,7 +19,18 @@ For each trace, in one run, rounds taken in alternation (medians of --runs):
 Prints a Markdown table per trace: wall and CPU seconds, each as a ratio to
 `--format none`, Mpkt/s, bytes per flow of each file format, records lost.
 
-usage: bench/export.py TRACE... [--runs N] [--sluice PATH] [--ndpi] [--kafka-libs DIR]
+With --keep-up, on the first trace, how fast each collector installed
+(nfcapd, GoFlow2) takes IPFIX over UDP from sluice with no loss: runs
+`--format none --ipfix udp://...` paced at rising message rates
+(`--ipfix-rate`), then unpaced, a fresh collector each time, and counts
+the records it stored against those sluice sent; a table per collector of
+records/s sent (the message rate times the records a message; unpaced,
+records over the run's wall time, a lower bound) and stored/sent, up to the
+first rate the collector loses at. Paced below the rate the records come
+at, sluice's queue fills and drops what it cannot send (counted, shown
+apart).
+
+usage: bench/export.py TRACE... [--runs N] [--sluice PATH] [--ndpi] [--kafka-libs DIR] [--keep-up]
 """
 
 import argparse
@@ -90,6 +103,64 @@ class Nfcapd:
         return len(rows) if files else 0
 
 
+class Goflow2:
+    """GoFlow2 with one worker (see docs/ipfix.md), its flows as JSON lines
+    in a file."""
+
+    def __init__(self, scratch):
+        self.dir = os.path.join(scratch, "goflow2")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.file = os.path.join(self.dir, "flows.json")
+        self.proc = subprocess.Popen(
+            [
+                goflow2_path(),
+                "-listen",
+                f"netflow://127.0.0.1:{self.port}?workers=1",
+                "-format",
+                "json",
+                "-addr",
+                f"127.0.0.1:{free_port(socket.SOCK_STREAM)}",
+                "-transport.file",
+                self.file,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_port(self.port, socket.SOCK_DGRAM)
+
+    def lines(self):
+        try:
+            with open(self.file, "rb") as f:
+                return sum(1 for _ in f)
+        except FileNotFoundError:
+            return 0
+
+    def stored(self):
+        """Waits until the flows written stop growing, stops the collector
+        and counts them."""
+        last, stable_since = -1, time.time()
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            n = self.lines()
+            if n != last:
+                last, stable_since = n, time.time()
+            elif time.time() - stable_since > 2:
+                break
+            time.sleep(0.2)
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        n = self.lines()
+        shutil.rmtree(self.dir)
+        return n
+
+
+def goflow2_path():
+    found = shutil.which("goflow2")
+    home = os.path.join(os.path.expanduser("~"), "go", "bin", "goflow2")
+    return found or (home if os.path.exists(home) else None)
+
+
 class Broker:
     def __init__(self, libs, scratch):
         self.dir = os.path.join(scratch, "kafka")
@@ -131,11 +202,20 @@ def main():
     p.add_argument("--sluice", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "sluice"))
     p.add_argument("--ndpi", action="store_true", help="also time ndpiReader -i (slow on the worst case)")
     p.add_argument("--kafka-libs", help="the Kafka broker's jars (mvn -f .ci/kafka/pom.xml dependency:copy-dependencies)")
+    p.add_argument("--keep-up", action="store_true", help="find the rate at which nfcapd and GoFlow2 keep up")
+    p.add_argument(
+        "--rates",
+        default="1k,2k,5k,10k,20k,40k,80k,unpaced",
+        help="IPFIX messages a second tried by --keep-up, rising [default: 1k,2k,5k,10k,20k,40k,80k,unpaced]",
+    )
+    p.add_argument("--collectors", default="nfcapd,goflow2", help="those --keep-up tries [default: nfcapd,goflow2]")
     args = p.parse_args()
     scratch = tempfile.mkdtemp(prefix="sluice-export-bench-")
     try:
         for trace in args.traces:
             bench(trace, args, scratch)
+        if args.keep_up:
+            keep_up(args.traces[0], args, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -149,6 +229,7 @@ def bench(trace, args, scratch):
         ("--format csv", base + ["--format", "csv"]),
         ("--format parquet", base + ["--format", "parquet"]),
     ]
+    configs.append(("IPFIX file", base + ["--format", "none", "--ipfix", f"file:{out}/flows.ipfix"]))
     nfcapd = Nfcapd(scratch) if shutil.which("nfcapd") else None
     if nfcapd:
         configs.append(("IPFIX to nfcapd", base + ["--format", "none", "--ipfix", f"udp://127.0.0.1:{nfcapd.port}"]))
@@ -193,12 +274,65 @@ def bench(trace, args, scratch):
         if s and s.get("exports"):
             e = s["exports"][0]
             lost = f"{e['dropped_queue_full'] + e['failed']} at the sender"
-            if name.startswith("IPFIX") and stored is not None:
+            if "nfcapd" in name and stored is not None:
                 lost += f"; over all rounds the collector stored {stored:,} of {sent[name]:,} sent"
         print(
             f"| {name} | {wall:.2f} | {wall / wall0:.2f} | {cpu:.2f} | {cpu / cpu0:.2f} "
             f"| {packets / wall / 1e6:.2f} | {per_flow} | {lost} |"
         )
+
+
+def parse_rate(text):
+    return float(text[:-1]) * 1000 if text.endswith("k") else float(text)
+
+
+def keep_up(trace, args, scratch):
+    """Per collector, the records a second it stores with no loss."""
+    collectors = []
+    wanted = args.collectors.split(",")
+    if shutil.which("nfcapd") and "nfcapd" in wanted:
+        collectors.append(("nfcapd", Nfcapd))
+    if goflow2_path() and "goflow2" in wanted:
+        collectors.append(("GoFlow2", Goflow2))
+    out = os.path.join(scratch, "out")
+    subprocess.run(["cat", trace], stdout=subprocess.DEVNULL, check=True)
+    for name, make in collectors:
+        print(f"\n### {name} over UDP from `sluice analyze {os.path.basename(trace)} --format none --ipfix`\n")
+        print("| --ipfix-rate | records/s | sent | stored | lost by the collector | not sent (paced out) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        best = None
+        for rate in args.rates.split(","):
+            collector = make(scratch)
+            cmd = [args.sluice, "analyze", trace, "-q", "-o", out, "--format", "none"]
+            cmd += ["--ipfix", f"udp://127.0.0.1:{collector.port}"]
+            if rate != "unpaced":
+                cmd += ["--ipfix-rate", f"{rate}pps"]
+            shutil.rmtree(out, ignore_errors=True)
+            wall, _ = run_timed(cmd)
+            with open(os.path.join(out, "summary.json")) as f:
+                export = json.load(f)["exports"][0]
+            sent = export["records"]
+            time.sleep(0.5)
+            stored = collector.stored()
+            # What the pacing held back fills the exporter's queue and is
+            # dropped at the sender, counted: not the collector's loss.
+            lost = sent - stored
+            unsent = export["dropped_queue_full"] + export["failed"]
+            # Paced: the messages a second times the records a message.
+            # Unpaced, the records come at the end of the file in a burst
+            # faster than that; over the whole run is a lower bound.
+            per_message = sent / max(1, export["messages"] - export.get("template_messages", 0))
+            if rate == "unpaced":
+                per_second, shown = sent / wall, f"≥ {sent / wall:,.0f}"
+            else:
+                per_second = parse_rate(rate) * per_message
+                shown = f"{per_second:,.0f}"
+            print(f"| {rate} | {shown} | {sent:,} | {stored:,} | {lost:,} | {unsent:,} |", flush=True)
+            if lost > 0:
+                break
+            best = shown
+        verdict = f"{best} records/s with no loss" if best else "loses records at every rate tried"
+        print(f"\n{name} keeps up with {verdict}.")
 
 
 if __name__ == "__main__":

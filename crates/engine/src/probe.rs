@@ -27,6 +27,7 @@ use crate::publish::Published;
 use crate::source::{self, Source};
 use crate::summary::{AbstractReport, CaptureReport, RecordSummary, SamplingReport, Summary, merge};
 use crate::worker::{Asking, Worker};
+use sluice_export::ipfix_lines::LineKind;
 
 /// Parquet files close at this size unless `flows.rotate` says otherwise.
 const PARQUET_ROTATE: u64 = 256 << 20;
@@ -209,7 +210,21 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                     })
                 })
                 .transpose()?;
-            ipfix.push(Ipfix::start(destination, mtu, rate, workers.max(1), published.clone())?);
+            // The first IPFIX sink carries the statistics, alarms and calls
+            // of the run too.
+            let lines = if ipfix.is_empty() {
+                ipfix_lines(config)
+            } else {
+                Vec::new()
+            };
+            ipfix.push(Ipfix::start(
+                destination,
+                mtu,
+                rate,
+                workers.max(1),
+                published.clone(),
+                &lines,
+            )?);
         }
     }
     // Parts of an interval: one per source thread and one per worker.
@@ -224,6 +239,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             published.clone(),
             control,
             kafka.first().filter(|_| i == 0).map(|k| k.topic(Topic::Stats)),
+            ipfix.first().filter(|_| i == 0).map(|x| x.lines(LineKind::Stats)),
         )?);
     }
     let voip = match &config.voip {
@@ -232,6 +248,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             v,
             kafka.first().map(|k| k.topic(Topic::Calls)),
             live,
+            ipfix.first().map(|x| x.lines(LineKind::Calls)),
         )?),
         None => None,
     };
@@ -253,7 +270,16 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         };
         let intervals = stats.first().expect("alarms turn the statistics on").tap();
         let topic = kafka.first().filter(|_| i == 0).map(|k| k.topic(Topic::Alarms));
-        alarms.push(Alarming::start(&dir, a, intervals, sources, published.clone(), topic)?);
+        let lines = ipfix.first().filter(|_| i == 0).map(|x| x.lines(LineKind::Alarms));
+        alarms.push(Alarming::start(
+            &dir,
+            a,
+            intervals,
+            sources,
+            published.clone(),
+            topic,
+            lines,
+        )?);
     }
     let abstracts = config
         .abstracts
@@ -440,9 +466,6 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             summary.threads.record_writer = Some(report.time);
         }
     }
-    for x in ipfix {
-        summary.exports.push(x.finish());
-    }
     for (i, s) in stats.into_iter().enumerate() {
         let dir = listener_dir(out.expect("checked"), "stats", i, None);
         let report = s.finish().map_err(|source| RunError::Write { path: dir, source })?;
@@ -462,6 +485,9 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     }
     // Last of the senders: the statistics, alarms and calls have sent
     // their last lines.
+    for x in ipfix {
+        summary.exports.push(x.finish());
+    }
     for k in kafka {
         summary.exports.extend(k.finish());
     }
@@ -560,4 +586,20 @@ fn ring_config(config: &ProbeConfig, interface: &str) -> Result<RingConfig, Conf
             message: e.to_string(),
         })?;
     Ok(ring)
+}
+
+/// The kinds of the probe's other records that the run writes, which its
+/// first IPFIX sink sends too.
+fn ipfix_lines(config: &ProbeConfig) -> Vec<LineKind> {
+    let mut kinds = Vec::new();
+    if !config.stats.is_empty() {
+        kinds.push(LineKind::Stats);
+    }
+    if !config.alarms.is_empty() {
+        kinds.push(LineKind::Alarms);
+    }
+    if config.voip.is_some() {
+        kinds.push(LineKind::Calls);
+    }
+    kinds
 }

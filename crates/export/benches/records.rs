@@ -1,4 +1,5 @@
-//! Flow records encoded per second, as JSON lines and as CSV, on flows
+//! Flow records encoded per second, as JSON lines, as CSV and as IPFIX
+//! data records, on flows
 //! shaped like the realistic mix's: a few packets each, a third of them
 //! UDP, two thirds with no packet from the server, a fifth with protocol
 //! metadata.
@@ -9,6 +10,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sluice_classify::{Classifier, Fingerprint, FlowClass, Label, Metadata};
+use sluice_export::ipfix::IpfixEncoder;
 use sluice_export::schema::Record;
 use sluice_export::{Encoder, Format};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo};
@@ -118,6 +120,23 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    let mut ipfix = IpfixEncoder::default();
+    let mut out = Vec::with_capacity(4 << 20);
+    group.bench_function("ipfix", |b| {
+        b.iter(|| {
+            out.clear();
+            for flow in &flows {
+                let record = Record {
+                    flow,
+                    end: EndReason::Idle,
+                    stats: None,
+                    media: None,
+                };
+                black_box(ipfix.encode(&record, &mut out));
+            }
+            black_box(out.len())
+        })
+    });
     group.finish();
 }
 

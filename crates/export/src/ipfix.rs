@@ -337,19 +337,34 @@ pub fn template_set(out: &mut Vec<u8>, templates: &[(u16, bool)]) {
     out.extend_from_slice(&2u16.to_be_bytes());
     out.extend_from_slice(&0u16.to_be_bytes());
     for &(template, v6) in templates {
-        out.extend_from_slice(&template.to_be_bytes());
-        out.extend_from_slice(&(ELEMENTS.len() as u16).to_be_bytes());
-        for e in &ELEMENTS {
-            let enterprise_bit = if e.enterprise != 0 { 0x8000 } else { 0 };
-            out.extend_from_slice(&(e.id(v6) | enterprise_bit).to_be_bytes());
-            out.extend_from_slice(&e.length(v6).to_be_bytes());
-            if e.enterprise != 0 {
-                out.extend_from_slice(&e.enterprise.to_be_bytes());
-            }
-        }
+        flow_template_record(out, template, v6);
     }
     let len = (out.len() - start) as u16;
     out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Appends the template record of a flow template.
+fn flow_template_record(out: &mut Vec<u8>, template: u16, v6: bool) {
+    template_record(
+        out,
+        template,
+        ELEMENTS.iter().map(|e| (e.id(v6), e.length(v6), e.enterprise)),
+    );
+}
+
+/// Appends a template record (RFC 7011, 3.4.1): its id, its field count,
+/// and each field's id, length and enterprise number (0 for IANA's).
+pub fn template_record(out: &mut Vec<u8>, template: u16, fields: impl ExactSizeIterator<Item = (u16, u16, u32)>) {
+    out.extend_from_slice(&template.to_be_bytes());
+    out.extend_from_slice(&(fields.len() as u16).to_be_bytes());
+    for (id, length, enterprise) in fields {
+        let enterprise_bit = if enterprise != 0 { 0x8000 } else { 0 };
+        out.extend_from_slice(&(id | enterprise_bit).to_be_bytes());
+        out.extend_from_slice(&length.to_be_bytes());
+        if enterprise != 0 {
+            out.extend_from_slice(&enterprise.to_be_bytes());
+        }
+    }
 }
 
 /// `flowEndReason`'s code for an end reason's name.
@@ -510,11 +525,57 @@ impl IpfixEncoder {
     }
 }
 
+impl IpfixEncoder {
+    /// An integer field: most are one integer element, written here
+    /// without going through [`write_value`]'s match.
+    #[inline]
+    fn unsigned_field(&mut self, field: &'static str, value: Option<u64>) {
+        let step = &PLAN[self.call];
+        if step.end == self.next + 1
+            && let Encoding::Unsigned(n) = ELEMENTS[self.next].encoding
+        {
+            debug_assert!(ELEMENTS[self.next].field == field, "{field} out of order");
+            self.call += 1;
+            self.next += 1;
+            unsigned(&mut self.out, n, value);
+            if let (Some((d, bit)), Some(v)) = (step.flag, value)
+                && v > 0
+            {
+                self.flags[d] |= bit;
+            }
+            return;
+        }
+        self.field(field, Value::Unsigned(value));
+    }
+}
+
+#[inline]
 fn unsigned(out: &mut Vec<u8>, n: u16, value: Option<u64>) {
-    let n = n as usize;
-    let max = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
-    let v = value.map_or(max, |v| v.min(max));
-    out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
+    // Each length its own fixed-size copy: a slice of variable length
+    // would be a call to memcpy per element.
+    match n {
+        1 => out.push(value.map_or(u8::MAX, |v| v.min(u8::MAX.into()) as u8)),
+        2 => out.extend_from_slice(&value.map_or(u16::MAX, |v| v.min(u16::MAX.into()) as u16).to_be_bytes()),
+        4 => out.extend_from_slice(&value.map_or(u32::MAX, |v| v.min(u32::MAX.into()) as u32).to_be_bytes()),
+        8 => out.extend_from_slice(&value.unwrap_or(u64::MAX).to_be_bytes()),
+        n => {
+            let n = n.min(8) as usize;
+            let max = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+            let v = value.map_or(max, |v| v.min(max));
+            out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
+        }
+    }
+}
+
+/// A time element. Out of line: inlined, its divisions are worked out
+/// ahead of the match for every integer field, whatever its element.
+#[inline(never)]
+fn time(out: &mut Vec<u8>, encoding: Encoding, ns: u64) {
+    let v = match encoding {
+        Encoding::NtpTime => ntp_time(ns),
+        _ => ns / 1_000_000,
+    };
+    out.extend_from_slice(&v.to_be_bytes());
 }
 
 /// A variable-length field's length prefix (RFC 7011, 7).
@@ -533,6 +594,10 @@ fn string(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s);
 }
 
+// Out of line: inlined into the loop over a field's elements, the work of
+// every arm (conversions, string lengths) is hoisted ahead of the loop and
+// done for every field, whatever its element.
+#[inline(never)]
 fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
     match (e.encoding, value) {
         (Encoding::Unsigned(n), Value::Unsigned(v)) => unsigned(out, n, *v),
@@ -568,8 +633,7 @@ fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
                 out.extend_from_slice(&a.octets());
             }
         },
-        (Encoding::NtpTime, Value::Unsigned(Some(ns))) => out.extend_from_slice(&ntp_time(*ns).to_be_bytes()),
-        (Encoding::Milliseconds, Value::Unsigned(Some(ns))) => out.extend_from_slice(&(ns / 1_000_000).to_be_bytes()),
+        (Encoding::NtpTime | Encoding::Milliseconds, Value::Unsigned(Some(ns))) => time(out, e.encoding, *ns),
         (Encoding::HexId, Value::Str(Some(hex))) => {
             out.extend_from_slice(&u64::from_str_radix(hex, 16).unwrap_or(0).to_be_bytes())
         }
@@ -587,10 +651,10 @@ fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
 
 impl FieldSink for IpfixEncoder {
     fn u64(&mut self, name: &'static str, value: u64) {
-        self.field(name, Value::Unsigned(Some(value)));
+        self.unsigned_field(name, Some(value));
     }
     fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
-        self.field(name, Value::Unsigned(value));
+        self.unsigned_field(name, value);
     }
     fn f64(&mut self, name: &'static str, value: f64) {
         self.field(name, Value::Float(Some(value)));
@@ -631,6 +695,8 @@ pub struct Packer {
     set: Option<(usize, u16)>,
     records: u32,
     export_time: u32,
+    /// The template records sent by [`Packer::templates`].
+    templates: Vec<Vec<u8>>,
 }
 
 impl Packer {
@@ -643,7 +709,21 @@ impl Packer {
             set: None,
             records: 0,
             export_time: 0,
+            templates: TEMPLATES
+                .iter()
+                .map(|&(id, v6)| {
+                    let mut out = Vec::new();
+                    flow_template_record(&mut out, id, v6);
+                    out
+                })
+                .collect(),
         }
+    }
+
+    /// Sends these template records too, after the flows' (those of the
+    /// probe's other records, `crate::ipfix_lines`).
+    pub fn add_templates(&mut self, records: impl IntoIterator<Item = Vec<u8>>) {
+        self.templates.extend(records);
     }
 
     /// Data records sent so far (the next message's sequence number).
@@ -683,21 +763,26 @@ impl Packer {
         self.message.clear();
     }
 
-    /// Sends the templates in a message of their own, or one message
-    /// each when both do not fit in one.
+    /// Sends the templates in messages of their own, as many in each as
+    /// fit.
     pub fn templates(&mut self, export_time: u32, send: &mut impl FnMut(&[u8], u32)) {
         self.flush(send);
         self.begin(export_time);
-        template_set(&mut self.message, &TEMPLATES);
-        if self.message.len() > self.max_len {
-            for template in TEMPLATES {
-                self.begin(export_time);
-                template_set(&mut self.message, &[template]);
+        let templates = std::mem::take(&mut self.templates);
+        for record in &templates {
+            if self.set.is_some() && self.message.len() + record.len() > self.max_len {
                 self.flush(send);
+                self.begin(export_time);
             }
-        } else {
-            self.flush(send);
+            if self.set.is_none() {
+                self.set = Some((self.message.len(), 2));
+                self.message.extend_from_slice(&2u16.to_be_bytes());
+                self.message.extend_from_slice(&0u16.to_be_bytes());
+            }
+            self.message.extend_from_slice(record);
         }
+        self.flush(send);
+        self.templates = templates;
     }
 
     /// Adds a data record of `template`, sending the open message first if

@@ -6,6 +6,7 @@
 
 mod csv;
 pub mod ipfix;
+pub mod ipfix_lines;
 mod jsonl;
 pub mod parquet;
 pub mod read;

@@ -22,7 +22,8 @@ pub struct RunArgs {
     pub format: Option<FormatArg>,
     /// Also export the flow records as IPFIX biflows (RFC 7011, RFC 5103)
     /// to a collector, udp://HOST:PORT or tcp://HOST:PORT, or to an IPFIX
-    /// file, file:PATH (see docs/ipfix.md).
+    /// file, file:PATH; the statistics, alarms and call records of the run
+    /// too, in templates of their own (see docs/ipfix.md).
     #[arg(long, value_name = "DEST")]
     pub ipfix: Option<String>,
     /// The path MTU to the IPFIX collector: no message is longer than one

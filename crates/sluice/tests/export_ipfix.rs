@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::net::{TcpListener, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::LazyLock;
@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{flow_records, shared_mix, sluice};
 use serde_json::Value;
+use sluice_export::ipfix::ntp_to_unix_ns;
+use sluice_export::ipfix_lines::{LineElement, LineEncoding, LineKind, TEMPLATE_CALLS_V4, TEMPLATE_CALLS_V6};
 
 /// A generated mix of some 2,600 flows, IPv4 and IPv6, made once.
 static MIX: LazyLock<PathBuf> = LazyLock::new(|| shared_mix("ipfix-mix", 20_000, 3));
@@ -557,4 +559,282 @@ fn a_bad_destination_says_what_to_give() {
         stderr.contains("flows.ipfix") && stderr.contains("udp://HOST:PORT"),
         "{stderr}"
     );
+}
+
+/// A value of a line template's element as the bytes of a data record
+/// hold it, compared with the value of its key in the line (`None`: the
+/// line has no such key). Absent values (all ones, NaN, empty) stand for
+/// null or a missing key.
+fn same_value(e: &LineElement, v6: bool, bytes: &[u8], expected: Option<&Value>) -> Result<(), String> {
+    let expected = expected.filter(|v| !v.is_null());
+    let absent = |what: &str| match expected {
+        None => Ok(()),
+        Some(v) => Err(format!("{what} in IPFIX, {v} in the line")),
+    };
+    let be = |b: &[u8]| b.iter().fold(0u64, |n, &x| n << 8 | u64::from(x));
+    let text = || String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string());
+    let got: Value = match e.encoding {
+        LineEncoding::Unsigned(n) => {
+            let v = be(bytes);
+            if n < 8 && v == (1 << (8 * n)) - 1 || n == 8 && v == u64::MAX {
+                return absent("all ones");
+            }
+            v.into()
+        }
+        LineEncoding::Signed64 => {
+            let v = be(bytes) as i64;
+            if v == i64::MIN {
+                return absent("the smallest integer");
+            }
+            v.into()
+        }
+        LineEncoding::Float64 => {
+            let f = f64::from_bits(be(bytes));
+            if f.is_nan() {
+                return absent("NaN");
+            }
+            let line = expected.and_then(Value::as_f64);
+            return if line == Some(f) {
+                Ok(())
+            } else {
+                Err(format!("{f} in IPFIX, {line:?} in the line"))
+            };
+        }
+        LineEncoding::Boolean => match bytes[0] {
+            0 => return absent("0"),
+            b => (b == 1).into(),
+        },
+        LineEncoding::Utf8 => match text()?.as_str() {
+            "" if expected.is_none_or(|v| v == "") => return Ok(()),
+            s => s.into(),
+        },
+        LineEncoding::Utf8List => match text()?.as_str() {
+            "" if expected.is_none_or(|v| v.as_array().is_some_and(Vec::is_empty)) => return Ok(()),
+            s => s.split(';').collect::<Vec<_>>().into(),
+        },
+        LineEncoding::List(n) => {
+            if bytes.is_empty() && expected.is_none_or(|v| v.as_array().is_some_and(Vec::is_empty)) {
+                return Ok(());
+            }
+            bytes.chunks(n as usize).map(be).collect::<Vec<_>>().into()
+        }
+        LineEncoding::Json => match text()?.as_str() {
+            "" => return absent("nothing"),
+            s => serde_json::from_str(s).map_err(|e| e.to_string())?,
+        },
+        LineEncoding::Address => {
+            let ip: IpAddr = if v6 {
+                let a = Ipv6Addr::from(<[u8; 16]>::try_from(bytes).unwrap());
+                // An IPv4 end of a call with an IPv6 one is mapped.
+                match (a.to_ipv4_mapped(), expected.and_then(Value::as_str)) {
+                    (Some(v4), Some(line)) if line.parse::<Ipv4Addr>().is_ok() => v4.into(),
+                    _ => a.into(),
+                }
+            } else {
+                Ipv4Addr::from(<[u8; 4]>::try_from(bytes).unwrap()).into()
+            };
+            let line: Option<IpAddr> = expected.and_then(Value::as_str).and_then(|s| s.parse().ok());
+            return if line == Some(ip) {
+                Ok(())
+            } else {
+                Err(format!("{ip} in IPFIX, {expected:?} in the line"))
+            };
+        }
+        LineEncoding::NtpTime => ntp_to_unix_ns(be(bytes)).into(),
+        LineEncoding::Milliseconds => {
+            let ms = be(bytes);
+            let line = expected.and_then(Value::as_u64).map(|ns| ns / 1_000_000);
+            return if line == Some(ms) {
+                Ok(())
+            } else {
+                Err(format!("{ms} ms in IPFIX, {expected:?} in the line"))
+            };
+        }
+        LineEncoding::Other => unreachable!("checked as a whole"),
+    };
+    if Some(&got) == expected {
+        Ok(())
+    } else {
+        Err(format!("{got} in IPFIX, {expected:?} in the line"))
+    }
+}
+
+/// A field of a data record: its element's enterprise number and id, and
+/// its value's bytes.
+type Field = (u32, u16, Vec<u8>);
+
+/// Checks one data record of a line template against its line, field by
+/// field: every element's value equals its key's, and every key of the
+/// line is in an element or in `otherFields`.
+fn check_line_record(kind: LineKind, v6: bool, record: &[Field], line: &Value) {
+    let elements = kind.elements();
+    assert_eq!(record.len(), elements.len());
+    let object = line.as_object().unwrap();
+    for (e, (enterprise, id, bytes)) in elements.iter().zip(record) {
+        assert_eq!((e.enterprise, e.id(v6)), (*enterprise, *id), "{kind:?}: {}", e.name);
+        if e.encoding == LineEncoding::Other {
+            let other: serde_json::Map<String, Value> = if bytes.is_empty() {
+                serde_json::Map::new()
+            } else {
+                serde_json::from_slice(bytes).unwrap()
+            };
+            for (key, value) in object {
+                if !elements.iter().any(|e| e.key == key) {
+                    assert_eq!(other.get(key), Some(value), "{kind:?}: {key} is lost: {line}");
+                }
+            }
+            for (key, value) in &other {
+                assert_eq!(object.get(key), Some(value), "{kind:?}: otherFields {key}");
+            }
+            continue;
+        }
+        if let Err(e2) = same_value(e, v6, bytes, object.get(e.key)) {
+            panic!("{kind:?} {} ({}): {e2}\nline: {line}", e.key, e.name);
+        }
+    }
+}
+
+/// The statistics intervals, alarms and call records of a probe run go
+/// on the IPFIX session of its flows, each kind with its template. An
+/// IPFIX file of a run over generated VoIP traffic with a SYN flood:
+/// tshark reads it with no warning and finds the templates; every
+/// `stats.jsonl`, `alarms.jsonl` and `calls.jsonl` line is a data record
+/// of its template, in order, equal to it field by field (read here by
+/// the templates the file holds).
+#[test]
+fn stats_alarms_and_calls_go_through_ipfix_as_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("voip.pcap");
+    let gen_args = ["gen", "--profile", "voip", "--packets", "40000", "--seed", "2"];
+    let output = sluice(&[&gen_args[..], &["--anomaly", "syn_flood@8s+2s:1%", "-w", s(&pcap)]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let out = dir.path().join("out");
+    let file = dir.path().join("run.ipfix");
+    let destination = format!("file:{}", file.display());
+    let args = ["probe", "-q", "-r", s(&pcap), "-o", s(&out), "--voip", "--alarms"];
+    let output = sluice(&[&args[..], &["--alarm", "warmup=5s", "--ipfix", &destination]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let lines = |name: &str| -> Vec<Value> {
+        std::fs::read_to_string(out.join(name))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let expected = [
+        (LineKind::Stats, lines("stats.jsonl")),
+        (LineKind::Alarms, lines("alarms.jsonl")),
+        (LineKind::Calls, lines("calls.jsonl")),
+    ];
+    for (kind, l) in &expected {
+        assert!(l.len() >= 2, "{kind:?}: {} lines", l.len());
+    }
+    assert!(expected[1].1.iter().any(|a| a["detector"] == "syn_flood"));
+    let export = &summary["exports"][0];
+    assert_eq!(u(&export["records"]), flow_records(&out).len() as u64, "{export}");
+    assert_eq!(u(&export["failed"]) + u(&export["dropped_queue_full"]), 0, "{export}");
+    for (kind, l) in &expected {
+        let counter = format!("{}_records", kind.name());
+        assert_eq!(u(&export[&counter]), l.len() as u64, "{export}");
+    }
+
+    // The file, read with the templates it holds.
+    let bytes = std::fs::read(&file).unwrap();
+    let mut templates: BTreeMap<u16, Vec<(u32, u16, u16)>> = BTreeMap::new();
+    let mut got: BTreeMap<&str, Vec<(bool, Vec<Field>)>> = BTreeMap::new();
+    let mut sequence = 0u32;
+    for m in messages(&bytes) {
+        assert_eq!(m.sequence, sequence, "sequence numbers count every data record");
+        for (id, set) in &m.sets {
+            if *id == 2 {
+                let mut at = 0;
+                while at < set.len() {
+                    let template = u16::from_be_bytes([set[at], set[at + 1]]);
+                    let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
+                    at += 4;
+                    let mut fields = Vec::new();
+                    for _ in 0..count {
+                        let id = u16::from_be_bytes([set[at], set[at + 1]]);
+                        let len = u16::from_be_bytes([set[at + 2], set[at + 3]]);
+                        at += 4;
+                        let enterprise = if id & 0x8000 != 0 {
+                            at += 4;
+                            u32::from_be_bytes(set[at - 4..at].try_into().unwrap())
+                        } else {
+                            0
+                        };
+                        fields.push((enterprise, id & 0x7fff, len));
+                    }
+                    templates.insert(template, fields);
+                }
+                continue;
+            }
+            let fields = templates
+                .get(id)
+                .unwrap_or_else(|| panic!("data set {id} before its template"));
+            let lengths: Vec<u16> = fields.iter().map(|f| f.2).collect();
+            sequence += data_records(set, &lengths) as u32;
+            let Some((kind, v6)) = LineKind::of_template(*id) else {
+                continue;
+            };
+            let mut at = 0;
+            while at < set.len() {
+                let mut record = Vec::new();
+                for &(enterprise, id, len) in fields {
+                    let len = match len {
+                        65535 => {
+                            let (n, prefix) = match set[at] {
+                                255 => (u16::from_be_bytes([set[at + 1], set[at + 2]]) as usize, 3),
+                                n => (n as usize, 1),
+                            };
+                            at += prefix;
+                            n
+                        }
+                        n => n as usize,
+                    };
+                    record.push((enterprise, id, set[at..at + len].to_vec()));
+                    at += len;
+                }
+                got.entry(kind.name()).or_default().push((v6, record));
+            }
+        }
+    }
+    for (kind, l) in &expected {
+        let records = got.remove(kind.name()).unwrap_or_default();
+        assert_eq!(records.len(), l.len(), "{kind:?}");
+        for ((v6, record), line) in records.iter().zip(l) {
+            check_line_record(*kind, *v6, record, line);
+        }
+    }
+    assert!(templates.contains_key(&TEMPLATE_CALLS_V4) && templates.contains_key(&TEMPLATE_CALLS_V6));
+
+    // tshark reads the whole file with no warning, and the templates.
+    let Some(tshark) = tool("tshark") else {
+        return;
+    };
+    let prefs = ["-o", "cflow.max_template_fields:128"];
+    let verbose = Command::new(&tshark)
+        .args(prefs)
+        .arg("-r")
+        .arg(&file)
+        .arg("-V")
+        .output()
+        .unwrap();
+    assert!(verbose.status.success());
+    let text = String::from_utf8_lossy(&verbose.stdout);
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("Expert Info")).take(5).collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let ids = Command::new(&tshark)
+        .args(prefs)
+        .arg("-r")
+        .arg(&file)
+        .args(["-T", "fields", "-e", "cflow.template_id", "-e", "cflow.flowset_id"])
+        .output()
+        .unwrap();
+    let ids = String::from_utf8(ids.stdout).unwrap();
+    let seen: std::collections::BTreeSet<&str> = ids.split(['\t', '\n', ',']).collect();
+    for id in ["258", "259", "260", "261"] {
+        assert!(seen.contains(id), "tshark does not see template {id}: {seen:?}");
+    }
 }

@@ -28,6 +28,7 @@ use serde_json::Value;
 use sluice_alarms::forensic::{Cut, cut_packets, cut_records};
 use sluice_alarms::{Alarm, AlarmsConfig, Detectors, Event, Interval};
 
+use crate::listen::ipfix::{IpfixLines, LineTee};
 use crate::listen::kafka::{KafkaTopic, Tee};
 use crate::listen::record::RecordingHandle;
 use crate::publish::Published;
@@ -71,6 +72,7 @@ impl Alarming {
         sources: Sources,
         published: Published,
         kafka: Option<KafkaTopic>,
+        ipfix: Option<IpfixLines>,
     ) -> Result<Alarming, crate::RunError> {
         let write = |path: &Path| {
             let path = path.to_path_buf();
@@ -83,6 +85,11 @@ impl Alarming {
         let file: Box<dyn Write + Send> = match kafka {
             Some(topic) => Box::new(Tee::new(file, topic, "alarm_id")),
             None => Box::new(file),
+        };
+        // And to the IPFIX session.
+        let file: Box<dyn Write + Send> = match ipfix {
+            Some(lines) => Box::new(LineTee::new(file, lines)),
+            None => file,
         };
         let evidence_dir = dir.join("evidence");
         if sources.recording.is_some() && config.evidence {

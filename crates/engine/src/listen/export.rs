@@ -42,6 +42,8 @@ pub(crate) trait ChunkEncoder: Send {
 pub(crate) struct Counters {
     /// Records in chunks that found the queue full.
     pub queue_full: AtomicU64,
+    /// Records refused before the queue (too long for the format).
+    pub refused: AtomicU64,
 }
 
 /// The workers' end of a sink's queue.
@@ -95,6 +97,41 @@ impl Queue {
             empty: self.empty.clone(),
             counters: self.counters.clone(),
             lossless: self.lossless,
+        }
+    }
+}
+
+/// The end of a sink's queue for a thread that is not a worker (the
+/// statistics, alarms and calls threads): one chunk per record.
+#[derive(Clone)]
+pub(crate) struct QueueEnd {
+    full: Sender<Chunk>,
+    pub counters: Arc<Counters>,
+    lossless: bool,
+}
+
+impl Queue {
+    pub(crate) fn end(&self) -> QueueEnd {
+        QueueEnd {
+            full: self.full.clone(),
+            counters: self.counters.clone(),
+            lossless: self.lossless,
+        }
+    }
+}
+
+impl QueueEnd {
+    /// Hands a chunk to the sink's thread: waits for room when the sink
+    /// is lossless, else drops and counts a chunk that finds the queue full.
+    pub(crate) fn send(&self, chunk: Chunk) {
+        let records = chunk.records;
+        let sent = if self.lossless {
+            self.full.send(chunk).is_ok()
+        } else {
+            self.full.try_send(chunk).is_ok()
+        };
+        if !sent {
+            self.counters.queue_full.fetch_add(records, Ordering::Relaxed);
         }
     }
 }

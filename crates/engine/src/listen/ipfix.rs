@@ -13,6 +13,11 @@
 //! connection is retried every second, its records counted as failed
 //! meanwhile. A file gets the templates once, and its writes wait for the
 //! disk: no record is lost.
+//!
+//! The statistics, alarms and calls listeners of the run send their
+//! records on the same session, each kind with its template
+//! (`sluice_export::ipfix_lines`): their threads encode each line and
+//! queue it as a chunk of its own ([`IpfixLines`]).
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
@@ -23,9 +28,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::RecvTimeoutError;
 use sluice_export::ipfix::{IpfixEncoder, Packer};
+use sluice_export::ipfix_lines::{LineKind, encode_line};
 use sluice_export::schema::Record;
 
-use crate::listen::export::{ChunkEncoder, ExportReport, ExportWorker, Inbox, Queue, queue};
+use crate::listen::export::{Chunk, ChunkEncoder, ExportReport, ExportWorker, Inbox, Queue, QueueEnd, queue};
 use crate::probe::RunError;
 use crate::publish::Published;
 
@@ -105,13 +111,16 @@ pub(crate) struct Ipfix {
 
 impl Ipfix {
     /// Opens the destination (a TCP collector must be listening) and
-    /// starts the exporter.
+    /// starts the exporter. `lines`: the kinds of the probe's other records
+    /// that will be sent too ([`Ipfix::lines`]), whose templates go with the
+    /// flows'.
     pub(crate) fn start(
         destination: &str,
         mtu: usize,
         rate: Option<sluice_units::Rate>,
         workers: usize,
         published: Published,
+        lines: &[LineKind],
     ) -> Result<Ipfix, RunError> {
         let config = |message: String| {
             RunError::Config(crate::config::ConfigError::Value {
@@ -129,14 +138,21 @@ impl Ipfix {
         };
         let max_len = mtu.saturating_sub(ip_header + 8).max(512);
         let (queue, inbox) = queue(workers, lossless);
+        let mut packer = Packer::new(max_len, 1);
+        let mut report = ExportReport {
+            sink: "ipfix",
+            destination: destination.to_string(),
+            ..ExportReport::default()
+        };
+        for &kind in lines {
+            packer.add_templates(kind.template_records());
+            report.counters.insert(kind_counter(kind), 0);
+        }
         let exporter = Exporter {
             transport,
-            packer: Packer::new(max_len, 1),
-            report: ExportReport {
-                sink: "ipfix",
-                destination: destination.to_string(),
-                ..ExportReport::default()
-            },
+            packer,
+            report,
+            pending: [0; 3],
             destination,
             templates_sent: None,
             published,
@@ -157,11 +173,111 @@ impl Ipfix {
         part
     }
 
-    /// Once every worker has dropped its part: the last messages, and
-    /// what the sink did.
+    /// Where a thread sends records of `kind` (its templates were given to
+    /// [`Ipfix::start`]).
+    pub(crate) fn lines(&self, kind: LineKind) -> IpfixLines {
+        IpfixLines {
+            kind,
+            end: self.queue.end(),
+        }
+    }
+
+    /// Once every worker has dropped its part, and every [`IpfixLines`]
+    /// is dropped: the last messages, and what the sink did.
     pub(crate) fn finish(self) -> ExportReport {
         drop(self.queue);
         self.thread.join().expect("the IPFIX exporter panicked")
+    }
+}
+
+/// The summary's counter of the records of a kind.
+fn kind_counter(kind: LineKind) -> &'static str {
+    match kind {
+        LineKind::Stats => "stats_records",
+        LineKind::Alarms => "alarms_records",
+        LineKind::Calls => "calls_records",
+    }
+}
+
+fn kind_index(kind: LineKind) -> usize {
+    match kind {
+        LineKind::Stats => 0,
+        LineKind::Alarms => 1,
+        LineKind::Calls => 2,
+    }
+}
+
+/// A thread's way to send its records of one kind (statistics intervals,
+/// alarms, calls) on the IPFIX session: each is encoded here, in the
+/// sending thread, and queued as a chunk of its own.
+pub(crate) struct IpfixLines {
+    kind: LineKind,
+    end: QueueEnd,
+}
+
+impl IpfixLines {
+    /// Sends one record, a JSON object as its file's line holds it. One
+    /// too long for an IPFIX message is counted as failed.
+    pub(crate) fn send(&self, line: &serde_json::Value) {
+        let mut bytes = Vec::with_capacity(1024);
+        bytes.extend_from_slice(&[0; 4]);
+        match encode_line(self.kind, line, &mut bytes) {
+            Some(template) => {
+                let len = (bytes.len() - 4) as u16;
+                bytes[0..2].copy_from_slice(&template.to_be_bytes());
+                bytes[2..4].copy_from_slice(&len.to_be_bytes());
+                self.end.send(Chunk { bytes, records: 1 });
+            }
+            None => {
+                self.end.counters.refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Sends a line of JSON text (its newline left off).
+    fn send_text(&self, line: &[u8]) {
+        match serde_json::from_slice::<serde_json::Value>(line) {
+            Ok(value) => self.send(&value),
+            // The writers write JSON; a line that is not is kept whole.
+            Err(_) => self.send(&serde_json::Value::String(String::from_utf8_lossy(line).into_owned())),
+        }
+    }
+}
+
+/// Writes what it is given and sends each complete line on the IPFIX
+/// session: the alarms' and calls' files.
+pub(crate) struct LineTee<W> {
+    inner: W,
+    lines: IpfixLines,
+    line: Vec<u8>,
+}
+
+impl<W> LineTee<W> {
+    pub(crate) fn new(inner: W, lines: IpfixLines) -> LineTee<W> {
+        LineTee {
+            inner,
+            lines,
+            line: Vec::new(),
+        }
+    }
+}
+
+impl<W: Write> Write for LineTee<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        let mut rest = &buf[..n];
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            self.line.extend_from_slice(&rest[..end]);
+            self.lines.send_text(&self.line);
+            self.line.clear();
+            rest = &rest[end + 1..];
+        }
+        self.line.extend_from_slice(rest);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -232,6 +348,9 @@ struct Exporter {
     templates_sent: Option<Instant>,
     published: Published,
     pace: Option<Pace>,
+    /// Records of each kind of line in the open message, by
+    /// [`kind_index`].
+    pending: [u32; 3],
 }
 
 /// Spaces messages to a rate, in bursts of at most a millisecond's worth.
@@ -275,8 +394,7 @@ impl Exporter {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             if last_publish.elapsed() >= Duration::from_secs(1) {
-                self.report.dropped_queue_full = inbox.counters.queue_full.load(Ordering::Relaxed);
-                self.report.publish("ipfix", &self.published);
+                self.totals(&inbox).publish("ipfix", &self.published);
                 last_publish = Instant::now();
             }
         }
@@ -287,9 +405,24 @@ impl Exporter {
         {
             self.report.last_error = Some(format!("{}: {e}", self.destination));
         }
+        let report = self.totals(&inbox);
+        report.publish("ipfix", &self.published);
+        report
+    }
+
+    /// The report with what the other threads counted.
+    fn totals(&mut self, inbox: &Inbox) -> ExportReport {
         self.report.dropped_queue_full = inbox.counters.queue_full.load(Ordering::Relaxed);
-        self.report.publish("ipfix", &self.published);
-        self.report
+        let mut report = self.report.clone();
+        let refused = inbox.counters.refused.load(Ordering::Relaxed);
+        if refused > 0 {
+            report.failed += refused;
+            report.counters.insert("too_long", refused);
+            report
+                .last_error
+                .get_or_insert_with(|| "a record too long for an IPFIX message".into());
+        }
+        report
     }
 
     /// Sends the templates when none went out yet (on this connection), or
@@ -334,6 +467,9 @@ impl Exporter {
             let template = u16::from_be_bytes([framed[0], framed[1]]);
             let len = u16::from_be_bytes([framed[2], framed[3]]) as usize;
             packer.push(template, &framed[4..4 + len], now, &mut |m, n| self.send(m, n));
+            if let Some((kind, _)) = LineKind::of_template(template) {
+                self.pending[kind_index(kind)] += 1;
+            }
             framed = &framed[4 + len..];
         }
         // A chunk's records go out as they came, not when the next chunk
@@ -351,6 +487,7 @@ impl Exporter {
         if let Some(pace) = &mut self.pace {
             pace.wait(message.len());
         }
+        let lines = std::mem::take(&mut self.pending);
         let result = match &mut self.transport {
             Transport::Udp(socket) => socket.send(message).map(|_| ()),
             Transport::File(file) => file.write_all(message),
@@ -374,7 +511,14 @@ impl Exporter {
         };
         match result {
             Ok(()) => {
-                self.report.records += u64::from(records);
+                // `records` counts the flows; the other kinds have counters.
+                self.report.records += u64::from(records - lines.iter().sum::<u32>());
+                for kind in LineKind::ALL {
+                    let n = lines[kind_index(kind)];
+                    if n > 0 {
+                        *self.report.counters.entry(kind_counter(kind)).or_default() += u64::from(n);
+                    }
+                }
                 self.report.messages += 1;
                 self.report.bytes += message.len() as u64;
             }

@@ -39,6 +39,7 @@ use sluice_wire::IpVersion;
 use crate::config::StatsConfig;
 use crate::control::Control;
 use crate::listen::breakdowns::{Breakdowns, Carried, Mark};
+use crate::listen::ipfix::IpfixLines;
 use crate::listen::kafka::KafkaTopic;
 use crate::listen::{FlowListener, PacketBytes};
 use crate::publish::Published;
@@ -373,6 +374,7 @@ impl Stats {
         published: Published,
         control: &Control,
         kafka: Option<KafkaTopic>,
+        ipfix: Option<IpfixLines>,
     ) -> Result<Stats, crate::RunError> {
         let write = |source| crate::RunError::Write {
             path: dir.to_path_buf(),
@@ -383,6 +385,7 @@ impl Stats {
         let (tx, rx) = unbounded();
         let mut out = Output::open(dir, config.mrtg, control.clone()).map_err(write)?;
         out.kafka = kafka;
+        out.ipfix = ipfix;
         let top = config.top;
         let taps = Taps::default();
         let merger_taps = Arc::clone(&taps);
@@ -746,6 +749,8 @@ struct Output {
     reopens: u64,
     /// Each line also goes to the `stats` topic.
     kafka: Option<KafkaTopic>,
+    /// And to the IPFIX session.
+    ipfix: Option<IpfixLines>,
     /// The line being written, reused.
     buffer: Vec<u8>,
 }
@@ -763,6 +768,7 @@ impl Output {
             control,
             reopens,
             kafka: None,
+            ipfix: None,
             buffer: Vec::new(),
         };
         out.open_mrtg(false)?;
@@ -804,6 +810,9 @@ impl Output {
         serde_json::to_writer(&mut self.buffer, line)?;
         if let Some(kafka) = &self.kafka {
             kafka.send(None, &self.buffer);
+        }
+        if let Some(ipfix) = &self.ipfix {
+            ipfix.send(line);
         }
         self.buffer.push(b'\n');
         self.jsonl.write_all(&self.buffer).map_err(|e| named(&self.path, e))?;

@@ -26,6 +26,7 @@ use sluice_voip::store::CallDb;
 use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
 
 use crate::config::{ConfigError, VoipConfig};
+use crate::listen::ipfix::{IpfixLines, LineTee};
 use crate::listen::kafka::{KafkaTopic, Tee};
 use crate::listen::{FlowListener, PacketBytes};
 use crate::probe::RunError;
@@ -75,6 +76,7 @@ impl Voip {
         config: &VoipConfig,
         kafka: Option<KafkaTopic>,
         live: bool,
+        ipfix: Option<IpfixLines>,
     ) -> Result<Voip, RunError> {
         let selection = config.record_media.selection().map_err(|message| ConfigError::Value {
             key: "voip.record_media".into(),
@@ -96,6 +98,11 @@ impl Voip {
             // its `call_id`.
             Some(topic) => Box::new(Tee::new(open(&calls_path)?, topic, "call_id")),
             None => Box::new(open(&calls_path)?),
+        };
+        // And to the IPFIX session.
+        let calls_out: Box<dyn std::io::Write + Send> = match ipfix {
+            Some(lines) => Box::new(LineTee::new(calls_out, lines)),
+            None => calls_out,
         };
         let streams_out = open(&streams_path)?;
         let db_path = out.join("calls.sqlite");

@@ -12,7 +12,7 @@
 use crate::{CellTable, HashMode, SLOTS};
 use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
 use aya::programs::{TestRun, TestRunOptions, Xdp, XdpMode};
-use aya::{Ebpf, include_bytes_aligned};
+use aya::{Ebpf, EbpfLoader, include_bytes_aligned};
 
 /// The compiled program, as `bpf/build.sh` makes it.
 pub static OBJECT: &[u8] = include_bytes_aligned!("../bpf/balance.bpf.o");
@@ -111,7 +111,26 @@ fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> XdpLoadError {
 impl XdpBalancer {
     /// Loads the program with `table`'s slots and the hash `mode`.
     pub fn load(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(e.to_string()))?;
+        XdpBalancer::load_with(table, mode, false)
+    }
+
+    /// Loads the program in test mode: each run writes its decision over
+    /// the frame's Ethernet header, which [`XdpBalancer::decide`] reads
+    /// back. Never attach a program loaded so.
+    pub fn load_for_tests(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
+        XdpBalancer::load_with(table, mode, true)
+    }
+
+    fn load_with(table: &CellTable, mode: HashMode, test: bool) -> Result<XdpBalancer, XdpLoadError> {
+        // The hash and the test mode are read-only globals, fixed before
+        // the verifier sees the program, so it prunes what they turn off.
+        let ip_pair = u32::from(mode == HashMode::IpPair);
+        let test_mode = u32::from(test);
+        let mut ebpf = EbpfLoader::new()
+            .override_global("ip_pair", &ip_pair, true)
+            .override_global("test_mode", &test_mode, true)
+            .load(OBJECT)
+            .map_err(|e| XdpLoadError::Load(e.to_string()))?;
         let program: &mut Xdp = ebpf
             .program_mut("balance")
             .ok_or_else(|| XdpLoadError::Load("no program `balance` in the object".into()))?
@@ -122,27 +141,12 @@ impl XdpBalancer {
             ebpf,
             cells: table.cells(),
         };
-        balancer.configure(mode == HashMode::IpPair, false)?;
         let mut slots: Array<&mut MapData, u32> =
             Array::try_from(balancer.ebpf.map_mut("slots").expect("slots")).map_err(map_err("slots"))?;
         for (slot, &owner) in table.owners().iter().enumerate().take(SLOTS) {
             slots.set(slot as u32, u32::from(owner), 0).map_err(map_err("slots"))?;
         }
         Ok(balancer)
-    }
-
-    fn configure(&mut self, ip_pair: bool, test: bool) -> Result<(), XdpLoadError> {
-        let mut config: Array<&mut MapData, [u32; 2]> =
-            Array::try_from(self.ebpf.map_mut("config").expect("config")).map_err(map_err("config"))?;
-        config
-            .set(0, [u32::from(ip_pair), u32::from(test)], 0)
-            .map_err(map_err("config"))
-    }
-
-    /// Test runs report their decision by writing it over the frame's
-    /// Ethernet header; never set on an attached program.
-    pub fn set_test_mode(&mut self, mode: HashMode, test: bool) -> Result<(), XdpLoadError> {
-        self.configure(mode == HashMode::IpPair, test)
     }
 
     /// Points each cell at its interface (by name; `-` for a cell that

@@ -11,7 +11,7 @@
 
 use crate::{CellTable, HashMode, SLOTS};
 use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
-use aya::programs::{TestRun, TestRunOptions, Xdp, XdpMode};
+use aya::programs::{TestRun, TestRunOptions, Xdp};
 use aya::{Ebpf, EbpfLoader, include_bytes_aligned};
 
 /// The compiled program, as `bpf/build.sh` makes it.
@@ -85,6 +85,44 @@ pub struct XdpCounts {
     pub redirect_failures: u64,
 }
 
+impl XdpCounts {
+    /// The counts as the summary has them, each cell named as in `cells`.
+    pub fn report(&self, interface: &str, mode: XdpMode, cells: &[String]) -> crate::XdpReport {
+        crate::XdpReport {
+            interface: interface.to_string(),
+            mode: mode_name(mode).to_string(),
+            error: None,
+            cells: cells
+                .iter()
+                .zip(&self.cells)
+                .map(|(cell, &(packets, bytes))| crate::XdpCellCounts {
+                    cell: cell.clone(),
+                    packets,
+                    bytes,
+                })
+                .collect(),
+            passed: self
+                .passed
+                .iter()
+                .map(|(reason, n)| (reason.name().to_string(), *n))
+                .collect(),
+            resolved_fragments: self.resolved_fragments,
+            unresolved_fragments: self.unresolved_fragments,
+            redirect_failures: self.redirect_failures,
+        }
+    }
+}
+
+/// How the program is attached, as the summary says it.
+pub fn mode_name(mode: XdpMode) -> &'static str {
+    match mode {
+        XdpMode::Default => "default",
+        XdpMode::Skb => "generic",
+        XdpMode::Driver => "driver",
+        XdpMode::Hardware => "hardware",
+    }
+}
+
 /// Loading, filling or attaching the program failed.
 #[derive(Debug, thiserror::Error)]
 pub enum XdpLoadError {
@@ -103,6 +141,9 @@ pub struct XdpBalancer {
     ebpf: Ebpf,
     cells: usize,
 }
+
+// `XdpMode` is in the signatures above: its users need not depend on aya.
+pub use aya::programs::XdpMode;
 
 fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> XdpLoadError {
     move |e| XdpLoadError::Map(name, e.to_string())
@@ -153,6 +194,11 @@ impl XdpBalancer {
     /// left: it owns no slot) and attaches the program to `input`, in the
     /// driver's mode where it has one, else the generic mode.
     pub fn attach(&mut self, input: &str, cells: &[String]) -> Result<XdpMode, XdpLoadError> {
+        self.attach_in(input, cells, &[XdpMode::Driver, XdpMode::Skb])
+    }
+
+    /// As [`XdpBalancer::attach`], trying the given modes in order.
+    pub fn attach_in(&mut self, input: &str, cells: &[String], modes: &[XdpMode]) -> Result<XdpMode, XdpLoadError> {
         let mut devmap = DevMap::try_from(self.ebpf.map_mut("cells").expect("cells")).map_err(map_err("cells"))?;
         for (cell, name) in cells.iter().enumerate() {
             if name == "-" {
@@ -173,7 +219,7 @@ impl XdpBalancer {
             .try_into()
             .expect("an XDP program");
         let mut last = String::new();
-        for mode in [XdpMode::Driver, XdpMode::Skb] {
+        for &mode in modes {
             match program.attach(input, mode) {
                 Ok(_) => return Ok(mode),
                 Err(e) => last = e.to_string(),

@@ -13,7 +13,7 @@
 // disagree on a frame both could take.
 //
 // Built with Debian's clang:
-//   ./build.sh   (clang -O2 -g -target bpfel, then llvm-strip -g)
+//   ./build.sh   (clang -O2 -g -target bpfel -mcpu=v3, then llvm-strip -g)
 // The object is checked in beside this file; a test rebuilds it and
 // compares the instructions.
 
@@ -43,19 +43,21 @@ enum reason {
 	STATS,
 };
 
-struct config {
-	__u32 ip_pair;   // 1: hash the addresses alone (--hash ip-pair)
-	__u32 test;      // 1: write the decision over the Ethernet header (tests)
-};
+// Set by the loader before the program is loaded (read-only data): the
+// verifier then knows their values and drops the branches they turn off,
+// so neither costs anything per frame.
+const volatile __u32 ip_pair = 0;   // 1: hash the addresses alone (--hash ip-pair)
+const volatile __u32 test_mode = 0; // 1: write the decision over the Ethernet header (tests)
 
 struct cell_counts {
 	__u64 packets;
 	__u64 bytes;
 };
 
+// The addresses as two little-endian words each, as the hash reads them.
 struct frag_key {
-	__u8 src[16];
-	__u8 dst[16];
+	__u64 src[2];
+	__u64 dst[2];
 	__u32 id;
 	__u16 vlan;
 	__u8 proto;
@@ -66,13 +68,6 @@ struct frag_ports {
 	__u16 src_port;
 	__u16 dst_port;
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct config);
-} config SEC(".maps");
 
 // Each slot's cell (CellTable::owners).
 struct {
@@ -120,30 +115,49 @@ struct {
 #define K3 0x589965cc75374cc3ULL
 
 // The low and high halves of the 128-bit product, folded (wyhash's mum):
-// BPF has no 64x64->128 multiply, so it is built from 32-bit halves.
+// BPF has no 64x64->128 multiply, so the high half is built from 32-bit
+// halves (neither t nor w can overflow: (2^32-1)^2 + 2^32-1 < 2^64); the
+// low half is the 64-bit product itself.
 static __always_inline __u64 fold_mul(__u64 a, __u64 b)
 {
-	__u64 al = a & 0xffffffff, ah = a >> 32;
-	__u64 bl = b & 0xffffffff, bh = b >> 32;
+	__u64 al = (__u32)a, ah = a >> 32;
+	__u64 bl = (__u32)b, bh = b >> 32;
 	__u64 ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
-	__u64 mid = (ll >> 32) + (lh & 0xffffffff) + (hl & 0xffffffff);
-	__u64 lo = (ll & 0xffffffff) | (mid << 32);
-	__u64 hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-	return lo ^ hi;
+	__u64 t = lh + (ll >> 32);
+	__u64 w = (__u32)t + hl;
+	__u64 hi = hh + (t >> 32) + (w >> 32);
+	return (a * b) ^ hi;
 }
 
-// The address as two little-endian words, as sluice-wire reads it: the
-// program is built for bpfel, so a 64-bit load is little-endian.
-static __always_inline __u64 le64(const __u8 *b)
+// Loads from the packet, in one instruction each: the program is built for
+// bpfel, so a word load is little-endian, as sluice-wire reads addresses;
+// the kernel allows unaligned packet loads where the CPU does.
+typedef __u64 __attribute__((may_alias)) u64_any;
+typedef __u32 __attribute__((may_alias)) u32_any;
+typedef __u16 __attribute__((may_alias)) u16_any;
+
+static __always_inline __u64 ld64(const __u8 *p)
 {
-	__u64 v;
-	__builtin_memcpy(&v, b, 8);
-	return v;
+	return *(const u64_any *)p;
 }
 
-static __always_inline __u64 endpoint_hash(const __u8 *addr, __u16 port)
+static __always_inline __u32 ld32(const __u8 *p)
 {
-	return fold_mul(fold_mul(le64(addr) ^ K0, le64(addr + 8) ^ K1) ^ port, K2);
+	return *(const u32_any *)p;
+}
+
+// A big-endian 16-bit field, in host order.
+static __always_inline __u16 be16(const __u8 *p)
+{
+	return __builtin_bswap16(*(const u16_any *)p);
+}
+
+// An endpoint's hash is fold_mul(address_hash ^ port, K2); the address's
+// part is computed where the address is read, so that for IPv4 (a single
+// word, the rest zero) the compiler folds what is constant.
+static __always_inline __u64 address_hash(__u64 lo, __u64 hi)
+{
+	return fold_mul(lo ^ K0, hi ^ K1);
 }
 
 static __always_inline void count(__u32 stat)
@@ -153,26 +167,20 @@ static __always_inline void count(__u32 stat)
 		*n += 1;
 }
 
-static __always_inline void mark(__u8 *data, __u8 *end, struct config *cfg, __u32 cell, __u16 reason,
-				 __u64 hash)
+static __always_inline void mark(__u8 *data, __u8 *end, __u32 cell, __u16 reason, __u64 hash)
 {
-	if (!cfg || !cfg->test || data + 14 > end)
+	if (!test_mode || data + 14 > end)
 		return;
 	__builtin_memcpy(data, &cell, 4);
 	__builtin_memcpy(data + 4, &reason, 2);
 	__builtin_memcpy(data + 6, &hash, 8);
 }
 
-static __always_inline int pass(__u8 *data, __u8 *end, struct config *cfg, __u16 reason)
+static __always_inline int pass(__u8 *data, __u8 *end, __u16 reason)
 {
 	count(reason);
-	mark(data, end, cfg, 0xffffffff, reason, 0);
+	mark(data, end, 0xffffffff, reason, 0);
 	return XDP_PASS;
-}
-
-static __always_inline __u16 be16(const __u8 *p)
-{
-	return (__u16)p[0] << 8 | p[1];
 }
 
 #define VXLAN_PORT 4789
@@ -185,16 +193,19 @@ int balance(struct xdp_md *ctx)
 {
 	__u8 *data = (void *)(long)ctx->data;
 	__u8 *end = (void *)(long)ctx->data_end;
-	__u32 zero = 0;
-	struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-	struct frag_key key = {};
+	// The addresses as the hash reads them (IPv4's in the low word, the
+	// rest zero), and what else the fragment key needs.
+	__u64 src_lo, src_hi = 0, dst_lo, dst_hi = 0, src_addr, dst_addr;
+	__u32 id = 0;
+	__u16 vlan = 0;
+	__u8 proto;
 	__u16 src_port = 0, dst_port = 0;
 	// 0: not a fragment, 1: a first fragment, 2: a later one.
 	int fragment = 0;
 	__u8 *p = data;
 
 	if (p + 14 > end)
-		return pass(data, end, cfg, PASS_SHORT);
+		return pass(data, end, PASS_SHORT);
 	__u16 ethertype = be16(p + 12);
 	p += 14;
 #pragma unroll
@@ -202,37 +213,39 @@ int balance(struct xdp_md *ctx)
 		if (ethertype != 0x8100 && ethertype != 0x88a8 && ethertype != 0x9100)
 			break;
 		if (i == 2)
-			return pass(data, end, cfg, PASS_VLAN_DEPTH);
+			return pass(data, end, PASS_VLAN_DEPTH);
 		if (p + 4 > end)
-			return pass(data, end, cfg, PASS_IP_HEADER);
-		key.vlan = be16(p) & 0x0fff;
+			return pass(data, end, PASS_IP_HEADER);
+		vlan = be16(p) & 0x0fff;
 		ethertype = be16(p + 2);
 		p += 4;
 	}
 	if (ethertype != 0x0800 && ethertype != 0x86dd)
-		return pass(data, end, cfg, PASS_NOT_IP);
+		return pass(data, end, PASS_NOT_IP);
 	if (p + 1 > end)
-		return pass(data, end, cfg, PASS_IP_HEADER);
+		return pass(data, end, PASS_IP_HEADER);
 
 	__u8 *l4;
 	__u8 *l4_end;
 	__u8 version = p[0] >> 4;
 	if (version == 4) {
 		if (p + 20 > end)
-			return pass(data, end, cfg, PASS_IP_HEADER);
+			return pass(data, end, PASS_IP_HEADER);
 		__u32 header_len = (p[0] & 0x0f) * 4;
 		__u32 total = be16(p + 2);
 		__u32 captured = end - p;
 		if (header_len < 20 || captured < header_len)
-			return pass(data, end, cfg, PASS_IP_HEADER);
+			return pass(data, end, PASS_IP_HEADER);
 		if (total == 0)
 			total = captured;
 		if (total < header_len)
-			return pass(data, end, cfg, PASS_IP_HEADER);
-		__builtin_memcpy(key.src, p + 12, 4);
-		__builtin_memcpy(key.dst, p + 16, 4);
-		key.proto = p[9];
-		key.id = be16(p + 4);
+			return pass(data, end, PASS_IP_HEADER);
+		src_lo = ld32(p + 12);
+		dst_lo = ld32(p + 16);
+		src_addr = address_hash(src_lo, 0);
+		dst_addr = address_hash(dst_lo, 0);
+		proto = p[9];
+		id = be16(p + 4);
 		__u16 flags_offset = be16(p + 6);
 		if (flags_offset & 0x1fff)
 			fragment = 2;
@@ -244,12 +257,16 @@ int balance(struct xdp_md *ctx)
 		l4_end = p + (total & 0xffff);
 	} else if (version == 6) {
 		if (p + 40 > end)
-			return pass(data, end, cfg, PASS_IP_HEADER);
+			return pass(data, end, PASS_IP_HEADER);
 		__u32 payload_len = be16(p + 4);
 		if (payload_len == 0)
-			return pass(data, end, cfg, PASS_IPV6_EXT);
-		__builtin_memcpy(key.src, p + 8, 16);
-		__builtin_memcpy(key.dst, p + 24, 16);
+			return pass(data, end, PASS_IPV6_EXT);
+		src_lo = ld64(p + 8);
+		src_hi = ld64(p + 16);
+		dst_lo = ld64(p + 24);
+		dst_hi = ld64(p + 32);
+		src_addr = address_hash(src_lo, src_hi);
+		dst_addr = address_hash(dst_lo, dst_hi);
 		__u8 next = p[6];
 		l4_end = p + 40 + payload_len;
 		if (l4_end > end)
@@ -261,22 +278,21 @@ int balance(struct xdp_md *ctx)
 			__u32 len;
 			if (next == 0) {
 				if (i != 0)
-					return pass(data, end, cfg, PASS_IPV6_EXT);
+					return pass(data, end, PASS_IPV6_EXT);
 			} else if (next != 43 && next != 60 && next != 44 && next != 51) {
 				break;
 			}
 			if (i == 5 || seen_fragment == 2)
-				return pass(data, end, cfg, PASS_IPV6_EXT);
+				return pass(data, end, PASS_IPV6_EXT);
 			if (l4 + 8 > end || l4 + 8 > l4_end)
-				return pass(data, end, cfg, PASS_IPV6_EXT);
+				return pass(data, end, PASS_IPV6_EXT);
 			if (next == 44) {
 				__u16 offset_more = be16(l4 + 2);
 				len = 8;
 				if (offset_more & 0xfff9) {
 					if (seen_fragment)
-						return pass(data, end, cfg, PASS_IPV6_EXT);
-					key.id = (__u32)l4[4] << 24 | (__u32)l4[5] << 16 |
-						 (__u32)l4[6] << 8 | l4[7];
+						return pass(data, end, PASS_IPV6_EXT);
+					id = __builtin_bswap32(ld32(l4 + 4));
 					if (offset_more & 0xfff8) {
 						// A later fragment: what follows is data.
 						fragment = 2;
@@ -296,31 +312,40 @@ int balance(struct xdp_md *ctx)
 			next = l4[0];
 			l4 += len & 0x7ff;
 			if (l4 > l4_end)
-				return pass(data, end, cfg, PASS_IPV6_EXT);
+				return pass(data, end, PASS_IPV6_EXT);
 		}
 		if (next == 135 || next == 139 || next == 140 || next == 253 || next == 254)
-			return pass(data, end, cfg, PASS_IPV6_EXT);
-		key.proto = next;
+			return pass(data, end, PASS_IPV6_EXT);
+		proto = next;
 	} else {
-		return pass(data, end, cfg, PASS_IP_HEADER);
+		return pass(data, end, PASS_IP_HEADER);
 	}
-	key.version = version;
+	struct frag_key key;
+	if (fragment) {
+		key.src[0] = src_lo;
+		key.src[1] = src_hi;
+		key.dst[0] = dst_lo;
+		key.dst[1] = dst_hi;
+		key.id = id;
+		key.vlan = vlan;
+		key.proto = proto;
+		key.version = version;
+	}
 
 	if (fragment != 2) {
-		__u8 proto = key.proto;
 		if (proto == 4 || proto == 41 || proto == 47)
-			return pass(data, end, cfg, PASS_TUNNEL);
+			return pass(data, end, PASS_TUNNEL);
 		if (proto == 6 || proto == 17 || proto == 132) {
 			if (l4 + 4 <= l4_end && l4 + 4 <= end) {
 				src_port = be16(l4);
 				dst_port = be16(l4 + 2);
 			}
 			if (proto == 6 && l4 + 20 <= l4_end && l4 + 20 <= end && (l4[12] >> 4) < 5)
-				return pass(data, end, cfg, PASS_TCP_HEADER);
+				return pass(data, end, PASS_TCP_HEADER);
 			if (proto == 17 && l4 + 8 <= l4_end &&
 			    (dst_port == VXLAN_PORT || dst_port == VXLAN_GPE_PORT ||
 			     dst_port == GENEVE_PORT || dst_port == GTPU_PORT || src_port == GTPU_PORT))
-				return pass(data, end, cfg, PASS_TUNNEL);
+				return pass(data, end, PASS_TUNNEL);
 		}
 		if (fragment == 1) {
 			struct frag_ports ports = { src_port, dst_port };
@@ -337,26 +362,26 @@ int balance(struct xdp_md *ctx)
 		}
 	}
 
-	__u64 shared = (__u64)key.proto | (__u64)version << 8 | (__u64)key.vlan << 16;
-	if (cfg && cfg->ip_pair) {
+	__u64 shared = (__u64)proto | (__u64)version << 8 | (__u64)vlan << 16;
+	if (ip_pair) {
 		src_port = 0;
 		dst_port = 0;
-		shared = (__u64)version << 8 | (__u64)key.vlan << 16;
+		shared = (__u64)version << 8 | (__u64)vlan << 16;
 	}
-	__u64 a = endpoint_hash(key.src, src_port);
-	__u64 b = endpoint_hash(key.dst, dst_port);
+	__u64 a = fold_mul(src_addr ^ src_port, K2);
+	__u64 b = fold_mul(dst_addr ^ dst_port, K2);
 	__u64 hash = fold_mul((a + b) ^ K2, shared ^ K3);
 	__u32 slot = ((__u32)hash) >> 20;
 	__u32 *cell = bpf_map_lookup_elem(&slots, &slot);
 	if (!cell)
-		return pass(data, end, cfg, PASS_NO_CELL);
+		return pass(data, end, PASS_NO_CELL);
 	__u32 c = *cell;
 	struct cell_counts *counts = bpf_map_lookup_elem(&cell_counts, &c);
 	if (counts) {
 		counts->packets += 1;
 		counts->bytes += (__u64)(end - data);
 	}
-	mark(data, end, cfg, c, 0xffff, hash);
+	mark(data, end, c, 0xffff, hash);
 	long action = bpf_redirect_map(&cells, c, XDP_PASS);
 	if (action != XDP_REDIRECT) {
 		count(STAT_REDIRECT_FAILURES);

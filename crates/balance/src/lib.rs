@@ -108,6 +108,44 @@ pub struct BalanceReport {
     /// Inline: frames forwarded to the output link, and those it refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inline: Option<CellCounts>,
+    /// The XDP fast path's counts, when it was asked for (`balance.xdp`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp: Option<XdpReport>,
+}
+
+/// What the XDP fast path did, for the summary: the frames it redirected
+/// in the kernel never reach the user-space counts above.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct XdpReport {
+    /// The interface it is attached to.
+    pub interface: String,
+    /// `driver` or `generic` (the kernel's SKB mode); `none` when it could
+    /// not attach, `error` saying why (the user-space path then takes
+    /// every frame).
+    pub mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Per cell: frames and their bytes the program chose the cell for
+    /// (redirected, or passed when the redirect failed).
+    pub cells: Vec<XdpCellCounts>,
+    /// Frames passed to the user-space path, by reason (every reason,
+    /// zeros included; `no-cell` and redirect failures as below).
+    pub passed: std::collections::BTreeMap<String, u64>,
+    /// Later IP fragments given their first fragment's ports, and those
+    /// left without.
+    pub resolved_fragments: u64,
+    pub unresolved_fragments: u64,
+    /// Frames whose cell's interface would not take them: passed to the
+    /// user-space path instead.
+    pub redirect_failures: u64,
+}
+
+/// One cell's counts on the XDP fast path.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct XdpCellCounts {
+    pub cell: String,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 impl BalanceReport {
@@ -128,6 +166,10 @@ impl BalanceReport {
             (Some(mine), Some(theirs)) => mine.add(theirs),
             (None, Some(theirs)) => self.inline = Some(theirs.clone()),
             _ => {}
+        }
+        // One program serves every reading thread: its counts are whole.
+        if self.xdp.is_none() {
+            self.xdp.clone_from(&other.xdp);
         }
     }
 }
@@ -236,6 +278,7 @@ impl Balancer {
             resolved_fragments: self.fragments.resolved,
             unresolved_fragments: self.fragments.unresolved,
             inline: None,
+            xdp: None,
         }
     }
 }

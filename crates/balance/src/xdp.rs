@@ -11,8 +11,8 @@
 
 use crate::{CellTable, HashMode, SLOTS};
 use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
-use aya::programs::{TestRun, TestRunOptions, Xdp, XdpMode};
-use aya::{Ebpf, include_bytes_aligned};
+use aya::programs::{TestRun, TestRunOptions, Xdp};
+use aya::{Ebpf, EbpfLoader, include_bytes_aligned};
 
 /// The compiled program, as `bpf/build.sh` makes it.
 pub static OBJECT: &[u8] = include_bytes_aligned!("../bpf/balance.bpf.o");
@@ -85,6 +85,44 @@ pub struct XdpCounts {
     pub redirect_failures: u64,
 }
 
+impl XdpCounts {
+    /// The counts as the summary has them, each cell named as in `cells`.
+    pub fn report(&self, interface: &str, mode: XdpMode, cells: &[String]) -> crate::XdpReport {
+        crate::XdpReport {
+            interface: interface.to_string(),
+            mode: mode_name(mode).to_string(),
+            error: None,
+            cells: cells
+                .iter()
+                .zip(&self.cells)
+                .map(|(cell, &(packets, bytes))| crate::XdpCellCounts {
+                    cell: cell.clone(),
+                    packets,
+                    bytes,
+                })
+                .collect(),
+            passed: self
+                .passed
+                .iter()
+                .map(|(reason, n)| (reason.name().to_string(), *n))
+                .collect(),
+            resolved_fragments: self.resolved_fragments,
+            unresolved_fragments: self.unresolved_fragments,
+            redirect_failures: self.redirect_failures,
+        }
+    }
+}
+
+/// How the program is attached, as the summary says it.
+pub fn mode_name(mode: XdpMode) -> &'static str {
+    match mode {
+        XdpMode::Default => "default",
+        XdpMode::Skb => "generic",
+        XdpMode::Driver => "driver",
+        XdpMode::Hardware => "hardware",
+    }
+}
+
 /// Loading, filling or attaching the program failed.
 #[derive(Debug, thiserror::Error)]
 pub enum XdpLoadError {
@@ -104,6 +142,9 @@ pub struct XdpBalancer {
     cells: usize,
 }
 
+// `XdpMode` is in the signatures above: its users need not depend on aya.
+pub use aya::programs::XdpMode;
+
 fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> XdpLoadError {
     move |e| XdpLoadError::Map(name, e.to_string())
 }
@@ -111,7 +152,26 @@ fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> XdpLoadError {
 impl XdpBalancer {
     /// Loads the program with `table`'s slots and the hash `mode`.
     pub fn load(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| XdpLoadError::Load(e.to_string()))?;
+        XdpBalancer::load_with(table, mode, false)
+    }
+
+    /// Loads the program in test mode: each run writes its decision over
+    /// the frame's Ethernet header, which [`XdpBalancer::decide`] reads
+    /// back. Never attach a program loaded so.
+    pub fn load_for_tests(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
+        XdpBalancer::load_with(table, mode, true)
+    }
+
+    fn load_with(table: &CellTable, mode: HashMode, test: bool) -> Result<XdpBalancer, XdpLoadError> {
+        // The hash and the test mode are read-only globals, fixed before
+        // the verifier sees the program, so it prunes what they turn off.
+        let ip_pair = u32::from(mode == HashMode::IpPair);
+        let test_mode = u32::from(test);
+        let mut ebpf = EbpfLoader::new()
+            .override_global("ip_pair", &ip_pair, true)
+            .override_global("test_mode", &test_mode, true)
+            .load(OBJECT)
+            .map_err(|e| XdpLoadError::Load(e.to_string()))?;
         let program: &mut Xdp = ebpf
             .program_mut("balance")
             .ok_or_else(|| XdpLoadError::Load("no program `balance` in the object".into()))?
@@ -122,7 +182,6 @@ impl XdpBalancer {
             ebpf,
             cells: table.cells(),
         };
-        balancer.configure(mode == HashMode::IpPair, false)?;
         let mut slots: Array<&mut MapData, u32> =
             Array::try_from(balancer.ebpf.map_mut("slots").expect("slots")).map_err(map_err("slots"))?;
         for (slot, &owner) in table.owners().iter().enumerate().take(SLOTS) {
@@ -131,24 +190,15 @@ impl XdpBalancer {
         Ok(balancer)
     }
 
-    fn configure(&mut self, ip_pair: bool, test: bool) -> Result<(), XdpLoadError> {
-        let mut config: Array<&mut MapData, [u32; 2]> =
-            Array::try_from(self.ebpf.map_mut("config").expect("config")).map_err(map_err("config"))?;
-        config
-            .set(0, [u32::from(ip_pair), u32::from(test)], 0)
-            .map_err(map_err("config"))
-    }
-
-    /// Test runs report their decision by writing it over the frame's
-    /// Ethernet header; never set on an attached program.
-    pub fn set_test_mode(&mut self, mode: HashMode, test: bool) -> Result<(), XdpLoadError> {
-        self.configure(mode == HashMode::IpPair, test)
-    }
-
     /// Points each cell at its interface (by name; `-` for a cell that
     /// left: it owns no slot) and attaches the program to `input`, in the
     /// driver's mode where it has one, else the generic mode.
     pub fn attach(&mut self, input: &str, cells: &[String]) -> Result<XdpMode, XdpLoadError> {
+        self.attach_in(input, cells, &[XdpMode::Driver, XdpMode::Skb])
+    }
+
+    /// As [`XdpBalancer::attach`], trying the given modes in order.
+    pub fn attach_in(&mut self, input: &str, cells: &[String], modes: &[XdpMode]) -> Result<XdpMode, XdpLoadError> {
         let mut devmap = DevMap::try_from(self.ebpf.map_mut("cells").expect("cells")).map_err(map_err("cells"))?;
         for (cell, name) in cells.iter().enumerate() {
             if name == "-" {
@@ -169,7 +219,7 @@ impl XdpBalancer {
             .try_into()
             .expect("an XDP program");
         let mut last = String::new();
-        for mode in [XdpMode::Driver, XdpMode::Skb] {
+        for &mode in modes {
             match program.attach(input, mode) {
                 Ok(_) => return Ok(mode),
                 Err(e) => last = e.to_string(),

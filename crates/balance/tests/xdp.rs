@@ -82,11 +82,8 @@ fn reference_captures() -> Option<Vec<PathBuf>> {
 
 /// Loads the program in test mode, or says why not (no privileges).
 fn load(table: &CellTable, mode: HashMode) -> Option<XdpBalancer> {
-    match XdpBalancer::load(table, mode) {
-        Ok(mut b) => {
-            b.set_test_mode(mode, true).expect("the config map");
-            Some(b)
-        }
+    match XdpBalancer::load_for_tests(table, mode) {
+        Ok(b) => Some(b),
         Err(e) if e.to_string().contains("permitted") || e.to_string().contains("ermission") => {
             eprintln!("skipping: {e}");
             None

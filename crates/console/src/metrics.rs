@@ -44,6 +44,11 @@ struct Cell {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Thread {
     thread: String,
 }
@@ -208,6 +213,52 @@ pub(crate) fn render(s: &Snapshot) -> String {
             "Frames the cell's output refused",
             failures,
         );
+        if let Some(xdp) = balance.xdp.as_ref().filter(|x| x.error.is_none()) {
+            let families: [Family<Cell, Counter<u64>>; 2] = Default::default();
+            for c in &xdp.cells {
+                let label = Cell { cell: c.cell.clone() };
+                families[0].get_or_create(&label).inc_by(c.packets);
+                families[1].get_or_create(&label).inc_by(c.bytes);
+            }
+            let [packets, bytes] = families;
+            r.register(
+                "sluice_balance_xdp_packets",
+                "Frames the XDP fast path sent to each cell",
+                packets,
+            );
+            r.register(
+                "sluice_balance_xdp_bytes",
+                "Bytes the XDP fast path sent to each cell",
+                bytes,
+            );
+            let passed: Family<Reason, Counter<u64>> = Family::default();
+            for (reason, n) in &xdp.passed {
+                passed.get_or_create(&Reason { reason: reason.clone() }).inc_by(*n);
+            }
+            r.register(
+                "sluice_balance_xdp_passed",
+                "Frames the XDP fast path passed to the user-space path, by reason",
+                passed,
+            );
+            counter(
+                &mut r,
+                "sluice_balance_xdp_resolved_fragments",
+                "Later IP fragments the XDP fast path gave their first fragment's ports",
+                xdp.resolved_fragments,
+            );
+            counter(
+                &mut r,
+                "sluice_balance_xdp_unresolved_fragments",
+                "Later IP fragments the XDP fast path found no first fragment for",
+                xdp.unresolved_fragments,
+            );
+            counter(
+                &mut r,
+                "sluice_balance_xdp_redirect_failures",
+                "Frames the XDP fast path could not redirect to their cell (passed instead)",
+                xdp.redirect_failures,
+            );
+        }
     }
     gauge(
         &mut r,
@@ -261,7 +312,7 @@ fn clock_ticks() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_balance::{BalanceReport, CellCounts};
+    use sluice_balance::{BalanceReport, CellCounts, XdpCellCounts, XdpReport};
 
     #[test]
     fn each_cell_has_its_counters() {
@@ -292,5 +343,56 @@ mod tests {
             assert!(text.contains(line), "{line} missing from:\n{text}");
         }
         assert!(!render(&Snapshot::default()).contains("sluice_balance"));
+        assert!(!text.contains("sluice_balance_xdp"), "no fast path, no XDP metrics");
+    }
+
+    #[test]
+    fn the_xdp_fast_path_has_its_counters() {
+        let xdp = XdpReport {
+            interface: "in0".into(),
+            mode: "generic".into(),
+            error: None,
+            cells: vec![
+                XdpCellCounts {
+                    cell: "c0".into(),
+                    packets: 7,
+                    bytes: 700,
+                },
+                XdpCellCounts {
+                    cell: "c1".into(),
+                    packets: 9,
+                    bytes: 900,
+                },
+            ],
+            passed: [("tunnel".to_string(), 4), ("not-ip".to_string(), 0)].into(),
+            resolved_fragments: 5,
+            unresolved_fragments: 6,
+            redirect_failures: 8,
+        };
+        let mut snapshot = Snapshot {
+            balance: Some(BalanceReport {
+                xdp: Some(xdp),
+                ..BalanceReport::default()
+            }),
+            ..Snapshot::default()
+        };
+        let text = render(&snapshot);
+        for line in [
+            r#"sluice_balance_xdp_packets_total{cell="c0"} 7"#,
+            r#"sluice_balance_xdp_packets_total{cell="c1"} 9"#,
+            r#"sluice_balance_xdp_bytes_total{cell="c1"} 900"#,
+            r#"sluice_balance_xdp_passed_total{reason="tunnel"} 4"#,
+            r#"sluice_balance_xdp_passed_total{reason="not-ip"} 0"#,
+            "sluice_balance_xdp_resolved_fragments_total 5",
+            "sluice_balance_xdp_unresolved_fragments_total 6",
+            "sluice_balance_xdp_redirect_failures_total 8",
+        ] {
+            assert!(text.contains(line), "{line} missing from:\n{text}");
+        }
+        // Not attached: the summary says why, the metrics have no counts.
+        if let Some(x) = snapshot.balance.as_mut().and_then(|b| b.xdp.as_mut()) {
+            x.error = Some("no XDP".into());
+        }
+        assert!(!render(&snapshot).contains("sluice_balance_xdp"));
     }
 }

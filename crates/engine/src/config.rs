@@ -468,6 +468,15 @@ pub struct BalanceConfig {
     /// (`--inline`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
+    /// Also attach the XDP fast path to the one input interface
+    /// (`--balance-xdp`; `sluice balance --xdp`): it redirects in the
+    /// kernel what it parses, the listener balances what it passes.
+    pub xdp: bool,
+    /// How the XDP program is attached (`--balance-xdp-mode`): `driver`,
+    /// `generic` (the kernel's SKB mode, any interface), or unset: the
+    /// driver's mode where it has one, else generic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xdp_mode: Option<String>,
 }
 
 impl Default for BalanceConfig {
@@ -476,6 +485,8 @@ impl Default for BalanceConfig {
             cells: Vec::new(),
             hash: "symmetric-5tuple".into(),
             inline: None,
+            xdp: false,
+            xdp_mode: None,
         }
     }
 }
@@ -826,6 +837,12 @@ stats: {interval: 1s, top: 20}
         assert_eq!(ProbeConfig::from_yaml(&c.to_yaml(), "printed").unwrap(), c);
         let e = ProbeConfig::from_yaml("balance: {cell: [c0]}", "probe.yaml").unwrap_err();
         assert!(e.to_string().contains("cell"), "{e}");
+        assert!(!b.xdp && b.xdp_mode.is_none(), "XDP only when asked for");
+        let c = ProbeConfig::from_yaml("balance: {cells: [c0], xdp: true, xdp_mode: generic}\n", "probe.yaml").unwrap();
+        let b = c.balance.as_ref().unwrap();
+        assert!(b.xdp);
+        assert_eq!(b.xdp_mode.as_deref(), Some("generic"));
+        assert_eq!(ProbeConfig::from_yaml(&c.to_yaml(), "printed").unwrap(), c);
     }
 
     #[test]

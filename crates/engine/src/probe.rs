@@ -296,7 +296,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     let balancing = config
         .balance
         .as_ref()
-        .map(|b| Balancing::new(b, published.clone()))
+        .map(|b| Balancing::new(b, &config.capture.interfaces, live, published.clone()))
         .transpose()
         .map_err(ConfigError::Other)?;
 

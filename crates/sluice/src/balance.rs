@@ -59,6 +59,11 @@ pub struct BalanceCommandArgs {
     /// two interfaces.
     #[arg(long)]
     xdp: bool,
+    /// How --xdp attaches: driver, or generic (the kernel's SKB mode, any
+    /// interface) [default: driver where IFACE has it, else generic].
+    /// Implies --xdp.
+    #[arg(long, value_name = "MODE", value_parser = ["driver", "generic"])]
+    xdp_mode: Option<String>,
     /// Write the run's counters (per cell: packets, bytes, flows, drops,
     /// redirect failures) to OUTDIR/summary.json.
     #[arg(short, long)]
@@ -127,14 +132,16 @@ pub fn balance_config(args: &BalanceCommandArgs) -> anyhow::Result<ProbeConfig> 
         cells,
         hash: args.hash.clone().unwrap_or_else(|| "symmetric-5tuple".into()),
         inline: args.inline.clone(),
+        xdp: args.xdp || args.xdp_mode.is_some(),
+        xdp_mode: args.xdp_mode.clone(),
     });
     Ok(config)
 }
 
 pub fn run_balance(args: BalanceCommandArgs) -> anyhow::Result<ExitCode> {
     let config = balance_config(&args)?;
-    // Held for the run: dropping it detaches the program.
-    let xdp = if args.xdp { attach_xdp(&args, &config)? } else { None };
+    // With --xdp, the balance listener attaches the fast path for the run
+    // (or says why it could not) and reports its counts with its own.
     let summary = run::run(
         &config,
         Printing {
@@ -146,14 +153,9 @@ pub fn run_balance(args: BalanceCommandArgs) -> anyhow::Result<ExitCode> {
         && let Some(report) = &summary.balance
     {
         print!("{}", render(report, summary.packets));
-    }
-    if !args.quiet
-        && let Some(xdp) = &xdp
-    {
-        print!(
-            "{}",
-            render_xdp(&xdp.counts()?, config.balance.as_ref().map_or(&[][..], |b| &b.cells))
-        );
+        if let Some(xdp) = &report.xdp {
+            print!("{}", render_xdp(xdp));
+        }
     }
     Ok(if summary.is_partial() {
         ExitCode::from(3)
@@ -162,53 +164,23 @@ pub fn run_balance(args: BalanceCommandArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Loads and attaches the XDP fast path, or says why it could not and
-/// leaves the frames to the user-space path.
-fn attach_xdp(
-    args: &BalanceCommandArgs,
-    config: &ProbeConfig,
-) -> anyhow::Result<Option<sluice_balance::xdp::XdpBalancer>> {
-    let [input] = args.interfaces.as_slice() else {
-        bail!("--xdp needs one input interface (-i IFACE): it is attached to it");
-    };
-    if args.inline.is_some() {
-        bail!(
-            "--xdp with --inline: an XDP program sends a frame to one interface, not to a cell and OUT both; drop --xdp to run inline"
-        );
-    }
-    let balance = config.balance.as_ref().expect("balance_config sets it");
-    let present: Vec<bool> = balance.cells.iter().map(|c| c != "-").collect();
-    let table = sluice_balance::CellTable::with_present(&present)?;
-    let mode: sluice_balance::HashMode = balance.hash.parse().map_err(anyhow::Error::msg)?;
-    let attached = sluice_balance::xdp::XdpBalancer::load(&table, mode).and_then(|mut xdp| {
-        let how = xdp.attach(input, &balance.cells)?;
-        Ok((xdp, how))
-    });
-    match attached {
-        Ok((xdp, how)) => {
-            if !args.quiet {
-                eprintln!("XDP fast path attached to {input} ({how:?} mode); the user-space path takes what it passes");
-            }
-            Ok(Some(xdp))
-        }
-        Err(e) => {
-            eprintln!("XDP fast path not attached: {e}; the user-space path takes every frame");
-            Ok(None)
-        }
-    }
-}
-
 /// The fast path's counters, as printed.
-fn render_xdp(counts: &sluice_balance::xdp::XdpCounts, cells: &[String]) -> String {
-    let mut s = format!("XDP fast path\n{:<24} {:>12} {:>14}\n", "cell", "packets", "bytes");
-    for (name, (packets, bytes)) in cells.iter().zip(&counts.cells) {
-        s.push_str(&format!("{name:<24} {packets:>12} {bytes:>14}\n"));
+fn render_xdp(xdp: &sluice_balance::XdpReport) -> String {
+    if let Some(error) = &xdp.error {
+        return format!("XDP fast path on {} ({} mode): {error}\n", xdp.interface, xdp.mode);
     }
-    let passed: Vec<String> = counts
+    let mut s = format!(
+        "XDP fast path on {} ({} mode)\n{:<24} {:>12} {:>14}\n",
+        xdp.interface, xdp.mode, "cell", "packets", "bytes"
+    );
+    for c in &xdp.cells {
+        s.push_str(&format!("{:<24} {:>12} {:>14}\n", c.cell, c.packets, c.bytes));
+    }
+    let passed: Vec<String> = xdp
         .passed
         .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(reason, n)| format!("{} {n}", reason.name()))
+        .filter(|(_, n)| **n > 0)
+        .map(|(reason, n)| format!("{reason} {n}"))
         .collect();
     s.push_str(&format!(
         "passed to user space: {}; fragments resolved {}, unresolved {}; redirect failures {}\n",
@@ -217,9 +189,9 @@ fn render_xdp(counts: &sluice_balance::xdp::XdpCounts, cells: &[String]) -> Stri
         } else {
             passed.join(", ")
         },
-        counts.resolved_fragments,
-        counts.unresolved_fragments,
-        counts.redirect_failures
+        xdp.resolved_fragments,
+        xdp.unresolved_fragments,
+        xdp.redirect_failures
     ));
     s
 }

@@ -674,11 +674,24 @@ pub struct BalanceArgs {
     /// Inline: forward every frame to this interface too.
     #[arg(long, value_name = "IFACE")]
     pub inline: Option<String>,
+    /// Also attach the XDP fast path to the input interface (one -i): the
+    /// kernel redirects what it parses, the listener balances the rest.
+    #[arg(long)]
+    pub balance_xdp: bool,
+    /// How the XDP fast path is attached: driver, or generic (any
+    /// interface) [default: driver where the interface has it, else
+    /// generic]. Implies --balance-xdp.
+    #[arg(long, value_name = "MODE", value_parser = ["driver", "generic"])]
+    pub balance_xdp_mode: Option<String>,
 }
 
 impl BalanceArgs {
     pub fn given(&self) -> bool {
-        !self.cell.is_empty() || self.balance_hash.is_some() || self.inline.is_some()
+        !self.cell.is_empty()
+            || self.balance_hash.is_some()
+            || self.inline.is_some()
+            || self.balance_xdp
+            || self.balance_xdp_mode.is_some()
     }
 
     pub fn apply(&self, b: &mut BalanceConfig) {
@@ -690,6 +703,13 @@ impl BalanceArgs {
         }
         if self.inline.is_some() {
             b.inline.clone_from(&self.inline);
+        }
+        if self.balance_xdp {
+            b.xdp = true;
+        }
+        if self.balance_xdp_mode.is_some() {
+            b.xdp = true;
+            b.xdp_mode.clone_from(&self.balance_xdp_mode);
         }
     }
 }

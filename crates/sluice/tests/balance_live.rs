@@ -313,3 +313,232 @@ fn cells_share_the_mix_evenly_and_lose_nothing() {
 fn the_worst_case_goes_through_inline_in_order() {
     through_cells("worst-case", 20_000, true);
 }
+
+/// A counter of a namespace's interface, from its sysfs.
+fn link_counter(m: &Machines, ns: &str, link: &str, counter: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &m.ns(ns), "cat"])
+        .arg(format!("/sys/class/net/{link}/statistics/{counter}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|e| {
+        panic!(
+            "{ns}'s {link} {counter}: {e} ({})",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// `/metrics` of a server in a namespace, through curl there; None
+/// without curl.
+fn scrape(m: &Machines, ns: &str, addr: &str) -> Option<String> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &m.ns(ns), "curl", "-sf", "--max-time", "10"])
+        .arg(format!("http://{addr}/metrics"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A metric's value in a scrape (the sum over its label sets).
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Frames the XDP program passes to the user-space path: `arp` ARP
+/// requests (not IP) and `gre` GRE packets over IPv4 (a tunnel), from the
+/// protocols' layouts.
+fn passed_frames(arp: usize, gre: usize) -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    let eth = |ethertype: u16| {
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f
+    };
+    for i in 0..arp {
+        let mut f = eth(0x0806);
+        // Ethernet, IPv4, request; sender 10.9.0.1, target 10.9.1.i.
+        f.extend_from_slice(&[0, 1, 0x08, 0, 6, 4, 0, 1, 0x02, 0, 0, 0, 0, 0x01, 10, 9, 0, 1]);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&[10, 9, 1, i as u8]);
+        f.resize(60, 0);
+        frames.push(f);
+    }
+    for i in 0..gre {
+        let mut f = eth(0x0800);
+        // IPv4, 20-byte header, protocol 47 (GRE), then GRE carrying
+        // IPv4 with no payload.
+        let total: u16 = 20 + 4;
+        f.extend_from_slice(&[0x45, 0]);
+        f.extend_from_slice(&total.to_be_bytes());
+        f.extend_from_slice(&[0, i as u8, 0, 0, 64, 47, 0, 0, 10, 9, 0, 1, 10, 9, 0, 2]);
+        f.extend_from_slice(&[0, 0, 0x08, 0]);
+        f.resize(60, 0);
+        frames.push(f);
+    }
+    frames
+}
+
+/// Sends raw frames on a namespace's interface (a packet socket, through
+/// python3); false when python3 cannot.
+fn send_raw(m: &Machines, ns: &str, link: &str, frames: &[Vec<u8>]) -> bool {
+    use std::io::Write;
+    let script = format!(
+        "import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\ns.bind(('{link}',0))\nfor l in sys.stdin:\n    s.send(bytes.fromhex(l.strip()))\n"
+    );
+    let Ok(mut child) = Command::new("ip")
+        .args(["netns", "exec", &m.ns(ns), "python3", "-c", &script])
+        .stdin(Stdio::piped())
+        .spawn()
+    else {
+        return false;
+    };
+    let mut input = child.stdin.take().unwrap();
+    for f in frames {
+        let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
+        writeln!(input, "{hex}").unwrap();
+    }
+    drop(input);
+    child.wait().is_ok_and(|s| s.success())
+}
+
+/// `sluice balance --xdp`, the program attached in generic mode to the
+/// balancer's input veth: every frame the sender sent is counted once by
+/// the fast path (redirected to a cell, or passed to the user-space path
+/// by reason), in summary.json and in /metrics; what it passed is what the
+/// user-space path read; each cell's link received what the two paths sent
+/// it; nothing failed.
+#[test]
+fn the_xdp_fast_path_counts_every_frame_in_the_summary_and_the_metrics() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(m) = Machines::create("xdp") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("balance");
+    m.exec("bal", &["ip", "link", "set", "lo", "up"]);
+    let addr = "127.0.0.1:9739";
+    let balancer = m.spawn(
+        "bal",
+        &[
+            "balance",
+            "-i",
+            "in0",
+            "--cells",
+            "c0,c1,c2,c3",
+            "--xdp-mode",
+            "generic",
+            "-o",
+            s(&out),
+            "--metrics",
+            addr,
+        ],
+    );
+    wait_for(&out.join("probe.yaml"));
+    let packets: u64 = 10_000;
+    let sender = m.spawn(
+        "snd",
+        &[
+            "gen",
+            "--profile",
+            "mix",
+            "--packets",
+            &packets.to_string(),
+            "--seed",
+            "39",
+            "-i",
+            "s0",
+            "--rate",
+            "20000pps",
+        ],
+    );
+    succeeded(sender);
+    let (arp, gre) = (50, 30);
+    let extra = if send_raw(&m, "snd", "s0", &passed_frames(arp, gre)) {
+        (arp + gre) as u64
+    } else {
+        eprintln!("not sending ARP and GRE frames: no python3");
+        0
+    };
+    let packets = packets + extra;
+    // The counts are published at least once a second: wait until the
+    // metrics show every frame (or give up and let the summary tell).
+    let start = Instant::now();
+    let mut scraped = None;
+    while start.elapsed() < Duration::from_secs(30) {
+        match scrape(&m, "bal", addr) {
+            Some(text) => {
+                let seen = metric(&text, "sluice_balance_xdp_packets_total")
+                    + metric(&text, "sluice_balance_xdp_passed_total");
+                let done = seen >= packets;
+                scraped = Some(text);
+                if done {
+                    break;
+                }
+            }
+            None if start.elapsed() > Duration::from_secs(10) => break,
+            None => {}
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let stderr = stop(balancer);
+    let summary = json(&out.join("summary.json"));
+    let xdp = &summary["balance"]["xdp"];
+    if xdp["mode"] == "none" {
+        eprintln!("skipping: the XDP program did not attach: {} ({stderr})", xdp["error"]);
+        return;
+    }
+    assert_eq!(xdp["mode"], "generic", "{xdp}");
+    assert_eq!(xdp["interface"], "in0", "{xdp}");
+    let cells: Vec<u64> = (0..CELLS)
+        .map(|i| {
+            assert_eq!(xdp["cells"][i]["cell"], format!("c{i}"), "{xdp}");
+            xdp["cells"][i]["packets"].as_u64().unwrap()
+        })
+        .collect();
+    let redirected: u64 = cells.iter().sum();
+    let passed: u64 = xdp["passed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    eprintln!("xdp: {redirected} redirected {cells:?}, {passed} passed: {xdp}");
+    assert_eq!(redirected + passed, packets, "every frame counted once by XDP: {xdp}");
+    assert!(cells.iter().all(|&n| n > 0), "every cell got frames: {cells:?}");
+    assert_eq!(xdp["redirect_failures"], 0, "{xdp}");
+    assert_eq!(xdp["passed"]["no-cell"], 0, "{xdp}");
+    if extra > 0 {
+        assert_eq!(xdp["passed"]["not-ip"], arp as u64, "{xdp}");
+        assert_eq!(xdp["passed"]["tunnel"], gre as u64, "{xdp}");
+    }
+    // What XDP passed, and only that, reached the user-space path.
+    let report = &summary["balance"];
+    assert_eq!(summary["capture"]["packets"], passed, "{summary}");
+    let user: Vec<u64> = (0..CELLS)
+        .map(|i| report["cells"][i]["packets"].as_u64().unwrap())
+        .collect();
+    assert_eq!(user.iter().sum::<u64>(), passed, "{report}");
+    // Each cell's link got both paths' frames.
+    for i in 0..CELLS {
+        let received = link_counter(&m, &format!("cell{i}"), "p0", "rx_packets");
+        assert_eq!(received, cells[i] + user[i], "cell {i}: {report}");
+    }
+    match scraped {
+        Some(text) => {
+            for (i, n) in cells.iter().enumerate() {
+                let line = format!(r#"sluice_balance_xdp_packets_total{{cell="c{i}"}} {n}"#);
+                assert!(text.contains(&line), "{line} missing from:\n{text}");
+            }
+            assert_eq!(metric(&text, "sluice_balance_xdp_passed_total"), passed);
+            assert_eq!(metric(&text, "sluice_balance_xdp_redirect_failures_total"), 0);
+        }
+        None => eprintln!("not checking /metrics: no curl, or it could not reach {addr}"),
+    }
+}

@@ -14,13 +14,21 @@
 //! drops; frames a cell's interface refuses (longer than its MTU) are
 //! counted per cell as redirect failures, and what the cell's interface
 //! itself dropped as its drops.
+//!
+//! With `xdp`, the listener also attaches the kernel fast path to the one
+//! input interface (`sluice_balance::xdp`) and holds it for the run: what
+//! the program redirects never reaches the listener, so its counts are read
+//! from the program's maps whenever the listener publishes (every
+//! `PUBLISH_EVERY` frames, and at the source's idle calls, at least once a
+//! second) and at the end, into the report's `xdp` section.
 
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use sluice_balance::{BalanceReport, Balancer, CellCounts, CellTable, HashMode};
+use sluice_balance::xdp::{XdpBalancer, XdpMode};
+use sluice_balance::{BalanceReport, Balancer, CellCounts, CellTable, HashMode, XdpReport};
 use sluice_inject::{Injector, SendStats};
 use sluice_store::PcapWriter;
 use sluice_wire::LinkType;
@@ -44,16 +52,106 @@ pub(crate) struct Balancing {
     /// Each listener's counts (one per reading thread).
     parts: Arc<Mutex<Vec<BalanceReport>>>,
     published: Published,
+    /// The XDP fast path, when asked for.
+    xdp: Option<Arc<FastPath>>,
+}
+
+/// The XDP program attached for the run (detached when dropped), or why it
+/// could not be.
+struct FastPath {
+    attached: Option<(Mutex<XdpBalancer>, XdpMode)>,
+    /// What the summary says when nothing could be read.
+    empty: XdpReport,
+    cells: Vec<String>,
+}
+
+impl FastPath {
+    fn attach(config: &BalanceConfig, table: &CellTable, mode: HashMode, input: &str, modes: &[XdpMode]) -> FastPath {
+        let attached = XdpBalancer::load(table, mode).and_then(|mut xdp| {
+            let how = xdp.attach_in(input, &config.cells, modes)?;
+            Ok((xdp, how))
+        });
+        let mut empty = XdpReport {
+            interface: input.to_string(),
+            ..XdpReport::default()
+        };
+        match attached {
+            Ok((xdp, how)) => {
+                empty.mode = sluice_balance::xdp::mode_name(how).to_string();
+                FastPath {
+                    attached: Some((Mutex::new(xdp), how)),
+                    empty,
+                    cells: config.cells.clone(),
+                }
+            }
+            Err(e) => {
+                // The run goes on without it: the user-space path takes
+                // every frame, and the summary says why.
+                eprintln!("XDP fast path not attached: {e}; the user-space path takes every frame");
+                empty.mode = "none".into();
+                empty.error = Some(e.to_string());
+                FastPath {
+                    attached: None,
+                    empty,
+                    cells: config.cells.clone(),
+                }
+            }
+        }
+    }
+
+    /// The program's counts now.
+    fn report(&self) -> XdpReport {
+        let Some((xdp, how)) = &self.attached else {
+            return self.empty.clone();
+        };
+        let xdp = xdp.lock().unwrap_or_else(|p| p.into_inner());
+        match xdp.counts() {
+            Ok(counts) => counts.report(&self.empty.interface, *how, &self.cells),
+            Err(e) => XdpReport {
+                error: Some(format!("reading the XDP program's counters: {e}")),
+                ..self.empty.clone()
+            },
+        }
+    }
 }
 
 impl Balancing {
-    pub(crate) fn new(config: &BalanceConfig, published: Published) -> Result<Balancing, String> {
+    pub(crate) fn new(
+        config: &BalanceConfig,
+        interfaces: &[String],
+        live: bool,
+        published: Published,
+    ) -> Result<Balancing, String> {
         let mode = config
             .hash
             .parse::<HashMode>()
             .map_err(|e| format!("balance.hash: {e}"))?;
         let present: Vec<bool> = config.cells.iter().map(|c| c != "-").collect();
         let table = CellTable::with_present(&present).map_err(|e| format!("balance.cells: {e}"))?;
+        let xdp = if config.xdp || config.xdp_mode.is_some() {
+            let input = match interfaces {
+                [input] if live => input,
+                _ => {
+                    return Err(
+                        "balance.xdp needs one input interface (-i IFACE): the XDP program is attached to it".into(),
+                    );
+                }
+            };
+            if config.inline.is_some() {
+                return Err("balance.xdp with balance.inline: an XDP program sends a frame to one interface, not to a cell and the inline link both; drop xdp to run inline".into());
+            }
+            let modes: &[XdpMode] = match config.xdp_mode.as_deref() {
+                None => &[XdpMode::Driver, XdpMode::Skb],
+                Some("driver") => &[XdpMode::Driver],
+                Some("generic") => &[XdpMode::Skb],
+                Some(other) => {
+                    return Err(format!("balance.xdp_mode {other:?}: one of driver, generic"));
+                }
+            };
+            Some(Arc::new(FastPath::attach(config, &table, mode, input, modes)))
+        } else {
+            None
+        };
         Ok(Balancing {
             table,
             mode,
@@ -61,6 +159,7 @@ impl Balancing {
             inline: config.inline.clone(),
             parts: Arc::default(),
             published,
+            xdp,
         })
     }
 
@@ -117,12 +216,15 @@ impl Balancing {
             published: self.published.clone(),
             since_publish: 0,
             failure: None,
+            xdp: self.xdp.clone(),
         }
     }
 
-    /// What the listeners did.
+    /// What the listeners did, with the fast path's final counts.
     pub(crate) fn report(&self) -> Option<BalanceReport> {
-        total(&self.parts.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut report = total(&self.parts.lock().unwrap_or_else(|p| p.into_inner()))?;
+        report.xdp = self.xdp.as_ref().map(|x| x.report());
+        Some(report)
     }
 }
 
@@ -240,6 +342,7 @@ pub(crate) struct BalanceListener {
     /// An output failed while the link was quiet: the next frame, or the
     /// end, reports it.
     failure: Option<ListenerFailed>,
+    xdp: Option<Arc<FastPath>>,
 }
 
 impl BalanceListener {
@@ -291,7 +394,15 @@ impl BalanceListener {
             parts[self.part] = report;
             total(&parts)
         };
-        self.published.lock().balance = total;
+        self.published.lock().balance = self.with_xdp(total);
+    }
+
+    /// The total with the fast path's counts as they are now.
+    fn with_xdp(&self, total: Option<BalanceReport>) -> Option<BalanceReport> {
+        total.map(|mut t| {
+            t.xdp = self.xdp.as_ref().map(|x| x.report());
+            t
+        })
     }
 }
 
@@ -395,7 +506,7 @@ impl PacketListener for BalanceListener {
             parts[self.part] = report;
             total(&parts)
         };
-        self.published.lock().balance = total;
+        self.published.lock().balance = self.with_xdp(total);
         Ok(())
     }
 }

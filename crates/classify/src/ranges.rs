@@ -187,6 +187,12 @@ mod tests {
 
     /// The longest prefix holding `addr`, by trying every prefix.
     fn by_hand(prefixes: &[(IpAddr, u8, &'static str)], addr: IpAddr) -> Option<&'static str> {
+        // An IPv4-mapped address is the IPv4 address it carries, whatever
+        // IPv6 prefix covers ::ffff:0:0/96.
+        let addr = match addr {
+            IpAddr::V6(a) => a.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+            IpAddr::V4(_) => addr,
+        };
         let mut best: Option<(u8, usize)> = None;
         for (i, &(p, len, _)) in prefixes.iter().enumerate() {
             let inside = match (p, addr) {
@@ -251,5 +257,9 @@ mod tests {
         assert_eq!(table.get("::ffff:149.154.167.51".parse().unwrap()), Some("Telegram"));
         assert_eq!(table.get("149.154.176.1".parse().unwrap()), None);
         assert_eq!(AddressRanges::default().get("1.2.3.4".parse().unwrap()), None);
+        // Even where an IPv6 prefix spans the mapped block.
+        let table = AddressRanges::new(vec![("::".parse().unwrap(), 80, "A")]);
+        assert_eq!(table.get("::ffff:255.255.255.255".parse().unwrap()), None);
+        assert_eq!(table.get("::fffe:255.255.255.255".parse().unwrap()), Some("A"));
     }
 }

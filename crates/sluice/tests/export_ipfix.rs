@@ -116,6 +116,26 @@ fn wait_for_udp(collector: &mut Running, port: u16, log: &Path) {
     }
 }
 
+/// Wireshark decodes templates of at most 60 fields unless told more.
+const TSHARK_PREFS: [&str; 2] = ["-o", "cflow.max_template_fields:128"];
+
+/// tshark's full dissection (`-V`) of an IPFIX file, which must read
+/// without an Expert Info warning.
+fn tshark_verbose(tshark: &Path, file: &Path) -> String {
+    let verbose = Command::new(tshark)
+        .args(TSHARK_PREFS)
+        .arg("-r")
+        .arg(file)
+        .arg("-V")
+        .output()
+        .unwrap();
+    assert!(verbose.status.success(), "tshark -r {}", file.display());
+    let text = String::from_utf8_lossy(&verbose.stdout).into_owned();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("Expert Info")).take(5).collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    text
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -356,23 +376,11 @@ fn tshark_reads_the_ipfix_file_without_a_warning() {
     let summary = analyze(&out, &["--ipfix", &destination]);
     let records = flow_records(&out);
     assert_eq!(u(&summary["exports"][0]["records"]), records.len() as u64);
-    // Wireshark decodes templates of at most 60 fields unless told more.
-    let prefs = ["-o", "cflow.max_template_fields:128"];
-    let verbose = Command::new(&tshark)
-        .args(prefs)
-        .arg("-r")
-        .arg(&file)
-        .arg("-V")
-        .output()
-        .unwrap();
-    assert!(verbose.status.success());
-    let text = String::from_utf8_lossy(&verbose.stdout);
-    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("Expert Info")).take(5).collect();
-    assert!(warnings.is_empty(), "{warnings:?}");
+    let text = tshark_verbose(&tshark, &file);
     assert!(text.contains("applicationName") || text.contains("APPLICATION_NAME"));
 
     let fields = Command::new(&tshark)
-        .args(prefs)
+        .args(TSHARK_PREFS)
         .arg("-r")
         .arg(&file)
         .args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"])
@@ -813,20 +821,9 @@ fn stats_alarms_and_calls_go_through_ipfix_as_their_lines() {
     let Some(tshark) = tool("tshark") else {
         return;
     };
-    let prefs = ["-o", "cflow.max_template_fields:128"];
-    let verbose = Command::new(&tshark)
-        .args(prefs)
-        .arg("-r")
-        .arg(&file)
-        .arg("-V")
-        .output()
-        .unwrap();
-    assert!(verbose.status.success());
-    let text = String::from_utf8_lossy(&verbose.stdout);
-    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("Expert Info")).take(5).collect();
-    assert!(warnings.is_empty(), "{warnings:?}");
+    tshark_verbose(&tshark, &file);
     let ids = Command::new(&tshark)
-        .args(prefs)
+        .args(TSHARK_PREFS)
         .arg("-r")
         .arg(&file)
         .args(["-T", "fields", "-e", "cflow.template_id", "-e", "cflow.flowset_id"])

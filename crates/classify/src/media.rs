@@ -58,9 +58,10 @@ impl Media {
 
 /// Master protocols whose UDP flows carry real-time media: RTP, its control
 /// and secured forms, the ICE and WebRTC transports that share their 5-tuple
-/// with the SRTP they set up (STUN, DTLS), Agora's SD-RTN and Discord's
-/// voice connections.
-pub const MEDIA_MASTERS: &[&str] = &["RTP", "RTCP", "SRTP", "STUN", "DTLS", "SD-RTN", "Discord"];
+/// with the SRTP they set up (STUN, DTLS), Agora's SD-RTN, Discord's
+/// voice connections and Zoom's media encapsulation (the only master label
+/// Zoom gets: its web traffic is TLS or QUIC with Zoom as application).
+pub const MEDIA_MASTERS: &[&str] = &["RTP", "RTCP", "SRTP", "STUN", "DTLS", "SD-RTN", "Discord", "Zoom"];
 
 /// Applications whose name says the flow is a call, whatever master
 /// protocol carries it. Services with both web and call traffic (Zoom,

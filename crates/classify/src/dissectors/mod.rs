@@ -157,6 +157,7 @@ mod wsd;
 mod xdmcp;
 mod xiaomi;
 mod yojimbo;
+mod zoom;
 
 pub use api::*;
 
@@ -253,6 +254,7 @@ pub fn registry() -> &'static [Dissector] {
             // Games, messaging and consumer apps.
             oicq::DISSECTORS,
             sd_rtn::DISSECTORS,
+            zoom::DISSECTORS,
             source_engine::DISSECTORS,
             toca_boca::DISSECTORS,
             heroes_of_the_storm::DISSECTORS,

@@ -78,9 +78,15 @@ fn classify(p: &[u8]) -> Kind {
     }
 }
 
+/// An RTP packet by the checks `classify` makes (for the RTP a tunnel or an encapsulation
+/// carries).
+pub(super) fn is_rtp_packet(p: &[u8]) -> bool {
+    matches!(classify(p), Kind::Rtp { .. })
+}
+
 /// The first RTCP packet must be a report or one of the RFC 5506 reduced-size types, long
 /// enough for its count. What follows it is not checked: SRTCP encrypts it.
-fn is_rtcp(p: &[u8]) -> bool {
+pub(super) fn is_rtcp(p: &[u8]) -> bool {
     let (Some(&first), Some(&kind), Some(words)) = (p.first(), p.get(1), be16(p, 2)) else {
         return false;
     };

@@ -1,0 +1,232 @@
+//! Zoom's media over UDP, as Michel et al. describe it ("Enabling Passive Measurement of Zoom
+//! Performance in Production Networks", IMC 2022, and the Wireshark dissector published with
+//! it). Between a client and Zoom's servers (UDP ports 8801-8810) a datagram opens with an
+//! 8-byte SFU encapsulation: its type (5 for media), a sequence number, and at offset 7 the
+//! direction, 0 towards Zoom and 4 from it. The media encapsulation follows; peer-to-peer
+//! datagrams open with it directly. Its first byte is the media type, which fixes where the
+//! RTP packet inside begins: 15 (audio) at 19, 16 (video) at 24 when byte 20 is 2 and at 20
+//! otherwise, 30 (peer-to-peer screen share) at 20, 13 (screen share) at 27 when byte 7 is
+//! 0x1e, 1 at 26; types 33-35 carry RTCP at 16.
+//!
+//! On Zoom's ports one media datagram whose SFU header and inner RTP or RTCP check out is
+//! enough; the SFU and media types the description leaves undescribed (the session setup
+//! before the media, control messages) are waited through, a wrong direction byte or a
+//! described type without its packet refused. On other ports, where only the media encapsulation and the
+//! packet inside it speak for Zoom, the dissector waits, as the RTP one does, for the third
+//! datagram of a direction.
+
+use super::rtp::{is_rtcp, is_rtp_packet};
+use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+
+pub const DISSECTORS: &[Dissector] = &[Dissector {
+    name: "Zoom",
+    wants: Wants::Udp,
+    // The SFU encapsulation's types other than 5 are not described: any first byte may open
+    // a datagram on Zoom's ports.
+    first_byte: FirstByte::ANY,
+    inspect,
+}];
+
+const SFU_PORTS: std::ops::RangeInclusive<u16> = 8801..=8810;
+const SFU_HEADER: usize = 8;
+const SFU_MEDIA: u8 = 5;
+const TO_ZOOM: u8 = 0;
+const FROM_ZOOM: u8 = 4;
+/// Datagrams a direction must have had before its current one for a peer-to-peer `Yes`.
+const P2P_EVIDENCE: u32 = 2;
+
+/// What a media encapsulation holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Inner {
+    /// A described type with the RTP or RTCP packet its type places.
+    Valid,
+    /// A described type without it.
+    Invalid,
+    /// A type the description names without placing a packet in it (21, 32, screen share
+    /// subtypes other than 0x1e).
+    Opaque,
+    /// Not a described type.
+    Other,
+}
+
+fn inner(m: &[u8]) -> Inner {
+    let Some(&kind) = m.first() else {
+        return Inner::Other;
+    };
+    let (at, rtcp) = match kind {
+        1 => (26, false),
+        13 if m.get(7) == Some(&0x1e) => (27, false),
+        13 | 21 | 32 => return Inner::Opaque,
+        15 => (19, false),
+        16 if m.get(20) == Some(&2) => (24, false),
+        16 | 30 => (20, false),
+        33..=35 => (16, true),
+        _ => return Inner::Other,
+    };
+    let packet = m.get(at..).unwrap_or_default();
+    let valid = if rtcp { is_rtcp(packet) } else { is_rtp_packet(packet) };
+    if valid { Inner::Valid } else { Inner::Invalid }
+}
+
+fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
+    let data = pkt.data;
+    if SFU_PORTS.contains(&pkt.server_port) {
+        if data.first() != Some(&SFU_MEDIA) {
+            return Verdict::Maybe;
+        }
+        let direction = match pkt.side {
+            Side::Up => TO_ZOOM,
+            Side::Down => FROM_ZOOM,
+        };
+        if data.get(SFU_HEADER - 1) != Some(&direction) {
+            return Verdict::No;
+        }
+        return match inner(&data[SFU_HEADER..]) {
+            Inner::Valid => Verdict::Yes(Found::new("Zoom")),
+            // The description dissects only some media types; the others pass as data.
+            Inner::Opaque | Inner::Other => Verdict::Maybe,
+            Inner::Invalid => Verdict::No,
+        };
+    }
+    match inner(data) {
+        Inner::Valid if pkt.index >= P2P_EVIDENCE => Verdict::Yes(Found::new("Zoom")),
+        Inner::Valid | Inner::Opaque => Verdict::Maybe,
+        Inner::Invalid | Inner::Other => Verdict::No,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Side, TestContext, Transport, test_packet};
+    use super::*;
+
+    /// An RTP header (RFC 3550 §5.1): version 2, payload type `pt`, then payload bytes.
+    fn rtp(pt: u8) -> Vec<u8> {
+        let mut p = vec![0x80, pt, 0x12, 0x34, 0, 0, 0x03, 0x20, 0xde, 0xad, 0xbe, 0xef];
+        p.extend_from_slice(&[0x55; 40]);
+        p
+    }
+
+    /// A receiver report with one report block (RFC 3550 §6.4.2): 1 + 6 words after the header.
+    fn rtcp() -> Vec<u8> {
+        let mut p = vec![0x81, 201, 0, 7];
+        p.resize(32, 0x11);
+        p
+    }
+
+    /// A media encapsulation of `kind` with `packet` at `at`, the bytes before it zero but
+    /// `fill` at the given offsets.
+    fn media(kind: u8, at: usize, fill: &[(usize, u8)], packet: &[u8]) -> Vec<u8> {
+        let mut m = vec![0; at];
+        m[0] = kind;
+        for &(i, b) in fill {
+            m[i] = b;
+        }
+        m.extend_from_slice(packet);
+        m
+    }
+
+    fn sfu(direction: u8, inner: &[u8]) -> Vec<u8> {
+        let mut d = vec![SFU_MEDIA, 0x00, 0x01, 0, 0x4f, 0x83, 0x78, direction];
+        d.extend_from_slice(inner);
+        d
+    }
+
+    fn run(side: Side, ports: (u16, u16), index: u32, data: &[u8]) -> Verdict {
+        let mut pkt = test_packet(Transport::Udp, side, ports.0, ports.1, data);
+        pkt.index = index;
+        inspect(&pkt, &mut TestContext::new().ctx())
+    }
+
+    fn to_server(data: &[u8]) -> Verdict {
+        run(Side::Up, (60653, 8801), 0, data)
+    }
+
+    const ZOOM: Verdict = Verdict::Yes(Found::new("Zoom"));
+
+    #[test]
+    fn every_described_media_type_through_the_sfu() {
+        let cases = [
+            media(15, 19, &[], &rtp(112)),
+            media(16, 24, &[(20, 2)], &rtp(98)),
+            media(16, 20, &[], &rtp(98)),
+            media(30, 20, &[], &rtp(99)),
+            media(13, 27, &[(7, 0x1e)], &rtp(99)),
+            media(1, 26, &[], &rtp(110)),
+            media(33, 16, &[], &rtcp()),
+            media(34, 16, &[], &rtcp()),
+            media(35, 16, &[], &rtcp()),
+        ];
+        for m in &cases {
+            assert_eq!(to_server(&sfu(TO_ZOOM, m)), ZOOM, "type {}", m[0]);
+            assert_eq!(run(Side::Down, (60653, 8810), 3, &sfu(FROM_ZOOM, m)), ZOOM);
+        }
+    }
+
+    #[test]
+    fn near_misses_through_the_sfu() {
+        let audio = media(15, 19, &[], &rtp(112));
+        // The direction byte must say which way the datagram goes.
+        assert_eq!(to_server(&sfu(FROM_ZOOM, &audio)), Verdict::No);
+        assert_eq!(run(Side::Down, (60653, 8801), 1, &sfu(TO_ZOOM, &audio)), Verdict::No);
+        assert_eq!(to_server(&sfu(1, &audio)), Verdict::No);
+        // The RTP one byte off, of version 1, or of an unassigned payload type.
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(15, 18, &[], &rtp(112)))), Verdict::No);
+        let mut v1 = rtp(112);
+        v1[0] = 0x40;
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(15, 19, &[], &v1))), Verdict::No);
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(15, 19, &[], &rtp(80)))), Verdict::No);
+        // Video with the frame header's marker: the RTP is at 24, not 20.
+        assert_eq!(
+            to_server(&sfu(TO_ZOOM, &media(16, 20, &[], &rtp(98))[..20])),
+            Verdict::No
+        );
+        let mut marked = media(16, 20, &[], &rtp(98));
+        marked[20] = 2;
+        assert_eq!(to_server(&sfu(TO_ZOOM, &marked)), Verdict::No);
+        // RTCP types with RTP inside, and a report cut short.
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(33, 16, &[], &rtp(98)))), Verdict::No);
+        assert_eq!(
+            to_server(&sfu(TO_ZOOM, &media(33, 16, &[], &rtcp()[..20]))),
+            Verdict::No
+        );
+        // A header cut short.
+        assert_eq!(to_server(&[SFU_MEDIA, 0, 1]), Verdict::No);
+        // Types without a packet placed in them, media types the description does not
+        // have, a header alone and other SFU types are waited through.
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(17, 19, &[], &rtp(112)))), Verdict::Maybe);
+        assert_eq!(to_server(&sfu(TO_ZOOM, &[])), Verdict::Maybe);
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(21, 20, &[], &[0; 40]))), Verdict::Maybe);
+        assert_eq!(to_server(&sfu(TO_ZOOM, &media(13, 20, &[], &[0; 40]))), Verdict::Maybe);
+        assert_eq!(to_server(b"\x01\x00\x03\xc8 session setup"), Verdict::Maybe);
+        // Off Zoom's ports an SFU header is nothing.
+        assert_eq!(run(Side::Up, (60653, 8800), 5, &sfu(TO_ZOOM, &audio)), Verdict::No);
+        assert_eq!(run(Side::Up, (60653, 8811), 5, &sfu(TO_ZOOM, &audio)), Verdict::No);
+    }
+
+    #[test]
+    fn peer_to_peer_needs_three_datagrams() {
+        let ports = (39065, 46757);
+        for m in [
+            media(15, 19, &[], &rtp(112)),
+            media(16, 24, &[(20, 2)], &rtp(98)),
+            media(30, 20, &[], &rtp(99)),
+            media(34, 16, &[], &rtcp()),
+        ] {
+            assert_eq!(run(Side::Up, ports, 0, &m), Verdict::Maybe);
+            assert_eq!(run(Side::Down, ports, 1, &m), Verdict::Maybe);
+            assert_eq!(run(Side::Down, ports, 2, &m), ZOOM);
+        }
+        // Near misses: the same with the RTP moved, an unknown type, plain RTP, STUN.
+        assert_eq!(run(Side::Up, ports, 4, &media(15, 20, &[], &rtp(112))), Verdict::No);
+        assert_eq!(run(Side::Up, ports, 4, &media(0x1f, 19, &[], &rtp(112))), Verdict::No);
+        assert_eq!(run(Side::Up, ports, 4, &rtp(112)), Verdict::No);
+        let binding = [
+            0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+        ];
+        assert_eq!(run(Side::Up, ports, 4, &binding), Verdict::No);
+        assert_eq!(run(Side::Up, ports, 4, &[]), Verdict::No);
+        // An opaque type is waited through.
+        assert_eq!(run(Side::Up, ports, 4, &media(21, 20, &[], &[0; 40])), Verdict::Maybe);
+    }
+}

@@ -338,7 +338,13 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         Source::Files(inputs) => {
             let mut listeners: Vec<Box<dyn PacketListener>> = Vec::new();
             for r in &recordings {
-                listeners.push(Box::new(r.recorder(0, 1, false, sluice_wire::LinkType::Ethernet)?));
+                listeners.push(Box::new(r.recorder(
+                    0,
+                    1,
+                    false,
+                    sluice_wire::LinkType::Ethernet,
+                    false,
+                )?));
             }
             for a in &abstracts {
                 listeners.push(Box::new(a.feeder()));
@@ -386,7 +392,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
                     // Each worker's ring records into a directory of its
                     // own; with no flow tables, the one thread into the
                     // directory itself.
-                    listeners.push(Box::new(r.recorder(i, threads, workers > 0, link)?));
+                    listeners.push(Box::new(r.recorder(i, threads, workers > 0, link, true)?));
                 }
                 for a in &abstracts {
                     listeners.push(Box::new(a.feeder()));

@@ -75,6 +75,13 @@ pub struct RecorderConfig {
     /// ([`RecorderStats::dropped`]), so that a slow disk never holds up the
     /// capture's other consumers.
     pub lossless: bool,
+    /// Back every block of the pool at start (true, the default), so that
+    /// the kernel's zeroing of fresh pages stalls the start, not the first
+    /// copies: what a live capture needs, since a stalled capture thread
+    /// loses packets. False makes the blocks as they are first needed,
+    /// which a file's reader can wait for: a recording of a small file, or
+    /// of one the disk keeps up with, never backs the whole pool.
+    pub prefault: bool,
 }
 
 impl RecorderConfig {
@@ -92,6 +99,7 @@ impl RecorderConfig {
             direct: true,
             index_thread: true,
             lossless: true,
+            prefault: true,
         }
     }
 }
@@ -211,6 +219,8 @@ pub struct Recorder {
     current: Option<AlignedBuf>,
     /// A free block taken ahead, by a lossy push that made sure of room.
     spare: Option<AlignedBuf>,
+    /// Blocks of the pool not made yet (without `prefault`).
+    unmade: usize,
     filled: usize,
     /// The records that started in `current` (without their flows).
     entry: BlockEntry,
@@ -248,11 +258,14 @@ impl Recorder {
         // written, and the one the indexer holds.
         let pool = config.queue_blocks.max(1) + 2 + usize::from(config.index_thread);
         let (free_tx, free) = mpsc::channel();
-        for _ in 0..pool {
-            free_tx
-                .send(AlignedBuf::faulted_in(config.block_bytes)?)
-                .expect("the receiver is here");
+        if config.prefault {
+            for _ in 0..pool {
+                free_tx
+                    .send(AlignedBuf::faulted_in(config.block_bytes)?)
+                    .expect("the receiver is here");
+            }
         }
+        let unmade = if config.prefault { 0 } else { pool };
         // Opens and closes travel with the blocks; the pool bounds the
         // blocks, so this bound is never what stops a send.
         let (jobs, job_rx) = mpsc::sync_channel(2 * pool + 4);
@@ -270,7 +283,7 @@ impl Recorder {
             let writer = std::thread::Builder::new()
                 .name("sluice-writer".into())
                 .spawn(move || writer.run(job_rx))?;
-            return Ok(Recorder::new(config, jobs, free, writer, shared, file_header));
+            return Ok(Recorder::new(config, jobs, free, unmade, writer, shared, file_header));
         }
         let (indexed, indexed_rx) = mpsc::sync_channel(2 * pool + 4);
         let writer = std::thread::Builder::new()
@@ -296,13 +309,14 @@ impl Recorder {
                     .join()
                     .unwrap_or_else(|_| Err(io::Error::other("the writer thread panicked")))
             })?;
-        Ok(Recorder::new(config, jobs, free, writer, shared, file_header))
+        Ok(Recorder::new(config, jobs, free, unmade, writer, shared, file_header))
     }
 
     fn new(
         config: RecorderConfig,
         jobs: SyncSender<Job>,
         free: Receiver<AlignedBuf>,
+        unmade: usize,
         writer: JoinHandle<io::Result<Vec<PathBuf>>>,
         shared: Arc<Shared>,
         file_header: Vec<u8>,
@@ -315,6 +329,7 @@ impl Recorder {
             shared,
             current: None,
             spare: None,
+            unmade,
             filled: 0,
             entry: BlockEntry::empty(0),
             file_bytes: None,
@@ -556,9 +571,24 @@ impl Recorder {
                 self.spare = Some(buf);
                 Ok(true)
             }
-            Err(TryRecvError::Empty) => Ok(false),
+            Err(TryRecvError::Empty) => match self.make_block()? {
+                Some(buf) => {
+                    self.spare = Some(buf);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
             Err(TryRecvError::Disconnected) => Err(self.writer_failed()),
         }
+    }
+
+    /// A new block of the pool, while it has blocks not made yet.
+    fn make_block(&mut self) -> io::Result<Option<AlignedBuf>> {
+        if self.unmade == 0 {
+            return Ok(None);
+        }
+        self.unmade -= 1;
+        AlignedBuf::new(self.config.block_bytes).map(Some)
     }
 
     fn take_buffer(&mut self) -> io::Result<AlignedBuf> {
@@ -569,6 +599,9 @@ impl Recorder {
             Ok(buf) => return Ok(buf),
             Err(TryRecvError::Disconnected) => return Err(self.writer_failed()),
             Err(TryRecvError::Empty) => {}
+        }
+        if let Some(buf) = self.make_block()? {
+            return Ok(buf);
         }
         self.stats.writer_waits += 1;
         let waiting = Instant::now();
@@ -998,18 +1031,50 @@ mod tests {
     fn records_read_back_whole_across_blocks_and_the_index_covers_each_once() {
         for format in [CaptureFormat::Pcap, CaptureFormat::PcapNg] {
             for index_thread in [true, false] {
-                records_read_back_whole_in(format, index_thread);
+                for prefault in [true, false] {
+                    records_read_back_whole_in(format, index_thread, prefault);
+                }
             }
         }
     }
 
-    fn records_read_back_whole_in(format: CaptureFormat, index_thread: bool) {
+    /// Without `prefault`, a recording makes only the blocks it fills: one
+    /// for a few packets, more as they are needed (and never more than the
+    /// pool: `unmade` cannot go below zero).
+    #[test]
+    fn blocks_made_on_demand_are_only_those_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = RecorderConfig::new(dir.path(), LinkType::Ethernet, 2000);
+        c.block_bytes = MIN_BLOCK_BYTES;
+        c.queue_blocks = 2;
+        c.prefault = false;
+        let mut r = Recorder::start(c).unwrap();
+        let pool = 2 + 2 + 1;
+        assert_eq!(r.unmade, pool);
+        for i in 0..10 {
+            let f = frame(i, 100);
+            r.push(1_000 + u64::from(i), f.len() as u32, &f).unwrap();
+        }
+        assert_eq!(r.unmade, pool - 1, "a few packets fill one block");
+        for i in 10..20_000 {
+            let f = frame(i, 1400);
+            r.push(1_000 + u64::from(i), f.len() as u32, &f).unwrap();
+        }
+        // The first block went to the writer full, with no block back yet.
+        assert!(r.unmade <= pool - 2, "27 MiB of records in one block");
+        let summary = r.finish().unwrap();
+        assert_eq!(summary.stats.packets, 20_000);
+        assert_eq!(read_all(&summary.files).len(), 20_000);
+    }
+
+    fn records_read_back_whole_in(format: CaptureFormat, index_thread: bool, prefault: bool) {
         let dir = tempfile::tempdir().unwrap();
         let summary = record(
             dir.path(),
             |c| {
                 c.format = format;
                 c.index_thread = index_thread;
+                c.prefault = prefault;
             },
             5000,
         );

@@ -115,15 +115,19 @@ impl Recording {
 
     /// The recorder of source thread `index` of `threads`, for frames of
     /// `link`, in `DIR/wINDEX` with `subdirs`; `--keep` is shared out
-    /// equally.
+    /// equally. A `live` source's recorder backs its blocks at start: a
+    /// file's reader can wait for the kernel to back them as they are
+    /// first used, and a small file then never pays for the whole pool.
     pub(crate) fn recorder(
         &self,
         index: usize,
         threads: usize,
         subdirs: bool,
         link: LinkType,
+        live: bool,
     ) -> Result<RecordListener, ListenerFailed> {
         let mut config = self.template.clone();
+        config.prefault = live;
         if subdirs || threads > 1 {
             config.dir = self.dir.join(format!("w{index}"));
             config.keep_bytes = config.keep_bytes.map(|k| k / threads as u64);

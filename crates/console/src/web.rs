@@ -27,7 +27,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
-use sluice_engine::Published;
+use sluice_engine::{Point, Published};
 
 use crate::{Server, metrics, serve};
 
@@ -303,7 +303,7 @@ async fn series(State(app): State<Arc<App>>, request: Request) -> Response {
         .points
         .iter()
         .filter(|p| p.ts_ns >= from)
-        .map(Point::json)
+        .map(chart_point)
         .collect();
     json_response(&Value::Array(points))
 }
@@ -606,7 +606,7 @@ async fn events(State(app): State<Arc<App>>) -> Response {
             let (written, lines, finished, recent, alarm_list) = {
                 let p = app.published.lock();
                 let fresh = (p.intervals_written - seen).min(p.recent.len() as u64) as usize;
-                let recent: Vec<Value> = p.recent.iter().skip(p.recent.len() - fresh).cloned().collect();
+                let recent: Vec<Point> = p.recent.iter().skip(p.recent.len() - fresh).copied().collect();
                 let new_alarms = (p.alarm_lines - alarms_seen).min(p.alarms.len() as u64) as usize;
                 let list: Vec<Value> = if new_alarms > 0 {
                     p.alarms.iter().cloned().collect()
@@ -619,7 +619,7 @@ async fn events(State(app): State<Arc<App>>) -> Response {
             for line in &recent {
                 batch.push(Ok(Event::default()
                     .event("interval")
-                    .data(Point::of(line).json().to_string())));
+                    .data(chart_point(line).to_string())));
             }
             if lines != alarms_seen {
                 batch.push(Ok(Event::default()
@@ -646,39 +646,15 @@ async fn events(State(app): State<Arc<App>>) -> Response {
 }
 
 /// One interval's figures for the charts, per second.
-#[derive(Clone, Copy, Debug, Default)]
-struct Point {
-    ts_ns: u64,
-    interval_ns: u64,
-    packets: u64,
-    bytes: u64,
-    flows_active: u64,
-    drops: u64,
-}
-
-impl Point {
-    fn of(line: &Value) -> Point {
-        let n = |f: &str| line[f].as_u64().unwrap_or(0);
-        Point {
-            ts_ns: n("ts_ns"),
-            interval_ns: n("interval_ns").max(1),
-            packets: n("packets"),
-            bytes: n("bytes"),
-            flows_active: n("flows_active"),
-            drops: n("drops"),
-        }
-    }
-
-    fn json(&self) -> Value {
-        let per_second = 1e9 / self.interval_ns as f64;
-        json!({
-            "ts": self.ts_ns as f64 / 1e9,
-            "pps": self.packets as f64 * per_second,
-            "bps": self.bytes as f64 * 8.0 * per_second,
-            "flows": self.flows_active,
-            "drops": self.drops as f64 * per_second,
-        })
-    }
+fn chart_point(p: &Point) -> Value {
+    let per_second = 1e9 / p.interval_ns as f64;
+    json!({
+        "ts": p.ts_ns as f64 / 1e9,
+        "pps": p.packets as f64 * per_second,
+        "bps": p.bytes as f64 * 8.0 * per_second,
+        "flows": p.flows_active,
+        "drops": p.drops as f64 * per_second,
+    })
 }
 
 /// `stats.jsonl`, read as it grows: each interval's chart figures and
@@ -786,7 +762,7 @@ pub fn published_from(out: &std::path::Path) -> Published {
                 e.packets += c["packets"].as_u64().unwrap_or(0);
                 e.bytes += c["bytes"].as_u64().unwrap_or(0);
             }
-            p.remember(v);
+            p.remember(&v);
         }
     }
     if let Ok(file) = File::open(out.join("alarms.jsonl")) {

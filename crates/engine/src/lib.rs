@@ -22,7 +22,7 @@ mod worker;
 
 pub use control::Control;
 pub use probe::{Report, RunError};
-pub use publish::{Published, Snapshot};
+pub use publish::{Point, Published, Snapshot};
 pub use sampling::Sampling;
 pub use source::Source;
 pub use summary::{

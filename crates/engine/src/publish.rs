@@ -8,8 +8,39 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::summary::Counts;
 
-/// Intervals kept for the console's charts.
+/// Intervals kept for the console's charts to pick up: a client polls
+/// every quarter of a second, so a minute's is plenty. Each is six numbers,
+/// not its line of `stats.jsonl` (a whole interval's top lists, which took
+/// a long live run's memory up by a hundred megabytes until the queue was
+/// full).
 const RECENT_INTERVALS: usize = 900;
+
+/// One statistics interval as the console charts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Point {
+    pub ts_ns: u64,
+    pub interval_ns: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub flows_active: u64,
+    pub drops: u64,
+}
+
+impl Point {
+    /// The figures of a `stats.jsonl` line (0 where one is missing; the
+    /// interval at least 1 ns, as it divides).
+    pub fn of(line: &serde_json::Value) -> Point {
+        let n = |f: &str| line[f].as_u64().unwrap_or(0);
+        Point {
+            ts_ns: n("ts_ns"),
+            interval_ns: n("interval_ns").max(1),
+            packets: n("packets"),
+            bytes: n("bytes"),
+            flows_active: n("flows_active"),
+            drops: n("drops"),
+        }
+    }
+}
 
 /// Alarms kept for the console, the latest state of each.
 const RECENT_ALARMS: usize = 10_000;
@@ -49,8 +80,8 @@ pub struct Snapshot {
     /// end (0 to 1), the fullest ring's.
     pub ring_fill: BTreeMap<String, f64>,
     pub intervals_written: u64,
-    /// The last intervals, as written to `stats.jsonl`, oldest first.
-    pub recent: VecDeque<serde_json::Value>,
+    /// The last intervals' chart figures, oldest first.
+    pub recent: VecDeque<Point>,
     /// The run has ended: the totals are final.
     pub finished: bool,
     /// The alarms listener runs.
@@ -70,11 +101,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    pub fn remember(&mut self, line: serde_json::Value) {
+    /// An interval written to `stats.jsonl`.
+    pub fn remember(&mut self, line: &serde_json::Value) {
         if self.recent.len() == RECENT_INTERVALS {
             self.recent.pop_front();
         }
-        self.recent.push_back(line);
+        self.recent.push_back(Point::of(line));
         self.intervals_written += 1;
     }
 

@@ -593,7 +593,7 @@ impl Merger {
                 let _ = tap.send(Arc::clone(&shared));
             }
         }
-        self.publish(&m, line);
+        self.publish(&m, &line);
         Ok(())
     }
 
@@ -645,7 +645,7 @@ impl Merger {
         line
     }
 
-    fn publish(&self, m: &Merged, line: Value) {
+    fn publish(&self, m: &Merged, line: &Value) {
         let mut p = self.published.lock();
         let (s, f) = (&m.source, &m.flows);
         p.packets += s.packets;

@@ -140,6 +140,9 @@ pub enum XdpLoadError {
     Interface { name: String, why: String },
     #[error("attaching XDP to {interface}: {why}")]
     Attach { interface: String, why: String },
+    /// What this kernel, or the way the program was loaded, cannot do.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// The loaded program and its maps.
@@ -216,6 +219,9 @@ impl XdpBalancer {
     }
 
     fn load_with(table: &CellTable, mode: HashMode, globals: Globals) -> Result<XdpBalancer, XdpLoadError> {
+        if globals.inline {
+            broadcast_redirects()?;
+        }
         // The hash, the test mode and inline mode are read-only globals,
         // fixed before the verifier sees the program, so it prunes what
         // they turn off.
@@ -257,7 +263,7 @@ impl XdpBalancer {
     /// As [`XdpBalancer::attach`], trying the given modes in order.
     pub fn attach_in(&mut self, input: &str, cells: &[String], modes: &[XdpMode]) -> Result<XdpMode, XdpLoadError> {
         if self.inline {
-            return Err(XdpLoadError::Load(
+            return Err(XdpLoadError::Unsupported(
                 "the program was loaded for inline mode: attach it with attach_inline".into(),
             ));
         }
@@ -286,7 +292,7 @@ impl XdpBalancer {
     /// to both of.
     pub fn set_inline(&mut self, cells: &[String], out: &str) -> Result<(), XdpLoadError> {
         if !self.inline {
-            return Err(XdpLoadError::Load(
+            return Err(XdpLoadError::Unsupported(
                 "the program was not loaded for inline mode (load_inline)".into(),
             ));
         }
@@ -452,6 +458,26 @@ impl XdpBalancer {
         counts.redirect_failures = stat(STAT_REDIRECT_FAILURES)?;
         Ok(counts)
     }
+}
+
+/// Broadcast redirects (`BPF_F_BROADCAST`) came with Linux 5.14; an older
+/// kernel would load the inline program and abort each of its redirects,
+/// dropping the frame, so it is refused at load.
+fn broadcast_redirects() -> Result<(), XdpLoadError> {
+    let path = "/proc/sys/kernel/osrelease";
+    let release = std::fs::read_to_string(path).map_err(|e| XdpLoadError::Unsupported(format!("{path}: {e}")))?;
+    let mut numbers = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    if version < (5, 14) {
+        return Err(XdpLoadError::Unsupported(format!(
+            "inline XDP copies each frame to its cell and OUT with a broadcast redirect, which needs Linux 5.14 or later; this kernel is {}",
+            release.trim()
+        )));
+    }
+    Ok(())
 }
 
 /// The verifier's log is long; its last lines say what it refused.

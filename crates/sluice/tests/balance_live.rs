@@ -543,6 +543,32 @@ fn the_xdp_fast_path_counts_every_frame_in_the_summary_and_the_metrics() {
     }
 }
 
+/// Processes that must not outlive a failing test: killed when dropped,
+/// unless stopped before.
+#[derive(Default)]
+struct Running(Vec<Option<Child>>);
+
+impl Running {
+    fn add(&mut self, child: Child) -> usize {
+        self.0.push(Some(child));
+        self.0.len() - 1
+    }
+
+    fn stop(&mut self, index: usize) -> String {
+        stop(self.0[index].take().expect("stopped once"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for child in self.0.iter_mut().filter_map(Option::take) {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A frame's flow, the same whichever way it goes (its key or its reverse,
 /// the smaller), or None for frames with no flow and later fragments
 /// (whose ports are their first fragment's).
@@ -570,16 +596,17 @@ fn inline_xdp_sends_every_frame_to_out_in_order_and_each_flow_to_one_cell() {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| -> PathBuf { dir.path().join(name) };
     // Every cell and OUT record what their link receives.
+    let mut running = Running::default();
     let mut recorders = Vec::new();
     let mut taps: Vec<(String, &str)> = (0..CELLS).map(|i| (format!("cell{i}"), "p0")).collect();
     taps.push(("out".to_string(), "o0"));
     for (ns, link) in &taps {
         let rec = d(ns);
-        recorders.push(m.spawn(ns, &["record", "-i", link, "-q", "--dir", s(&rec)]));
+        recorders.push(running.add(m.spawn(ns, &["record", "-i", link, "-q", "--dir", s(&rec)])));
         wait_for(&rec.join("probe.yaml"));
     }
     let out = d("balance");
-    let balancer = m.spawn(
+    let balancer = running.add(m.spawn(
         "bal",
         &[
             "balance",
@@ -595,7 +622,7 @@ fn inline_xdp_sends_every_frame_to_out_in_order_and_each_flow_to_one_cell() {
             "-o",
             s(&out),
         ],
-    );
+    ));
     wait_for(&out.join("probe.yaml"));
     let packets: u64 = 10_000;
     let (count, seed) = (packets.to_string(), "39".to_string());
@@ -613,11 +640,25 @@ fn inline_xdp_sends_every_frame_to_out_in_order_and_each_flow_to_one_cell() {
         eprintln!("not sending ARP and GRE frames: no python3");
         Vec::new()
     };
-    std::thread::sleep(Duration::from_millis(1500));
-    let stderr = stop(balancer);
+    // Wait until OUT's and the cells' links have received every frame (or
+    // give up and let the checks below tell).
+    let expected = packets + raw.len() as u64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let on_out = link_counter(&m, "out", "o0", "rx_packets");
+        let in_cells: u64 = (0..CELLS)
+            .map(|i| link_counter(&m, &format!("cell{i}"), "p0", "rx_packets"))
+            .sum();
+        if on_out >= expected && in_cells >= expected {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let stderr = running.stop(balancer);
     std::thread::sleep(Duration::from_millis(500));
     for rec in recorders {
-        stop(rec);
+        running.stop(rec);
     }
 
     let summary = json(&out.join("summary.json"));

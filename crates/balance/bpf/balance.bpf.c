@@ -12,6 +12,12 @@
 // user-space path with XDP_PASS, counted by reason, so the two paths never
 // disagree on a frame both could take.
 //
+// Inline (the loader sets inline_out), each frame taken goes to its cell
+// and to OUT: XDP copies a frame only by a broadcast redirect, to every
+// interface of a device map, so each cell has a device map of two, {the
+// cell, OUT}, in an array of maps. What it passes, the user-space path
+// sends to the cell and OUT.
+//
 // Built with Debian's clang:
 //   ./build.sh   (clang -O2 -g -target bpfel -mcpu=v3, then llvm-strip -g)
 // The object is checked in beside this file; a test rebuilds it and
@@ -48,6 +54,7 @@ enum reason {
 // so neither costs anything per frame.
 const volatile __u32 ip_pair = 0;   // 1: hash the addresses alone (--hash ip-pair)
 const volatile __u32 test_mode = 0; // 1: write the decision over the Ethernet header (tests)
+const volatile __u32 inline_out = 0; // 1: inline, every frame taken to its cell and OUT (--inline)
 
 struct cell_counts {
 	__u64 packets;
@@ -84,6 +91,27 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } cells SEC(".maps");
+
+// Inline: each cell's pair {the cell's interface, OUT}. XDP cannot copy a
+// frame but by a broadcast redirect, which sends it to every interface of
+// a device map: one such map per cell, filled by the loader, looked up by
+// the cell's index. Its value has the size of the kernel's struct
+// bpf_devmap_val (an interface and an optional program), as the loader
+// fills device maps (declared as a plain word: a struct used nowhere else
+// would reach the BTF only as a forward declaration, which has no size).
+struct cell_and_out {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_CELLS);
+	__type(key, __u32);
+	__array(values, struct cell_and_out);
+} inline_cells SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -382,7 +410,19 @@ int balance(struct xdp_md *ctx)
 		counts->bytes += (__u64)(end - data);
 	}
 	mark(data, end, c, 0xffff, hash);
-	long action = bpf_redirect_map(&cells, c, XDP_PASS);
+	long action;
+	if (inline_out) {
+		// A broadcast redirect returns XDP_REDIRECT whatever the map
+		// holds: a cell without its pair is passed to the user-space
+		// path, which sends it to the cell and OUT.
+		void *both = bpf_map_lookup_elem(&inline_cells, &c);
+		if (both)
+			action = bpf_redirect_map(both, 0, BPF_F_BROADCAST);
+		else
+			action = XDP_PASS;
+	} else {
+		action = bpf_redirect_map(&cells, c, XDP_PASS);
+	}
 	if (action != XDP_REDIRECT) {
 		count(STAT_REDIRECT_FAILURES);
 	}

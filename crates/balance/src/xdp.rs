@@ -4,13 +4,19 @@
 //! (tunnels, MPLS, PPPoE, LLC, frames the decoder refuses) it passes to the
 //! user-space path, counted by [`PassReason`].
 //!
+//! Inline ([`XdpBalancer::load_inline`], [`XdpBalancer::attach_inline`]),
+//! each frame it takes goes to its cell and to OUT both: XDP copies a frame
+//! only by a broadcast redirect, which sends it to every interface of a
+//! device map, so each cell has a map of two, {the cell, OUT}, in an array
+//! of maps the program looks the cell up in.
+//!
 //! The object is compiled by Debian's clang and checked in beside its
 //! source (`bpf/build.sh`), so building Sluice needs no clang. It is loaded
 //! with `aya`, which is pure Rust (no libbpf to build or find) and builds on
 //! the workspace's Rust; aya keeps its `unsafe` to itself.
 
 use crate::{CellTable, HashMode, SLOTS};
-use aya::maps::{Array, DevMap, HashMap, MapData, PerCpuArray};
+use aya::maps::{Array, ArrayOfMaps, DevMap, HashMap, MapData, PerCpuArray};
 use aya::programs::{TestRun, TestRunOptions, Xdp};
 use aya::{Ebpf, EbpfLoader, include_bytes_aligned};
 
@@ -134,12 +140,23 @@ pub enum XdpLoadError {
     Interface { name: String, why: String },
     #[error("attaching XDP to {interface}: {why}")]
     Attach { interface: String, why: String },
+    /// What this kernel, or the way the program was loaded, cannot do.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// The loaded program and its maps.
 pub struct XdpBalancer {
     ebpf: Ebpf,
     cells: usize,
+    inline: bool,
+}
+
+/// How a program is loaded: the read-only globals it is given.
+#[derive(Clone, Copy)]
+struct Globals {
+    test: bool,
+    inline: bool,
 }
 
 // `XdpMode` is in the signatures above: its users need not depend on aya.
@@ -152,24 +169,69 @@ fn map_err(name: &'static str) -> impl Fn(aya::maps::MapError) -> XdpLoadError {
 impl XdpBalancer {
     /// Loads the program with `table`'s slots and the hash `mode`.
     pub fn load(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
-        XdpBalancer::load_with(table, mode, false)
+        XdpBalancer::load_with(
+            table,
+            mode,
+            Globals {
+                test: false,
+                inline: false,
+            },
+        )
+    }
+
+    /// Loads the program for inline mode: each frame it takes goes to its
+    /// cell and to OUT ([`XdpBalancer::attach_inline`]).
+    pub fn load_inline(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
+        XdpBalancer::load_with(
+            table,
+            mode,
+            Globals {
+                test: false,
+                inline: true,
+            },
+        )
     }
 
     /// Loads the program in test mode: each run writes its decision over
     /// the frame's Ethernet header, which [`XdpBalancer::decide`] reads
     /// back. Never attach a program loaded so.
     pub fn load_for_tests(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
-        XdpBalancer::load_with(table, mode, true)
+        XdpBalancer::load_with(
+            table,
+            mode,
+            Globals {
+                test: true,
+                inline: false,
+            },
+        )
     }
 
-    fn load_with(table: &CellTable, mode: HashMode, test: bool) -> Result<XdpBalancer, XdpLoadError> {
-        // The hash and the test mode are read-only globals, fixed before
-        // the verifier sees the program, so it prunes what they turn off.
+    /// As [`XdpBalancer::load_for_tests`], in inline mode.
+    pub fn load_inline_for_tests(table: &CellTable, mode: HashMode) -> Result<XdpBalancer, XdpLoadError> {
+        XdpBalancer::load_with(
+            table,
+            mode,
+            Globals {
+                test: true,
+                inline: true,
+            },
+        )
+    }
+
+    fn load_with(table: &CellTable, mode: HashMode, globals: Globals) -> Result<XdpBalancer, XdpLoadError> {
+        if globals.inline {
+            broadcast_redirects()?;
+        }
+        // The hash, the test mode and inline mode are read-only globals,
+        // fixed before the verifier sees the program, so it prunes what
+        // they turn off.
         let ip_pair = u32::from(mode == HashMode::IpPair);
-        let test_mode = u32::from(test);
+        let test_mode = u32::from(globals.test);
+        let inline_out = u32::from(globals.inline);
         let mut ebpf = EbpfLoader::new()
             .override_global("ip_pair", &ip_pair, true)
             .override_global("test_mode", &test_mode, true)
+            .override_global("inline_out", &inline_out, true)
             .load(OBJECT)
             .map_err(|e| XdpLoadError::Load(e.to_string()))?;
         let program: &mut Xdp = ebpf
@@ -181,6 +243,7 @@ impl XdpBalancer {
         let mut balancer = XdpBalancer {
             ebpf,
             cells: table.cells(),
+            inline: globals.inline,
         };
         let mut slots: Array<&mut MapData, u32> =
             Array::try_from(balancer.ebpf.map_mut("slots").expect("slots")).map_err(map_err("slots"))?;
@@ -199,6 +262,72 @@ impl XdpBalancer {
 
     /// As [`XdpBalancer::attach`], trying the given modes in order.
     pub fn attach_in(&mut self, input: &str, cells: &[String], modes: &[XdpMode]) -> Result<XdpMode, XdpLoadError> {
+        if self.inline {
+            return Err(XdpLoadError::Unsupported(
+                "the program was loaded for inline mode: attach it with attach_inline".into(),
+            ));
+        }
+        self.point_cells(cells)?;
+        self.attach_program(input, modes)
+    }
+
+    /// Inline (the program loaded by [`XdpBalancer::load_inline`]): points
+    /// each cell at its interface and OUT, and attaches the program to
+    /// `input` in the first of `modes` that works. Each frame the program
+    /// takes goes to its cell and to `out`; what it passes, the user-space
+    /// path must send to both.
+    pub fn attach_inline(
+        &mut self,
+        input: &str,
+        cells: &[String],
+        out: &str,
+        modes: &[XdpMode],
+    ) -> Result<XdpMode, XdpLoadError> {
+        self.set_inline(cells, out)?;
+        self.attach_program(input, modes)
+    }
+
+    /// Fills the inline map: for each cell present, a device map of two,
+    /// {its interface, `out`}, which a broadcast redirect sends the frame
+    /// to both of.
+    pub fn set_inline(&mut self, cells: &[String], out: &str) -> Result<(), XdpLoadError> {
+        if !self.inline {
+            return Err(XdpLoadError::Unsupported(
+                "the program was not loaded for inline mode (load_inline)".into(),
+            ));
+        }
+        let out_index = if_index(out)?;
+        let mut outer: ArrayOfMaps<&mut MapData, DevMap<MapData>> =
+            ArrayOfMaps::try_from(self.ebpf.map_mut("inline_cells").expect("inline_cells"))
+                .map_err(map_err("inline_cells"))?;
+        for (cell, name) in cells.iter().enumerate() {
+            if name == "-" {
+                continue;
+            }
+            let index = if_index(name)?;
+            // The inner map must be what the program's `struct
+            // cell_and_out` declares: a DEVMAP of two, 4-byte keys, the
+            // kernel's 8-byte `struct bpf_devmap_val` as values (broadcast
+            // redirects need Linux 5.14, which has it).
+            let definition =
+                aya_obj::Map::new_from_params(aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_DEVMAP as u32, 4, 8, 2, 0);
+            let data =
+                MapData::create(definition, &format!("sluice_cell{cell}"), None).map_err(map_err("inline_cells"))?;
+            let mut both =
+                DevMap::<MapData>::try_from(aya::maps::Map::DevMap(data)).map_err(map_err("inline_cells"))?;
+            for (key, (ifname, ifindex)) in [(name.as_str(), index), (out, out_index)].into_iter().enumerate() {
+                both.set(key as u32, ifindex, None, 0)
+                    .map_err(|e| XdpLoadError::Interface {
+                        name: ifname.to_string(),
+                        why: e.to_string(),
+                    })?;
+            }
+            outer.set(cell as u32, &both, 0).map_err(map_err("inline_cells"))?;
+        }
+        Ok(())
+    }
+
+    fn point_cells(&mut self, cells: &[String]) -> Result<(), XdpLoadError> {
         let mut devmap = DevMap::try_from(self.ebpf.map_mut("cells").expect("cells")).map_err(map_err("cells"))?;
         for (cell, name) in cells.iter().enumerate() {
             if name == "-" {
@@ -212,6 +341,10 @@ impl XdpBalancer {
                     why: e.to_string(),
                 })?;
         }
+        Ok(())
+    }
+
+    fn attach_program(&mut self, input: &str, modes: &[XdpMode]) -> Result<XdpMode, XdpLoadError> {
         let program: &mut Xdp = self
             .ebpf
             .program_mut("balance")
@@ -248,6 +381,13 @@ impl XdpBalancer {
     /// Runs the program once on `frame` with `BPF_PROG_TEST_RUN` (test mode
     /// must be on) and reads its decision back.
     pub fn decide(&self, frame: &[u8]) -> Result<Decision, String> {
+        self.decide_and_act(frame).map(|(decision, _)| decision)
+    }
+
+    /// As [`XdpBalancer::decide`], with the action the program returned
+    /// (`XDP_PASS` 2, `XDP_REDIRECT` 4; a test run does not carry out the
+    /// redirect).
+    pub fn decide_and_act(&self, frame: &[u8]) -> Result<(Decision, u32), String> {
         let program: &Xdp = self
             .ebpf
             .program("balance")
@@ -259,20 +399,23 @@ impl XdpBalancer {
         opts.data_in = Some(frame);
         opts.data_out = Some(&mut out);
         opts.repeat = 1;
-        program.test_run(opts).map_err(|e| e.to_string())?;
+        let action = program.test_run(opts).map_err(|e| e.to_string())?.return_value;
         let cell = u32::from_ne_bytes(out[0..4].try_into().expect("4 bytes"));
         let reason = u16::from_ne_bytes(out[4..6].try_into().expect("2 bytes"));
         let hash = u64::from_ne_bytes(out[6..14].try_into().expect("8 bytes"));
         if cell == u32::MAX {
             return PassReason::ALL
                 .get(reason as usize)
-                .map(|&r| Decision::Pass(r))
+                .map(|&r| (Decision::Pass(r), action))
                 .ok_or_else(|| format!("unknown pass reason {reason}"));
         }
-        Ok(Decision::Cell {
-            cell: cell as usize,
-            hash,
-        })
+        Ok((
+            Decision::Cell {
+                cell: cell as usize,
+                hash,
+            },
+            action,
+        ))
     }
 
     /// Runs the program `repeat` times on `frame`; the kernel's mean time
@@ -315,6 +458,26 @@ impl XdpBalancer {
         counts.redirect_failures = stat(STAT_REDIRECT_FAILURES)?;
         Ok(counts)
     }
+}
+
+/// Broadcast redirects (`BPF_F_BROADCAST`) came with Linux 5.14; an older
+/// kernel would load the inline program and abort each of its redirects,
+/// dropping the frame, so it is refused at load.
+fn broadcast_redirects() -> Result<(), XdpLoadError> {
+    let path = "/proc/sys/kernel/osrelease";
+    let release = std::fs::read_to_string(path).map_err(|e| XdpLoadError::Unsupported(format!("{path}: {e}")))?;
+    let mut numbers = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    if version < (5, 14) {
+        return Err(XdpLoadError::Unsupported(format!(
+            "inline XDP copies each frame to its cell and OUT with a broadcast redirect, which needs Linux 5.14 or later; this kernel is {}",
+            release.trim()
+        )));
+    }
+    Ok(())
 }
 
 /// The verifier's log is long; its last lines say what it refused.

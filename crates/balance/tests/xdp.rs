@@ -7,10 +7,13 @@
 //!   kernel with `BPF_PROG_TEST_RUN`, each frame the program takes gets the
 //!   flow hash and the cell the user-space path gives it (fragments
 //!   resolved by the same rules); the frames it passes are counted by
-//!   reason. Loading XDP needs root (CAP_BPF, CAP_NET_ADMIN): without it
+//!   reason. Inline, the program takes the same decisions, returns
+//!   `XDP_REDIRECT` (a broadcast to the cell and OUT) for each frame it
+//!   takes, and passes (counted as a redirect failure) a frame whose cell
+//!   has no pair. Loading XDP needs root (CAP_BPF, CAP_NET_ADMIN): without it
 //!   the test says so and skips.
 
-use sluice_balance::xdp::{Decision, PassReason, XdpBalancer};
+use sluice_balance::xdp::{Decision, PassReason, XdpBalancer, XdpLoadError};
 use sluice_balance::{CellTable, HashMode, flow_hash};
 use sluice_capture::CaptureFile;
 use sluice_flow::FragmentResolver;
@@ -82,7 +85,11 @@ fn reference_captures() -> Option<Vec<PathBuf>> {
 
 /// Loads the program in test mode, or says why not (no privileges).
 fn load(table: &CellTable, mode: HashMode) -> Option<XdpBalancer> {
-    match XdpBalancer::load_for_tests(table, mode) {
+    skip_without_privileges(XdpBalancer::load_for_tests(table, mode))
+}
+
+fn skip_without_privileges(loaded: Result<XdpBalancer, XdpLoadError>) -> Option<XdpBalancer> {
+    match loaded {
         Ok(b) => Some(b),
         Err(e) if e.to_string().contains("permitted") || e.to_string().contains("ermission") => {
             eprintln!("skipping: {e}");
@@ -208,4 +215,80 @@ fn xdp_and_user_space_choose_the_same_cell_for_every_frame_of_the_reference_capt
 #[test]
 fn xdp_and_user_space_agree_with_the_ip_pair_hash() {
     check(HashMode::IpPair);
+}
+
+const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
+
+/// Inline: the program loaded with `inline_out` set chooses as the
+/// mirroring one does, frame for frame, and redirects (a broadcast to the
+/// cell's pair) each frame it takes; a cell whose pair is missing gets its
+/// frames passed to the user-space path, each counted as a redirect
+/// failure. `lo` stands for every interface: a test run does not send.
+#[test]
+fn inline_xdp_chooses_as_mirroring_does_and_redirects_to_the_cells_pair() {
+    let Some(paths) = reference_captures() else {
+        return;
+    };
+    let table = CellTable::new(4).unwrap();
+    let Some(mut mirroring) = load(&table, HashMode::Symmetric5tuple) else {
+        return;
+    };
+    let mut inline = XdpBalancer::load_inline_for_tests(&table, HashMode::Symmetric5tuple)
+        .expect("the verifier accepts the inline program");
+    // Cell 2 has no pair: its frames must be passed and counted.
+    let cells: Vec<String> = ["lo", "lo", "-", "lo"].map(String::from).to_vec();
+    inline.set_inline(&cells, "lo").expect("the inline maps");
+    let (mut taken, mut to_cell_2, mut passed) = (0u64, 0u64, 0u64);
+    for path in paths.iter().take(60) {
+        let Ok(file) = CaptureFile::open(path) else {
+            continue;
+        };
+        let Ok(reader) = file.reader() else {
+            continue;
+        };
+        mirroring.clear_fragments().unwrap();
+        inline.clear_fragments().unwrap();
+        for (index, raw) in reader.enumerate() {
+            if raw.link != LinkType::Ethernet {
+                break;
+            }
+            let Ok(expected) = mirroring.decide(raw.data) else {
+                continue;
+            };
+            let (decision, action) = inline.decide_and_act(raw.data).expect("runs as the mirroring one did");
+            assert_eq!(decision, expected, "{} frame {index}", path.display());
+            match decision {
+                Decision::Cell { cell: 2, .. } => {
+                    to_cell_2 += 1;
+                    assert_eq!(action, XDP_PASS, "{} frame {index}: cell 2 has no pair", path.display());
+                }
+                Decision::Cell { .. } => {
+                    taken += 1;
+                    assert_eq!(action, XDP_REDIRECT, "{} frame {index}", path.display());
+                }
+                Decision::Pass(_) => {
+                    passed += 1;
+                    assert_eq!(action, XDP_PASS, "{} frame {index}", path.display());
+                }
+            }
+        }
+    }
+    eprintln!("inline: {taken} frames redirected, {to_cell_2} to the cell without a pair, {passed} passed");
+    assert!(
+        taken > 1000 && to_cell_2 > 100,
+        "{taken} redirected, {to_cell_2} to cell 2"
+    );
+    let counts = inline.counts().unwrap();
+    assert_eq!(counts.redirect_failures, to_cell_2, "{counts:?}");
+    assert_eq!(counts.cells[2].0, to_cell_2, "{counts:?}");
+    assert_eq!(
+        counts.cells.iter().map(|c| c.0).sum::<u64>(),
+        taken + to_cell_2,
+        "{counts:?}"
+    );
+    // The mirroring program refuses to be pointed inline, and the other way
+    // round.
+    assert!(mirroring.set_inline(&cells, "lo").is_err());
+    assert!(inline.attach_in("lo", &cells, &[]).is_err());
 }

@@ -470,7 +470,8 @@ pub struct BalanceConfig {
     pub inline: Option<String>,
     /// Also attach the XDP fast path to the one input interface
     /// (`--balance-xdp`; `sluice balance --xdp`): it redirects in the
-    /// kernel what it parses, the listener balances what it passes.
+    /// kernel what it parses (inline, to its cell and the inline link
+    /// both), the listener balances what it passes.
     pub xdp: bool,
     /// How the XDP program is attached (`--balance-xdp-mode`): `driver`,
     /// `generic` (the kernel's SKB mode, any interface), or unset: the

@@ -17,6 +17,7 @@ use crate::run::{self, Printing};
 Examples:
   sluice balance -i in0 --cells c0,c1,c2,c3                # mirroring: each flow to one cell
   sluice balance -i in0 --cells c0,c1,c2,c3 --inline out0  # inline: every frame to out0 too
+  sluice balance -i in0 --cells c0,c1,c2,c3 --inline out0 --xdp  # the same, in the kernel
   sluice balance -i in0 --cells c0,-,c2,c3                 # c1 has left: only its flows move
   sluice balance -r trace.pcap --cells 4 -w cell%d.pcap    # the same separation on a file")]
 pub struct BalanceCommandArgs {
@@ -53,10 +54,12 @@ pub struct BalanceCommandArgs {
     /// With -i: also load the XDP fast path on IFACE, which redirects in the
     /// kernel every frame it parses (Ethernet, VLANs, IPv4, IPv6, TCP, UDP,
     /// SCTP) to its cell's interface and passes the rest (tunnels, MPLS,
-    /// PPPoE, ...) to the user-space path, which then sees only those. If it
-    /// cannot attach (no XDP support, no privileges), says why and runs the
-    /// user-space path alone. Not with --inline: XDP cannot send a frame to
-    /// two interfaces.
+    /// PPPoE, ...) to the user-space path, which then sees only those. With
+    /// --inline, each frame it takes goes to its cell and OUT both (a
+    /// broadcast redirect, Linux 5.14 or later), and the user-space path
+    /// sends what it passes to both. If it cannot attach (no XDP support, no
+    /// privileges, an older kernel inline), says why and runs the
+    /// user-space path alone.
     #[arg(long)]
     xdp: bool,
     /// How --xdp attaches: driver, or generic (the kernel's SKB mode, any

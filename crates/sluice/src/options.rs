@@ -675,7 +675,8 @@ pub struct BalanceArgs {
     #[arg(long, value_name = "IFACE")]
     pub inline: Option<String>,
     /// Also attach the XDP fast path to the input interface (one -i): the
-    /// kernel redirects what it parses, the listener balances the rest.
+    /// kernel redirects what it parses (with --inline, to its cell and the
+    /// inline link both), the listener balances the rest.
     #[arg(long)]
     pub balance_xdp: bool,
     /// How the XDP fast path is attached: driver, or generic (any

@@ -542,3 +542,209 @@ fn the_xdp_fast_path_counts_every_frame_in_the_summary_and_the_metrics() {
         None => eprintln!("not checking /metrics: no curl, or it could not reach {addr}"),
     }
 }
+
+/// Processes that must not outlive a failing test: killed when dropped,
+/// unless stopped before.
+#[derive(Default)]
+struct Running(Vec<Option<Child>>);
+
+impl Running {
+    fn add(&mut self, child: Child) -> usize {
+        self.0.push(Some(child));
+        self.0.len() - 1
+    }
+
+    fn stop(&mut self, index: usize) -> String {
+        stop(self.0[index].take().expect("stopped once"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for child in self.0.iter_mut().filter_map(Option::take) {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A frame's flow, the same whichever way it goes (its key or its reverse,
+/// the smaller), or None for frames with no flow and later fragments
+/// (whose ports are their first fragment's).
+fn either_way(frame: &[u8]) -> Option<String> {
+    let d = sluice_wire::decode(sluice_wire::LinkType::Ethernet, frame).ok()?;
+    if matches!(d.fragment, sluice_wire::Fragment::Later { .. }) {
+        return None;
+    }
+    let (a, b) = (format!("{:?}", d.key), format!("{:?}", d.key.reversed()));
+    Some(a.min(b))
+}
+
+/// `sluice balance --inline OUT --xdp`, the program attached in generic mode
+/// to the balancer's input veth: OUT receives every frame, in the order
+/// sent (the mix the program broadcasts, then ARP and GRE frames it passes,
+/// which the user-space path forwards); each frame is in exactly one
+/// cell's capture, each flow's frames (both directions) in one cell; the
+/// program's counts and the user-space path's add up to what was sent.
+#[test]
+fn inline_xdp_sends_every_frame_to_out_in_order_and_each_flow_to_one_cell() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(m) = Machines::create("xin") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| -> PathBuf { dir.path().join(name) };
+    // Every cell and OUT record what their link receives.
+    let mut running = Running::default();
+    let mut recorders = Vec::new();
+    let mut taps: Vec<(String, &str)> = (0..CELLS).map(|i| (format!("cell{i}"), "p0")).collect();
+    taps.push(("out".to_string(), "o0"));
+    for (ns, link) in &taps {
+        let rec = d(ns);
+        recorders.push(running.add(m.spawn(ns, &["record", "-i", link, "-q", "--dir", s(&rec)])));
+        wait_for(&rec.join("probe.yaml"));
+    }
+    let out = d("balance");
+    let balancer = running.add(m.spawn(
+        "bal",
+        &[
+            "balance",
+            "-i",
+            "in0",
+            "--cells",
+            "c0,c1,c2,c3",
+            "--inline",
+            "out0",
+            "--xdp-mode",
+            "generic",
+            "-q",
+            "-o",
+            s(&out),
+        ],
+    ));
+    wait_for(&out.join("probe.yaml"));
+    let packets: u64 = 10_000;
+    let (count, seed) = (packets.to_string(), "39".to_string());
+    let gen_args = ["gen", "--profile", "mix", "--packets", &count, "--seed", &seed];
+    let mut args = gen_args.to_vec();
+    args.extend(["-i", "s0", "--rate", "10000pps"]);
+    succeeded(m.spawn("snd", &args));
+    // Frames the program passes, sent after the mix so that OUT's order is
+    // the order sent whichever path a frame takes.
+    std::thread::sleep(Duration::from_millis(500));
+    let raw = passed_frames(50, 30);
+    let raw = if send_raw(&m, "snd", "s0", &raw) {
+        raw
+    } else {
+        eprintln!("not sending ARP and GRE frames: no python3");
+        Vec::new()
+    };
+    // Wait until OUT's and the cells' links have received every frame (or
+    // give up and let the checks below tell).
+    let expected = packets + raw.len() as u64;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let on_out = link_counter(&m, "out", "o0", "rx_packets");
+        let in_cells: u64 = (0..CELLS)
+            .map(|i| link_counter(&m, &format!("cell{i}"), "p0", "rx_packets"))
+            .sum();
+        if on_out >= expected && in_cells >= expected {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let stderr = running.stop(balancer);
+    std::thread::sleep(Duration::from_millis(500));
+    for rec in recorders {
+        running.stop(rec);
+    }
+
+    let summary = json(&out.join("summary.json"));
+    let report = &summary["balance"];
+    let xdp = &report["xdp"];
+    if xdp["mode"] == "none" {
+        eprintln!("skipping: the XDP program did not attach: {} ({stderr})", xdp["error"]);
+        return;
+    }
+    assert_eq!(xdp["mode"], "generic", "{xdp}");
+
+    let mut sent = {
+        let mix = d("sent.pcap");
+        let mut args = gen_args.to_vec();
+        args.extend(["-w", s(&mix)]);
+        run(SLUICE, &args);
+        frames(&mix)
+    };
+    sent.extend(raw.iter().cloned());
+    let recorded = |ns: &str| -> Vec<Vec<u8>> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(d(ns))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+            .collect();
+        files.sort();
+        files.iter().flat_map(|f| frames(f)).collect()
+    };
+
+    // The program's counts and the user-space path's.
+    let xdp_cells: Vec<u64> = (0..CELLS)
+        .map(|i| xdp["cells"][i]["packets"].as_u64().unwrap())
+        .collect();
+    let passed: u64 = xdp["passed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    eprintln!("inline xdp: {xdp_cells:?} redirected, {passed} passed: {xdp}");
+    assert_eq!(
+        xdp_cells.iter().sum::<u64>() + passed,
+        sent.len() as u64,
+        "every frame counted once by XDP: {xdp}"
+    );
+    assert!(xdp_cells.iter().all(|&n| n > 0), "every cell got frames: {xdp_cells:?}");
+    assert_eq!(xdp["redirect_failures"], 0, "{xdp}");
+    assert!(passed >= raw.len() as u64, "{xdp}");
+    assert_eq!(
+        summary["capture"]["packets"], passed,
+        "the user-space path read what XDP passed: {summary}"
+    );
+    assert_eq!(summary["drops"]["kernel_drops"], 0, "{summary}");
+    assert_eq!(report["inline"]["packets"], passed, "{report}");
+    assert_eq!(report["inline"]["redirect_failures"], 0, "{report}");
+
+    // OUT: every frame, in the order sent.
+    let on_out = recorded("out");
+    assert_eq!(on_out.len(), sent.len(), "OUT received every frame: {report}");
+    assert!(on_out == sent, "OUT received the frames in the order sent");
+
+    // The cells: each frame in exactly one, each flow in one.
+    let mut unplaced: std::collections::HashMap<&[u8], i64> = std::collections::HashMap::new();
+    for f in &sent {
+        *unplaced.entry(f.as_slice()).or_default() += 1;
+    }
+    let mut flow_cell = std::collections::BTreeMap::new();
+    let cell_frames: Vec<Vec<Vec<u8>>> = (0..CELLS).map(|i| recorded(&format!("cell{i}"))).collect();
+    for (i, frames) in cell_frames.iter().enumerate() {
+        let user = report["cells"][i]["packets"].as_u64().unwrap();
+        assert_eq!(
+            frames.len() as u64,
+            xdp_cells[i] + user,
+            "cell {i} received what the two paths sent it: {report}"
+        );
+        for f in frames {
+            let left = unplaced.entry(f.as_slice()).or_default();
+            *left -= 1;
+            assert!(*left >= 0, "cell {i} received a frame not sent, or once too often");
+            if let Some(flow) = either_way(f)
+                && let Some(other) = flow_cell.insert(flow.clone(), i)
+            {
+                assert_eq!(other, i, "flow {flow} in cells {other} and {i}");
+            }
+        }
+    }
+    assert!(unplaced.values().all(|&n| n == 0), "every frame sent is in a cell");
+    assert!(flow_cell.len() > 100, "{} flows", flow_cell.len());
+}

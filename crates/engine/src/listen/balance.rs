@@ -20,7 +20,10 @@
 //! the program redirects never reaches the listener, so its counts are read
 //! from the program's maps whenever the listener publishes (every
 //! `PUBLISH_EVERY` frames, and at the source's idle calls, at least once a
-//! second) and at the end, into the report's `xdp` section.
+//! second) and at the end, into the report's `xdp` section. Inline, the
+//! program sends each frame it takes to its cell and the inline link both
+//! (a broadcast redirect); the frames it passes reach this listener, which
+//! sends them to their cell and the inline link as without XDP.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -67,10 +70,19 @@ struct FastPath {
 
 impl FastPath {
     fn attach(config: &BalanceConfig, table: &CellTable, mode: HashMode, input: &str, modes: &[XdpMode]) -> FastPath {
-        let attached = XdpBalancer::load(table, mode).and_then(|mut xdp| {
-            let how = xdp.attach_in(input, &config.cells, modes)?;
-            Ok((xdp, how))
-        });
+        // Inline, the program sends each frame it takes to its cell and the
+        // inline link both; what it passes, this listener forwards to both
+        // as it does without XDP.
+        let attached = match &config.inline {
+            None => XdpBalancer::load(table, mode).and_then(|mut xdp| {
+                let how = xdp.attach_in(input, &config.cells, modes)?;
+                Ok((xdp, how))
+            }),
+            Some(out) => XdpBalancer::load_inline(table, mode).and_then(|mut xdp| {
+                let how = xdp.attach_inline(input, &config.cells, out, modes)?;
+                Ok((xdp, how))
+            }),
+        };
         let mut empty = XdpReport {
             interface: input.to_string(),
             ..XdpReport::default()
@@ -137,9 +149,6 @@ impl Balancing {
                     );
                 }
             };
-            if config.inline.is_some() {
-                return Err("balance.xdp with balance.inline: an XDP program sends a frame to one interface, not to a cell and the inline link both; drop xdp to run inline".into());
-            }
             let modes: &[XdpMode] = match config.xdp_mode.as_deref() {
                 None => &[XdpMode::Driver, XdpMode::Skb],
                 Some("driver") => &[XdpMode::Driver],

@@ -332,7 +332,7 @@ mod ice {
         stun(0x0101, tx, &[(0x0020, &value)])
     }
 
-    /// An RFC 3550 packet: version 2, dynamic payload type 111, then 160
+    /// An RFC 3550 RTP packet: version 2, dynamic payload type 111, then 160
     /// bytes of media.
     fn rtp(seq: u16) -> Vec<u8> {
         let mut p = vec![0x80, 111];
@@ -370,6 +370,10 @@ mod ice {
         packets.push((late_peer, CANDIDATE, checked(1, CANDIDATE)));
         packets.push((CANDIDATE, PEER, check(3)));
         packets.push((PEER, CANDIDATE, checked(3, CANDIDATE)));
+        // A sender report (RFC 3550 §6.4.1) before the first RTP.
+        let mut report = vec![0x80, 200, 0, 6];
+        report.resize(28, 0x22);
+        packets.push((PEER, CANDIDATE, report));
         for seq in 0..4 {
             let (from, to) = if seq % 2 == 0 {
                 (CANDIDATE, PEER)

@@ -11,6 +11,7 @@
 pub mod catalog;
 mod chain;
 pub mod dissectors;
+mod endpoints;
 mod expect;
 mod learned;
 pub mod media;
@@ -23,6 +24,7 @@ mod stats;
 
 pub use chain::{Chain, ChainConfig, EXPECTATIONS_CAPACITY, Mode, Prior, finish_flow, prior};
 pub use dissectors::{Fingerprint, Metadata, Text, Transport};
+pub use endpoints::{ENDPOINT_APPS_CAPACITY, EndpointApps};
 pub use expect::Expectations;
 pub use learned::History;
 pub use names::{ADDRESS_NAMES_CAPACITY, AddressNames};

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_capture::live::{BatchTimestamps, LiveConfig as RingConfig};
-use sluice_classify::{ADDRESS_NAMES_CAPACITY, AddressNames, EXPECTATIONS_CAPACITY, Expectations, History};
+use sluice_classify::{
+    ADDRESS_NAMES_CAPACITY, AddressNames, ENDPOINT_APPS_CAPACITY, EXPECTATIONS_CAPACITY, EndpointApps, Expectations,
+    History,
+};
 
 use crate::config::{ConfigError, ProbeConfig, listener_dir};
 use crate::control::Control;
@@ -168,6 +171,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         sluice_classify::ChainConfig {
             expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY, History::InputOrder)),
             names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::InputOrder)),
+            endpoints: Arc::new(EndpointApps::new(ENDPOINT_APPS_CAPACITY, History::InputOrder)),
             ..chain
         }
     };
@@ -509,6 +513,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     summary.balance = balancing.as_ref().and_then(Balancing::report);
     summary.drops.dropped_port_announcements = chain.expectations.dropped();
     summary.drops.dropped_dns_names = chain.names.dropped();
+    summary.drops.dropped_stun_endpoints = chain.endpoints.dropped();
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
     summary.bits_per_second = summary.bytes as f64 * 8.0 / summary.wall_seconds.max(1e-9);

@@ -139,6 +139,9 @@ pub struct Drops {
     /// Addresses from DNS answers that did not fit in the table of
     /// address names.
     pub dropped_dns_names: u64,
+    /// UDP endpoints STUN named an application for that did not fit in
+    /// the table of endpoint applications.
+    pub dropped_stun_endpoints: u64,
     /// Live capture: frames the kernel dropped because a worker's ring was
     /// full.
     pub kernel_drops: u64,
@@ -697,6 +700,7 @@ impl Summary {
             (d.read_warnings, "read warnings"),
             (d.dropped_port_announcements, "dropped port announcements"),
             (d.dropped_dns_names, "dropped DNS names"),
+            (d.dropped_stun_endpoints, "dropped STUN endpoints"),
         ];
         let shown: Vec<String> = items
             .iter()

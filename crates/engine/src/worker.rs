@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use sluice_classify::media::Media;
 use sluice_classify::{
-    AddressNames, Chain, ChainConfig, Classifier, Expectations, FlowClass, Label, Prior, StatsClassifier, finish_flow,
-    prior,
+    AddressNames, Chain, ChainConfig, Classifier, EndpointApps, Expectations, FlowClass, Label, Prior, StatsClassifier,
+    finish_flow, prior,
 };
 use sluice_export::schema::Record;
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
@@ -60,6 +60,7 @@ struct Sink {
     packets_seen: bool,
     expectations: Arc<Expectations>,
     names: Arc<AddressNames>,
+    endpoints: Arc<EndpointApps>,
     stats: Option<Arc<StatsClassifier>>,
     asking: Asking,
     out: WorkerOutput,
@@ -112,7 +113,7 @@ impl Sink {
             listener.ended(flow, end);
         }
         let prior = match &mut self.asking {
-            Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names),
+            Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names, &self.endpoints),
             Asking::InOrder(o) if flow.order >= o.asked_before => {
                 let ext = std::mem::take(&mut flow.ext);
                 let mut held = Box::new((flow.clone(), end));
@@ -198,6 +199,7 @@ impl Worker {
     ) -> Worker {
         let expectations = classify.expectations.clone();
         let names = classify.names.clone();
+        let endpoints = classify.endpoints.clone();
         let stats = classify.stats.clone();
         Worker {
             table: FlowTable::new(flow_config),
@@ -207,6 +209,7 @@ impl Worker {
                 listeners,
                 expectations,
                 names,
+                endpoints,
                 stats,
                 asking,
                 out: WorkerOutput {
@@ -310,7 +313,8 @@ impl Worker {
         // Everything taught before `order` is in the tables by now: if they
         // are empty, no flow waiting has anything to be told, and its slot,
         // most likely out of cache, need not be looked at.
-        let nothing_taught = sink.expectations.announced() == 0 && sink.names.learned() == 0;
+        let nothing_taught =
+            sink.expectations.announced() == 0 && sink.names.learned() == 0 && sink.endpoints.learned() == 0;
         loop {
             let Asking::InOrder(o) = &mut sink.asking else {
                 return;
@@ -320,6 +324,7 @@ impl Worker {
                 let forget = o.shared.asked_before(o.me, order);
                 sink.expectations.forget_before(forget);
                 sink.names.forget_before(forget);
+                sink.endpoints.forget_before(forget);
                 return;
             };
             o.waiting.pop_front();
@@ -327,12 +332,12 @@ impl Worker {
                 continue;
             }
             if let Some(flow) = table.live_flow_mut(slot).filter(|f| f.order == first) {
-                if let Some(told) = prior(flow, first, &sink.expectations, &sink.names) {
+                if let Some(told) = prior(flow, first, &sink.expectations, &sink.names, &sink.endpoints) {
                     o.told.insert(first, told);
                 }
             } else if let Some(mut held) = o.held.remove(&first) {
                 let (flow, end) = &mut *held;
-                let told = prior(flow, first, &sink.expectations, &sink.names);
+                let told = prior(flow, first, &sink.expectations, &sink.names, &sink.endpoints);
                 sink.write(flow, *end, told.as_ref(), chain);
             }
         }

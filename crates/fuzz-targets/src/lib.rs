@@ -18,7 +18,9 @@ use std::sync::Arc;
 use sluice_capture::CaptureFile;
 use sluice_classify::dissectors::{MAX_LIST, MAX_TEXT, Metadata};
 use sluice_classify::rules::parse_rules;
-use sluice_classify::{AddressNames, Chain, ChainConfig, Expectations, FlowClass, History, RuleSet, Transport};
+use sluice_classify::{
+    AddressNames, Chain, ChainConfig, EndpointApps, Expectations, FlowClass, History, RuleSet, Transport,
+};
 use sluice_flow::defrag::{Defrag, DefragConfig, Defragmenter};
 use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
 use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
@@ -158,6 +160,7 @@ pub fn chain(data: &[u8]) {
     let chain = &mut Chain::new(ChainConfig {
         expectations: Arc::new(Expectations::new(64, History::Latest)),
         names: Arc::new(AddressNames::new(64, History::Latest)),
+        endpoints: Arc::new(EndpointApps::new(64, History::Latest)),
         ..ChainConfig::default()
     });
     {

@@ -190,6 +190,12 @@ fn every_ndpi_capture_read_at_once_gives_the_same_records_for_one_two_and_three_
     let count = |what: &str| sets[0].iter().filter(|r| r.contains(what)).count();
     assert!(count(r#""classifier":"dynamic-port""#) > 0, "no announced flow");
     assert!(count(r#""end_reason":"idle""#) > 0, "no flow went idle");
+    // The application of WhatsApp's peer-to-peer media comes from the STUN
+    // its endpoint exchanged with WhatsApp's servers, on another flow.
+    assert!(
+        count(r#""app":"SRTP.WhatsAppCall""#) > 0,
+        "no media named from its endpoint"
+    );
     for (i, set) in sets.iter().enumerate().skip(1) {
         let differ: Vec<_> = sets[0].symmetric_difference(set).take(4).collect();
         assert!(differ.is_empty(), "1 vs {} workers: {differ:#?}", i + 1);

@@ -363,6 +363,7 @@ impl Chain {
                 Verdict::Yes(found) => {
                     let label = found_label(found, &ctx.meta, service, &mut self.hosts, packet.server);
                     class.decide(label, Classifier::Dissector);
+                    self.teach_endpoint(d.into(), found, packet, stamp);
                     *following = found.follow;
                     if !found.more {
                         next = Next::Finish;
@@ -410,6 +411,7 @@ impl Chain {
                 }
             }
             if let Some((d, found)) = decided {
+                self.teach_endpoint(d, found, packet, stamp);
                 if found.more {
                     *refining = Some(d as u16);
                     *following = found.follow;
@@ -436,6 +438,22 @@ impl Chain {
             self.resolved.clear();
         }
         next
+    }
+}
+
+impl Chain {
+    /// Remembers the application the STUN dissector named for a UDP flow
+    /// with its client's endpoint, for the flows that endpoint opens next
+    /// (`endpoints.rs`). Called once per decision, not per packet.
+    fn teach_endpoint(&self, d: usize, found: Found, packet: &Packet<'_>, stamp: Stamp) {
+        if packet.transport == Transport::Udp
+            && self.stun == Some(d as u16)
+            && found.master == "STUN"
+            && let Some(app) = found.app.filter(|&app| app != "RTP")
+        {
+            let endpoint = (packet.client, packet.client_port);
+            self.config.endpoints.learn(endpoint, app, stamp.order, stamp.now_ns);
+        }
     }
 }
 

@@ -13,8 +13,10 @@ pub(super) fn finish(class: &mut FlowClass) {
 
 /// Settles a flow whose record is about to be written: keeps what its
 /// inspection found, unless a control session announced the flow's port
-/// before it began (announcements win at the flow's start too), and names
-/// the service of a flow that showed none from what DNS said of its server.
+/// before it began (announcements win at the flow's start too), names
+/// the service of a flow that showed none from what DNS said of its server,
+/// and the application of STUN that named none from what earlier STUN said
+/// of its endpoints (`endpoints.rs`).
 pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, prior: Option<&Prior>) {
     let class = flow.ext.class_mut();
     if class.stage != Stage::Done {
@@ -60,6 +62,27 @@ pub fn finish_flow<X: Classified>(flow: &mut Flow<X>, prior: Option<&Prior>) {
     {
         class.label.app = Some(app);
     }
+    if let Some(label) = stun_of_endpoint(class, [client, server], prior) {
+        class.label = label;
+    }
+}
+
+/// The label of a flow the STUN dissector named without an application,
+/// one of whose endpoints (the client's first) earlier STUN named one for:
+/// `STUN.<App>`, or `SRTP.<App>` for the media after it (`STUN.RTP`), as
+/// the dissector says when the flow's own STUN names the application.
+fn stun_of_endpoint(class: &FlowClass, sides: [Option<usize>; 2], prior: &Prior) -> Option<Label> {
+    let label = class.label;
+    if class.classifier != Classifier::Dissector || label.master != "STUN" {
+        return None;
+    }
+    let master = match label.app {
+        None => "STUN",
+        Some("RTP") => "SRTP",
+        Some(_) => return None,
+    };
+    let app = sides.into_iter().flatten().find_map(|i| prior.stun[i])?;
+    Some(Label { master, app: Some(app) })
 }
 
 /// Whether a flow's service is worth taking from DNS: the flow was labelled

@@ -24,6 +24,7 @@ use sluice_flow::{Direction, FIRST_PACKETS, Flow};
 use sluice_wire::{Decoded, FlowKey};
 
 use crate::dissectors::{self, Context, Dissector, Expectation, Found, Metadata, Packet, Side, Transport, Verdict};
+use crate::endpoints::{ENDPOINT_APPS_CAPACITY, EndpointApps};
 use crate::expect::Expectations;
 use crate::learned::History;
 use crate::media::{self, Media, MediaConfig, MediaWindows};
@@ -60,6 +61,9 @@ pub struct ChainConfig {
     pub expectations: Arc<Expectations>,
     /// Shared by all workers' chains.
     pub names: Arc<AddressNames>,
+    /// The applications STUN named for UDP endpoints (`endpoints.rs`).
+    /// Shared by all workers' chains.
+    pub endpoints: Arc<EndpointApps>,
     /// The statistical model of `--model`, asked when a flow's record is
     /// written.
     pub stats: Option<Arc<StatsClassifier>>,
@@ -96,6 +100,7 @@ impl Default for ChainConfig {
             rules: RuleSet::default_rules(),
             expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY, History::Latest)),
             names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::Latest)),
+            endpoints: Arc::new(EndpointApps::new(ENDPOINT_APPS_CAPACITY, History::Latest)),
             stats: None,
             iat_scale: 1.0,
             media: Some(Arc::new(MediaConfig::default())),
@@ -224,6 +229,8 @@ pub struct Chain {
     /// hashing the text for every new flow was a percent of the chain.
     guesses: [(usize, usize, Option<u16>); GUESS_SLOTS],
     spares: Spares,
+    /// The STUN dissector, whose applications name UDP endpoints.
+    stun: Option<u16>,
 }
 
 /// Slots of `Chain::guesses`.
@@ -287,6 +294,7 @@ impl Chain {
             media,
             media_from,
             hosts,
+            stun: by_name.get("STUN").copied(),
             by_name,
             guesses: [(0, 0, None); GUESS_SLOTS],
             spares: Spares::default(),

@@ -5,7 +5,7 @@ use super::*;
 
 /// What the run had learned about a flow's endpoints before the flow
 /// began: a port a control session announced, a service a DNS answer put
-/// behind the address. Asked for both endpoints, as the flow may yet turn
+/// behind the address, the application STUN named a UDP endpoint for. Asked for both endpoints, as the flow may yet turn
 /// around on a late SYN; `None` from [`prior`] when nothing was learned,
 /// which is nearly always.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -13,6 +13,7 @@ pub struct Prior {
     pub(super) endpoints: [(IpAddr, u16); 2],
     pub(super) announced: [Option<Label>; 2],
     pub(super) named: [Option<&'static str>; 2],
+    pub(super) stun: [Option<&'static str>; 2],
 }
 
 impl Prior {
@@ -23,7 +24,13 @@ impl Prior {
 
 /// Asks the shared tables what was learned before the flow's first packet,
 /// at input position `order` (`u64::MAX`: whatever is known now).
-pub fn prior<X>(flow: &Flow<X>, order: u64, expectations: &Expectations, names: &AddressNames) -> Option<Prior> {
+pub fn prior<X>(
+    flow: &Flow<X>,
+    order: u64,
+    expectations: &Expectations,
+    names: &AddressNames,
+    stun: &EndpointApps,
+) -> Option<Prior> {
     let endpoints = [
         (flow.key.src_ip(), flow.key.src_port),
         (flow.key.dst_ip(), flow.key.dst_port),
@@ -33,9 +40,15 @@ pub fn prior<X>(flow: &Flow<X>, order: u64, expectations: &Expectations, names: 
         None => [None; 2],
     };
     let named = endpoints.map(|(addr, _)| names.lookup(addr, order, flow.first_ns));
-    (announced.iter().any(Option::is_some) || named.iter().any(Option::is_some)).then_some(Prior {
+    let stun = match flow.key.proto {
+        UDP => endpoints.map(|end| stun.lookup(end, order, flow.first_ns)),
+        _ => [None; 2],
+    };
+    let any = |found: &[Option<&'static str>; 2]| found.iter().any(Option::is_some);
+    (announced.iter().any(Option::is_some) || any(&named) || any(&stun)).then_some(Prior {
         endpoints,
         announced,
         named,
+        stun,
     })
 }

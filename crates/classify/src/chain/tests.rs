@@ -271,3 +271,290 @@ fn boxes_handed_back_come_back_empty() {
         format!("{:?}", [MediaWindows::default(); 2])
     );
 }
+
+/// ICE (RFC 8445) as a capture shows it: a host candidate's STUN exchange
+/// with the application's server names the application, then the same
+/// address and port run the connectivity checks and the media with a peer.
+mod ice {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use etherparse::PacketBuilder;
+    use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
+    use sluice_wire::{LinkType, decode};
+
+    type End = ([u8; 4], u16);
+
+    const HOST: [u8; 4] = [192, 168, 12, 156];
+    const CANDIDATE: End = (HOST, 49526);
+    const SERVER: End = ([157, 240, 1, 62], 3478);
+    const PEER: End = ([93, 33, 118, 87], 41107);
+    const COOKIE: u32 = 0x2112_A442;
+
+    /// An RFC 5389 message: header with the magic cookie, then the
+    /// attributes, each padded to four bytes.
+    fn stun(msg_type: u16, tx: u8, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (kind, value) in attrs {
+            body.extend_from_slice(&kind.to_be_bytes());
+            body.extend_from_slice(&(value.len() as u16).to_be_bytes());
+            body.extend_from_slice(value);
+            body.resize(body.len().next_multiple_of(4), 0);
+        }
+        let mut m = Vec::new();
+        m.extend_from_slice(&msg_type.to_be_bytes());
+        m.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        m.extend_from_slice(&COOKIE.to_be_bytes());
+        m.extend_from_slice(&[tx; 12]);
+        m.extend_from_slice(&body);
+        m
+    }
+
+    /// A connectivity check (RFC 8445 §7.1.1: USERNAME, PRIORITY,
+    /// ICE-CONTROLLING), which names no application.
+    fn check(tx: u8) -> Vec<u8> {
+        stun(
+            0x0001,
+            tx,
+            &[
+                (0x0006, b"a1b2:c3d4"),
+                (0x0024, &[0x6e, 0x7f, 0x1e, 0xff]),
+                (0x802a, &[1, 2, 3, 4, 5, 6, 7, 8]),
+            ],
+        )
+    }
+
+    /// Its success response, with the XOR-MAPPED-ADDRESS of `to`.
+    fn checked(tx: u8, to: End) -> Vec<u8> {
+        let port = (to.1 ^ (COOKIE >> 16) as u16).to_be_bytes();
+        let addr = (u32::from_be_bytes(to.0) ^ COOKIE).to_be_bytes();
+        let value = [0, 1, port[0], port[1], addr[0], addr[1], addr[2], addr[3]];
+        stun(0x0101, tx, &[(0x0020, &value)])
+    }
+
+    /// An RFC 3550 RTP packet: version 2, dynamic payload type 111, then 160
+    /// bytes of media.
+    fn rtp(seq: u16) -> Vec<u8> {
+        let mut p = vec![0x80, 111];
+        p.extend_from_slice(&seq.to_be_bytes());
+        p.extend_from_slice(&(u32::from(seq) * 960).to_be_bytes());
+        p.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+        p.extend((0..160u32).map(|i| (i * 37 + u32::from(seq)) as u8));
+        p
+    }
+
+    /// The capture, in input order; `server` false leaves out the
+    /// candidate's exchange with the application's server.
+    fn capture(server: bool) -> Vec<(End, End, Vec<u8>)> {
+        let late_peer = ([93, 33, 118, 90], 41200);
+        let other_peer = ([93, 33, 118, 91], 41300);
+        let other_port = (HOST, 49527);
+        let mut packets = vec![
+            // A check that began before the server named the application.
+            (CANDIDATE, late_peer, check(1)),
+        ];
+        if server {
+            // Allocate (RFC 8656 §7.1), refused with the server's REALM.
+            packets.push((CANDIDATE, SERVER, stun(0x0003, 2, &[(0x0019, &[17, 0, 0, 0])])));
+            let refused = stun(
+                0x0113,
+                2,
+                &[
+                    (0x0009, b"\x00\x00\x04\x01Unauthorized"),
+                    (0x0015, b"a62b67bd11f3cbff"),
+                    (0x0014, b"signal.org"),
+                ],
+            );
+            packets.push((SERVER, CANDIDATE, refused));
+        }
+        packets.push((late_peer, CANDIDATE, checked(1, CANDIDATE)));
+        packets.push((CANDIDATE, PEER, check(3)));
+        packets.push((PEER, CANDIDATE, checked(3, CANDIDATE)));
+        // A sender report (RFC 3550 §6.4.1) before the first RTP.
+        let mut report = vec![0x80, 200, 0, 6];
+        report.resize(28, 0x22);
+        packets.push((PEER, CANDIDATE, report));
+        for seq in 0..4 {
+            let (from, to) = if seq % 2 == 0 {
+                (CANDIDATE, PEER)
+            } else {
+                (PEER, CANDIDATE)
+            };
+            packets.push((from, to, rtp(seq)));
+        }
+        // The same address on another port, and the candidate's DNS query.
+        packets.push((other_port, (PEER.0, 41108), check(4)));
+        packets.push(((PEER.0, 41108), other_port, checked(4, other_port)));
+        packets.push((other_port, (PEER.0, 41108), rtp(10)));
+        let query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01";
+        packets.push((CANDIDATE, ([8, 8, 8, 8], 53), query.to_vec()));
+        // Checks with another peer, and no media.
+        packets.push((CANDIDATE, other_peer, check(5)));
+        packets.push((other_peer, CANDIDATE, checked(5, CANDIDATE)));
+        packets
+    }
+
+    /// Each flow's label, by its first packet's endpoints, when `workers`
+    /// chains sharing the tables read the capture, each its own flows, in
+    /// the turns `turns` gives (worker by worker).
+    fn labels(
+        packets: &[(End, End, Vec<u8>)],
+        history: History,
+        workers: usize,
+        turns: &[usize],
+    ) -> BTreeMap<String, String> {
+        let config = ChainConfig {
+            media: None,
+            expectations: Arc::new(Expectations::new(64, history)),
+            names: Arc::new(AddressNames::new(64, history)),
+            endpoints: Arc::new(EndpointApps::new(64, history)),
+            ..ChainConfig::default()
+        };
+        let mut chains: Vec<Chain> = (0..workers).map(|_| Chain::new(config.clone())).collect();
+        let mut tables: Vec<FlowTable<FlowClass>> =
+            (0..workers).map(|_| FlowTable::new(FlowConfig::default())).collect();
+        let mut flows: BTreeMap<String, (usize, u32)> = BTreeMap::new();
+        let mut owner: Vec<(String, usize)> = Vec::new();
+        for &(from, to, _) in packets {
+            let name = |a: End, b: End| format!("{:?}:{}-{:?}:{}", a.0, a.1, b.0, b.1);
+            let key = if owner.iter().any(|(k, _)| *k == name(to, from)) {
+                name(to, from)
+            } else {
+                name(from, to)
+            };
+            if !owner.iter().any(|(k, _)| *k == key) {
+                let n = owner.len();
+                owner.push((key, n % workers));
+            }
+        }
+        let worker_of = |from: End, to: End| {
+            let name = |a: End, b: End| format!("{:?}:{}-{:?}:{}", a.0, a.1, b.0, b.1);
+            owner
+                .iter()
+                .find(|(k, _)| *k == name(from, to) || *k == name(to, from))
+                .map(|(k, w)| (k.clone(), *w))
+                .unwrap()
+        };
+        for &turn in turns {
+            for (order, (from, to, payload)) in packets.iter().enumerate() {
+                let (key, worker) = worker_of(*from, *to);
+                if worker != turn {
+                    continue;
+                }
+                let mut frame = Vec::new();
+                PacketBuilder::ipv4(from.0, to.0, 64)
+                    .udp(from.1, to.1)
+                    .write(&mut frame, payload)
+                    .unwrap();
+                let decoded = decode(LinkType::RawIp, &frame).unwrap();
+                let info = PacketInfo {
+                    ts_ns: 1_000_000 * (order as u64 + 1),
+                    wire_len: frame.len() as u32,
+                    decoded: &decoded,
+                    order: order as u64,
+                };
+                let table = &mut tables[worker];
+                let (slot, dir) =
+                    table.process(&info, decoded.key.symmetric_hash(), FlowClass::default, &mut |_, _| {});
+                flows.entry(key).or_insert((worker, slot));
+                let start = decoded.payload_offset as usize;
+                let data = &frame[start..start + decoded.payload_captured as usize];
+                chains[worker].on_packet(table.flow_mut(slot), dir, &decoded, data, order as u64);
+            }
+        }
+        flows
+            .into_iter()
+            .map(|(key, (worker, slot))| {
+                let flow = tables[worker].flow_mut(slot);
+                let order = match history {
+                    History::InputOrder => flow.order,
+                    History::Latest => u64::MAX,
+                };
+                let told = prior(flow, order, &config.expectations, &config.names, &config.endpoints);
+                finish_flow(flow, told.as_ref());
+                let label = flow.ext.label;
+                (key, format!("{}.{}", label.master, label.app.unwrap_or("-")))
+            })
+            .collect()
+    }
+
+    fn flow(a: End, b: End) -> String {
+        format!("{:?}:{}-{:?}:{}", a.0, a.1, b.0, b.1)
+    }
+
+    #[test]
+    fn media_of_an_endpoint_stun_named_is_that_application_s() {
+        let with = capture(true);
+        let without = capture(false);
+        for history in [History::InputOrder, History::Latest] {
+            let named = labels(&with, history, 1, &[0]);
+            let bare = labels(&without, history, 1, &[0]);
+            let label = |labels: &BTreeMap<String, String>, a, b| labels[&flow(a, b)].clone();
+            assert_eq!(label(&named, CANDIDATE, SERVER), "STUN.SignalVoip", "{history:?}");
+            assert_eq!(label(&named, CANDIDATE, PEER), "SRTP.SignalVoip", "{history:?}");
+            assert_eq!(label(&bare, CANDIDATE, PEER), "STUN.RTP", "{history:?}");
+            let other_peer = ([93, 33, 118, 91], 41300);
+            assert_eq!(label(&named, CANDIDATE, other_peer), "STUN.SignalVoip", "{history:?}");
+            assert_eq!(label(&bare, CANDIDATE, other_peer), "STUN.-", "{history:?}");
+            // Near misses: a flow that began before the server named the
+            // application, another port of the same address, a DNS query
+            // from the candidate.
+            let late_peer = ([93, 33, 118, 90], 41200);
+            assert_eq!(label(&named, CANDIDATE, late_peer), "STUN.-", "{history:?}");
+            let other_port = ((HOST, 49527), (PEER.0, 41108));
+            assert_eq!(label(&named, other_port.0, other_port.1), "STUN.RTP", "{history:?}");
+            let dns = (CANDIDATE, ([8, 8, 8, 8], 53));
+            assert_eq!(label(&named, dns.0, dns.1), label(&bare, dns.0, dns.1), "{history:?}");
+            assert!(label(&named, dns.0, dns.1).starts_with("DNS."), "{named:?}");
+            assert_eq!(config_endpoints_learned(&with, history), 1);
+        }
+    }
+
+    /// The server side of the exchange is not remembered, nor anything
+    /// without an application.
+    fn config_endpoints_learned(packets: &[(End, End, Vec<u8>)], history: History) -> u64 {
+        let endpoints = Arc::new(EndpointApps::new(64, history));
+        let config = ChainConfig {
+            media: None,
+            endpoints: endpoints.clone(),
+            ..ChainConfig::default()
+        };
+        let mut chain = Chain::new(config);
+        let mut table: FlowTable<FlowClass> = FlowTable::new(FlowConfig::default());
+        for (order, (from, to, payload)) in packets.iter().enumerate() {
+            let mut frame = Vec::new();
+            PacketBuilder::ipv4(from.0, to.0, 64)
+                .udp(from.1, to.1)
+                .write(&mut frame, payload)
+                .unwrap();
+            let decoded = decode(LinkType::RawIp, &frame).unwrap();
+            let info = PacketInfo {
+                ts_ns: 1_000_000 * (order as u64 + 1),
+                wire_len: frame.len() as u32,
+                decoded: &decoded,
+                order: order as u64,
+            };
+            let (slot, dir) = table.process(&info, decoded.key.symmetric_hash(), FlowClass::default, &mut |_, _| {});
+            let start = decoded.payload_offset as usize;
+            let data = &frame[start..start + decoded.payload_captured as usize];
+            chain.on_packet(table.flow_mut(slot), dir, &decoded, data, order as u64);
+        }
+        let at = |end: End| endpoints.lookup((IpAddr::from(end.0), end.1), u64::MAX, 20_000_000);
+        assert_eq!(at(CANDIDATE), Some("SignalVoip"));
+        assert_eq!(at(SERVER), None, "the server's side");
+        endpoints.learned()
+    }
+
+    #[test]
+    fn the_labels_do_not_depend_on_which_worker_reads_first() {
+        let with = capture(true);
+        let one = labels(&with, History::InputOrder, 1, &[0]);
+        assert_eq!(one[&flow(CANDIDATE, PEER)], "SRTP.SignalVoip");
+        for turns in [[0, 1], [1, 0]] {
+            assert_eq!(labels(&with, History::InputOrder, 2, &turns), one, "{turns:?}");
+        }
+        for turns in [[0, 1, 2], [2, 1, 0], [1, 2, 0]] {
+            assert_eq!(labels(&with, History::InputOrder, 3, &turns), one, "{turns:?}");
+        }
+    }
+}

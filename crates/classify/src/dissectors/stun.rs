@@ -3,7 +3,7 @@
 //! cookie, UDP only) and TURN (RFC 8656), over UDP or TCP (raw, or RFC 4571 framed). Vendor attributes and
 //! the REALM name the application. Later packets of the flow are demultiplexed as RFC 7983
 //! says: STUN, TURN ChannelData, DTLS (the label becomes DTLS) or RTP (STUN.RTP, or SRTP when
-//! the application is known).
+//! the application is known); RTCP, which often comes first, is passed over for the RTP after it.
 
 use std::net::IpAddr;
 
@@ -251,6 +251,9 @@ fn inspect_datagram(pkt: &Packet, data: &[u8], ctx: &mut Context, outer: bool) -
             Some(app) => Found::new("SRTP").app(app),
             None => Found::new("STUN").app("RTP"),
         })
+    } else if is_rtcp(data) {
+        // The label stands; the RTP that comes with it says what the media is.
+        Verdict::Maybe
     } else {
         Verdict::No
     }
@@ -334,6 +337,15 @@ fn is_rtp(data: &[u8]) -> bool {
         header += 4 + 4 * usize::from(words);
     }
     first & 0xC0 == 0x80 && (payload_type <= 34 || payload_type >= 96) && header <= data.len()
+}
+
+/// An RTCP packet header (RFC 3550 §6.4.1: version 2, a packet type in the range RFC 5761 §4
+/// keeps for RTCP, 192..=223) whose first packet fits the datagram.
+fn is_rtcp(data: &[u8]) -> bool {
+    let (Some(&first), Some(&kind), Some(words)) = (data.first(), data.get(1), be16(data, 2)) else {
+        return false;
+    };
+    first & 0xC0 == 0x80 && (192..=223).contains(&kind) && 4 * (usize::from(words) + 1) <= data.len()
 }
 
 #[cfg(test)]
@@ -473,6 +485,20 @@ mod tests {
         assert_eq!(
             run(Transport::Udp, Side::Up, 4, &channel, &mut TestContext::new()),
             rtp_app
+        );
+        // RTCP (a sender report: version 2, one report block's worth of length words) is
+        // passed over, for the RTP after it; one whose length runs past the datagram is not RTCP.
+        let mut sr = vec![0x81, 200, 0, 12];
+        sr.resize(52, 0x11);
+        assert_eq!(run(Transport::Udp, Side::Down, 2, &sr, &mut t), Verdict::Maybe);
+        assert_eq!(run(Transport::Udp, Side::Down, 2, &sr[..48], &mut t), Verdict::No);
+        let mut below = sr.clone();
+        below[1] = 191;
+        assert_eq!(run(Transport::Udp, Side::Down, 2, &below, &mut t), Verdict::No);
+        assert_eq!(
+            udp(&sr, &mut TestContext::new()),
+            Verdict::No,
+            "a flow that starts with it"
         );
         // Random bytes after STUN end the flow's inspection.
         assert_eq!(

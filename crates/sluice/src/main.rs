@@ -649,6 +649,9 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         let writer = PcapWriter::create(pcap, 1, args.snaplen.unwrap_or(262_144))
             .with_context(|| format!("creating {}", pcap.display()))?;
         let mut sink = PcapSink(writer);
+        // The voip profile also tells what it did to each RTP stream.
+        let streams_path = matches!(profile, Profile::Voip).then(|| pcap.with_extension("streams.csv"));
+        let mut truths = voip::GenTruth::new(&mut write_row, streams_path)?;
         // With a number of calls, they say when to stop.
         let packets = args.packets.unwrap_or(if args.voip.calls().is_some() {
             u64::MAX
@@ -656,12 +659,11 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
             DEFAULT_PACKETS
         });
         let summary = if args.anomaly.is_empty() {
-            sluice_gen::generate_with(profile, packets, args.seed, &options, &mut sink, &mut write_row)
+            sluice_gen::generate_with(profile, packets, args.seed, &options, &mut sink, &mut truths)
         } else {
             let rate = args.packet_rate.unwrap_or(sluice_gen::MIX_RATE);
             let mut injecting = sluice_gen::anomalies::Injecting::new(&mut sink, &args.anomaly, rate, args.seed);
-            let summary =
-                sluice_gen::generate_with(profile, packets, args.seed, &options, &mut injecting, &mut write_row);
+            let summary = sluice_gen::generate_with(profile, packets, args.seed, &options, &mut injecting, &mut truths);
             let rows = injecting.rows();
             let path = pcap.with_extension("anomalies.csv");
             let mut text = format!("{}\n", sluice_gen::anomalies::AnomalyRow::HEADER);
@@ -675,11 +677,15 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         }
         .with_context(|| format!("writing {} and {truth_shown}", pcap.display()))?;
         sink.0.finish().with_context(|| format!("writing {}", pcap.display()))?;
+        let streams_shown = truths
+            .finish()?
+            .map(|p| format!(", and each RTP stream to {}", p.display()))
+            .unwrap_or_default();
         if let Some((_, out)) = &mut truth {
             out.flush().with_context(|| format!("writing {truth_shown}"))?;
         }
         eprintln!(
-            "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {truth_shown}",
+            "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {truth_shown}{streams_shown}",
             summary.packets,
             summary.bytes,
             summary.flows,

@@ -64,6 +64,73 @@ pub fn run_voip(args: VoipCommandArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
+/// `sluice gen`'s truth: each flow's row to `flows`, and with the voip
+/// profile each RTP stream's (what the generator did to it) as a line of
+/// NAME.streams.csv.
+pub struct GenTruth<'a, F> {
+    flows: &'a mut F,
+    streams: Option<(PathBuf, std::io::BufWriter<std::fs::File>)>,
+}
+
+impl<'a, F> GenTruth<'a, F> {
+    /// The stream file's header: the fields of `sluice_gen::StreamTruth`.
+    pub const STREAMS_HEADER: &'static str = "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms";
+
+    pub fn new(flows: &'a mut F, streams: Option<PathBuf>) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        use std::io::Write;
+        let streams = match streams {
+            Some(path) => {
+                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                let mut out = std::io::BufWriter::new(file);
+                writeln!(out, "{}", Self::STREAMS_HEADER).with_context(|| format!("writing {}", path.display()))?;
+                Some((path, out))
+            }
+            None => None,
+        };
+        Ok(GenTruth { flows, streams })
+    }
+
+    /// Flushes the stream file; its path, if one was written.
+    pub fn finish(self) -> anyhow::Result<Option<PathBuf>> {
+        use anyhow::Context;
+        use std::io::Write;
+        match self.streams {
+            Some((path, mut out)) => {
+                out.flush().with_context(|| format!("writing {}", path.display()))?;
+                Ok(Some(path))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSink for GenTruth<'_, F> {
+    fn flow(&mut self, row: &sluice_gen::TruthRow) -> std::io::Result<()> {
+        (self.flows)(row)
+    }
+
+    fn stream(&mut self, t: &sluice_gen::StreamTruth) -> std::io::Result<()> {
+        use std::io::Write;
+        match &mut self.streams {
+            Some((_, out)) => writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{}",
+                t.src_ip,
+                t.src_port,
+                t.dst_ip,
+                t.dst_port,
+                t.ssrc,
+                t.media.as_str(),
+                t.packets,
+                t.lost,
+                t.jitter_sd_ms
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `sluice gen --profile voip`'s options (docs/gen.md): the calls'
 /// arrival rate, hold times and media, whether the other traffic is there,
 /// how many calls.

@@ -56,6 +56,9 @@ struct Version<V> {
 #[derive(Debug)]
 pub(crate) struct Learned<K, V> {
     shards: Vec<Mutex<HashMap<K, VecDeque<Version<V>>>>>,
+    /// Per shard: the packet time before which a full shard has nothing
+    /// expired, as its last sweep found; written under the shard's lock.
+    sweep_at_ns: Box<[AtomicU64]>,
     per_shard: usize,
     ttl_ns: u64,
     history: History,
@@ -64,6 +67,8 @@ pub(crate) struct Learned<K, V> {
     settled: AtomicU64,
     learned: AtomicU64,
     dropped: AtomicU64,
+    /// Passes over a full shard for expired keys.
+    sweeps: AtomicU64,
 }
 
 fn seen_bit(hash: u64) -> (usize, u64) {
@@ -75,6 +80,7 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
     pub(crate) fn new(capacity: usize, ttl_ns: u64, history: History) -> Self {
         Learned {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
+            sweep_at_ns: (0..SHARDS).map(|_| AtomicU64::new(0)).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
             ttl_ns,
             history,
@@ -82,6 +88,7 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
             settled: AtomicU64::new(0),
             learned: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            sweeps: AtomicU64::new(0),
         }
     }
 
@@ -90,7 +97,11 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
     }
 
     fn shard(&self, hash: u64) -> &Mutex<HashMap<K, VecDeque<Version<V>>>> {
-        &self.shards[(hash >> 60) as usize % SHARDS]
+        &self.shards[Self::shard_index(hash)]
+    }
+
+    fn shard_index(hash: u64) -> usize {
+        (hash >> 60) as usize % SHARDS
     }
 
     /// Remembers that `key` means `value`, as the packet at input
@@ -98,8 +109,24 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
     pub(crate) fn learn(&self, key: K, hash: u64, value: V, order: u64, now_ns: u64) {
         let mut shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
         if shard.len() >= self.per_shard && !shard.contains_key(&key) {
-            let ttl = self.ttl_ns;
-            shard.retain(|_, versions| versions.back().is_some_and(|v| v.last_ns.saturating_add(ttl) > now_ns));
+            // A full shard is swept only once something in it may have
+            // expired: sweeping it for every new key while all are live
+            // would cost a pass over the shard per announcement.
+            let sweep_at = &self.sweep_at_ns[Self::shard_index(hash)];
+            if now_ns >= sweep_at.load(Ordering::Relaxed) {
+                let ttl = self.ttl_ns;
+                let mut next = u64::MAX;
+                shard.retain(|_, versions| {
+                    let expiry = versions.back().map_or(0, |v| v.last_ns.saturating_add(ttl));
+                    let live = expiry > now_ns;
+                    if live {
+                        next = next.min(expiry);
+                    }
+                    live
+                });
+                sweep_at.store(next, Ordering::Relaxed);
+                self.sweeps.fetch_add(1, Ordering::Relaxed);
+            }
             if shard.len() >= self.per_shard {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 return;
@@ -246,6 +273,23 @@ mod tests {
         assert_eq!(t.dropped() + t.learned(), 200);
         t.learn(500, hash(500), "Google", 500, TTL + 1);
         assert_eq!(t.lookup(&500, hash(500), 501, TTL + 2), Some("Google"));
+    }
+
+    #[test]
+    fn a_full_table_of_live_keys_is_not_swept_for_every_new_key() {
+        let t: Learned<u32, &str> = Learned::new(SHARDS * 4, TTL, History::Latest);
+        for key in 0..10_000 {
+            t.learn(key, hash(key), "SIP", u64::from(key), u64::from(key));
+        }
+        assert_eq!(t.dropped() + t.learned(), 10_000);
+        assert!(t.dropped() > 9_000);
+        // Each shard filled once; nothing in it expires before TTL, so
+        // one sweep each finds that out.
+        let sweeps = t.sweeps.load(Ordering::Relaxed);
+        assert!(sweeps <= SHARDS as u64, "{sweeps} sweeps");
+        // Once the first keys expire, a new key takes a place again.
+        t.learn(20_000, hash(20_000), "SIP", 20_000, 10_000 + TTL);
+        assert_eq!(t.lookup(&20_000, hash(20_000), 20_001, 10_000 + TTL), Some("SIP"));
     }
 
     #[test]

@@ -13,6 +13,8 @@ mod quic;
 mod sip;
 mod voip;
 
+pub use voip::{Hold, VoipMedia, VoipOptions};
+
 use std::io;
 use std::net::IpAddr;
 
@@ -176,20 +178,47 @@ pub fn generate_at(
     sink: &mut impl FrameSink,
     truth: &mut impl TruthSink,
 ) -> io::Result<GenSummary> {
-    if rate.is_some() && profile != Profile::Mix {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "only the mix profile takes a packet rate",
-        ));
+    let options = GenOptions {
+        rate,
+        ..GenOptions::default()
+    };
+    generate_with(profile, packets, seed, &options, sink, truth)
+}
+
+/// What a profile may be told besides its packet count and seed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GenOptions {
+    /// The mix's packets a second of packet time (only the mix).
+    pub rate: Option<f64>,
+    /// The voip profile's calls (only the voip profile).
+    pub voip: VoipOptions,
+}
+
+/// [`generate`] with [`GenOptions`]; an option the profile does not take
+/// is an error.
+pub fn generate_with(
+    profile: Profile,
+    packets: u64,
+    seed: u64,
+    options: &GenOptions,
+    sink: &mut impl FrameSink,
+    truth: &mut impl TruthSink,
+) -> io::Result<GenSummary> {
+    let refuse = |what: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, what.to_string()));
+    if options.rate.is_some() && profile != Profile::Mix {
+        return refuse("only the mix profile takes a packet rate");
+    }
+    if options.voip != VoipOptions::default() && profile != Profile::Voip {
+        return refuse("only the voip profile takes call options (call rate, hold times, media, background, calls)");
     }
     match profile {
         Profile::WorstCase => worst_case(packets, sink, truth),
         Profile::Mix => {
             let mut mix = Mix::new(seed);
-            mix.gap_ns = 1e9 / rate.unwrap_or(MIX_RATE).max(1e-3);
+            mix.gap_ns = 1e9 / options.rate.unwrap_or(MIX_RATE).max(1e-3);
             mix.run(packets, sink, truth)
         }
-        Profile::Voip => voip::generate(packets, seed, sink, truth),
+        Profile::Voip => voip::generate(packets, seed, &options.voip, sink, truth),
         Profile::Connections => connections::generate(packets, seed, sink, truth),
     }
 }

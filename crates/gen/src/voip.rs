@@ -97,13 +97,135 @@ const SYSLOG_MEAN_S: f64 = 1.5;
 const SYSLOG_MAX_GAP_S: f64 = 30.0;
 const SNMP_POLL_NS: u64 = 5 * S;
 
+/// How long an answered call lasts, from its ACK to its BYE.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Hold {
+    /// Log-uniform between two bounds, in seconds.
+    LogUniform { min_s: f64, max_s: f64 },
+    /// Inverse Gaussian of mean `mu_s` and shape `lambda_s`, in seconds:
+    /// RTPTracker's hold times are 117 and 19.
+    InverseGaussian { mu_s: f64, lambda_s: f64 },
+}
+
+impl std::str::FromStr for Hold {
+    type Err = String;
+
+    /// `log-uniform:MIN,MAX` or `ig:MU,LAMBDA`, in seconds.
+    fn from_str(text: &str) -> Result<Hold, String> {
+        let usage =
+            || format!("{text:?}: hold times are log-uniform:MIN,MAX or ig:MU,LAMBDA (seconds), e.g. ig:117,19");
+        let (kind, values) = text.split_once(':').ok_or_else(usage)?;
+        let (a, b) = values.split_once(',').ok_or_else(usage)?;
+        let (a, b): (f64, f64) = (
+            a.trim().parse().map_err(|_| usage())?,
+            b.trim().parse().map_err(|_| usage())?,
+        );
+        if !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
+            return Err(format!("{text:?}: both values must be positive"));
+        }
+        match kind {
+            "log-uniform" if a <= b => Ok(Hold::LogUniform { min_s: a, max_s: b }),
+            "log-uniform" => Err(format!("{text:?}: MIN is larger than MAX")),
+            "ig" => Ok(Hold::InverseGaussian { mu_s: a, lambda_s: b }),
+            _ => Err(usage()),
+        }
+    }
+}
+
+impl Hold {
+    /// A hold time in seconds.
+    fn draw(self, rng: &mut Pcg64Mcg) -> f64 {
+        match self {
+            Hold::LogUniform { min_s, max_s } => log_uniform(rng, (min_s, max_s)),
+            Hold::InverseGaussian { mu_s, lambda_s } => inverse_gaussian(rng, mu_s, lambda_s),
+        }
+    }
+}
+
+/// What media the voip profile's calls send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoipMedia {
+    /// G.711 or G.729, silence suppression on some calls, video on some,
+    /// a tenth over IPv6 (the profile as documented).
+    Mixed,
+    /// G.711 over IPv4 on every call, no silence suppression, no video:
+    /// every RTP packet is 200 bytes of IP.
+    G711,
+    /// None: the SIP dialogs alone (their descriptions still offer audio),
+    /// as calls whose speakers never break silence would be with silence
+    /// suppression.
+    None,
+}
+
+impl std::str::FromStr for VoipMedia {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<VoipMedia, String> {
+        match text {
+            "mixed" => Ok(VoipMedia::Mixed),
+            "g711" => Ok(VoipMedia::G711),
+            "none" => Ok(VoipMedia::None),
+            _ => Err(format!("{text:?}: the media is mixed, g711 or none")),
+        }
+    }
+}
+
+/// The voip profile's calls; the default is the profile as documented.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VoipOptions {
+    /// Mean new calls a second (Poisson arrivals).
+    pub call_rate: f64,
+    pub hold: Hold,
+    pub media: VoipMedia,
+    /// The flows that are not voice (DNS, NTP, QUIC, game, syslog, SNMP).
+    pub background: bool,
+    /// Place no more calls than this; the run ends when the packets are
+    /// written or nothing is left to send.
+    pub calls: Option<u64>,
+}
+
+impl Default for VoipOptions {
+    fn default() -> Self {
+        VoipOptions {
+            call_rate: 1.0 / CALL_GAP_S,
+            hold: Hold::LogUniform {
+                min_s: CALL_S.0,
+                max_s: CALL_S.1,
+            },
+            media: VoipMedia::Mixed,
+            background: true,
+            calls: None,
+        }
+    }
+}
+
 pub(crate) fn generate(
     packets: u64,
     seed: u64,
+    options: &VoipOptions,
     sink: &mut impl FrameSink,
     truth: &mut impl TruthSink,
 ) -> io::Result<GenSummary> {
-    Voip::new(seed).run(packets, sink, truth)
+    if !(options.call_rate.is_finite() && options.call_rate > 0.0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a call rate of {} calls a second: it must be positive",
+                options.call_rate
+            ),
+        ));
+    }
+    Voip::new(seed, options.clone()).run(packets, sink, truth)
+}
+
+/// A draw of the inverse Gaussian distribution of mean `mu` and shape
+/// `lambda` (Michael, Schucany and Haas, 1976).
+fn inverse_gaussian(rng: &mut Pcg64Mcg, mu: f64, lambda: f64) -> f64 {
+    let n = normal(rng);
+    let y = n * n;
+    let x = mu + mu * mu * y / (2.0 * lambda) - mu / (2.0 * lambda) * (4.0 * mu * lambda * y + mu * mu * y * y).sqrt();
+    let u: f64 = rng.random();
+    if u <= mu / (mu + x) { x } else { mu * mu / x }
 }
 
 fn exp(rng: &mut Pcg64Mcg, mean: f64) -> f64 {
@@ -734,12 +856,13 @@ struct Voip {
     hosts: u32,
     /// Calls placed so far.
     calls: u64,
+    options: VoipOptions,
     scratch: Scratch,
     frame: Vec<u8>,
 }
 
 impl Voip {
-    fn new(seed: u64) -> Voip {
+    fn new(seed: u64, options: VoipOptions) -> Voip {
         let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let noise = (0..65_536).map(|_| rng.random()).collect();
         Voip {
@@ -750,6 +873,7 @@ impl Voip {
             free: Vec::new(),
             hosts: 0,
             calls: 0,
+            options,
             scratch: Scratch {
                 payload: Vec::with_capacity(1600),
                 body: Vec::with_capacity(1600),
@@ -770,18 +894,28 @@ impl Voip {
 
     fn run(mut self, packets: u64, sink: &mut impl FrameSink, truth: &mut impl TruthSink) -> io::Result<GenSummary> {
         let mut summary = GenSummary::default();
-        self.schedule(START_NS, Event::Call);
-        let at = self.after(START_NS, LONG_GAP_S);
-        self.schedule(at, Event::Long);
-        let at = self.after(START_NS, SHORT_GAP_S);
-        self.schedule(at, Event::Short);
+        let calls = self.options.calls.unwrap_or(u64::MAX);
+        if calls > 0 {
+            self.schedule(START_NS, Event::Call);
+        }
+        if self.options.background {
+            let at = self.after(START_NS, LONG_GAP_S);
+            self.schedule(at, Event::Long);
+            let at = self.after(START_NS, SHORT_GAP_S);
+            self.schedule(at, Event::Short);
+        }
         while summary.packets < packets {
-            let Reverse((now, _, event)) = self.heap.pop().expect("arrivals are always scheduled");
+            // Without a limit on calls, new arrivals are always scheduled.
+            let Some(Reverse((now, _, event))) = self.heap.pop() else {
+                break;
+            };
             match event {
                 Event::Call => {
                     self.call(now);
-                    let at = self.after(now, CALL_GAP_S);
-                    self.schedule(at, Event::Call);
+                    if self.calls < calls {
+                        let at = self.after(now, 1.0 / self.options.call_rate);
+                        self.schedule(at, Event::Call);
+                    }
                 }
                 Event::Long => {
                     self.long(now);
@@ -834,7 +968,8 @@ impl Voip {
     }
 
     fn add(&mut self, ends: [(IpAddr, u16); 2], class: &'static str, media: Option<Media>, state: State) {
-        let at = state.due().expect("a new flow has a first packet");
+        // A call shorter than its first 20 ms sends no media.
+        let Some(at) = state.due() else { return };
         let flow = Flow {
             ends,
             class,
@@ -873,10 +1008,13 @@ impl Voip {
 
     fn call(&mut self, now: u64) {
         let rng = &mut self.rng;
-        let v6 = rng.random_bool(CALL_V6_SHARE);
-        let video = rng.random_bool(VIDEO_SHARE);
+        // The draws are made whatever the options, so that the default
+        // profile stays what it was for each seed.
+        let mixed = self.options.media == VoipMedia::Mixed;
+        let v6 = rng.random_bool(CALL_V6_SHARE) && mixed;
+        let video = rng.random_bool(VIDEO_SHARE) && mixed;
         let audio_port = [rtp_port(rng), rtp_port(rng)];
-        let codec = if rng.random_bool(G729_SHARE) {
+        let codec = if rng.random_bool(G729_SHARE) && mixed {
             Codec::G729
         } else if self.calls.is_multiple_of(2) {
             Codec::Pcmu
@@ -886,7 +1024,7 @@ impl Voip {
             Codec::Pcma
         };
         self.calls += 1;
-        let vad = rng.random_bool(VAD_SHARE);
+        let vad = rng.random_bool(VAD_SHARE) && mixed;
         let call = Call {
             addr: [self.host(v6, false), self.host(v6, true)],
             user: [self.rng.random_range(1000..10_000), self.rng.random_range(1000..10_000)],
@@ -903,7 +1041,7 @@ impl Voip {
         // request that asked for them.
         let rng = &mut self.rng;
         let rtt = rng.random_range(10 * MS..80 * MS);
-        let duration = (log_uniform(rng, CALL_S) * S as f64) as u64;
+        let duration = (self.options.hold.draw(rng) * S as f64) as u64;
         let trying = now + rtt + rng.random_range(0..10 * MS);
         let ringing = trying + rng.random_range(50 * MS..400 * MS);
         let answer = ringing + between(rng, RING_MS) * MS;
@@ -945,6 +1083,9 @@ impl Voip {
                 step: 0,
             },
         );
+        if self.options.media == VoipMedia::None {
+            return;
+        }
         self.add(audio_ends, "RTP", Some(Media::Audio), State::Rtp(audio));
         if let (Some(ends), Some(streams)) = (video_ends, video_streams) {
             self.add(ends, "RTP", Some(Media::Video), State::Rtp(streams));
@@ -1086,6 +1227,104 @@ mod tests {
     use super::*;
     use crate::Profile;
     use crate::testing::{Endpoint, Run, flow_key, parse, row_key, run};
+
+    /// The frames of `generate` with `options`.
+    fn frames_with(packets: u64, seed: u64, options: &VoipOptions) -> Vec<(u64, Vec<u8>)> {
+        struct Frames(Vec<(u64, Vec<u8>)>);
+        impl FrameSink for Frames {
+            fn frame(&mut self, ts: u64, frame: &[u8]) -> io::Result<()> {
+                self.0.push((ts, frame.to_vec()));
+                Ok(())
+            }
+        }
+        let mut frames = Frames(Vec::new());
+        generate(packets, seed, options, &mut frames, &mut |_: &TruthRow| Ok(())).unwrap();
+        frames.0
+    }
+
+    #[test]
+    fn inverse_gaussian_hold_times_have_rtptrackers_mean_and_variance() {
+        let mut rng = Pcg64Mcg::seed_from_u64(3);
+        let hold = "ig:117,19".parse::<Hold>().unwrap();
+        let n = 400_000;
+        let draws: Vec<f64> = (0..n).map(|_| hold.draw(&mut rng)).collect();
+        let mean = draws.iter().sum::<f64>() / f64::from(n);
+        let var = draws.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / f64::from(n);
+        // IG(mu, lambda): mean mu, variance mu^3 / lambda (84,300 s^2 here).
+        assert!((mean - 117.0).abs() < 117.0 * 0.02, "mean {mean}");
+        assert!((var / 84_300.0 - 1.0).abs() < 0.15, "variance {var}");
+        let mut sorted = draws.clone();
+        sorted.sort_by(f64::total_cmp);
+        // Its median is far below its mean: most calls are short.
+        let median = sorted[sorted.len() / 2];
+        assert!((20.0..40.0).contains(&median), "median {median}");
+        assert!(draws.iter().all(|&x| x > 0.0));
+        assert!("ig:117".parse::<Hold>().is_err() && "ig:-1,2".parse::<Hold>().is_err());
+        assert_eq!("log-uniform:5,60".parse::<Hold>().unwrap(), VoipOptions::default().hold);
+    }
+
+    #[test]
+    fn g711_calls_arrive_at_the_call_rate_in_200_byte_packets() {
+        let options = VoipOptions {
+            call_rate: 50.0,
+            hold: Hold::InverseGaussian {
+                mu_s: 117.0,
+                lambda_s: 19.0,
+            },
+            media: VoipMedia::G711,
+            background: false,
+            calls: None,
+        };
+        let frames = frames_with(300_000, 5, &options);
+        let mut invites = Vec::new();
+        let mut rtp = 0;
+        for (ts, frame) in &frames {
+            let p = parse(frame);
+            assert!(p.src.0.is_ipv4(), "G.711 calls are over IPv4");
+            if p.src.1 == sip::PORT || p.dst.1 == sip::PORT {
+                if p.payload.starts_with(b"INVITE ") {
+                    invites.push(*ts);
+                }
+            } else {
+                // 14 bytes of Ethernet, 200 of IP: 20 + 8 + 12 + 160.
+                assert_eq!(frame.len(), 214);
+                assert!(matches!(p.payload[1] & 0x7f, 0 | 8));
+                rtp += 1;
+            }
+        }
+        assert!(rtp > 250_000, "{rtp} RTP packets");
+        let gaps = invites.len() as f64 - 1.0;
+        let rate = gaps / ((invites[invites.len() - 1] - invites[0]) as f64 / S as f64);
+        assert!(
+            invites.len() > 500 && (45.0..55.0).contains(&rate),
+            "{} calls, {rate}/s",
+            invites.len()
+        );
+    }
+
+    #[test]
+    fn signalling_only_calls_stop_at_their_count() {
+        let options = VoipOptions {
+            call_rate: 1000.0,
+            media: VoipMedia::None,
+            background: false,
+            calls: Some(2_000),
+            ..VoipOptions::default()
+        };
+        let frames = frames_with(u64::MAX, 7, &options);
+        let mut words = HashMap::<String, u64>::new();
+        for (_, frame) in &frames {
+            let p = parse(frame);
+            assert_eq!((p.src.1, p.dst.1), (sip::PORT, sip::PORT), "only SIP");
+            let first = std::str::from_utf8(p.payload).unwrap().lines().next().unwrap();
+            let word = first.strip_prefix("SIP/2.0 ").unwrap_or(first);
+            *words.entry(word.split(' ').next().unwrap().to_owned()).or_default() += 1;
+        }
+        // Every call whole: INVITE, 100, 180, 200 to it, ACK, BYE, 200 to it.
+        assert_eq!(frames.len(), 7 * 2_000);
+        assert_eq!(words["INVITE"], 2_000);
+        assert_eq!((words["ACK"], words["BYE"], words["200"]), (2_000, 2_000, 4_000));
+    }
 
     #[test]
     fn voip_is_deterministic() {
@@ -1322,10 +1561,16 @@ mod tests {
     fn voice_and_other_long_udp_flows_are_about_as_many() {
         let mut counts = Counts::default();
         let mut rows = Vec::new();
-        generate(1_000_000, 9, &mut counts, &mut |row: &TruthRow| {
-            rows.push(*row);
-            Ok(())
-        })
+        generate(
+            1_000_000,
+            9,
+            &VoipOptions::default(),
+            &mut counts,
+            &mut |row: &TruthRow| {
+                rows.push(*row);
+                Ok(())
+            },
+        )
         .unwrap();
         let long = |media: bool| {
             rows.iter()

@@ -318,7 +318,7 @@ struct GenArgs {
     #[arg(long, value_enum)]
     profile: ProfileArg,
     /// Packets to write or send [default: 1000000; with --duration, as many
-    /// as it allows].
+    /// as it allows; with --calls, as many as the calls make].
     #[arg(long)]
     packets: Option<u64>,
     /// The random generator's seed: the same seed, profile and options
@@ -364,6 +364,8 @@ struct GenArgs {
     /// [default: 262144].
     #[arg(long, conflicts_with = "interface", value_parser = snaplen_parser())]
     snaplen: Option<u32>,
+    #[command(flatten, next_help_heading = "The voip profile")]
+    voip: voip::VoipGenArgs,
 }
 
 /// `1000pps`, `2kpps`: packets a second.
@@ -605,6 +607,10 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         ProfileArg::Voip => Profile::Voip,
         ProfileArg::Connections => Profile::Connections,
     };
+    let options = sluice_gen::GenOptions {
+        rate: args.packet_rate,
+        voip: args.voip.options(),
+    };
     let truth_path = match &args.write {
         Some(pcap) => Some(pcap.with_extension("truth.csv")),
         None => args.truth.clone(),
@@ -643,20 +649,21 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         let writer = PcapWriter::create(pcap, 1, args.snaplen.unwrap_or(262_144))
             .with_context(|| format!("creating {}", pcap.display()))?;
         let mut sink = PcapSink(writer);
-        let packets = args.packets.unwrap_or(DEFAULT_PACKETS);
+        // The voip profile also tells what it did to each RTP stream.
+        let streams_path = matches!(profile, Profile::Voip).then(|| pcap.with_extension("streams.csv"));
+        let mut truths = voip::GenTruth::new(&mut write_row, streams_path)?;
+        // With a number of calls, they say when to stop.
+        let packets = args.packets.unwrap_or(if args.voip.calls().is_some() {
+            u64::MAX
+        } else {
+            DEFAULT_PACKETS
+        });
         let summary = if args.anomaly.is_empty() {
-            sluice_gen::generate_at(profile, packets, args.seed, args.packet_rate, &mut sink, &mut write_row)
+            sluice_gen::generate_with(profile, packets, args.seed, &options, &mut sink, &mut truths)
         } else {
             let rate = args.packet_rate.unwrap_or(sluice_gen::MIX_RATE);
             let mut injecting = sluice_gen::anomalies::Injecting::new(&mut sink, &args.anomaly, rate, args.seed);
-            let summary = sluice_gen::generate_at(
-                profile,
-                packets,
-                args.seed,
-                args.packet_rate,
-                &mut injecting,
-                &mut write_row,
-            );
+            let summary = sluice_gen::generate_with(profile, packets, args.seed, &options, &mut injecting, &mut truths);
             let rows = injecting.rows();
             let path = pcap.with_extension("anomalies.csv");
             let mut text = format!("{}\n", sluice_gen::anomalies::AnomalyRow::HEADER);
@@ -670,11 +677,15 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         }
         .with_context(|| format!("writing {} and {truth_shown}", pcap.display()))?;
         sink.0.finish().with_context(|| format!("writing {}", pcap.display()))?;
+        let streams_shown = truths
+            .finish()?
+            .map(|p| format!(", and each RTP stream to {}", p.display()))
+            .unwrap_or_default();
         if let Some((_, out)) = &mut truth {
             out.flush().with_context(|| format!("writing {truth_shown}"))?;
         }
         eprintln!(
-            "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {truth_shown}",
+            "wrote {} packets ({} bytes, {} flows) to {}, and what each flow is to {truth_shown}{streams_shown}",
             summary.packets,
             summary.bytes,
             summary.flows,
@@ -694,6 +705,7 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
     let packets = match (args.packets, args.duration) {
         (Some(n), _) => n,
         (None, Some(_)) => u64::MAX,
+        (None, None) if args.voip.calls().is_some() => u64::MAX,
         (None, None) => DEFAULT_PACKETS,
     };
     let mut sink = SendSink {
@@ -702,18 +714,11 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         error: None,
     };
     let generated = if args.anomaly.is_empty() {
-        sluice_gen::generate_at(profile, packets, args.seed, args.packet_rate, &mut sink, &mut write_row)
+        sluice_gen::generate_with(profile, packets, args.seed, &options, &mut sink, &mut write_row)
     } else {
         let rate = args.packet_rate.unwrap_or(sluice_gen::MIX_RATE);
         let mut injecting = sluice_gen::anomalies::Injecting::new(&mut sink, &args.anomaly, rate, args.seed);
-        sluice_gen::generate_at(
-            profile,
-            packets,
-            args.seed,
-            args.packet_rate,
-            &mut injecting,
-            &mut write_row,
-        )
+        sluice_gen::generate_with(profile, packets, args.seed, &options, &mut injecting, &mut write_row)
     };
     if let Err(e) = generated
         && !sink.stopped
@@ -762,6 +767,7 @@ fn run_demo(dir: &Path, packets: u64) -> anyhow::Result<ExitCode> {
         packet_rate: None,
         anomaly: Vec::new(),
         snaplen: None,
+        voip: Default::default(),
     })?;
     let mut config = ProbeConfig {
         out: Some(dir.join("out")),

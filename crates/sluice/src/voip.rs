@@ -64,6 +64,120 @@ pub fn run_voip(args: VoipCommandArgs) -> anyhow::Result<ExitCode> {
     )
 }
 
+/// `sluice gen`'s truth: each flow's row to `flows`, and with the voip
+/// profile each RTP stream's (what the generator did to it) as a line of
+/// NAME.streams.csv.
+pub struct GenTruth<'a, F> {
+    flows: &'a mut F,
+    streams: Option<(PathBuf, std::io::BufWriter<std::fs::File>)>,
+}
+
+impl<'a, F> GenTruth<'a, F> {
+    /// The stream file's header: the fields of `sluice_gen::StreamTruth`.
+    pub const STREAMS_HEADER: &'static str = "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms";
+
+    pub fn new(flows: &'a mut F, streams: Option<PathBuf>) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        use std::io::Write;
+        let streams = match streams {
+            Some(path) => {
+                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                let mut out = std::io::BufWriter::new(file);
+                writeln!(out, "{}", Self::STREAMS_HEADER).with_context(|| format!("writing {}", path.display()))?;
+                Some((path, out))
+            }
+            None => None,
+        };
+        Ok(GenTruth { flows, streams })
+    }
+
+    /// Flushes the stream file; its path, if one was written.
+    pub fn finish(self) -> anyhow::Result<Option<PathBuf>> {
+        use anyhow::Context;
+        use std::io::Write;
+        match self.streams {
+            Some((path, mut out)) => {
+                out.flush().with_context(|| format!("writing {}", path.display()))?;
+                Ok(Some(path))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSink for GenTruth<'_, F> {
+    fn flow(&mut self, row: &sluice_gen::TruthRow) -> std::io::Result<()> {
+        (self.flows)(row)
+    }
+
+    fn stream(&mut self, t: &sluice_gen::StreamTruth) -> std::io::Result<()> {
+        use std::io::Write;
+        match &mut self.streams {
+            Some((_, out)) => writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{}",
+                t.src_ip,
+                t.src_port,
+                t.dst_ip,
+                t.dst_port,
+                t.ssrc,
+                t.media.as_str(),
+                t.packets,
+                t.lost,
+                t.jitter_sd_ms
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `sluice gen --profile voip`'s options (docs/gen.md): the calls'
+/// arrival rate, hold times and media, whether the other traffic is there,
+/// how many calls.
+#[derive(clap::Args, Default)]
+pub struct VoipGenArgs {
+    /// Mean new calls a second of packet time, Poisson arrivals (e.g. 5000)
+    /// [default: 1].
+    #[arg(long, value_name = "CALLS")]
+    call_rate: Option<f64>,
+    /// Hold times, from the ACK to the BYE: log-uniform:MIN,MAX or
+    /// ig:MU,LAMBDA (inverse Gaussian; RTPTracker's is ig:117,19), in
+    /// seconds [default: log-uniform:5,60].
+    #[arg(long, value_name = "DIST")]
+    hold: Option<sluice_gen::Hold>,
+    /// The calls' media: mixed (G.711 or G.729, some silence suppression and
+    /// video), g711 (G.711 over IPv4 without silence suppression: 200-byte
+    /// IP packets every 20 ms each way) or none (the SIP dialogs alone)
+    /// [default: mixed].
+    #[arg(long, value_name = "MEDIA")]
+    media: Option<sluice_gen::VoipMedia>,
+    /// Leave out the flows that are not voice (DNS, NTP, QUIC, game,
+    /// syslog, SNMP).
+    #[arg(long)]
+    no_background: bool,
+    /// Place this many calls, then stop when they are over (or at
+    /// --packets, whichever comes first).
+    #[arg(long, value_name = "N")]
+    calls: Option<u64>,
+}
+
+impl VoipGenArgs {
+    pub fn calls(&self) -> Option<u64> {
+        self.calls
+    }
+
+    pub fn options(&self) -> sluice_gen::VoipOptions {
+        let default = sluice_gen::VoipOptions::default();
+        sluice_gen::VoipOptions {
+            call_rate: self.call_rate.unwrap_or(default.call_rate),
+            hold: self.hold.unwrap_or(default.hold),
+            media: self.media.unwrap_or(default.media),
+            background: !self.no_background,
+            calls: self.calls,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 #[command(after_help = "\
 Prints the matching calls in INVITE time order, one JSON object a line, the

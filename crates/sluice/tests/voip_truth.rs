@@ -135,3 +135,84 @@ fn streams_have_the_packets_loss_and_jitter_the_generator_gave_them() {
         assert_eq!(packets, by_call.get(id).copied().unwrap_or(0), "{id}");
     }
 }
+
+/// A voip profile's run as a library caller sees it: frames dropped, the
+/// stream truth kept.
+fn library_streams(packets: u64, seed: u64) -> Vec<StreamTruth> {
+    struct Nowhere;
+    impl FrameSink for Nowhere {
+        fn frame(&mut self, _: u64, _: &[u8]) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut truth = Streams::default();
+    sluice_gen::generate_at(Profile::Voip, packets, seed, None, &mut Nowhere, &mut truth).unwrap();
+    truth.0
+}
+
+#[test]
+fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pcap = tmp.path().join("calls.pcap");
+    let o = sluice(&[
+        "gen",
+        "--profile",
+        "voip",
+        "--packets",
+        "100000",
+        "--seed",
+        "5",
+        "-w",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let path = tmp.path().join("calls.streams.csv");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("each RTP stream to {}", path.display())),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms")
+    );
+    let rows: Vec<StreamTruth> = lines
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            assert_eq!(f.len(), 9, "{line}");
+            StreamTruth {
+                src_ip: f[0].parse().unwrap(),
+                src_port: f[1].parse().unwrap(),
+                dst_ip: f[2].parse().unwrap(),
+                dst_port: f[3].parse().unwrap(),
+                ssrc: f[4].parse().unwrap(),
+                media: match f[5] {
+                    "audio" => Media::Audio,
+                    "video" => Media::Video,
+                    other => panic!("media {other}"),
+                },
+                packets: f[6].parse().unwrap(),
+                lost: f[7].parse().unwrap(),
+                jitter_sd_ms: f[8].parse().unwrap(),
+            }
+        })
+        .collect();
+    let expected = library_streams(100_000, 5);
+    assert!(expected.len() > 20, "{} streams", expected.len());
+    assert_eq!(rows, expected);
+    // Other profiles have no streams to tell.
+    let mix = tmp.path().join("mix.pcap");
+    let o = sluice(&[
+        "gen",
+        "--profile",
+        "mix",
+        "--packets",
+        "1000",
+        "-w",
+        mix.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert!(!tmp.path().join("mix.streams.csv").exists());
+}

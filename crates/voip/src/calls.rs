@@ -64,6 +64,8 @@ pub struct CallCounters {
     /// before the capture, a REGISTER, an OPTIONS).
     pub outside_calls: u64,
     pub reinvites: u64,
+    /// The most calls the table held at once.
+    pub peak_calls: u64,
 }
 
 /// One direction of a call's media.
@@ -359,6 +361,7 @@ impl CallTable {
             };
             self.active.insert(call.deadline, call.call_id.clone());
             self.calls.insert(e.call_id.clone(), call);
+            self.counters.peak_calls = self.counters.peak_calls.max(self.calls.len() as u64);
         }
         let call = self.calls.get_mut(&e.call_id).expect("inserted");
         call.messages += 1;
@@ -972,6 +975,34 @@ mod tests {
             (c["reinvites"].as_u64(), c["retransmissions"].as_u64()),
             (Some(1), Some(0))
         );
+    }
+
+    fn with_call_id(mut e: Event, id: &str) -> Event {
+        if let Event::Sip(s) = &mut e {
+            s.call_id = id.into();
+        }
+        e
+    }
+
+    #[test]
+    fn the_most_calls_held_at_once_is_counted() {
+        let config = CallsConfig {
+            linger_ns: 120_000_000_000,
+            timeout_ns: 50_000_000_000,
+        };
+        let mut t = CallTable::new(config, Box::new(Shared::default()), Box::new(Shared::default()));
+        let invite = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Invite), 0, Method::Invite, None), id);
+        let bye = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Bye), 0, Method::Bye, None), id);
+        t.event(invite(1000, "c1")).unwrap();
+        t.event(invite(1100, "c2")).unwrap();
+        t.event(bye(2000, "c1")).unwrap();
+        t.event(bye(2100, "c2")).unwrap();
+        // Past both calls' linger: a BYE of no call moves the clock, and
+        // they leave before the next call comes.
+        t.event(bye(200_000, "gone")).unwrap();
+        assert_eq!(t.held(), 0);
+        t.event(invite(200_001, "c3")).unwrap();
+        assert_eq!((t.held(), t.counters().peak_calls, t.counters().calls), (1, 2, 3));
     }
 
     #[test]

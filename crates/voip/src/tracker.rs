@@ -322,19 +322,19 @@ impl Default for TrackerConfig {
 /// One worker's VoIP tracker.
 pub struct Tracker<S: EventSink> {
     /// By the flow's first packet's input position, unique in a worker.
-    flows: FxHashMap<u64, Box<FlowState>>,
+    flows: FxHashMap<u64, FlowState>,
     /// Flows given up on: neither SIP nor media.
     ignored: rustc_hash::FxHashSet<u64>,
     /// RTP-looking packets of flows not yet taken for media, by flow.
     pending: FxHashMap<u64, Pending>,
     /// Media flows cut by the active timeout, by key, waiting for their
     /// continuation.
-    continued: FxHashMap<FlowKey, Box<FlowState>>,
+    continued: FxHashMap<FlowKey, FlowState>,
     /// Media flows not recorded that ended, with their last packet's input
     /// position: reading files while recording, they end once every worker
     /// has read past it, when it is known whether a description read
     /// before their packets chose them.
-    ending: Vec<(u64, Box<FlowState>)>,
+    ending: Vec<(u64, FlowState)>,
     inner: Inner<S>,
 }
 
@@ -370,6 +370,8 @@ enum Kind {
     Media(Box<Media>),
 }
 
+/// Held in the tracker's map by value: one pointer fewer to follow at
+/// every packet.
 struct FlowState {
     kind: Kind,
     key: FlowKey,
@@ -493,22 +495,20 @@ impl<S: EventSink> Inner<S> {
 
     /// Whether a new flow carries SIP or media, from its port and this
     /// packet's payload.
-    fn decide(&mut self, p: &PacketView<'_>, pending: &mut FxHashMap<u64, Pending>) -> Option<Box<FlowState>> {
+    fn decide(&mut self, p: &PacketView<'_>, pending: &mut FxHashMap<u64, Pending>) -> Option<FlowState> {
         let key = *p.key;
         let sip = self.sip_port(&key) || sip::looks_like_sip(p.payload);
         if key.proto == TCP {
-            return sip.then(|| {
-                Box::new(FlowState {
-                    kind: Kind::SipTcp(Box::default()),
-                    key,
-                })
+            return sip.then(|| FlowState {
+                kind: Kind::SipTcp(Box::default()),
+                key,
             });
         }
         if sip {
-            return Some(Box::new(FlowState {
+            return Some(FlowState {
                 kind: Kind::SipUdp,
                 key,
-            }));
+            });
         }
         // Later fragments carry no RTP header of their own.
         if p.decoded.fragment != Fragment::None {
@@ -576,7 +576,7 @@ impl<S: EventSink> Inner<S> {
             dst,
         }));
         let recorded = self.media.as_mut().and_then(|m| m.start(id, src, dst));
-        Some(Box::new(FlowState {
+        Some(FlowState {
             kind: Kind::Media(Box::new(Media {
                 id,
                 first_ns: p.ts_ns,
@@ -596,7 +596,7 @@ impl<S: EventSink> Inner<S> {
                 last_order: p.order,
             })),
             key,
-        }))
+        })
     }
 
     fn on_packet(&mut self, state: &mut FlowState, p: &PacketView<'_>) {
@@ -887,7 +887,7 @@ impl<S: EventSink> Tracker<S> {
             tap.reached(u64::MAX);
         }
         let continued: Vec<_> = self.continued.drain().map(|(_, s)| s).collect();
-        let mut all: Vec<(u64, Box<FlowState>)> = self.flows.drain().collect();
+        let mut all: Vec<(u64, FlowState)> = self.flows.drain().collect();
         all.append(&mut self.ending);
         // In input order, so that the events are too.
         all.sort_by_key(|(o, _)| *o);

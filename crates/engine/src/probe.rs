@@ -253,6 +253,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             kafka.first().map(|k| k.topic(Topic::Calls)),
             live,
             ipfix.first().map(|x| x.lines(LineKind::Calls)),
+            config.table.idle_timeout,
         )?),
         None => None,
     };

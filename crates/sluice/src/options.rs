@@ -621,7 +621,8 @@ pub struct VoipArgs {
     #[arg(long, value_name = "PORT")]
     pub sip_port: Vec<u16>,
     /// How long an ended call waits in the call table for its media
-    /// flows' ends before it is written [default: 2m].
+    /// flows' ends before it is written; at least the flow idle timeout
+    /// and 30 s [default: 2m].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub call_linger: Option<Duration>,
     /// A call with no SIP message or media for this long is written as it

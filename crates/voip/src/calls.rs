@@ -112,6 +112,9 @@ struct Call {
     endpoints: Vec<(SocketAddr, u8)>,
     legs: [Leg; 2],
     deadline: (u64, u64),
+    /// The deadline counts from the call's end (`linger`), not from its
+    /// last news (`timeout`).
+    lingering: bool,
     /// `record_media` chose this call.
     recorded: bool,
     /// Where its media flows were recorded.
@@ -304,14 +307,18 @@ impl CallTable {
         let Some(call) = self.calls.get_mut(call_id) else {
             return;
         };
-        let deadline = if call.end_ts_ns.is_some() {
-            ts_ns.max(call.end_ts_ns.unwrap_or(0)) + self.config.linger_ns
-        } else {
-            ts_ns + self.config.timeout_ns
+        let deadline = match call.end_ts_ns {
+            Some(end) => ts_ns.max(end) + self.config.linger_ns,
+            None => ts_ns + self.config.timeout_ns,
         };
-        if deadline <= call.deadline.0 {
+        // A deadline only moves later, but for the step from waiting for
+        // news (`timeout`) to lingering after the call's end, which brings
+        // it nearer.
+        let ending = call.end_ts_ns.is_some() && !call.lingering;
+        if deadline <= call.deadline.0 && !ending {
             return;
         }
+        call.lingering |= ending;
         self.active.remove(&call.deadline);
         self.sequence += 1;
         call.deadline = (deadline, self.sequence);
@@ -353,6 +360,7 @@ impl CallTable {
                 endpoints: Vec::new(),
                 legs: Default::default(),
                 deadline: (e.ts_ns + self.config.timeout_ns, self.sequence),
+                lingering: false,
                 recorded: self
                     .recording
                     .as_ref()
@@ -1003,6 +1011,28 @@ mod tests {
         assert_eq!(t.held(), 0);
         t.event(invite(200_001, "c3")).unwrap();
         assert_eq!((t.held(), t.counters().peak_calls, t.counters().calls), (1, 2, 3));
+    }
+
+    /// An ended call leaves `linger` after its end, however long the
+    /// timeout it waited under before.
+    #[test]
+    fn an_ended_call_leaves_linger_after_its_end_not_at_its_timeout() {
+        let config = CallsConfig {
+            linger_ns: 120_000_000_000,
+            timeout_ns: 3_600_000_000_000,
+        };
+        let mut t = CallTable::new(config, Box::new(Shared::default()), Box::new(Shared::default()));
+        let invite = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Invite), 0, Method::Invite, None), id);
+        let bye = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Bye), 0, Method::Bye, None), id);
+        t.event(invite(1_000, "c1")).unwrap();
+        t.event(invite(1_100, "c2")).unwrap();
+        t.event(bye(2_000, "c1")).unwrap();
+        // Before c1's linger has passed, both are held.
+        t.event(bye(100_000, "none")).unwrap();
+        assert_eq!(t.held(), 2);
+        // Past it (2 s + 120 s), c1 leaves; c2, not ended, waits for its timeout.
+        t.event(bye(123_000, "none")).unwrap();
+        assert_eq!(t.held(), 1);
     }
 
     #[test]

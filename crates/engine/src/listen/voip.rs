@@ -33,6 +33,10 @@ use crate::probe::RunError;
 use crate::source::PacketDesc;
 use crate::threads::Waits;
 
+/// Beyond the flow table's idle timeout, how long an ended call waits for
+/// its media flows' ends.
+const MEDIA_END_MARGIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Events queued to the call table before a worker waits.
 const QUEUE: usize = 1 << 14;
 
@@ -77,6 +81,7 @@ impl Voip {
         kafka: Option<KafkaTopic>,
         live: bool,
         ipfix: Option<IpfixLines>,
+        flow_idle: std::time::Duration,
     ) -> Result<Voip, RunError> {
         let selection = config.record_media.selection().map_err(|message| ConfigError::Value {
             key: "voip.record_media".into(),
@@ -113,7 +118,10 @@ impl Voip {
         let ns = |d: std::time::Duration| d.as_nanos().min(u128::from(u64::MAX)) as u64;
         let mut table = CallTable::new(
             CallsConfig {
-                linger_ns: ns(config.linger),
+                // A call's media flows end only once the flow table's idle
+                // timeout has passed (and its sweep found them): an ended
+                // call waits for them at least that long.
+                linger_ns: ns(config.linger.max(flow_idle + MEDIA_END_MARGIN)),
                 timeout_ns: ns(config.call_timeout),
             },
             calls_out,

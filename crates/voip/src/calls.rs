@@ -395,6 +395,7 @@ impl CallTable {
                         // credentials. Its responses decide the call.
                         call.sip_code = 0;
                         call.end_ts_ns = None;
+                        call.lingering = false;
                     }
                     call.invites.push(e.cseq);
                 }

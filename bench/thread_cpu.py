@@ -32,7 +32,11 @@ TICK = os.sysconf("SC_CLK_TCK")
 def threads(pid):
     """{tid: (name, user s, system s)} of a running process."""
     seen = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:  # the process has ended
+        return seen
+    for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()

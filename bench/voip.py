@@ -44,7 +44,8 @@ import subprocess
 import sys
 import time
 
-TICK = os.sysconf("SC_CLK_TCK")
+import thread_cpu as per_thread
+
 
 # name: (sluice gen arguments, description)
 TRACES = {
@@ -77,21 +78,7 @@ TRACES = {
 
 def threads(pid):
     """{tid: (name, cpu seconds)} of a running process."""
-    seen = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return seen
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        seen[tid] = (name, (int(fields[11]) + int(fields[12])) / TICK)
-    return seen
+    return {tid: (name, user + system) for tid, (name, user, system) in per_thread.threads(pid).items()}
 
 
 def peak_rss_kb(pid):

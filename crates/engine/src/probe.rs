@@ -254,6 +254,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             live,
             ipfix.first().map(|x| x.lines(LineKind::Calls)),
             config.table.idle_timeout,
+            workers,
         )?),
         None => None,
     };

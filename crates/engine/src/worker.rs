@@ -297,6 +297,9 @@ impl Worker {
     /// what was learned before them.
     pub(crate) fn reached(&mut self, upto: u64, clock_ns: u64) {
         self.advance(clock_ns);
+        for listener in &mut self.sink.listeners {
+            listener.caught_up(clock_ns);
+        }
         if let Asking::InOrder(o) = &self.sink.asking {
             let read = o.shared.read_before(o.me, upto);
             for listener in &mut self.sink.listeners {

@@ -20,14 +20,11 @@ fn jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// One run of `sluice voip` shared by the tests: nDPI's SIP capture (an
-/// old day) then a generated trace (another day), as one input, by one
-/// worker (with several, a worker reading the later file moves the call
-/// table's clock past the earlier file's calls while their SIP is still
-/// being read, and a call may be written twice).
-fn calls_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
+/// The inputs of the shared runs: nDPI's SIP capture (an old day) then a
+/// generated trace (another day), as one input.
+fn inputs() -> &'static (tempfile::TempDir, Vec<PathBuf>) {
+    static INPUTS: OnceLock<(tempfile::TempDir, Vec<PathBuf>)> = OnceLock::new();
+    INPUTS.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap();
         let pcap = tmp.path().join("voip.pcap");
         run(
@@ -47,29 +44,59 @@ fn calls_dir() -> &'static Path {
             inputs.push(dir.join("sip.pcap"));
         }
         inputs.push(pcap);
-        let out = tmp.path().join("out");
-        let mut args = vec![
-            "voip".to_string(),
-            "-q".into(),
-            "--workers".into(),
-            "1".into(),
-            "-o".into(),
-            out.to_str().unwrap().into(),
-        ];
-        for i in &inputs {
-            args.extend(["-r".to_string(), i.to_str().unwrap().to_string()]);
-        }
-        let output = sluice(&args);
-        assert!(
-            matches!(output.status.code(), Some(0 | 3)),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        tmp
+        (tmp, inputs)
     })
-    .path()
-    .join("out")
-    .leak()
+}
+
+/// `sluice voip` over [`inputs`] by `workers` workers, into a directory of
+/// its own.
+fn voip_run(workers: usize) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut args = vec![
+        "voip".to_string(),
+        "-q".into(),
+        "--workers".into(),
+        workers.to_string(),
+        "-o".into(),
+        out.to_str().unwrap().into(),
+    ];
+    for i in &inputs().1 {
+        args.extend(["-r".to_string(), i.to_str().unwrap().to_string()]);
+    }
+    let output = sluice(&args);
+    assert!(
+        matches!(output.status.code(), Some(0 | 3)),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    tmp
+}
+
+/// The run most tests share, by one worker.
+fn calls_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| voip_run(1)).path().join("out").leak()
+}
+
+/// The call table's clock is the least of the workers' marks: two workers,
+/// one of them reading the later day while the other still reads the
+/// earlier one's SIP, write the same calls as one worker.
+#[test]
+fn two_workers_write_the_calls_one_worker_writes() {
+    let by_id = |dir: &Path| -> BTreeMap<String, Value> {
+        jsonl(&dir.join("calls.jsonl"))
+            .into_iter()
+            .map(|c| (c["call_id"].as_str().unwrap().to_string(), c))
+            .collect()
+    };
+    let two = voip_run(2);
+    let (one, two) = (by_id(calls_dir()), by_id(&two.path().join("out")));
+    assert!(one.len() > 10, "{} calls", one.len());
+    assert_eq!(one.len(), two.len(), "calls written by one worker and by two");
+    for (id, call) in &one {
+        assert_eq!(Some(call), two.get(id), "call {id}");
+    }
 }
 
 /// Reads calls.sqlite with Python's sqlite3: the journal mode, and per

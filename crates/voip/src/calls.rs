@@ -41,6 +41,12 @@ pub struct CallsConfig {
     pub linger_ns: u64,
     /// How long a call without news stays, in ns.
     pub timeout_ns: u64,
+    /// 0: the table's clock is the latest time of any event (a live link,
+    /// where the workers keep up with it together). n: reading files with
+    /// n workers, the clock is the least of their [`Event::Mark`]s, so that
+    /// a worker ahead of another one does not expire calls whose messages
+    /// the other has yet to pass on.
+    pub marking_workers: usize,
 }
 
 impl Default for CallsConfig {
@@ -48,6 +54,7 @@ impl Default for CallsConfig {
         CallsConfig {
             linger_ns: 120_000_000_000,
             timeout_ns: 3_600_000_000_000,
+            marking_workers: 0,
         }
     }
 }
@@ -233,6 +240,8 @@ pub struct CallTable {
     /// held until the clock passes their end by `linger`.
     orphans: Vec<MediaEnd>,
     clock_ns: u64,
+    /// Each worker's latest mark, when the workers mark.
+    marks: Vec<u64>,
     calls_out: Box<dyn Write + Send>,
     streams_out: Box<dyn Write + Send>,
     /// `calls.sqlite`, when written.
@@ -246,6 +255,7 @@ pub struct CallTable {
 impl CallTable {
     pub fn new(config: CallsConfig, calls_out: Box<dyn Write + Send>, streams_out: Box<dyn Write + Send>) -> CallTable {
         CallTable {
+            marks: vec![0; config.marking_workers],
             config,
             calls: FxHashMap::default(),
             endpoints: FxHashMap::default(),
@@ -286,7 +296,9 @@ impl CallTable {
     }
 
     pub fn event(&mut self, event: Event) -> std::io::Result<()> {
-        self.clock_ns = self.clock_ns.max(event.ts_ns());
+        if self.marks.is_empty() {
+            self.clock_ns = self.clock_ns.max(event.ts_ns());
+        }
         match event {
             Event::Sip(sip) => self.sip(*sip),
             Event::MediaStart(start) => {
@@ -295,6 +307,12 @@ impl CallTable {
                 }
             }
             Event::MediaEnd(end) => self.media_end(*end, false)?,
+            Event::Mark { worker, clock_ns } => {
+                if let Some(mark) = self.marks.get_mut(worker) {
+                    *mark = (*mark).max(clock_ns);
+                    self.clock_ns = self.clock_ns.max(self.marks.iter().copied().min().unwrap_or(0));
+                }
+            }
         }
         self.expire(false)?;
         if let Some(db) = &mut self.db {
@@ -998,6 +1016,7 @@ mod tests {
         let config = CallsConfig {
             linger_ns: 120_000_000_000,
             timeout_ns: 50_000_000_000,
+            ..CallsConfig::default()
         };
         let mut t = CallTable::new(config, Box::new(Shared::default()), Box::new(Shared::default()));
         let invite = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Invite), 0, Method::Invite, None), id);
@@ -1021,6 +1040,7 @@ mod tests {
         let config = CallsConfig {
             linger_ns: 120_000_000_000,
             timeout_ns: 3_600_000_000_000,
+            ..CallsConfig::default()
         };
         let mut t = CallTable::new(config, Box::new(Shared::default()), Box::new(Shared::default()));
         let invite = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Invite), 0, Method::Invite, None), id);
@@ -1034,6 +1054,39 @@ mod tests {
         // Past it (2 s + 120 s), c1 leaves; c2, not ended, waits for its timeout.
         t.event(bye(123_000, "none")).unwrap();
         assert_eq!(t.held(), 1);
+    }
+
+    /// Reading files with several workers, the clock is the least of their
+    /// marks: a worker far ahead does not end a call whose last messages
+    /// another worker has yet to pass on.
+    #[test]
+    fn the_clock_waits_for_the_worker_behind() {
+        let config = CallsConfig {
+            linger_ns: 120_000_000_000,
+            timeout_ns: 3_600_000_000_000,
+            marking_workers: 2,
+        };
+        let (calls, streams) = (Shared::default(), Shared::default());
+        let mut t = CallTable::new(config, Box::new(calls.clone()), Box::new(streams));
+        let mark = |worker, s: u64| Event::Mark {
+            worker,
+            clock_ns: s * 1_000_000_000,
+        };
+        t.event(sip(1_000, ALICE, Some(Method::Invite), 0, Method::Invite, None))
+            .unwrap();
+        t.event(sip(2_000, ALICE, Some(Method::Bye), 0, Method::Bye, None))
+            .unwrap();
+        // Worker 0 has read 500 s on; worker 1 is still at 2 s, with the
+        // answer to the BYE to come.
+        t.event(mark(0, 500)).unwrap();
+        t.event(mark(1, 2)).unwrap();
+        assert_eq!(t.held(), 1);
+        t.event(sip(2_100, BOB, None, 200, Method::Bye, None)).unwrap();
+        t.event(mark(1, 500)).unwrap();
+        assert_eq!(t.held(), 0);
+        let counters = t.finish().unwrap();
+        assert_eq!((counters.calls, counters.outside_calls), (1, 0));
+        assert_eq!(calls.lines()[0]["sip_messages"], 3);
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub enum Event {
     Sip(Box<SipEvent>),
     MediaStart(MediaStart),
     MediaEnd(Box<MediaEnd>),
+    /// Reading files: the worker has passed on everything from the packets
+    /// dealt to it while the input's clock reached `clock_ns`.
+    Mark {
+        worker: usize,
+        clock_ns: u64,
+    },
 }
 
 impl Event {
@@ -86,6 +92,7 @@ impl Event {
             Event::Sip(e) => e.order,
             Event::MediaStart(e) => e.order,
             Event::MediaEnd(e) => e.order,
+            Event::Mark { .. } => 0,
         }
     }
 
@@ -94,6 +101,7 @@ impl Event {
             Event::Sip(e) => e.ts_ns,
             Event::MediaStart(e) => e.ts_ns,
             Event::MediaEnd(e) => e.last_ns,
+            Event::Mark { clock_ns, .. } => *clock_ns,
         }
     }
 }
@@ -351,6 +359,8 @@ struct Inner<S: EventSink> {
     next_id: u64,
     /// The latest input position seen, for events of flows that end.
     last_order: u64,
+    /// The input's clock in the latest [`Event::Mark`] sent.
+    marked_ns: u64,
     media: Option<Box<dyn MediaTap>>,
 }
 
@@ -431,6 +441,7 @@ impl<S: EventSink> Tracker<S> {
                 counters: TrackerCounters::default(),
                 next_id: 0,
                 last_order: 0,
+                marked_ns: 0,
                 media,
             },
         }
@@ -877,6 +888,22 @@ impl<S: EventSink> Tracker<S> {
                     i += 1;
                 }
             }
+        }
+    }
+
+    /// Reading files: every packet dealt to this worker while the input's
+    /// clock reached `clock_ns` is processed, and what it taught is sent:
+    /// the call table's clock is the least of the workers' marks, so that
+    /// no call is written while a worker behind the others still holds its
+    /// messages.
+    pub fn caught_up(&mut self, clock_ns: u64) {
+        let inner = &mut self.inner;
+        if clock_ns > inner.marked_ns {
+            inner.marked_ns = clock_ns;
+            inner.sink.send(Event::Mark {
+                worker: inner.worker as usize,
+                clock_ns,
+            });
         }
     }
 

@@ -111,6 +111,11 @@ pub(crate) trait FlowListener: Send {
     /// position `order` (never called on a live link).
     fn reached(&mut self, _order: u64) {}
 
+    /// Reading files: this worker has processed every packet dealt to it
+    /// while the input's clock reached `clock_ns` (never called on a live
+    /// link).
+    fn caught_up(&mut self, _clock_ns: u64) {}
+
     /// A flow's record, with its final label: written after
     /// [`FlowListener::ended`], later for a flow that waits for what other
     /// workers learn before its start.

@@ -82,6 +82,7 @@ impl Voip {
         live: bool,
         ipfix: Option<IpfixLines>,
         flow_idle: std::time::Duration,
+        workers: usize,
     ) -> Result<Voip, RunError> {
         let selection = config.record_media.selection().map_err(|message| ConfigError::Value {
             key: "voip.record_media".into(),
@@ -123,6 +124,7 @@ impl Voip {
                 // call waits for them at least that long.
                 linger_ns: ns(config.linger.max(flow_idle + MEDIA_END_MARGIN)),
                 timeout_ns: ns(config.call_timeout),
+                marking_workers: if live { 0 } else { workers },
             },
             calls_out,
             Box::new(streams_out),
@@ -242,6 +244,12 @@ impl FlowListener for VoipWorker {
     fn reached(&mut self, order: u64) {
         if let Some(tracker) = &mut self.tracker {
             tracker.reached(order);
+        }
+    }
+
+    fn caught_up(&mut self, clock_ns: u64) {
+        if let Some(tracker) = &mut self.tracker {
+            tracker.caught_up(clock_ns);
         }
     }
 

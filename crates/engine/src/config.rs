@@ -138,6 +138,10 @@ pub struct TableConfig {
     pub idle_timeout: Duration,
     #[serde(with = "duration")]
     pub active_timeout: Duration,
+    /// Live: the tables take all the memory `max_flows` allows at start
+    /// (`--prefault`), not as flows come. Reading files, always as flows
+    /// come.
+    pub prefault: bool,
 }
 
 impl Default for TableConfig {
@@ -148,6 +152,7 @@ impl Default for TableConfig {
             tcp_idle_timeout: Duration::from_nanos(d.tcp_idle_timeout_ns),
             idle_timeout: Duration::from_nanos(d.idle_timeout_ns),
             active_timeout: Duration::from_nanos(d.active_timeout_ns),
+            prefault: false,
         }
     }
 }

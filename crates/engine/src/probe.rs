@@ -153,7 +153,10 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             None => Ok(()),
         }
     };
-    let flow_config = config.flow_config();
+    let flow_config = sluice_flow::FlowConfig {
+        prefault: live && config.table.prefault,
+        ..config.flow_config()
+    };
     let sampling = config.sampling()?;
     let chain = config.chain_config()?;
     let workers = if config.has_flow_listeners() {

@@ -23,12 +23,22 @@ const INITIAL_BUCKETS: usize = 1 << 12;
 
 impl FlowIndex {
     /// An index for up to `capacity` flows. It starts small and doubles
-    /// while more than half full, up to twice `capacity` buckets.
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// while more than half full, up to twice `capacity` buckets; or, with
+    /// `prefault`, starts at that size with every page written.
+    pub(crate) fn new(capacity: usize, prefault: bool) -> Self {
         let max_buckets = (capacity * 2).next_power_of_two().max(16);
-        let buckets = INITIAL_BUCKETS.min(max_buckets);
+        let buckets = if prefault {
+            max_buckets
+        } else {
+            INITIAL_BUCKETS.min(max_buckets)
+        };
+        let mut entries = Vec::with_capacity(buckets);
+        advise_huge_pages(&entries);
+        // Zeroed memory from the allocator may be pages not yet backed:
+        // written, they are.
+        entries.resize(buckets, 0u64);
         FlowIndex {
-            entries: vec![0u64; buckets],
+            entries,
             mask: buckets - 1,
             len: 0,
             max_buckets,
@@ -169,7 +179,7 @@ mod tests {
         /// with a reference map, including under heavy collisions.
         #[test]
         fn agrees_with_a_reference_map(ops in prop::collection::vec((any::<bool>(), 0u64..64, 0u64..8), 1..400)) {
-            let mut index = FlowIndex::new(64);
+            let mut index = FlowIndex::new(64, false);
             let mut reference: HashMap<u32, u64> = HashMap::new();
             let mut next_slot = 0u32;
             for (insert, key, bucket) in ops {

@@ -1,5 +1,6 @@
-//! Two hints to the hardware and the kernel that the flow table's random
-//! access pattern needs. Neither changes what the program computes.
+//! What the flow table's random access pattern needs from the hardware
+//! and the kernel: prefetches, huge pages, memory made ahead. None changes
+//! what the program computes.
 
 /// Asks for the cache line holding `value` ahead of its use.
 #[inline(always)]
@@ -45,6 +46,14 @@ pub(crate) fn advise_huge_pages<T>(v: &Vec<T>) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = v;
+}
+
+/// Writes every byte of `v`'s spare capacity (zeros, which make no value
+/// of `T`: the length is unchanged), so that the kernel backs all of it now.
+pub(crate) fn fault_in<T>(v: &mut Vec<T>) {
+    for slot in v.spare_capacity_mut() {
+        *slot = std::mem::MaybeUninit::zeroed();
+    }
 }
 
 #[cfg(test)]

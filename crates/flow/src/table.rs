@@ -2,7 +2,7 @@ use sluice_wire::tcp_flags;
 
 use crate::flow::{Direction, EndReason, Flow, PacketInfo};
 use crate::index::FlowIndex;
-use crate::memory::{advise_huge_pages, prefetch, prefetch_all};
+use crate::memory::{advise_huge_pages, fault_in, prefetch, prefetch_all};
 
 /// Limits and timeouts of a flow table. All times are packet time.
 #[derive(Clone, Copy, Debug)]
@@ -27,6 +27,13 @@ pub struct FlowConfig {
     /// flags and sequence analysis). Without them a flow keeps only what
     /// the table itself needs: its times, its handshake and how it closes.
     pub metrics: bool,
+    /// Make all the table's memory at start (the slab for `capacity` flows
+    /// and the index at its largest), written once so that the kernel backs
+    /// it: a live probe holds the memory its configuration allows from its
+    /// first second, fails at start rather than at a traffic peak if the
+    /// machine cannot give it, and no worker stops for page faults while a
+    /// burst of new flows fills the table.
+    pub prefault: bool,
 }
 
 impl Default for FlowConfig {
@@ -41,6 +48,7 @@ impl Default for FlowConfig {
             sweep_period_ns: 10 * S,
             sweep_steps: 1000,
             metrics: true,
+            prefault: false,
         }
     }
 }
@@ -110,13 +118,16 @@ const EVICTION_CANDIDATES: usize = 8;
 impl<X> FlowTable<X> {
     pub fn new(config: FlowConfig) -> Self {
         assert!(config.capacity > 0 && config.capacity <= u32::MAX as usize);
-        let slots = Vec::with_capacity(config.capacity);
+        let mut slots = Vec::with_capacity(config.capacity);
         advise_huge_pages(&slots);
+        if config.prefault {
+            fault_in(&mut slots);
+        }
         FlowTable {
             config,
             slots,
             free: Vec::new(),
-            index: FlowIndex::new(config.capacity),
+            index: FlowIndex::new(config.capacity, config.prefault),
             live: 0,
             now_ns: 0,
             next_sweep_ns: 0,
@@ -751,10 +762,18 @@ mod tests {
         assert_eq!(evicted, vec![0, 1]);
     }
 
+    /// With its memory made at start or as flows come, the same.
     #[test]
     fn eviction_never_takes_the_flows_it_just_made_room_for() {
+        for prefault in [false, true] {
+            eviction_never_takes_the_flows_it_just_made_room_for_in(prefault);
+        }
+    }
+
+    fn eviction_never_takes_the_flows_it_just_made_room_for_in(prefault: bool) {
         let config = FlowConfig {
             capacity: 64,
+            prefault,
             ..FlowConfig::default()
         };
         let mut run = Run::new(config);

@@ -57,6 +57,12 @@ pub struct RunArgs {
     /// [default: 524288].
     #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_flows: Option<u32>,
+    /// Live: take all the memory --max-flows allows for the flow tables at
+    /// start, not as flows come: the probe starts slower (seconds) and holds
+    /// it all from the start, fails at once if the machine cannot give it,
+    /// and no worker stops for page faults when a burst of new flows comes.
+    #[arg(long)]
+    pub prefault: bool,
     /// Seconds without packets after which a TCP flow ends [default: 300].
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub tcp_idle_timeout: Option<u64>,
@@ -297,6 +303,9 @@ impl RunArgs {
         let t = &mut config.table;
         if let Some(n) = self.max_flows {
             t.max_flows = n as usize;
+        }
+        if self.prefault {
+            t.prefault = true;
         }
         if let Some(s) = self.tcp_idle_timeout {
             t.tcp_idle_timeout = Duration::from_nanos(s.saturating_mul(S));

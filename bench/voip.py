@@ -150,7 +150,7 @@ def stream_truth(trace):
     with open(trace[: -len(".pcap")] + ".streams.csv") as f:
         next(f)
         for line in f:
-            src, sport, dst, dport, ssrc, _media, packets, lost, _sd = line.strip().split(",")
+            src, sport, dst, dport, ssrc, _media, packets, lost, _sd = line.strip().split(",")[:9]
             truth[(src, int(sport), dst, int(dport), int(ssrc))] = (int(packets), int(lost))
     return truth
 

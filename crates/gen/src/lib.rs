@@ -110,14 +110,70 @@ pub trait TruthSink {
     fn stream(&mut self, _row: &StreamTruth) -> io::Result<()> {
         Ok(())
     }
+
+    /// What the `voip` profile made of one call whose INVITE reached the
+    /// capture whole, told when its signalling ends or the run does.
+    fn call(&mut self, _row: &CallTruth) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One call of the `voip` profile as generated. Each time is the capture
+/// time of the frame that completed the message (its last fragment or
+/// segment).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallTruth {
+    /// The Call-ID header's value.
+    pub call_id: String,
+    /// The From and To URIs of the INVITE (`sip:USER@HOST`).
+    pub from: String,
+    pub to: String,
+    /// `udp` or `tcp`.
+    pub transport: &'static str,
+    /// The INVITE, the 200 OK answering it, and the BYE (the end): those
+    /// sent before the run stopped.
+    pub invite_ns: u64,
+    pub answer_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    /// The final response to the INVITE: 200, or 0 when none was sent.
+    pub final_code: u16,
+    /// re-INVITEs sent.
+    pub reinvites: u32,
+    /// The INVITE went out as IPv4 fragments.
+    pub fragmented: bool,
+}
+
+impl CallTruth {
+    /// The header of `NAME.calls.csv`, naming [`CallTruth::csv`]'s fields.
+    pub const HEADER: &'static str =
+        "call_id,from,to,transport,invite_ns,answer_ns,end_ns,final_code,reinvites,fragmented";
+
+    /// One line of `NAME.calls.csv` (times not sent are empty; no field
+    /// holds a comma).
+    pub fn csv(&self) -> String {
+        let time = |t: Option<u64>| t.map(|t| t.to_string()).unwrap_or_default();
+        format!(
+            "{},{},{},{},{},{},{},{},{},{}",
+            self.call_id,
+            self.from,
+            self.to,
+            self.transport,
+            self.invite_ns,
+            time(self.answer_ns),
+            time(self.end_ns),
+            self.final_code,
+            self.reinvites,
+            if self.fragmented { "yes" } else { "no" }
+        )
+    }
 }
 
 /// One RTP stream of the `voip` profile as generated: the packets that
 /// reached the capture, the packets it lost between its first and its last
 /// (the loss a receiver can see: `lost` as RFC 3550 and Wireshark count
 /// it), and the standard deviation of the network jitter its packets were
-/// given.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// given, and the call it belongs to.
+#[derive(Clone, Debug, PartialEq)]
 pub struct StreamTruth {
     pub src_ip: IpAddr,
     pub src_port: u16,
@@ -128,6 +184,8 @@ pub struct StreamTruth {
     pub packets: u64,
     pub lost: u64,
     pub jitter_sd_ms: f64,
+    /// The Call-ID of the call whose descriptions named the stream's ends.
+    pub call_id: String,
 }
 
 impl<F: FnMut(&TruthRow) -> io::Result<()>> TruthSink for F {
@@ -209,7 +267,9 @@ pub fn generate_with(
         return refuse("only the mix profile takes a packet rate");
     }
     if options.voip != VoipOptions::default() && profile != Profile::Voip {
-        return refuse("only the voip profile takes call options (call rate, hold times, media, background, calls)");
+        return refuse(
+            "only the voip profile takes call options (call rate, hold times, media, background, calls, SIP over TCP, fragments, re-INVITEs)",
+        );
     }
     match profile {
         Profile::WorstCase => worst_case(packets, sink, truth),
@@ -664,6 +724,7 @@ const ACK: u8 = 0x10;
 pub(crate) mod testing {
     use super::*;
     use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+    use std::collections::HashMap;
 
     #[derive(Debug, PartialEq)]
     pub(crate) struct Run {
@@ -681,6 +742,8 @@ pub(crate) mod testing {
         }
     }
 
+    /// The frames of a profile, IPv4 fragments reassembled (`summary`
+    /// counts the frames as generated).
     pub(crate) fn run(profile: Profile, packets: u64, seed: u64) -> Run {
         let mut frames = Frames(Vec::new());
         let mut truth = Vec::new();
@@ -690,10 +753,61 @@ pub(crate) mod testing {
         })
         .unwrap();
         Run {
-            frames: frames.0,
+            frames: whole(frames.0),
             truth,
             summary,
         }
+    }
+
+    /// `frames` with each IPv4 datagram sent in fragments put back together
+    /// (header checksum left as the first fragment's), at the time of the
+    /// fragment that completed it; a datagram never completed is left out.
+    pub(crate) fn whole(frames: Vec<(u64, Vec<u8>)>) -> Vec<(u64, Vec<u8>)> {
+        const IP: usize = 14;
+        let mut out = Vec::with_capacity(frames.len());
+        // (source, destination, id): the fragments' (offset, data), the
+        // datagram's length once its last fragment came, its header.
+        type Parts = (Vec<(usize, Vec<u8>)>, Option<usize>, Vec<u8>);
+        let mut held: HashMap<([u8; 8], u16), Parts> = HashMap::new();
+        for (ts, frame) in frames {
+            let v4 = frame.len() > IP + 20 && frame[12..14] == [0x08, 0x00];
+            let flags_offset = if v4 {
+                u16::from_be_bytes([frame[IP + 6], frame[IP + 7]])
+            } else {
+                0
+            };
+            if flags_offset & 0x3fff == 0 {
+                out.push((ts, frame));
+                continue;
+            }
+            let ip = &frame[IP..];
+            let header_len = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let offset = usize::from(flags_offset & 0x1fff) * 8;
+            let more = flags_offset & 0x2000 != 0;
+            let key = (ip[12..20].try_into().unwrap(), u16::from_be_bytes([ip[4], ip[5]]));
+            let parts = held.entry(key).or_insert_with(|| (Vec::new(), None, Vec::new()));
+            parts.0.push((offset, ip[header_len..total].to_vec()));
+            if !more {
+                parts.1 = Some(offset + total - header_len);
+            }
+            if offset == 0 {
+                parts.2 = frame[..IP + header_len].to_vec();
+            }
+            let have: usize = parts.0.iter().map(|(_, d)| d.len()).sum();
+            if parts.1 == Some(have) && !parts.2.is_empty() {
+                let (mut pieces, _, mut merged) = held.remove(&key).unwrap();
+                pieces.sort();
+                for (_, d) in pieces {
+                    merged.extend_from_slice(&d);
+                }
+                let len = (merged.len() - IP) as u16;
+                merged[IP + 2..IP + 4].copy_from_slice(&len.to_be_bytes());
+                merged[IP + 6..IP + 8].fill(0);
+                out.push((ts, merged));
+            }
+        }
+        out
     }
 
     pub(crate) type Endpoint = (IpAddr, u16);
@@ -771,10 +885,11 @@ mod tests {
         for profile in [Profile::WorstCase, Profile::Mix, Profile::Voip, Profile::Connections] {
             let out = run(profile, 30_000, 5);
             assert_eq!(
-                out.frames.len(),
-                30_000,
+                out.summary.packets, 30_000,
                 "{profile:?} stops exactly at the count asked for"
             );
+            // Fragments are counted as packets, and reassembled here.
+            assert!((29_900..=30_000).contains(&out.frames.len()), "{profile:?}");
             assert_eq!(out.frames[0].0, START_NS, "{profile:?}");
             assert!(out.frames.windows(2).all(|w| w[0].0 <= w[1].0), "{profile:?}");
         }

@@ -9,7 +9,7 @@
 //! order.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::f64::consts::TAU;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -23,7 +23,8 @@ use crate::others::{self, SNMP_PORT, SYSLOG_PORT};
 use crate::quic::{self, Initial, MIN_INITIAL, Side};
 use crate::sip::{self, Call, Codec, Message};
 use crate::{
-    FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, StreamTruth, TruthRow, TruthSink, VOIP_TONES_HZ,
+    CallTruth, FrameSink, GenSummary, L4, MAC_A, MAC_B, Media, START_NS, StreamTruth, TruthRow, TruthSink,
+    VOIP_TONES_HZ,
 };
 
 const MS: u64 = 1_000_000;
@@ -64,6 +65,35 @@ const SILENCE_MEAN_S: f64 = 1.0;
 const MIN_SPURT_SLOTS: u32 = 10;
 const MIN_SILENCE_SLOTS: u64 = 10;
 const MAX_SILENCE_S: f64 = 10.0;
+/// Shares of calls, by default, whose SIP goes over TCP, whose INVITE is
+/// larger than the MTU and goes out as IPv4 fragments, and that are moved
+/// by a re-INVITE mid-call: small, so that the default profile exercises
+/// each.
+const SIP_TCP_SHARE: f64 = 0.1;
+const SIP_FRAGMENTED_SHARE: f64 = 0.1;
+const REINVITE_SHARE: f64 = 0.1;
+/// The IP packets a link carries at most: bigger datagrams are fragmented.
+const MTU: usize = 1500;
+/// TCP's largest segment on that link (1500 - 20 - 20).
+const MSS: usize = 1460;
+/// Attribute lines a fragmented INVITE's offer carries more: 3,000 to
+/// 5,000 bytes of SIP, two to four fragments.
+const PADDING_LINES: (u16, u16) = (35, 65);
+/// Fragmented INVITEs sent last fragment first (as Linux sends them) rather
+/// than in order.
+const FRAGMENTS_REVERSED_SHARE: f64 = 0.3;
+/// Messages over TCP cut into two segments though they fit in one.
+const TCP_SPLIT_SHARE: f64 = 0.3;
+/// Calls over TCP whose callee sends its 100 Trying and 180 Ringing at once,
+/// in one segment.
+const TCP_COALESCE_SHARE: f64 = 0.5;
+/// Gaps between the frames of one message, and before the receiver's ACK.
+const BURST_GAP_NS: (u64, u64) = (20_000, 200_000);
+const ACK_DELAY_NS: (u64, u64) = (40_000, 400_000);
+/// A re-INVITE comes this far into the call's hold time, on calls held at
+/// least `REINVITE_MIN_HOLD_NS`.
+const REINVITE_AT: (f64, f64) = (0.3, 0.7);
+const REINVITE_MIN_HOLD_NS: u64 = 2 * S;
 /// Where RTP ports are drawn from; RTP takes the even ones (RFC 3550 §11).
 const RTP_PORTS: (u16, u16) = (16_384, 32_766);
 const AUDIO_SLOT_NS: u64 = 20 * MS;
@@ -182,6 +212,12 @@ pub struct VoipOptions {
     /// Place no more calls than this; the run ends when the packets are
     /// written or nothing is left to send.
     pub calls: Option<u64>,
+    /// The shares of calls (0 to 1) whose SIP goes over TCP, whose INVITE
+    /// goes out as IPv4 fragments (calls over UDP and IPv4 only), and that
+    /// a re-INVITE moves mid-call (calls held 2 s or more only).
+    pub sip_tcp: f64,
+    pub sip_fragmented: f64,
+    pub reinvite: f64,
 }
 
 impl Default for VoipOptions {
@@ -195,6 +231,9 @@ impl Default for VoipOptions {
             media: VoipMedia::Mixed,
             background: true,
             calls: None,
+            sip_tcp: SIP_TCP_SHARE,
+            sip_fragmented: SIP_FRAGMENTED_SHARE,
+            reinvite: REINVITE_SHARE,
         }
     }
 }
@@ -214,6 +253,18 @@ pub(crate) fn generate(
                 options.call_rate
             ),
         ));
+    }
+    for (name, share) in [
+        ("SIP over TCP", options.sip_tcp),
+        ("fragmented SIP", options.sip_fragmented),
+        ("re-INVITE", options.reinvite),
+    ] {
+        if !(0.0..=1.0).contains(&share) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a {name} share of {share}: it must be from 0 to 1"),
+            ));
+        }
     }
     Voip::new(seed, options.clone()).run(packets, sink, truth)
 }
@@ -466,8 +517,8 @@ impl Stream {
         self.captured += 1;
     }
 
-    /// The stream's truth, sent from `from` to `to`.
-    fn truth(&self, from: (IpAddr, u16), to: (IpAddr, u16)) -> StreamTruth {
+    /// The stream's truth, sent from `from` to `to` in call `call_id`.
+    fn truth(&self, from: (IpAddr, u16), to: (IpAddr, u16), call_id: &str) -> StreamTruth {
         StreamTruth {
             src_ip: from.0,
             src_port: from.1,
@@ -481,6 +532,7 @@ impl Stream {
             packets: self.captured,
             lost: self.lost,
             jitter_sd_ms: self.jitter_sd_ns / MS as f64,
+            call_id: call_id.to_owned(),
         }
     }
 
@@ -661,11 +713,7 @@ impl Quic {
 /// What a flow does next.
 enum State {
     /// The messages of a call and when each is sent.
-    Sip {
-        call: Call,
-        times: [u64; 7],
-        step: usize,
-    },
+    Sip(Box<SipFlow>),
     /// The two directions of a call's audio or video.
     Rtp([Stream; 2]),
     /// A DNS or NTP request and its answer.
@@ -702,7 +750,7 @@ enum State {
 impl State {
     fn due(&self) -> Option<u64> {
         let next = match self {
-            State::Sip { times, step, .. } => times.get(*step).copied().unwrap_or(NEVER),
+            State::Sip(sip) => sip.due().unwrap_or(NEVER),
             State::Rtp([a, b]) => a.next.min(b.next),
             State::Exchange { times, step, .. } => times.get(*step).copied().unwrap_or(NEVER),
             State::Quic(q) if q.phase == QuicPhase::Done => NEVER,
@@ -714,112 +762,383 @@ impl State {
     }
 
     /// Writes the packet due at `now` into `scratch.payload`; returns 0 if
-    /// the flow's initiator sent it, 1 if the other side did.
-    fn emit(&mut self, now: u64, rng: &mut Pcg64Mcg, scratch: &mut Scratch) -> io::Result<usize> {
+    /// the flow's initiator sent it, 1 if the other side did, and whether
+    /// `scratch.payload` holds a whole frame rather than a UDP payload.
+    fn emit(&mut self, now: u64, rng: &mut Pcg64Mcg, scratch: &mut Scratch) -> io::Result<(usize, bool)> {
+        if let State::Sip(sip) = self {
+            return sip.emit(now, scratch);
+        }
         let out = &mut scratch.payload;
-        Ok(match self {
-            State::Sip { call, step, .. } => {
-                let msg = Message::CALL[*step];
-                sip::write(call, msg, &mut scratch.body, out)?;
-                *step += 1;
-                msg.sender(call)
-            }
-            State::Rtp(streams) => {
-                let i = usize::from(streams[1].next < streams[0].next);
-                streams[i].write(&scratch.noise, rng, out);
-                streams[i].captured();
-                streams[i].advance(rng);
-                i
-            }
-            State::Exchange {
-                server_port,
-                host,
-                step,
-                ..
-            } => {
-                let sender = *step;
-                openings::write(Transport::Udp, *server_port, sender == 0, openings::HOSTS[*host], out)
-                    .expect("openings writes DNS and NTP");
-                *step += 1;
-                sender
-            }
-            State::Quic(q) => q.emit(rng, scratch),
-            State::Game { next, end, seq } => {
-                let i = usize::from(next[1] < next[0]);
-                out.clear();
-                // Message type, own sequence number, the last one heard.
-                out.push(1 + i as u8);
-                out.extend_from_slice(&seq[i].to_le_bytes());
-                out.extend_from_slice(&seq[1 - i].to_le_bytes());
-                let len = if i == 0 { 15..=60 } else { 30..=75 };
-                push_noise(&scratch.noise, rng.random_range(len), rng, out);
-                seq[i] = seq[i].wrapping_add(1);
-                next[i] += between(rng, GAME_TICK_NS);
-                if next[i] > *end {
-                    next[i] = NEVER;
+        Ok((
+            match self {
+                State::Sip(_) => unreachable!("emitted above"),
+                State::Rtp(streams) => {
+                    let i = usize::from(streams[1].next < streams[0].next);
+                    streams[i].write(&scratch.noise, rng, out);
+                    streams[i].captured();
+                    streams[i].advance(rng);
+                    i
                 }
-                i
-            }
-            State::Syslog {
-                next,
-                end,
-                device,
-                sent,
-            } => {
-                others::syslog(now, *device, *sent, out)?;
-                *sent += 1;
-                let gap = exp(rng, SYSLOG_MEAN_S).min(SYSLOG_MAX_GAP_S);
-                *next += ((gap * S as f64) as u64).max(MS);
-                if *next > *end {
-                    *next = NEVER;
+                State::Exchange {
+                    server_port,
+                    host,
+                    step,
+                    ..
+                } => {
+                    let sender = *step;
+                    openings::write(Transport::Udp, *server_port, sender == 0, openings::HOSTS[*host], out)
+                        .expect("openings writes DNS and NTP");
+                    *step += 1;
+                    sender
                 }
-                0
-            }
-            State::Snmp {
-                next,
-                end,
-                request_id,
-                in_octets,
-                answer,
-            } => {
-                if *answer {
-                    *in_octets = in_octets.wrapping_add(rng.random_range(10_000..2_000_000));
-                    let values = others::Values {
-                        uptime: others::ticks_since_start(now),
-                        in_octets: *in_octets,
-                    };
-                    others::snmp(*request_id, Some(&values), out);
-                    *request_id = request_id.wrapping_add(1);
-                    *next = now + SNMP_POLL_NS - rng.random_range(MS..20 * MS);
+                State::Quic(q) => q.emit(rng, scratch),
+                State::Game { next, end, seq } => {
+                    let i = usize::from(next[1] < next[0]);
+                    out.clear();
+                    // Message type, own sequence number, the last one heard.
+                    out.push(1 + i as u8);
+                    out.extend_from_slice(&seq[i].to_le_bytes());
+                    out.extend_from_slice(&seq[1 - i].to_le_bytes());
+                    let len = if i == 0 { 15..=60 } else { 30..=75 };
+                    push_noise(&scratch.noise, rng.random_range(len), rng, out);
+                    seq[i] = seq[i].wrapping_add(1);
+                    next[i] += between(rng, GAME_TICK_NS);
+                    if next[i] > *end {
+                        next[i] = NEVER;
+                    }
+                    i
+                }
+                State::Syslog {
+                    next,
+                    end,
+                    device,
+                    sent,
+                } => {
+                    others::syslog(now, *device, *sent, out)?;
+                    *sent += 1;
+                    let gap = exp(rng, SYSLOG_MEAN_S).min(SYSLOG_MAX_GAP_S);
+                    *next += ((gap * S as f64) as u64).max(MS);
                     if *next > *end {
                         *next = NEVER;
                     }
-                } else {
-                    others::snmp(*request_id, None, out);
-                    *next = now + rng.random_range(MS..10 * MS);
+                    0
                 }
-                *answer = !*answer;
-                usize::from(!*answer)
-            }
-        })
+                State::Snmp {
+                    next,
+                    end,
+                    request_id,
+                    in_octets,
+                    answer,
+                } => {
+                    if *answer {
+                        *in_octets = in_octets.wrapping_add(rng.random_range(10_000..2_000_000));
+                        let values = others::Values {
+                            uptime: others::ticks_since_start(now),
+                            in_octets: *in_octets,
+                        };
+                        others::snmp(*request_id, Some(&values), out);
+                        *request_id = request_id.wrapping_add(1);
+                        *next = now + SNMP_POLL_NS - rng.random_range(MS..20 * MS);
+                        if *next > *end {
+                            *next = NEVER;
+                        }
+                    } else {
+                        others::snmp(*request_id, None, out);
+                        *next = now + rng.random_range(MS..10 * MS);
+                    }
+                    *answer = !*answer;
+                    usize::from(!*answer)
+                }
+            },
+            false,
+        ))
     }
 }
 
-/// The truth of a media flow's streams that sent anything.
-fn stream_truths(flow: &Flow, truth: &mut impl TruthSink) -> io::Result<()> {
-    if let State::Rtp(streams) = &flow.state {
-        for (i, stream) in streams.iter().enumerate() {
-            if stream.captured > 0 {
-                truth.stream(&stream.truth(flow.ends[i], flow.ends[1 - i]))?;
+/// The truth of a media flow's streams that sent anything, or of a call
+/// whose INVITE went out whole.
+fn flow_truths(flow: &Flow, truth: &mut impl TruthSink) -> io::Result<()> {
+    match &flow.state {
+        State::Rtp(streams) => {
+            for (i, stream) in streams.iter().enumerate() {
+                if stream.captured > 0 {
+                    let call_id = flow.call_id.as_deref().unwrap_or_default();
+                    truth.stream(&stream.truth(flow.ends[i], flow.ends[1 - i], call_id))?;
+                }
             }
         }
+        State::Sip(sip) if sip.invited => truth.call(&sip.truth)?,
+        _ => {}
     }
     Ok(())
+}
+
+/// A frame of a SIP flow built ahead of its time: a fragment, a TCP
+/// segment or handshake packet.
+struct Pending {
+    at: u64,
+    sender: usize,
+    frame: Vec<u8>,
+    /// The message this frame completes.
+    completes: Option<Message>,
+}
+
+/// The messages of one call, sent as they fall due: over UDP each in a
+/// datagram (the INVITE, if it is large, in fragments), over TCP in
+/// segments of one connection, opened before the INVITE and closed after
+/// the last message.
+struct SipFlow {
+    call: Call,
+    ends: [(IpAddr, u16); 2],
+    plan: [(u64, Message); 10],
+    len: usize,
+    step: usize,
+    pending: VecDeque<Pending>,
+    /// The latest frame's time: nothing goes out before it.
+    last: u64,
+    /// The next sequence number of each side, over TCP.
+    tcp_seq: Option<[u32; 2]>,
+    /// The callee's 100 and 180 go in one TCP segment.
+    coalesce: bool,
+    /// The INVITE goes out in IPv4 fragments.
+    fragment: bool,
+    /// The INVITE went out whole; what the call did so far.
+    invited: bool,
+    truth: CallTruth,
+    /// Draws for segmentation and fragments, apart from the profile's own.
+    rng: Pcg64Mcg,
+}
+
+impl SipFlow {
+    fn due(&self) -> Option<u64> {
+        if let Some(p) = self.pending.front() {
+            return Some(p.at);
+        }
+        self.plan[..self.len].get(self.step).map(|&(at, _)| at.max(self.last))
+    }
+
+    fn record(&mut self, msg: Message, at: u64) {
+        let t = &mut self.truth;
+        match msg {
+            Message::Invite => {
+                t.invite_ns = at;
+                self.invited = true;
+            }
+            Message::Answer => {
+                t.answer_ns = Some(at);
+                t.final_code = 200;
+            }
+            Message::Bye => t.end_ns = Some(at),
+            Message::ReInvite => t.reinvites += 1,
+            _ => {}
+        }
+    }
+
+    fn emit(&mut self, now: u64, scratch: &mut Scratch) -> io::Result<(usize, bool)> {
+        if self.pending.is_empty() {
+            let (_, msg) = self.plan[self.step];
+            self.step += 1;
+            let sender = msg.sender(&self.call);
+            sip::write(&self.call, msg, &mut scratch.body, &mut scratch.payload)?;
+            if self.tcp_seq.is_some() {
+                let mut data = scratch.payload.clone();
+                let mut last = msg;
+                if let Some(&(_, next)) = self.plan[..self.len].get(self.step)
+                    && self.coalesce
+                    && msg == Message::Trying
+                    && next == Message::Ringing
+                {
+                    self.step += 1;
+                    sip::write(&self.call, next, &mut scratch.body, &mut scratch.payload)?;
+                    data.extend_from_slice(&scratch.payload);
+                    last = next;
+                }
+                self.segments(now, sender, &data, last)?;
+                if last == Message::ByeOk {
+                    self.close(now)?;
+                }
+            } else if msg == Message::Invite && self.fragment {
+                self.fragments(now, sender, &scratch.payload)?;
+            } else {
+                self.last = now;
+                self.record(msg, now);
+                return Ok((sender, false));
+            }
+        }
+        let p = self.pending.pop_front().expect("frames were just queued");
+        self.last = now;
+        if let Some(msg) = p.completes {
+            self.record(msg, now);
+        }
+        scratch.payload.clear();
+        scratch.payload.extend_from_slice(&p.frame);
+        Ok((p.sender, true))
+    }
+
+    fn queue(&mut self, at: u64, sender: usize, frame: Vec<u8>, completes: Option<Message>) {
+        self.pending.push_back(Pending {
+            at,
+            sender,
+            frame,
+            completes,
+        });
+    }
+
+    /// A TCP packet of `sender` carrying `data`, queued at `at`.
+    fn segment(
+        &mut self,
+        at: u64,
+        sender: usize,
+        flags: TcpFlags,
+        data: &[u8],
+        completes: Option<Message>,
+    ) -> io::Result<()> {
+        let seq = self.tcp_seq.as_mut().expect("a TCP call");
+        let (own, other) = (seq[sender], seq[1 - sender]);
+        seq[sender] = own
+            .wrapping_add(data.len() as u32)
+            .wrapping_add(u32::from(flags.syn || flags.fin));
+        let ack = flags.ack.then_some(other);
+        let mut frame = Vec::with_capacity(data.len() + 80);
+        let (from, to) = (self.ends[sender], self.ends[1 - sender]);
+        tcp_frame(from, to, sender == 0, own, ack, flags, data, &mut frame)?;
+        self.queue(at, sender, frame, completes);
+        Ok(())
+    }
+
+    /// `data` (one message, or two) in segments from `at`: in pieces of
+    /// at most the MSS, or cut in two at a random byte now and then; the
+    /// receiver acknowledges the last.
+    fn segments(&mut self, at: u64, sender: usize, data: &[u8], last: Message) -> io::Result<()> {
+        let mut cuts = Vec::new();
+        if data.len() > MSS {
+            cuts.extend((MSS..data.len()).step_by(MSS));
+        } else if data.len() > 1 && self.rng.random_bool(TCP_SPLIT_SHARE) {
+            cuts.push(self.rng.random_range(1..data.len()));
+        }
+        cuts.push(data.len());
+        let (mut t, mut from) = (at, 0);
+        for (i, &to) in cuts.iter().enumerate() {
+            if i > 0 {
+                t += between(&mut self.rng, BURST_GAP_NS);
+            }
+            let completes = (to == data.len()).then_some(last);
+            self.segment(t, sender, TcpFlags::PSH_ACK, &data[from..to], completes)?;
+            from = to;
+        }
+        let ack_at = t + between(&mut self.rng, ACK_DELAY_NS);
+        self.segment(ack_at, 1 - sender, TcpFlags::ACK, &[], None)
+    }
+
+    /// The caller closes the connection after the last message: FIN, the
+    /// callee's FIN, the last ACK.
+    fn close(&mut self, after: u64) -> io::Result<()> {
+        let mut t = self.pending.back().map_or(after, |p| p.at);
+        for (sender, flags) in [(0, TcpFlags::FIN_ACK), (1, TcpFlags::FIN_ACK), (0, TcpFlags::ACK)] {
+            t += between(&mut self.rng, (MS, 5 * MS));
+            self.segment(t, sender, flags, &[], None)?;
+        }
+        Ok(())
+    }
+
+    /// The handshake that opens the connection at `at`, the SYN-ACK a
+    /// round trip later.
+    fn open(&mut self, at: u64, rtt: u64) -> io::Result<()> {
+        self.segment(at, 0, TcpFlags::SYN, &[], None)?;
+        self.segment(at + rtt, 1, TcpFlags::SYN_ACK, &[], None)?;
+        let ack = at + rtt + between(&mut self.rng, BURST_GAP_NS);
+        self.segment(ack, 0, TcpFlags::ACK, &[], None)
+    }
+
+    /// The datagram of `payload` from `sender` as IPv4 fragments (RFC 791:
+    /// one identification, offsets in 8-byte units, MF on all but the last),
+    /// in order or last first.
+    fn fragments(&mut self, at: u64, sender: usize, payload: &[u8]) -> io::Result<()> {
+        let (from, to) = (self.ends[sender], self.ends[1 - sender]);
+        let mut whole = Vec::with_capacity(payload.len() + 64);
+        udp_frame(from, to, sender == 0, payload, &mut whole)?;
+        let id = self.rng.random_range(1..=u16::MAX);
+        let mut frames = fragment(&whole, id);
+        if self.rng.random_bool(FRAGMENTS_REVERSED_SHARE) {
+            frames.reverse();
+        }
+        let count = frames.len();
+        let mut t = at;
+        for (i, frame) in frames.into_iter().enumerate() {
+            if i > 0 {
+                t += between(&mut self.rng, BURST_GAP_NS);
+            }
+            let completes = (i + 1 == count).then_some(Message::Invite);
+            self.queue(t, sender, frame, completes);
+        }
+        Ok(())
+    }
+}
+
+/// The IPv4 fragments of an Ethernet frame holding an IPv4 datagram with a
+/// 20-byte header, each at most `MTU` bytes of IP.
+fn fragment(frame: &[u8], id: u16) -> Vec<Vec<u8>> {
+    const ETH: usize = 14;
+    const IP: usize = 20;
+    let data = &frame[ETH + IP..];
+    let per = (MTU - IP) / 8 * 8;
+    data.chunks(per)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut f = Vec::with_capacity(ETH + IP + chunk.len());
+            f.extend_from_slice(&frame[..ETH + IP]);
+            f.extend_from_slice(chunk);
+            let ip = &mut f[ETH..ETH + IP];
+            ip[2..4].copy_from_slice(&((IP + chunk.len()) as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            let more = (i + 1) * per < data.len();
+            let flags_offset = u16::from(more) << 13 | (i * per / 8) as u16;
+            ip[6..8].copy_from_slice(&flags_offset.to_be_bytes());
+            ip[10..12].fill(0);
+            let sum = ip
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum::<u32>();
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            f
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+struct TcpFlags {
+    syn: bool,
+    ack: bool,
+    psh: bool,
+    fin: bool,
+}
+
+impl TcpFlags {
+    const SYN: TcpFlags = TcpFlags {
+        syn: true,
+        ack: false,
+        psh: false,
+        fin: false,
+    };
+    const SYN_ACK: TcpFlags = TcpFlags { ack: true, ..Self::SYN };
+    const ACK: TcpFlags = TcpFlags {
+        syn: false,
+        ack: true,
+        psh: false,
+        fin: false,
+    };
+    const PSH_ACK: TcpFlags = TcpFlags { psh: true, ..Self::ACK };
+    const FIN_ACK: TcpFlags = TcpFlags { fin: true, ..Self::ACK };
 }
 
 struct Flow {
     /// The initiator and the other side.
     ends: [(IpAddr, u16); 2],
+    l4: L4,
+    /// The call a media flow belongs to.
+    call_id: Option<String>,
     class: &'static str,
     media: Option<Media>,
     /// Whether a packet of the flow has been written.
@@ -845,6 +1164,10 @@ enum Event {
 
 struct Voip {
     rng: Pcg64Mcg,
+    /// Draws for what the profile's first version did not have (SIP over
+    /// TCP, fragments, re-INVITEs), apart, so that adding them left the
+    /// other draws of a seed as they were.
+    extras: Pcg64Mcg,
     /// (when, order of scheduling, what): the order breaks ties, so that
     /// events at the same nanosecond go in a reproducible order.
     heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
@@ -867,6 +1190,7 @@ impl Voip {
         let noise = (0..65_536).map(|_| rng.random()).collect();
         Voip {
             rng,
+            extras: Pcg64Mcg::seed_from_u64(seed ^ 0x5349_505f_4558_5452),
             heap: BinaryHeap::new(),
             scheduled: 0,
             flows: Vec::new(),
@@ -911,7 +1235,7 @@ impl Voip {
             };
             match event {
                 Event::Call => {
-                    self.call(now);
+                    self.call(now)?;
                     if self.calls < calls {
                         let at = self.after(now, 1.0 / self.options.call_rate);
                         self.schedule(at, Event::Call);
@@ -929,7 +1253,7 @@ impl Voip {
                 }
                 Event::Flow(i) => {
                     let flow = &mut self.flows[i];
-                    let sender = flow.state.emit(now, &mut self.rng, &mut self.scratch)?;
+                    let (sender, whole) = flow.state.emit(now, &mut self.rng, &mut self.scratch)?;
                     let (from, to) = (flow.ends[sender], flow.ends[1 - sender]);
                     if !flow.seen {
                         flow.seen = true;
@@ -939,19 +1263,24 @@ impl Voip {
                             src_port: from.1,
                             dst_ip: to.0,
                             dst_port: to.1,
-                            l4: L4::Udp,
+                            l4: flow.l4,
                             class: flow.class,
                             media: flow.media,
                         })?;
                     }
-                    udp_frame(from, to, sender == 0, &self.scratch.payload, &mut self.frame)?;
-                    sink.frame(now, &self.frame)?;
+                    let frame = if whole {
+                        &self.scratch.payload
+                    } else {
+                        udp_frame(from, to, sender == 0, &self.scratch.payload, &mut self.frame)?;
+                        &self.frame
+                    };
+                    sink.frame(now, frame)?;
                     summary.packets += 1;
-                    summary.bytes += self.frame.len() as u64;
+                    summary.bytes += frame.len() as u64;
                     match flow.state.due() {
                         Some(at) => self.schedule(at, Event::Flow(i)),
                         None => {
-                            stream_truths(flow, truth)?;
+                            flow_truths(flow, truth)?;
                             self.free.push(i);
                         }
                     }
@@ -961,17 +1290,31 @@ impl Voip {
         // The streams still going when the run stops end with it.
         for (i, flow) in self.flows.iter().enumerate() {
             if !self.free.contains(&i) {
-                stream_truths(flow, truth)?;
+                flow_truths(flow, truth)?;
             }
         }
         Ok(summary)
     }
 
     fn add(&mut self, ends: [(IpAddr, u16); 2], class: &'static str, media: Option<Media>, state: State) {
+        self.add_flow(ends, L4::Udp, None, class, media, state);
+    }
+
+    fn add_flow(
+        &mut self,
+        ends: [(IpAddr, u16); 2],
+        l4: L4,
+        call_id: Option<String>,
+        class: &'static str,
+        media: Option<Media>,
+        state: State,
+    ) {
         // A call shorter than its first 20 ms sends no media.
         let Some(at) = state.due() else { return };
         let flow = Flow {
             ends,
+            l4,
+            call_id,
             class,
             media,
             seen: false,
@@ -1006,7 +1349,7 @@ impl Voip {
         }
     }
 
-    fn call(&mut self, now: u64) {
+    fn call(&mut self, now: u64) -> io::Result<()> {
         let rng = &mut self.rng;
         // The draws are made whatever the options, so that the default
         // profile stays what it was for each seed.
@@ -1025,7 +1368,18 @@ impl Voip {
         };
         self.calls += 1;
         let vad = rng.random_bool(VAD_SHARE) && mixed;
-        let call = Call {
+        let extras = &mut self.extras;
+        let tcp = extras.random_bool(self.options.sip_tcp);
+        // Fragments are IPv4's (RFC 791); over TCP a large message is cut
+        // into segments instead.
+        let fragmented = extras.random_bool(self.options.sip_fragmented) && !tcp && !v6;
+        let reinvite = extras.random_bool(self.options.reinvite);
+        let padding = if fragmented { between(extras, PADDING_LINES) } else { 0 };
+        let mover = extras.random_range(0..2usize);
+        let coalesce = tcp && extras.random_bool(TCP_COALESCE_SHARE);
+        let flow_rng = Pcg64Mcg::seed_from_u64(extras.random());
+        let tcp_port = ephemeral_port(extras);
+        let mut call = Call {
             addr: [self.host(v6, false), self.host(v6, true)],
             user: [self.rng.random_range(1000..10_000), self.rng.random_range(1000..10_000)],
             tag: [self.rng.random(), self.rng.random()],
@@ -1036,15 +1390,21 @@ impl Voip {
             audio_port,
             video_port: video.then(|| audio_port.map(|p| p + 2)),
             callee_hangs_up: self.rng.random_bool(0.5),
+            tcp,
+            padding,
+            moved: None,
         };
         // Seen from the caller's side: answers arrive a round trip after the
         // request that asked for them.
         let rng = &mut self.rng;
         let rtt = rng.random_range(10 * MS..80 * MS);
         let duration = (self.options.hold.draw(rng) * S as f64) as u64;
-        let trying = now + rtt + rng.random_range(0..10 * MS);
+        // Over TCP, the connection is opened first.
+        let invite = if tcp { now + rtt + 2 * BURST_GAP_NS.1 } else { now };
+        let trying = invite + rtt + rng.random_range(0..10 * MS);
         let ringing = trying + rng.random_range(50 * MS..400 * MS);
         let answer = ringing + between(rng, RING_MS) * MS;
+        let ringing = if coalesce { trying } else { ringing };
         let ack = answer + rng.random_range(MS..5 * MS);
         let bye = ack + duration;
         let bye_ok = bye
@@ -1060,36 +1420,129 @@ impl Voip {
             answer + rng.random_range(0..20 * MS),
         ];
         let jitter_sd_ns = rng.random_range(JITTER_SD_MS.0..JITTER_SD_MS.1) * MS as f64;
-        let streams =
-            |track: Track, rng: &mut Pcg64Mcg| starts.map(|start| Stream::new(track, start, bye, jitter_sd_ns, rng));
-        let mut audio = streams(Track::Audio { codec, vad }, rng);
+        // A re-INVITE mid-call moves the mover's audio to a port four above
+        // (video takes two above): the other side answers at once if it is
+        // the caller, a round trip later (as the caller sees it) if not.
+        let mut plan = [(now, Message::Invite); 10];
+        let times = [invite, trying, ringing, answer, ack, bye, bye_ok];
+        for (slot, (&at, &msg)) in plan.iter_mut().zip(times.iter().zip(&Message::CALL)) {
+            *slot = (at, msg);
+        }
+        let mut len = 7;
+        let mut moved_media = None;
+        if reinvite && duration >= REINVITE_MIN_HOLD_NS {
+            let extras = &mut self.extras;
+            let at = ack + (duration as f64 * extras.random_range(REINVITE_AT.0..REINVITE_AT.1)) as u64;
+            let quick = extras.random_range(MS..5 * MS);
+            let (ok, re_ack) = if mover == 0 {
+                (at + rtt, at + rtt + quick)
+            } else {
+                (at + quick, at + quick + rtt)
+            };
+            let old = audio_port[mover];
+            let port = if old + 4 <= RTP_PORTS.1 { old + 4 } else { old - 4 };
+            call.moved = Some((mover, port));
+            plan.copy_within(5..7, 8);
+            plan[5] = (at, Message::ReInvite);
+            plan[6] = (ok, Message::ReInviteOk);
+            plan[7] = (re_ack, Message::ReAck);
+            len = 10;
+            moved_media = Some((ok, re_ack + extras.random_range(0..20 * MS), port));
+        }
+        let rng = &mut self.rng;
+        let audio_end = moved_media.map_or(bye, |(stop, _, _)| stop);
+        let mut audio =
+            starts.map(|start| Stream::new(Track::Audio { codec, vad }, start, audio_end, jitter_sd_ns, rng));
         for (stream, hz) in audio.iter_mut().zip(VOIP_TONES_HZ) {
             stream.tone_hz = hz;
         }
         let video_streams = call.video_port.map(|_| {
             let fps = if rng.random_bool(0.5) { 25 } else { 30 };
-            streams(Track::Video { fps }, rng)
+            starts.map(|start| Stream::new(Track::Video { fps }, start, bye, jitter_sd_ns, rng))
         });
         let [caller, callee] = call.addr;
         let ends = |ports: [u16; 2]| [(caller, ports[0]), (callee, ports[1])];
         let (audio_ends, video_ends) = (ends(call.audio_port), call.video_port.map(ends));
-        self.add(
-            ends([sip::PORT; 2]),
-            "SIP",
-            None,
-            State::Sip {
-                call,
-                times: [now, trying, ringing, answer, ack, bye, bye_ok],
-                step: 0,
-            },
-        );
+        let call_id = call.call_id_text();
+        let truth = CallTruth {
+            call_id: call_id.clone(),
+            from: call.uri(0),
+            to: call.uri(1),
+            transport: if tcp { "tcp" } else { "udp" },
+            invite_ns: 0,
+            answer_ns: None,
+            end_ns: None,
+            final_code: 0,
+            reinvites: 0,
+            fragmented,
+        };
+        let sip_ends = if tcp {
+            [(caller, tcp_port), (callee, sip::PORT)]
+        } else {
+            ends([sip::PORT; 2])
+        };
+        let mut flow = SipFlow {
+            call,
+            ends: sip_ends,
+            plan,
+            len,
+            step: 0,
+            pending: VecDeque::new(),
+            last: now,
+            tcp_seq: tcp.then(|| [self.extras.random(), self.extras.random()]),
+            coalesce,
+            fragment: fragmented,
+            invited: false,
+            truth,
+            rng: flow_rng,
+        };
+        if tcp {
+            flow.open(now, rtt)?;
+        }
+        let l4 = if tcp { L4::Tcp } else { L4::Udp };
+        self.add_flow(sip_ends, l4, None, "SIP", None, State::Sip(Box::new(flow)));
         if self.options.media == VoipMedia::None {
-            return;
+            return Ok(());
         }
-        self.add(audio_ends, "RTP", Some(Media::Audio), State::Rtp(audio));
+        self.add_flow(
+            audio_ends,
+            L4::Udp,
+            Some(call_id.clone()),
+            "RTP",
+            Some(Media::Audio),
+            State::Rtp(audio),
+        );
+        if let Some((_, start, port)) = moved_media {
+            let mut ports = audio_port;
+            ports[mover] = port;
+            let extras = &mut self.extras;
+            let mut moved = [0, 1].map(|side| {
+                let start = start + if side == 0 { 0 } else { extras.random_range(0..10 * MS) };
+                Stream::new(Track::Audio { codec, vad }, start, bye, jitter_sd_ns, extras)
+            });
+            for (stream, hz) in moved.iter_mut().zip(VOIP_TONES_HZ) {
+                stream.tone_hz = hz;
+            }
+            self.add_flow(
+                ends(ports),
+                L4::Udp,
+                Some(call_id.clone()),
+                "RTP",
+                Some(Media::Audio),
+                State::Rtp(moved),
+            );
+        }
         if let (Some(ends), Some(streams)) = (video_ends, video_streams) {
-            self.add(ends, "RTP", Some(Media::Video), State::Rtp(streams));
+            self.add_flow(
+                ends,
+                L4::Udp,
+                Some(call_id),
+                "RTP",
+                Some(Media::Video),
+                State::Rtp(streams),
+            );
         }
+        Ok(())
     }
 
     /// A flow of more than 30 packets that is not voice.
@@ -1220,13 +1673,52 @@ fn udp_frame(
     .map_err(io::Error::other)
 }
 
+/// An Ethernet frame holding one TCP segment of a flow.
+#[allow(clippy::too_many_arguments)]
+fn tcp_frame(
+    from: (IpAddr, u16),
+    to: (IpAddr, u16),
+    initiator: bool,
+    seq: u32,
+    ack: Option<u32>,
+    flags: TcpFlags,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    out.clear();
+    let (eth, ttl) = if initiator {
+        (PacketBuilder::ethernet2(MAC_A, MAC_B), 64)
+    } else {
+        (PacketBuilder::ethernet2(MAC_B, MAC_A), 52)
+    };
+    let ip = match (from.0, to.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => eth.ipv4(s.octets(), d.octets(), ttl),
+        (IpAddr::V6(s), IpAddr::V6(d)) => eth.ipv6(s.octets(), d.octets(), ttl),
+        _ => unreachable!("both ends of a flow have the same IP version"),
+    };
+    let mut tcp = ip.tcp(from.1, to.1, seq, 64_240);
+    if flags.syn {
+        tcp = tcp.syn();
+    }
+    if let Some(ack) = ack {
+        tcp = tcp.ack(ack);
+    }
+    if flags.psh {
+        tcp = tcp.psh();
+    }
+    if flags.fin {
+        tcp = tcp.fin();
+    }
+    tcp.write(out, payload).map_err(io::Error::other)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{HashMap, HashSet};
 
     use super::*;
     use crate::Profile;
-    use crate::testing::{Endpoint, Run, flow_key, parse, row_key, run};
+    use crate::testing::{Endpoint, Run, flow_key, parse, row_key, run, whole};
 
     /// The frames of `generate` with `options`.
     fn frames_with(packets: u64, seed: u64, options: &VoipOptions) -> Vec<(u64, Vec<u8>)> {
@@ -1274,8 +1766,9 @@ mod tests {
             media: VoipMedia::G711,
             background: false,
             calls: None,
+            ..VoipOptions::default()
         };
-        let frames = frames_with(300_000, 5, &options);
+        let frames = whole(frames_with(300_000, 5, &options));
         let mut invites = Vec::new();
         let mut rtp = 0;
         for (ts, frame) in &frames {
@@ -1309,6 +1802,9 @@ mod tests {
             media: VoipMedia::None,
             background: false,
             calls: Some(2_000),
+            sip_tcp: 0.0,
+            sip_fragmented: 0.0,
+            reinvite: 0.0,
             ..VoipOptions::default()
         };
         let frames = frames_with(u64::MAX, 7, &options);
@@ -1460,12 +1956,8 @@ mod tests {
     /// receives which media, and when that was announced.
     fn announcements(out: &Run) -> HashMap<Endpoint, (Media, u8, u64)> {
         let mut announced = HashMap::new();
-        for (ts, frame) in &out.frames {
-            let p = parse(frame);
-            if p.src.1 != sip::PORT {
-                continue;
-            }
-            let text = std::str::from_utf8(p.payload).expect("SIP is text");
+        for m in sip_messages(&out.frames) {
+            let (ts, text) = (&m.ts, m.text.as_str());
             let Some((_, body)) = text.split_once("\r\n\r\n").filter(|(_, b)| !b.is_empty()) else {
                 continue;
             };
@@ -1485,7 +1977,11 @@ mod tests {
                     };
                     let port = fields[1].parse().unwrap();
                     assert_eq!(fields[2], "RTP/AVP");
-                    announced.insert((addr.unwrap(), port), (media, fields[3].parse().unwrap(), *ts));
+                    // The first announcement counts: a re-INVITE's answer
+                    // names its sender's port again.
+                    announced
+                        .entry((addr.unwrap(), port))
+                        .or_insert((media, fields[3].parse().unwrap(), *ts));
                 }
             }
         }
@@ -1519,29 +2015,475 @@ mod tests {
         }
     }
 
+    /// An IPv4 fragment (of an Ethernet frame).
+    fn is_fragment(frame: &[u8]) -> bool {
+        frame[12..14] == [0x08, 0x00] && u16::from_be_bytes([frame[20], frame[21]]) & 0x3fff != 0
+    }
+
+    /// A SIP message of a run: when the frame that completed it went, who
+    /// sent it to whom over what.
+    struct SipMessage {
+        ts: u64,
+        src: Endpoint,
+        dst: Endpoint,
+        l4: L4,
+        text: String,
+    }
+
+    /// Every SIP message of `frames` (fragments reassembled): one per UDP
+    /// datagram, and over TCP each direction's bytes cut by the headers'
+    /// end and `Content-Length`, however the segments split them.
+    fn sip_messages(frames: &[(u64, Vec<u8>)]) -> Vec<SipMessage> {
+        let mut streams = HashMap::<(Endpoint, Endpoint), Vec<u8>>::new();
+        let mut out = Vec::new();
+        for (ts, frame) in frames {
+            let p = parse(frame);
+            if p.src.1 != sip::PORT && p.dst.1 != sip::PORT {
+                continue;
+            }
+            let message = |text: &[u8]| SipMessage {
+                ts: *ts,
+                src: p.src,
+                dst: p.dst,
+                l4: p.l4,
+                text: String::from_utf8(text.to_vec()).expect("SIP is text"),
+            };
+            if p.l4 == L4::Udp {
+                out.push(message(p.payload));
+                continue;
+            }
+            let bytes = streams.entry((p.src, p.dst)).or_default();
+            bytes.extend_from_slice(p.payload);
+            while let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&bytes[..end]).unwrap();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .expect("every message has a Content-Length")
+                    .parse()
+                    .unwrap();
+                if bytes.len() < end + 4 + length {
+                    break;
+                }
+                out.push(message(&bytes[..end + 4 + length]));
+                bytes.drain(..end + 4 + length);
+            }
+        }
+        out
+    }
+
+    /// The first word of a request, the code of a response.
+    fn word(text: &str) -> String {
+        let first = text.lines().next().unwrap();
+        if first.starts_with("SIP/2.0") {
+            first[8..11].to_owned()
+        } else {
+            first.split(' ').next().unwrap().to_owned()
+        }
+    }
+
     #[test]
     fn calls_are_whole_sip_dialogs() {
         let out = run(Profile::Voip, 300_000, 8);
         let mut dialogs = HashMap::<_, Vec<String>>::new();
-        for (_, frame) in &out.frames {
-            let p = parse(frame);
-            if p.src.1 == sip::PORT {
-                let text = std::str::from_utf8(p.payload).unwrap();
-                let first = text.lines().next().unwrap();
-                let word = if first.starts_with("SIP/2.0") {
-                    first[8..11].to_owned()
-                } else {
-                    first.split(' ').next().unwrap().to_owned()
-                };
-                dialogs.entry(flow_key(p.src, p.dst, p.l4)).or_default().push(word);
-            }
+        for m in sip_messages(&out.frames) {
+            let (head, body) = m.text.split_once("\r\n\r\n").unwrap();
+            assert!(head.ends_with(&format!("\r\nContent-Length: {}", body.len())), "{head}");
+            dialogs
+                .entry(flow_key(m.src, m.dst, m.l4))
+                .or_default()
+                .push(word(&m.text));
         }
-        let whole = ["INVITE", "100", "180", "200", "ACK", "BYE", "200"];
-        let finished = dialogs.values().filter(|d| d.len() == whole.len()).count();
+        let plain = ["INVITE", "100", "180", "200", "ACK", "BYE", "200"];
+        let moved = [
+            "INVITE", "100", "180", "200", "ACK", "INVITE", "200", "ACK", "BYE", "200",
+        ];
+        let finished = dialogs
+            .values()
+            .filter(|d| d.len() == plain.len() && d[5] == "BYE" || d.len() == moved.len())
+            .count();
         assert!(finished >= 10, "{finished} of {} calls ended", dialogs.len());
         for d in dialogs.values() {
-            assert_eq!(d[..], whole[..d.len()]);
+            assert!(d[..] == plain[..d.len().min(7)] || d[..] == moved[..d.len()], "{d:?}");
         }
+    }
+
+    /// Everything a run tells its truth sink.
+    #[derive(Default)]
+    struct Truths {
+        rows: Vec<TruthRow>,
+        streams: Vec<StreamTruth>,
+        calls: Vec<CallTruth>,
+    }
+
+    impl TruthSink for Truths {
+        fn flow(&mut self, row: &TruthRow) -> io::Result<()> {
+            self.rows.push(*row);
+            Ok(())
+        }
+
+        fn stream(&mut self, row: &StreamTruth) -> io::Result<()> {
+            self.streams.push(row.clone());
+            Ok(())
+        }
+
+        fn call(&mut self, row: &CallTruth) -> io::Result<()> {
+            self.calls.push(row.clone());
+            Ok(())
+        }
+    }
+
+    /// The frames as generated (fragments apart) and the truth of a run.
+    fn generate_all(packets: u64, seed: u64, options: &VoipOptions) -> (Vec<(u64, Vec<u8>)>, Truths) {
+        struct Frames(Vec<(u64, Vec<u8>)>);
+        impl FrameSink for Frames {
+            fn frame(&mut self, ts: u64, frame: &[u8]) -> io::Result<()> {
+                self.0.push((ts, frame.to_vec()));
+                Ok(())
+            }
+        }
+        let (mut frames, mut truth) = (Frames(Vec::new()), Truths::default());
+        generate(packets, seed, options, &mut frames, &mut truth).unwrap();
+        (frames.0, truth)
+    }
+
+    /// Calls only, each feature's share as given.
+    fn calls_only(calls: u64, sip_tcp: f64, sip_fragmented: f64, reinvite: f64, media: VoipMedia) -> VoipOptions {
+        VoipOptions {
+            call_rate: 20.0,
+            media,
+            background: false,
+            calls: Some(calls),
+            sip_tcp,
+            sip_fragmented,
+            reinvite,
+            ..VoipOptions::default()
+        }
+    }
+
+    fn header<'a>(text: &'a str, name: &str) -> &'a str {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": ")))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    }
+
+    /// The call truth against the messages of the capture: the time of the
+    /// frame that completed each INVITE, its 200 and the BYE, the From and
+    /// To, the transport, the re-INVITEs; every call of the capture in it.
+    fn check_call_truth(frames: &[(u64, Vec<u8>)], calls: &[CallTruth]) {
+        let mut seen = HashMap::<String, CallTruth>::new();
+        for m in sip_messages(frames) {
+            let id = header(&m.text, "Call-ID").to_owned();
+            let (head, body) = m.text.split_once("\r\n\r\n").unwrap();
+            assert_eq!(header(head, "Content-Length"), body.len().to_string(), "{head}");
+            let cseq = header(&m.text, "CSeq");
+            let uri = |h: &str| {
+                let v = header(&m.text, h);
+                v[v.find('<').unwrap() + 1..v.find('>').unwrap()].to_owned()
+            };
+            let call = seen.entry(id.clone()).or_insert_with(|| CallTruth {
+                call_id: id.clone(),
+                from: uri("From"),
+                to: uri("To"),
+                transport: if m.l4 == L4::Tcp { "tcp" } else { "udp" },
+                invite_ns: m.ts,
+                answer_ns: None,
+                end_ns: None,
+                final_code: 0,
+                reinvites: 0,
+                fragmented: false,
+            });
+            match (word(&m.text).as_str(), cseq.ends_with(" INVITE")) {
+                ("INVITE", _) if m.ts != call.invite_ns => call.reinvites += 1,
+                ("200", true) if call.answer_ns.is_none() => {
+                    call.answer_ns = Some(m.ts);
+                    call.final_code = 200;
+                }
+                ("BYE", _) => call.end_ns = Some(m.ts),
+                _ => {}
+            }
+        }
+        assert_eq!(seen.len(), calls.len(), "one truth row per call");
+        for t in calls {
+            let found = &seen[&t.call_id];
+            // Whether the INVITE came in fragments is checked on the frames
+            // as generated.
+            let found = CallTruth {
+                fragmented: t.fragmented,
+                ..found.clone()
+            };
+            assert_eq!(found, *t);
+        }
+    }
+
+    #[test]
+    fn tcp_calls_hold_one_connection_with_messages_split_and_joined() {
+        use etherparse::{SlicedPacket, TransportSlice};
+        let (raw, truth) = generate_all(u64::MAX, 21, &calls_only(200, 1.0, 0.0, 0.0, VoipMedia::None));
+        // Per connection: each side's next sequence number, and the flags
+        // of the first packets and of the last.
+        let mut next = HashMap::<_, HashMap<Endpoint, u32>>::new();
+        let mut opening = HashMap::<_, Vec<(bool, bool)>>::new();
+        let (mut continued, mut joined, mut fins) = (0, 0, 0);
+        for (_, frame) in &raw {
+            let p = parse(frame);
+            assert_eq!(p.l4, L4::Tcp);
+            let sliced = SlicedPacket::from_ethernet(frame).unwrap();
+            let Some(TransportSlice::Tcp(tcp)) = sliced.transport else {
+                unreachable!()
+            };
+            let key = flow_key(p.src, p.dst, p.l4);
+            let sides = next.entry(key).or_default();
+            let flags = opening.entry(key).or_default();
+            if flags.len() < 3 {
+                flags.push((tcp.syn(), tcp.ack()));
+            }
+            if tcp.syn() {
+                sides.insert(p.src, tcp.sequence_number().wrapping_add(1));
+            } else {
+                let expected = sides[&p.src];
+                assert_eq!(tcp.sequence_number(), expected, "in sequence, nothing lost");
+                let len = p.payload.len() as u32 + u32::from(tcp.fin());
+                sides.insert(p.src, expected.wrapping_add(len));
+            }
+            if tcp.ack() {
+                assert_eq!(tcp.acknowledgment_number(), sides[&p.dst], "all received acknowledged");
+            }
+            fins += u32::from(tcp.fin());
+            let text = p.payload;
+            if !text.is_empty() {
+                let starts = |t: &[u8]| {
+                    t.starts_with(b"SIP/2.0 ")
+                        || t.starts_with(b"INVITE ")
+                        || t.starts_with(b"ACK ")
+                        || t.starts_with(b"BYE ")
+                };
+                continued += u32::from(!starts(text));
+                joined += text
+                    .windows(12)
+                    .skip(1)
+                    .filter(|w| w.starts_with(b"\r\n\r\nSIP/2.0"))
+                    .count();
+            }
+        }
+        assert_eq!(next.len(), 200, "one connection per call");
+        for flags in opening.values() {
+            assert_eq!(flags[..], [(true, false), (true, true), (false, true)], "the handshake");
+        }
+        assert_eq!(fins, 2 * 200, "each side closes");
+        assert!(continued > 20, "{continued} segments continue a message");
+        assert!(joined > 20, "{joined} segments carry two messages");
+        assert!(truth.calls.iter().all(|c| c.transport == "tcp" && !c.fragmented));
+        let rows: Vec<_> = truth.rows.iter().filter(|r| r.class == "SIP").collect();
+        assert!(rows.iter().all(|r| r.l4 == L4::Tcp && r.dst_port == sip::PORT));
+        let frames = whole(raw);
+        check_call_truth(&frames, &truth.calls);
+        let words: Vec<String> = sip_messages(&frames).iter().map(|m| word(&m.text)).collect();
+        assert_eq!(words.len(), 7 * 200, "every message whole");
+    }
+
+    #[test]
+    fn large_invites_go_as_ipv4_fragments() {
+        let (raw, truth) = generate_all(u64::MAX, 22, &calls_only(200, 0.0, 1.0, 0.0, VoipMedia::None));
+        // Per datagram (source and id): each fragment's offset, MF and size.
+        let mut datagrams = HashMap::<([u8; 4], u16), Vec<(u16, bool, usize)>>::new();
+        let mut order = Vec::new();
+        for (_, frame) in &raw {
+            if !is_fragment(frame) {
+                continue;
+            }
+            let ip = &frame[14..];
+            assert!(ip.len() <= MTU, "{} bytes of IP", ip.len());
+            let key = (ip[12..16].try_into().unwrap(), u16::from_be_bytes([ip[4], ip[5]]));
+            assert_ne!(key.1, 0, "fragments carry an identification");
+            let field = u16::from_be_bytes([ip[6], ip[7]]);
+            assert_eq!(field & 0x4000, 0, "not DF");
+            let entry = datagrams.entry(key).or_default();
+            if entry.is_empty() {
+                order.push(key);
+            }
+            entry.push((field & 0x1fff, field & 0x2000 != 0, ip.len() - 20));
+        }
+        assert_eq!(datagrams.len(), 200, "one fragmented INVITE per call");
+        let (mut reversed, mut three) = (0, 0);
+        for parts in datagrams.values() {
+            let mut sorted = parts.clone();
+            sorted.sort();
+            reversed += u32::from(sorted != *parts);
+            three += u32::from(parts.len() >= 3);
+            // Offsets in 8-byte units, each where the one before ended; MF
+            // on all but the last.
+            let mut at = 0;
+            for (i, &(offset, more, len)) in sorted.iter().enumerate() {
+                assert_eq!(usize::from(offset) * 8, at);
+                assert_eq!(more, i + 1 < sorted.len());
+                assert!(!more || len % 8 == 0);
+                at += len;
+            }
+        }
+        assert!(reversed > 20 && reversed < 180, "{reversed} sent last first");
+        assert!(three > 20, "{three} in three fragments or more");
+        assert!(truth.calls.iter().all(|c| c.fragmented && c.transport == "udp"));
+        let frames = whole(raw);
+        check_call_truth(&frames, &truth.calls);
+    }
+
+    #[test]
+    fn a_re_invite_moves_one_sides_audio_in_the_same_dialog() {
+        let options = VoipOptions {
+            hold: Hold::LogUniform { min_s: 3.0, max_s: 6.0 },
+            ..calls_only(60, 0.0, 0.0, 1.0, VoipMedia::G711)
+        };
+        let (raw, truth) = generate_all(u64::MAX, 23, &options);
+        let frames = whole(raw);
+        check_call_truth(&frames, &truth.calls);
+        assert!(truth.calls.iter().all(|c| c.reinvites == 1));
+        let messages = sip_messages(&frames);
+        let mut by_call = HashMap::<&str, Vec<&SipMessage>>::new();
+        for m in &messages {
+            by_call.entry(header(&m.text, "Call-ID")).or_default().push(m);
+        }
+        let media_port = |text: &str| -> u16 {
+            let line = text.lines().find(|l| l.starts_with("m=audio ")).unwrap();
+            line.split(' ').nth(1).unwrap().parse().unwrap()
+        };
+        let tag = |v: &str| v.split_once(";tag=").unwrap().1.to_owned();
+        let mut movers = [0; 2];
+        // Where each call's audio went before and after its re-INVITE.
+        let mut flows = Vec::new();
+        for (id, ms) in &by_call {
+            let words: Vec<String> = ms.iter().map(|m| word(&m.text)).collect();
+            assert_eq!(
+                words,
+                [
+                    "INVITE", "100", "180", "200", "ACK", "INVITE", "200", "ACK", "BYE", "200"
+                ]
+            );
+            let (invite, answer, reinvite, ok) = (ms[0], ms[3], ms[5], ms[6]);
+            let caller_tag = tag(header(&invite.text, "From"));
+            let callee_tag = tag(header(&answer.text, "To"));
+            let mover = usize::from(reinvite.src != invite.src);
+            movers[mover] += 1;
+            let (from, to) = if mover == 0 {
+                (&caller_tag, &callee_tag)
+            } else {
+                (&callee_tag, &caller_tag)
+            };
+            assert_eq!(
+                (tag(header(&reinvite.text, "From")), tag(header(&reinvite.text, "To"))),
+                (from.clone(), to.clone())
+            );
+            // Each side numbers its requests: the caller's INVITE was 1.
+            let cseq = if mover == 0 { "2 INVITE" } else { "1 INVITE" };
+            assert_eq!(header(&reinvite.text, "CSeq"), cseq, "{id}");
+            assert_eq!(header(&ok.text, "CSeq"), cseq);
+            let (offer, answered) = (media_port(&invite.text), media_port(&answer.text));
+            let old = if mover == 0 { offer } else { answered };
+            let new = media_port(&reinvite.text);
+            assert_ne!(new, old);
+            let other = if mover == 0 { answered } else { offer };
+            assert_eq!(media_port(&ok.text), other, "the other side stays");
+            let addr = [invite.src.0, invite.dst.0];
+            let ports = |mine: u16| if mover == 0 { [mine, other] } else { [other, mine] };
+            let (before, after) = (ports(old), ports(new));
+            let key = |p: [u16; 2]| flow_key((addr[0], p[0]), (addr[1], p[1]), L4::Udp);
+            flows.push((id.to_string(), key(before), key(after), reinvite.ts, ok.ts));
+        }
+        assert!(movers[0] > 10 && movers[1] > 10, "both sides move: {movers:?}");
+        let mut times = HashMap::<_, (u64, u64)>::new();
+        for (ts, frame) in &frames {
+            let p = parse(frame);
+            let t = times.entry(flow_key(p.src, p.dst, p.l4)).or_insert((*ts, *ts));
+            t.1 = *ts;
+        }
+        for (id, before, after, reinvite, ok) in &flows {
+            let (old, new) = (times[before], times[after]);
+            // The old ports fall silent once the move is answered (the
+            // network's delay aside), the new ones speak after it.
+            assert!(
+                old.1 <= ok + 40 * MS && new.0 > *ok,
+                "{id}: {old:?} {new:?} {reinvite} {ok}"
+            );
+            let streams: Vec<_> = truth.streams.iter().filter(|s| s.call_id == *id).collect();
+            assert_eq!(streams.len(), 4, "{id}: two streams before the move, two after");
+            for s in streams {
+                let k = flow_key((s.src_ip, s.src_port), (s.dst_ip, s.dst_port), L4::Udp);
+                assert!(k == *before || k == *after);
+            }
+        }
+    }
+
+    /// The stream truth against the RTP the capture holds: packets and
+    /// loss exactly, and the jitter's standard deviation as the spread of
+    /// the packets' arrivals around their RTP timestamps.
+    #[test]
+    fn stream_truth_is_what_the_capture_shows() {
+        let (raw, truth) = generate_all(300_000, 24, &VoipOptions::default());
+        // Fragmented datagrams: (source, identification).
+        let fragmented: HashSet<(Vec<u8>, Vec<u8>)> = raw
+            .iter()
+            .filter(|(_, f)| is_fragment(f))
+            .map(|(_, f)| (f[26..30].to_vec(), f[18..20].to_vec()))
+            .collect();
+        assert_eq!(fragmented.len(), truth.calls.iter().filter(|c| c.fragmented).count());
+        let frames = whole(raw);
+        let audio: HashSet<_> = truth.rows.iter().filter(|r| r.media.is_some()).map(row_key).collect();
+        // Per stream: packets, first and last sequence numbers (extended),
+        // and the offsets of arrivals from the RTP clock for audio.
+        let mut seen = HashMap::<(Endpoint, Endpoint, u32), (u64, i64, i64, Vec<f64>)>::new();
+        for (ts, frame) in &frames {
+            let p = parse(frame);
+            if !audio.contains(&flow_key(p.src, p.dst, p.l4)) {
+                continue;
+            }
+            let d = p.payload;
+            let seq = u16::from_be_bytes([d[2], d[3]]);
+            let timestamp = u32::from_be_bytes([d[4], d[5], d[6], d[7]]);
+            let ssrc = u32::from_be_bytes([d[8], d[9], d[10], d[11]]);
+            let e = seen
+                .entry((p.src, p.dst, ssrc))
+                .or_insert((0, i64::from(seq), i64::from(seq), Vec::new()));
+            let last = e.2;
+            e.2 = last + i64::from(seq.wrapping_sub(last as u16));
+            e.0 += 1;
+            if d[1] & 0x7f != 96 {
+                // 8,000 ticks a second: 125 µs each.
+                e.3.push(*ts as f64 / 1e6 - f64::from(timestamp) * 0.125);
+            }
+        }
+        let mut checked = 0;
+        for t in &truth.streams {
+            let (packets, first, last, offsets) = &seen[&((t.src_ip, t.src_port), (t.dst_ip, t.dst_port), t.ssrc)];
+            assert_eq!(*packets, t.packets, "{t:?}");
+            assert_eq!((last - first + 1) as u64 - packets, t.lost, "{t:?}");
+            if offsets.len() >= 500 {
+                // The RTP clock wraps far from here: 2^32 ticks are 6 days.
+                let n = offsets.len() as f64;
+                let base = offsets[0];
+                let mean = offsets.iter().map(|o| o - base).sum::<f64>() / n;
+                let sd = (offsets.iter().map(|o| (o - base - mean).powi(2)).sum::<f64>() / n).sqrt();
+                assert!((sd / t.jitter_sd_ms - 1.0).abs() < 0.1, "{t:?}: {sd} ms");
+                checked += 1;
+            }
+        }
+        assert!(checked > 20, "{checked}");
+        assert_eq!(seen.len(), truth.streams.len(), "every stream in the truth");
+        // Every stream's call is a call of the truth.
+        let calls: HashSet<&str> = truth.calls.iter().map(|c| c.call_id.as_str()).collect();
+        assert!(truth.streams.iter().all(|s| calls.contains(s.call_id.as_str())));
+        check_call_truth(&frames, &truth.calls);
+        // The default profile does a little of everything.
+        let count = |f: &dyn Fn(&CallTruth) -> bool| truth.calls.iter().filter(|c| f(c)).count();
+        eprintln!(
+            "{} calls: {} tcp, {} fragmented, {} re-INVITEd",
+            truth.calls.len(),
+            count(&|c| c.transport == "tcp"),
+            count(&|c| c.fragmented),
+            count(&|c| c.reinvites > 0)
+        );
+        assert!(count(&|c| c.transport == "tcp") > 0);
+        assert!(count(&|c| c.fragmented) > 0);
+        assert!(count(&|c| c.reinvites > 0) > 0);
     }
 
     /// A sink that only counts each flow's packets: long runs need not be
@@ -1551,6 +2493,9 @@ mod tests {
 
     impl FrameSink for Counts {
         fn frame(&mut self, _: u64, frame: &[u8]) -> io::Result<()> {
+            if is_fragment(frame) {
+                return Ok(());
+            }
             let p = parse(frame);
             *self.0.entry(flow_key(p.src, p.dst, p.l4)).or_default() += 1;
             Ok(())

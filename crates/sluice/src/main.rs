@@ -679,7 +679,13 @@ fn run_gen(args: &GenArgs) -> anyhow::Result<()> {
         sink.0.finish().with_context(|| format!("writing {}", pcap.display()))?;
         let streams_shown = truths
             .finish()?
-            .map(|p| format!(", and each RTP stream to {}", p.display()))
+            .map(|(streams, calls)| {
+                format!(
+                    ", each RTP stream to {} and each call to {}",
+                    streams.display(),
+                    calls.display()
+                )
+            })
             .unwrap_or_default();
         if let Some((_, out)) = &mut truth {
             out.flush().with_context(|| format!("writing {truth_shown}"))?;

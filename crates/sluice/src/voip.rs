@@ -66,41 +66,54 @@ pub fn run_voip(args: VoipCommandArgs) -> anyhow::Result<ExitCode> {
 
 /// `sluice gen`'s truth: each flow's row to `flows`, and with the voip
 /// profile each RTP stream's (what the generator did to it) as a line of
-/// NAME.streams.csv.
+/// NAME.streams.csv and each call's as a line of NAME.calls.csv.
 pub struct GenTruth<'a, F> {
     flows: &'a mut F,
     streams: Option<(PathBuf, std::io::BufWriter<std::fs::File>)>,
+    calls: Option<(PathBuf, std::io::BufWriter<std::fs::File>)>,
 }
 
 impl<'a, F> GenTruth<'a, F> {
     /// The stream file's header: the fields of `sluice_gen::StreamTruth`.
-    pub const STREAMS_HEADER: &'static str = "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms";
+    pub const STREAMS_HEADER: &'static str =
+        "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms,call_id";
 
+    /// With `streams` (NAME.streams.csv), the calls go to NAME.calls.csv beside it.
     pub fn new(flows: &'a mut F, streams: Option<PathBuf>) -> anyhow::Result<Self> {
         use anyhow::Context;
         use std::io::Write;
-        let streams = match streams {
+        let open = |path: PathBuf, header: &str| -> anyhow::Result<_> {
+            let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            writeln!(out, "{header}").with_context(|| format!("writing {}", path.display()))?;
+            Ok((path, out))
+        };
+        let calls = match &streams {
             Some(path) => {
-                let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-                let mut out = std::io::BufWriter::new(file);
-                writeln!(out, "{}", Self::STREAMS_HEADER).with_context(|| format!("writing {}", path.display()))?;
-                Some((path, out))
+                let name = path.to_string_lossy();
+                let calls = PathBuf::from(format!(
+                    "{}.calls.csv",
+                    name.strip_suffix(".streams.csv").unwrap_or(&name)
+                ));
+                Some(open(calls, sluice_gen::CallTruth::HEADER)?)
             }
             None => None,
         };
-        Ok(GenTruth { flows, streams })
+        let streams = streams.map(|path| open(path, Self::STREAMS_HEADER)).transpose()?;
+        Ok(GenTruth { flows, streams, calls })
     }
 
-    /// Flushes the stream file; its path, if one was written.
-    pub fn finish(self) -> anyhow::Result<Option<PathBuf>> {
+    /// Flushes the stream and call files; their paths, if they were written.
+    pub fn finish(self) -> anyhow::Result<Option<(PathBuf, PathBuf)>> {
         use anyhow::Context;
         use std::io::Write;
-        match self.streams {
-            Some((path, mut out)) => {
-                out.flush().with_context(|| format!("writing {}", path.display()))?;
-                Ok(Some(path))
+        match (self.streams, self.calls) {
+            (Some((streams, mut a)), Some((calls, mut b))) => {
+                a.flush().with_context(|| format!("writing {}", streams.display()))?;
+                b.flush().with_context(|| format!("writing {}", calls.display()))?;
+                Ok(Some((streams, calls)))
             }
-            None => Ok(None),
+            _ => Ok(None),
         }
     }
 }
@@ -115,7 +128,7 @@ impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSi
         match &mut self.streams {
             Some((_, out)) => writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{}",
                 t.src_ip,
                 t.src_port,
                 t.dst_ip,
@@ -124,8 +137,17 @@ impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSi
                 t.media.as_str(),
                 t.packets,
                 t.lost,
-                t.jitter_sd_ms
+                t.jitter_sd_ms,
+                t.call_id
             ),
+            None => Ok(()),
+        }
+    }
+
+    fn call(&mut self, t: &sluice_gen::CallTruth) -> std::io::Result<()> {
+        use std::io::Write;
+        match &mut self.calls {
+            Some((_, out)) => writeln!(out, "{}", t.csv()),
             None => Ok(()),
         }
     }
@@ -159,6 +181,21 @@ pub struct VoipGenArgs {
     /// --packets, whichever comes first).
     #[arg(long, value_name = "N")]
     calls: Option<u64>,
+    /// The share of calls (0 to 1) whose SIP goes over TCP: one
+    /// connection per call, some messages cut over two segments, the 100
+    /// and 180 of some calls in one [default: 0.1].
+    #[arg(long, value_name = "SHARE")]
+    sip_tcp: Option<f64>,
+    /// The share of calls (0 to 1) whose INVITE is larger than the MTU and
+    /// goes out as IPv4 fragments, some last first (calls over UDP and IPv4
+    /// only) [default: 0.1].
+    #[arg(long, value_name = "SHARE")]
+    sip_fragmented: Option<f64>,
+    /// The share of calls (0 to 1) that a re-INVITE moves mid-call: one
+    /// side's audio goes to another port (calls held 2 s or more only)
+    /// [default: 0.1].
+    #[arg(long, value_name = "SHARE")]
+    reinvite: Option<f64>,
 }
 
 impl VoipGenArgs {
@@ -174,6 +211,9 @@ impl VoipGenArgs {
             media: self.media.unwrap_or(default.media),
             background: !self.no_background,
             calls: self.calls,
+            sip_tcp: self.sip_tcp.unwrap_or(default.sip_tcp),
+            sip_fragmented: self.sip_fragmented.unwrap_or(default.sip_fragmented),
+            reinvite: self.reinvite.unwrap_or(default.reinvite),
         }
     }
 }

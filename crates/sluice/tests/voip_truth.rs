@@ -1,8 +1,12 @@
 //! `sluice voip` scored against what `sluice gen --profile voip` did to
 //! each RTP stream (`sluice_gen::StreamTruth`): the packets that reached
 //! the capture and the loss between the first and the last of them, which
-//! `streams.jsonl` must give exactly, and the network jitter's standard
-//! deviation, which RFC 3550's interarrival jitter estimates.
+//! `streams.jsonl` must give exactly, the network jitter's standard
+//! deviation, which RFC 3550's interarrival jitter estimates, and the call
+//! it belongs to; and against what it did to each call
+//! (`sluice_gen::CallTruth`): From, To, transport (SIP over TCP), the
+//! times of the INVITE (fragmented or not), the answer and the BYE to the
+//! nanosecond, the final code and the re-INVITEs.
 
 mod common;
 
@@ -11,7 +15,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use serde_json::Value;
-use sluice_gen::{FrameSink, Media, Profile, StreamTruth, TruthRow, TruthSink};
+use sluice_gen::{CallTruth, FrameSink, GenOptions, Media, Profile, StreamTruth, TruthRow, TruthSink, VoipOptions};
 
 use common::sluice;
 
@@ -29,7 +33,7 @@ impl FrameSink for Pcap {
 }
 
 #[derive(Default)]
-struct Streams(Vec<StreamTruth>);
+struct Streams(Vec<StreamTruth>, Vec<CallTruth>);
 
 impl TruthSink for Streams {
     fn flow(&mut self, _: &TruthRow) -> std::io::Result<()> {
@@ -37,8 +41,148 @@ impl TruthSink for Streams {
     }
 
     fn stream(&mut self, row: &StreamTruth) -> std::io::Result<()> {
-        self.0.push(*row);
+        self.0.push(row.clone());
         Ok(())
+    }
+
+    fn call(&mut self, row: &CallTruth) -> std::io::Result<()> {
+        self.1.push(row.clone());
+        Ok(())
+    }
+}
+
+/// The voip profile with `options` as a pcap file, and its truth.
+fn generate_pcap(pcap: &Path, packets: u64, seed: u64, options: VoipOptions) -> Streams {
+    let mut file = BufWriter::new(std::fs::File::create(pcap).unwrap());
+    // The pcap file header (nanosecond magic, version 2.4, snaplen, link
+    // type 1: Ethernet).
+    for v in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, 262_144, 1] {
+        file.write_all(&v.to_le_bytes()).unwrap();
+    }
+    let mut sink = Pcap(file);
+    let mut truth = Streams::default();
+    let options = GenOptions {
+        voip: options,
+        ..GenOptions::default()
+    };
+    sluice_gen::generate_with(Profile::Voip, packets, seed, &options, &mut sink, &mut truth).unwrap();
+    sink.0.flush().unwrap();
+    truth
+}
+
+/// `sluice voip -r pcap -o out` with one worker: its calls and streams.
+/// (With several, a datagram whose later fragments come before its first
+/// is reassembled only when they land on the first's worker: docs/voip.md.)
+fn sluice_voip(pcap: &Path, out: &Path) -> (Vec<Value>, Vec<Value>) {
+    let o = sluice(&[
+        "voip",
+        "-q",
+        "--workers",
+        "1",
+        "-r",
+        pcap.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        matches!(o.status.code(), Some(0 | 3)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (jsonl(&out.join("calls.jsonl")), jsonl(&out.join("streams.jsonl")))
+}
+
+/// Every call of the truth found once with its From, To, transport, times
+/// to the nanosecond, final code and re-INVITEs, and no other call; every
+/// stream of the truth joined to its call. Returns the calls over TCP,
+/// with a fragmented INVITE and with a re-INVITE that were found.
+fn score_calls(truth: &Streams, calls: &[Value], streams: &[Value]) -> (usize, usize, usize) {
+    let ours: HashMap<&str, &Value> = calls.iter().map(|c| (c["call_id"].as_str().unwrap(), c)).collect();
+    assert_eq!(ours.len(), calls.len(), "one record per Call-ID");
+    let (mut tcp, mut fragmented, mut moved) = (0, 0, 0);
+    for t in &truth.1 {
+        let c = ours
+            .get(t.call_id.as_str())
+            .unwrap_or_else(|| panic!("{t:?} not found"));
+        let time = |v: &Value| v.as_u64();
+        assert_eq!(
+            (
+                c["from"].as_str(),
+                c["to"].as_str(),
+                c["transport"].as_str(),
+                time(&c["invite_ts_ns"]),
+                time(&c["answer_ts_ns"]),
+                time(&c["end_ts_ns"]),
+                c["sip_code"].as_u64(),
+                c["reinvites"].as_u64(),
+            ),
+            (
+                Some(t.from.as_str()),
+                Some(t.to.as_str()),
+                Some(t.transport),
+                Some(t.invite_ns),
+                t.answer_ns,
+                t.end_ns,
+                Some(u64::from(t.final_code)),
+                Some(u64::from(t.reinvites)),
+            ),
+            "{t:?}: {c}"
+        );
+        tcp += usize::from(t.transport == "tcp");
+        fragmented += usize::from(t.fragmented);
+        moved += usize::from(t.reinvites > 0);
+    }
+    assert_eq!(calls.len(), truth.1.len(), "no call the generator did not make");
+    let ours: HashMap<(u64, u64, u64), &Value> = streams
+        .iter()
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            ((n("ssrc"), n("src_port"), n("dst_port")), s)
+        })
+        .collect();
+    for t in truth.0.iter().filter(|t| t.packets >= 2) {
+        let s = ours[&(u64::from(t.ssrc), u64::from(t.src_port), u64::from(t.dst_port))];
+        assert_eq!(s["call_id"].as_str(), Some(t.call_id.as_str()), "{t:?}: {s}");
+    }
+    (tcp, fragmented, moved)
+}
+
+#[test]
+fn calls_over_tcp_fragments_and_re_invites_are_found_to_the_nanosecond() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pcap = tmp.path().join("calls.pcap");
+    // A third of the calls each way; the calls alone, so that the run ends
+    // with them (the default profile's test has the other traffic).
+    let options = VoipOptions {
+        call_rate: 2.0,
+        calls: Some(90),
+        background: false,
+        sip_tcp: 0.3,
+        sip_fragmented: 0.3,
+        reinvite: 0.3,
+        ..VoipOptions::default()
+    };
+    let truth = generate_pcap(&pcap, u64::MAX, 31, options);
+    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"));
+    let (tcp, fragmented, moved) = score_calls(&truth, &calls, &streams);
+    eprintln!(
+        "{} calls found: {tcp} over TCP, {fragmented} fragmented, {moved} re-INVITEd",
+        calls.len()
+    );
+    assert!(
+        tcp >= 10 && fragmented >= 10 && moved >= 10,
+        "{tcp} {fragmented} {moved}"
+    );
+    // Each moved call has its streams before and after the move.
+    for t in truth.1.iter().filter(|t| t.reinvites > 0) {
+        let c = calls.iter().find(|c| c["call_id"] == t.call_id.as_str()).unwrap();
+        let n = |k: &str| c[k].as_u64().unwrap();
+        let audio = truth
+            .0
+            .iter()
+            .filter(|s| s.call_id == t.call_id && s.media == Media::Audio)
+            .count();
+        assert!(n("c2s_rtp_streams") + n("s2c_rtp_streams") >= audio as u64, "{c}");
     }
 }
 
@@ -54,26 +198,12 @@ fn jsonl(path: &Path) -> Vec<Value> {
 fn streams_have_the_packets_loss_and_jitter_the_generator_gave_them() {
     let tmp = tempfile::tempdir().unwrap();
     let pcap = tmp.path().join("voip.pcap");
-    let mut file = BufWriter::new(std::fs::File::create(&pcap).unwrap());
-    // The pcap file header (nanosecond magic, version 2.4, snaplen, link
-    // type 1: Ethernet).
-    for v in [0xa1b2_3c4du32, 0x0004_0002, 0, 0, 262_144, 1] {
-        file.write_all(&v.to_le_bytes()).unwrap();
-    }
-    let mut sink = Pcap(file);
-    let mut truth = Streams::default();
-    sluice_gen::generate_at(Profile::Voip, 200_000, 11, None, &mut sink, &mut truth).unwrap();
-    sink.0.flush().unwrap();
-    drop(sink);
-    let out = tmp.path().join("out");
-    let o = sluice(&["voip", "-q", "-r", pcap.to_str().unwrap(), "-o", out.to_str().unwrap()]);
-    assert!(
-        matches!(o.status.code(), Some(0 | 3)),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let streams = jsonl(&out.join("streams.jsonl"));
-    let calls = jsonl(&out.join("calls.jsonl"));
+    let truth = generate_pcap(&pcap, 200_000, 11, VoipOptions::default());
+    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"));
+    // The default profile's calls, a few over TCP, fragmented or moved.
+    let (tcp, fragmented, moved) = score_calls(&truth, &calls, &streams);
+    eprintln!("default profile: {tcp} calls over TCP, {fragmented} fragmented, {moved} re-INVITEd");
+    assert!(tcp + fragmented + moved > 0);
     let ours: HashMap<(u64, u64, u64), &Value> = streams
         .iter()
         .map(|s| {
@@ -138,7 +268,7 @@ fn streams_have_the_packets_loss_and_jitter_the_generator_gave_them() {
 
 /// A voip profile's run as a library caller sees it: frames dropped, the
 /// stream truth kept.
-fn library_streams(packets: u64, seed: u64) -> Vec<StreamTruth> {
+fn library_streams(packets: u64, seed: u64) -> Streams {
     struct Nowhere;
     impl FrameSink for Nowhere {
         fn frame(&mut self, _: u64, _: &[u8]) -> std::io::Result<()> {
@@ -147,7 +277,7 @@ fn library_streams(packets: u64, seed: u64) -> Vec<StreamTruth> {
     }
     let mut truth = Streams::default();
     sluice_gen::generate_at(Profile::Voip, packets, seed, None, &mut Nowhere, &mut truth).unwrap();
-    truth.0
+    truth
 }
 
 #[test]
@@ -176,12 +306,12 @@ fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms")
+        Some("src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms,call_id")
     );
     let rows: Vec<StreamTruth> = lines
         .map(|line| {
             let f: Vec<&str> = line.split(',').collect();
-            assert_eq!(f.len(), 9, "{line}");
+            assert_eq!(f.len(), 10, "{line}");
             StreamTruth {
                 src_ip: f[0].parse().unwrap(),
                 src_port: f[1].parse().unwrap(),
@@ -196,12 +326,19 @@ fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
                 packets: f[6].parse().unwrap(),
                 lost: f[7].parse().unwrap(),
                 jitter_sd_ms: f[8].parse().unwrap(),
+                call_id: f[9].to_owned(),
             }
         })
         .collect();
     let expected = library_streams(100_000, 5);
-    assert!(expected.len() > 20, "{} streams", expected.len());
-    assert_eq!(rows, expected);
+    assert!(expected.0.len() > 20, "{} streams", expected.0.len());
+    assert_eq!(rows, expected.0);
+    let text = std::fs::read_to_string(tmp.path().join("calls.calls.csv")).unwrap();
+    let calls: Vec<&str> = text.lines().collect();
+    assert_eq!(calls[0], CallTruth::HEADER);
+    let expected: Vec<String> = expected.1.iter().map(CallTruth::csv).collect();
+    assert!(expected.len() > 10);
+    assert_eq!(calls[1..], expected[..]);
     // Other profiles have no streams to tell.
     let mix = tmp.path().join("mix.pcap");
     let o = sluice(&[
@@ -215,4 +352,5 @@ fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
     ]);
     assert!(o.status.success());
     assert!(!tmp.path().join("mix.streams.csv").exists());
+    assert!(!tmp.path().join("mix.calls.csv").exists());
 }

@@ -106,8 +106,9 @@ struct Call {
     sip_code: u16,
     cancelled: bool,
     bye: bool,
-    /// INVITE transactions: CSeq numbers seen, for retransmissions.
-    invites: Vec<u32>,
+    /// INVITE transactions, for retransmissions. The INVITEs seen: who sent each (0 the caller) and its CSeq, which
+    /// each side numbers on its own (a callee's re-INVITE may be CSeq 1).
+    invites: Vec<(u8, u32)>,
     reinvites: u64,
     messages: u64,
     retransmissions: u64,
@@ -400,7 +401,8 @@ impl CallTable {
         };
         match &e.request {
             Some((Method::Invite, _)) => {
-                if call.invites.contains(&e.cseq) {
+                let invite = (u8::from(!from_caller), e.cseq);
+                if call.invites.contains(&invite) {
                     call.retransmissions += 1;
                     self.counters.retransmissions += 1;
                 } else {
@@ -415,7 +417,7 @@ impl CallTable {
                         call.end_ts_ns = None;
                         call.lingering = false;
                     }
-                    call.invites.push(e.cseq);
+                    call.invites.push(invite);
                 }
             }
             Some((Method::Cancel, _)) if call.answer_ts_ns.is_none() => {
@@ -432,7 +434,9 @@ impl CallTable {
                 }
             }
             Some(_) => {}
-            None if e.cseq_method == Method::Invite && call.invites.last() == Some(&e.cseq) => {
+            None if e.cseq_method == Method::Invite
+                && call.invites.last() == Some(&(u8::from(!from_caller), e.cseq)) =>
+            {
                 // Responses to the latest INVITE set the call's state
                 // until it is answered.
                 match e.code {
@@ -1002,6 +1006,38 @@ mod tests {
             (c["reinvites"].as_u64(), c["retransmissions"].as_u64()),
             (Some(1), Some(0))
         );
+    }
+
+    /// The callee's own requests: From and To swapped.
+    fn from_callee(mut e: Event) -> Event {
+        if let Event::Sip(s) = &mut e {
+            std::mem::swap(&mut s.from, &mut s.to);
+        }
+        e
+    }
+
+    #[test]
+    fn a_callees_re_invite_numbers_its_cseq_on_its_own() {
+        let (calls, streams) = (Shared::default(), Shared::default());
+        let mut t = CallTable::new(CallsConfig::default(), Box::new(calls.clone()), Box::new(streams));
+        t.event(sip(1000, ALICE, Some(Method::Invite), 0, Method::Invite, None))
+            .unwrap();
+        t.event(sip(1500, BOB, None, 200, Method::Invite, None)).unwrap();
+        // The callee's first request, CSeq 1 as the caller's INVITE was,
+        // and the caller's 200 to it; then the same re-INVITE again.
+        for ts in [3000, 3500] {
+            t.event(from_callee(sip(ts, BOB, Some(Method::Invite), 0, Method::Invite, None)))
+                .unwrap();
+            t.event(from_callee(sip(ts + 10, ALICE, None, 200, Method::Invite, None)))
+                .unwrap();
+        }
+        t.finish().unwrap();
+        let c = &calls.lines()[0];
+        assert_eq!(
+            (c["reinvites"].as_u64(), c["retransmissions"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(c["answer_ts_ns"].as_u64(), Some(1_500_000_000));
     }
 
     fn with_call_id(mut e: Event, id: &str) -> Event {

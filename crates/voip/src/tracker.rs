@@ -460,6 +460,18 @@ impl<S: EventSink> Tracker<S> {
             inner.on_packet(state, p);
             return;
         }
+        // A later IP fragment that came before its datagram's first has no
+        // ports (the flow table could not give it its datagram's), so it
+        // is in a flow of its own: it waits in the defragmenter for the
+        // first, which completes the datagram in the SIP flow, or is the
+        // one that completes it here.
+        if p.key.proto == UDP
+            && (p.key.src_port, p.key.dst_port) == (0, 0)
+            && matches!(p.decoded.fragment, Fragment::Later { .. })
+        {
+            inner.sip_datagram(p, false);
+            return;
+        }
         if p.key.proto != UDP && p.key.proto != TCP || self.ignored.contains(&p.flow_order) {
             return;
         }
@@ -612,27 +624,40 @@ impl<S: EventSink> Inner<S> {
 
     fn on_packet(&mut self, state: &mut FlowState, p: &PacketView<'_>) {
         match &mut state.kind {
-            Kind::SipUdp => self.sip_datagram(p),
+            Kind::SipUdp => self.sip_datagram(p, true),
             Kind::SipTcp(streams) => self.sip_segment(streams, p),
             Kind::Media(media) => self.media_packet(media, p),
         }
     }
 
-    fn sip_datagram(&mut self, p: &PacketView<'_>) {
+    /// A datagram of a SIP flow, or (`sip` false) a fragment of a datagram
+    /// whose first fragment has not come: SIP if the whole datagram is.
+    fn sip_datagram(&mut self, p: &PacketView<'_>, sip: bool) {
         if p.decoded.fragment != Fragment::None {
             let Inner {
                 defrag,
                 errors,
                 counters,
                 sink,
+                config,
                 ..
             } = self;
             if let Defrag::Complete(datagram) = defrag.push(p.ts_ns, p.decoded, p.frame)
                 && let Ok(whole) = sluice_wire::decode(LinkType::RawIp, datagram)
             {
-                counters.sip_reassembled_datagrams += 1;
                 let start = usize::from(whole.payload_offset).min(datagram.len());
                 let end = (start + usize::from(whole.payload_captured)).min(datagram.len());
+                let key = &whole.key;
+                let on_sip_port = |port| config.sip_ports.contains(&port);
+                if !sip
+                    && (key.proto != UDP
+                        || !(on_sip_port(key.src_port)
+                            || on_sip_port(key.dst_port)
+                            || sip::looks_like_sip(&datagram[start..end])))
+                {
+                    return;
+                }
+                counters.sip_reassembled_datagrams += 1;
                 let (src, dst) = directed(&whole.key);
                 one_message(&datagram[start..end], p, src, dst, false, errors, counters, sink);
             }

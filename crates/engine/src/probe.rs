@@ -223,6 +223,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             };
             ipfix.push(Ipfix::start(
                 destination,
+                live,
                 mtu,
                 rate,
                 workers.max(1),

@@ -129,9 +129,12 @@ impl Ipfix {
     /// Opens the destination (a TCP collector must be listening) and
     /// starts the exporter. `lines`: the kinds of the probe's other records
     /// that will be sent too ([`Ipfix::lines`]), whose templates go with the
-    /// flows'.
+    /// flows'. `live`: the probe captures from interfaces, which a slow
+    /// collector must not hold back; reading files, the workers wait for
+    /// room in the exporter's queue rather than drop.
     pub(crate) fn start(
         destination: &str,
+        live: bool,
         mtu: Option<usize>,
         rate: Option<sluice_units::Rate>,
         workers: usize,
@@ -145,7 +148,7 @@ impl Ipfix {
             })
         };
         let destination = Destination::parse(destination).map_err(config)?;
-        let lossless = matches!(destination, Destination::File(_));
+        let lossless = matches!(destination, Destination::File(_)) || !live;
         let transport = Transport::open(&destination).map_err(|e| config(format!("{destination}: {e}")))?;
         // A message fits in one IP packet of the path's MTU: the one given,
         // else over UDP the one the kernel has for the connected socket's

@@ -206,7 +206,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             kafka.push(Kafka::start(k, published.clone())?);
         }
         if let Some(destination) = &flows.ipfix {
-            let mtu = flows.ipfix_mtu.map_or(1500, usize::from);
+            let mtu = flows.ipfix_mtu.map(usize::from);
             let rate = flows
                 .ipfix_rate
                 .as_deref()
@@ -226,6 +226,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             };
             ipfix.push(Ipfix::start(
                 destination,
+                live,
                 mtu,
                 rate,
                 workers.max(1),

@@ -13,11 +13,11 @@
 //! size (an MTU), with their sets, sequence numbers and template sets, in
 //! the exporter's thread.
 
-use std::net::IpAddr;
+use sluice_classify::{Metadata, Text};
+use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS};
+use sluice_wire::IpVersion;
 
-use sluice_classify::Text;
-
-use crate::schema::{FieldSink, Record, write_record};
+use crate::schema::{NO_METADATA, Record};
 
 /// The enterprise number of Sluice's own information elements. It is
 /// RFC 5612's number for documentation use, a placeholder until Sluice has
@@ -367,31 +367,6 @@ pub fn template_record(out: &mut Vec<u8>, template: u16, fields: impl ExactSizeI
     }
 }
 
-/// `flowEndReason`'s code for an end reason's name.
-fn end_reason_code(name: &str) -> u8 {
-    match name {
-        "idle" => 0x01,
-        "active_timeout" => 0x02,
-        "fin" | "rst" => 0x03,
-        "end_of_input" => 0x04,
-        "evicted" => 0x05,
-        _ => 0x00,
-    }
-}
-
-/// The IP protocol number of a transport's name as the record spells it.
-fn protocol_number(name: &str) -> u8 {
-    match name {
-        "ICMP" => 1,
-        "IGMP" => 2,
-        "TCP" => 6,
-        "UDP" => 17,
-        "ICMPV6" => 58,
-        "SCTP" => 132,
-        other => other.parse().unwrap_or(0),
-    }
-}
-
 /// Seconds between the NTP epoch (1900) and the Unix epoch.
 const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
 
@@ -401,8 +376,10 @@ pub fn ntp_time(ns: u64) -> u64 {
     let seconds = ns / 1_000_000_000 + NTP_UNIX_OFFSET;
     // Rounded up, so that a reader that rounds down (most do) gets the
     // nanosecond back: a step of the fraction is 0.23 ns.
-    let fraction = (((ns % 1_000_000_000) as u128) << 32).div_ceil(1_000_000_000);
-    (seconds << 32) | fraction as u64
+    // Below 2^30 nanoseconds shifted by 32: it fits a u64, whose division
+    // by a constant is a multiplication (a u128's is a library call).
+    let fraction = ((ns % 1_000_000_000) << 32).div_ceil(1_000_000_000);
+    (seconds << 32) | fraction
 }
 
 /// The Unix nanoseconds of an NTP timestamp, rounded down as most
@@ -413,170 +390,322 @@ pub fn ntp_to_unix_ns(ntp: u64) -> u64 {
     seconds * 1_000_000_000 + fraction as u64
 }
 
-/// Writes records as IPFIX data records.
+/// Writes records as IPFIX data records: each element of the flow
+/// templates, in template order, straight from the record's fields. The
+/// fixed-size runs are written into arrays at offsets known when compiling
+/// and copied out whole; only the variable-length strings and lists are
+/// written one by one. The templates ([`ELEMENTS`]) and this layout must
+/// agree element by element: the tests compare it with the schema-driven
+/// reference encoder on real flows.
 #[derive(Default)]
 pub struct IpfixEncoder {
-    /// The next element to write.
-    next: usize,
-    /// The record's fields seen so far: the index in [`PLAN`].
-    call: usize,
-    v6: bool,
-    /// TCP flags seen, per direction.
-    flags: [u16; 2],
-    out: Vec<u8>,
+    /// Nothing to keep between records; private, so that it is made with
+    /// `default()` and may keep something later.
+    _stateless: (),
 }
 
-/// A value as the schema gives it.
-enum Value<'a> {
-    Unsigned(Option<u64>),
-    Float(Option<f64>),
-    Str(Option<&'a str>),
-    Dotted(&'a str, Option<&'a str>),
-    Ip(IpAddr),
-    List(&'a [u64]),
-    Strings(&'a [Text]),
+/// The bytes of a direction's elements (26 of them, all fixed-size).
+const DIRECTION_LEN: usize = 3 * 8 + 2 * 2 + 2 * 8 + 2 * 8 + 2 * 8 + 8 * 8 + 3 * 4 + 2 + 2 + 1;
+
+/// The fixed-size elements from `tunnelId` to `serverRttNs`: the flow's
+/// times and totals, both directions, the round-trip times.
+const MIDDLE_LEN: usize = 4 + 7 * 8 + 2 * DIRECTION_LEN + 3 * 8;
+
+/// The elements from `flowId` to `vlanId`, at most (IPv6).
+const HEAD_LEN: usize = 8 + 2 * 16 + 2 + 2 + 1 + 1 + 2;
+
+/// The first packets' lists, with their length prefixes (one byte each:
+/// they are short), and `flowEndReason`.
+const LISTS_LEN: usize = 3 + FIRST_PACKETS * (2 + 1 + 8) + 1;
+const _: () = assert!(FIRST_PACKETS * 8 < 255, "the lists' length prefixes are one byte");
+
+/// Fixed-size big-endian values written one after another into `N`
+/// bytes at the end of the output. Inlined with offsets known when
+/// compiling, each is a store, with no bounds check left and no capacity
+/// check of the vector.
+struct Fixed<'a, const N: usize> {
+    buf: &'a mut [u8; N],
+    at: usize,
 }
 
-/// What one field of a record becomes: the elements up to `end`, and the
-/// `tcpControlBits` bit it sets.
-struct Step {
-    end: usize,
-    flag: Option<(usize, u16)>,
+impl<'a, const N: usize> Fixed<'a, N> {
+    /// Room for `N` bytes at the end of `out`, to be cut to what was
+    /// written by [`Fixed::done`].
+    #[inline(always)]
+    fn open(out: &'a mut Vec<u8>) -> Self {
+        let start = out.len();
+        out.resize(start + N, 0);
+        Fixed {
+            buf: (&mut out[start..]).try_into().expect("N bytes at the end"),
+            at: 0,
+        }
+    }
+
+    /// How many of the `N` bytes were not written, for `out.truncate`.
+    #[inline(always)]
+    fn unused(&self) -> usize {
+        N - self.at
+    }
+
+    #[inline(always)]
+    fn put<const M: usize>(&mut self, bytes: &[u8; M]) {
+        self.buf[self.at..self.at + M].copy_from_slice(bytes);
+        self.at += M;
+    }
+
+    /// An unsigned element of 1, 2, 4 or 8 bytes: a value too large is
+    /// written as the largest the length holds, an absent one as all ones.
+    #[inline(always)]
+    fn u8(&mut self, v: Option<u64>) {
+        self.put(&[v.map_or(u8::MAX, |v| v.min(u8::MAX.into()) as u8)]);
+    }
+    #[inline(always)]
+    fn u16(&mut self, v: Option<u64>) {
+        self.put(&v.map_or(u16::MAX, |v| v.min(u16::MAX.into()) as u16).to_be_bytes());
+    }
+    #[inline(always)]
+    fn u32(&mut self, v: Option<u64>) {
+        self.put(&v.map_or(u32::MAX, |v| v.min(u32::MAX.into()) as u32).to_be_bytes());
+    }
+    #[inline(always)]
+    fn u64(&mut self, v: Option<u64>) {
+        self.put(&v.unwrap_or(u64::MAX).to_be_bytes());
+    }
+    /// An absent value is a NaN.
+    #[inline(always)]
+    fn f64(&mut self, v: Option<f64>) {
+        self.put(&v.unwrap_or(f64::NAN).to_be_bytes());
+    }
 }
 
-/// The steps of every field, in the order the schema walks them: worked
-/// out once from the names, so that encoding a record compares no strings.
-static PLAN: std::sync::LazyLock<Vec<Step>> = std::sync::LazyLock::new(|| {
-    let mut end = 0;
-    crate::schema::field_names()
-        .into_iter()
-        .map(|name| {
-            while ELEMENTS.get(end).is_some_and(|e| e.field == name) {
-                end += 1;
-            }
-            Step {
-                end,
-                flag: flag_bit(name),
-            }
-        })
-        .collect()
+/// `x.round()`, half away from zero, bit for bit (a test compares them),
+/// without the call to libm's `round` that the baseline x86-64, which has
+/// no rounding instruction, makes of it: a record rounds a dozen values.
+#[inline(always)]
+fn round(x: f64) -> f64 {
+    // From 2^52 up a double is whole.
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
+        return x;
+    }
+    let whole = ((x as i64) as f64).copysign(x);
+    // Exact: the fraction of a double below 2^52 is a double.
+    if (x - whole).abs() >= 0.5 {
+        whole + 1f64.copysign(x)
+    } else {
+        whole
+    }
+}
+
+/// [`crate::schema`]'s three decimals, with [`round`].
+#[inline(always)]
+fn thousandths(value: f64) -> f64 {
+    round(value * 1000.0) / 1000.0
+}
+
+/// A direction's elements, and the `tcpControlBits` of the flags it saw.
+#[inline(always)]
+fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats) -> u16 {
+    b.u64(Some(d.packets));
+    b.u64(Some(d.bytes));
+    b.u64(Some(d.payload_bytes));
+    let sizes = d.sizes();
+    b.u16(Some(sizes.min));
+    b.u16(Some(sizes.max));
+    b.f64(Some(thousandths(sizes.mean)));
+    b.f64(Some(thousandths(sizes.stddev)));
+    let gaps = d.inter_arrivals();
+    b.u64(Some(gaps.min));
+    b.u64(Some(gaps.max));
+    b.f64(Some(round(gaps.mean)));
+    b.f64(Some(round(gaps.stddev)));
+    // Counts in bit order FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, which is
+    // `tcpControlBits`' order too.
+    let mut flags = 0u16;
+    for (bit, &count) in d.flag_counts.iter().enumerate() {
+        b.u64(Some(count.into()));
+        flags |= u16::from(count > 0) << bit;
+    }
+    b.u32(Some(d.retransmissions.into()));
+    b.u32(Some(d.out_of_order.into()));
+    b.u32(Some(d.zero_windows.into()));
+    b.u8(Some(d.ttl_min.into()));
+    b.u8(Some(d.ttl_max.into()));
+    b.u16((d.mss != 0).then_some(d.mss.into()));
+    b.u8(d.window_scale.map(u64::from));
+    flags
+}
+
+/// The elements of a direction without packets, which are the same in
+/// every record (only a direction's own packets change its figures).
+static EMPTY_DIRECTION: std::sync::LazyLock<[u8; DIRECTION_LEN]> = std::sync::LazyLock::new(|| {
+    let mut bytes = Vec::new();
+    let mut b = Fixed::<MIDDLE_LEN>::open(&mut bytes);
+    direction(&mut b, &DirectionStats::default());
+    let mut out = [0; DIRECTION_LEN];
+    out.copy_from_slice(&bytes[..DIRECTION_LEN]);
+    out
 });
 
-/// Which bit of `tcpControlBits` a flag-count field stands for.
-fn flag_bit(field: &str) -> Option<(usize, u16)> {
-    let (direction, flag) = field.split_once('_')?;
-    let d = match direction {
-        "c2s" => 0,
-        "s2c" => 1,
-        _ => return None,
-    };
-    let bit = match flag {
-        "fin" => 0x01,
-        "syn" => 0x02,
-        "rst" => 0x04,
-        "psh" => 0x08,
-        "ack" => 0x10,
-        "urg" => 0x20,
-        "ece" => 0x40,
-        "cwr" => 0x80,
-        _ => return None,
-    };
-    Some((d, bit))
+/// `flowEndReason`'s code (RFC 7011's registry) of an end reason.
+fn end_reason_code(end: EndReason) -> u8 {
+    match end {
+        EndReason::Idle => 0x01,
+        EndReason::ActiveTimeout => 0x02,
+        EndReason::Fin | EndReason::Rst => 0x03,
+        EndReason::EndOfInput => 0x04,
+        EndReason::Evicted => 0x05,
+    }
+}
+
+fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
+    string(out, s.unwrap_or(""));
+}
+
+/// A list of strings as one string, items joined by `;`.
+fn string_list(out: &mut Vec<u8>, items: &[Text]) {
+    let len = items.iter().map(|s| s.len()).sum::<usize>() + items.len().saturating_sub(1);
+    varlen_prefix(out, len);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b';');
+        }
+        out.extend_from_slice(item.as_bytes());
+    }
 }
 
 impl IpfixEncoder {
     /// Appends `record` as a data record to `out` and returns its template.
     pub fn encode(&mut self, record: &Record, out: &mut Vec<u8>) -> u16 {
-        std::mem::swap(&mut self.out, out);
-        self.next = 0;
-        self.call = 0;
-        self.flags = [0; 2];
-        write_record(record, self);
-        // The derived elements at the end.
-        while let Some(e) = ELEMENTS.get(self.next) {
-            match e.encoding {
-                Encoding::Flags(d) => self.out.extend_from_slice(&self.flags[d as usize].to_be_bytes()),
-                _ => unreachable!("{} has no field to come from", e.name),
+        let f = record.flow;
+        let k = &f.key;
+        let v6 = k.version == IpVersion::V6;
+        // Room for the fixed-size elements and the usual strings: their
+        // pushes then never grow the buffer.
+        out.reserve(HEAD_LEN + MIDDLE_LEN + LISTS_LEN + 256);
+
+        // flowId to ipVersion and vlanId.
+        let mut head = Fixed::<HEAD_LEN>::open(out);
+        head.u64(Some(f.id()));
+        if v6 {
+            head.put(&k.src);
+        } else {
+            head.put(&[k.src[0], k.src[1], k.src[2], k.src[3]]);
+        }
+        head.u16(Some(k.src_port.into()));
+        if v6 {
+            head.put(&k.dst);
+        } else {
+            head.put(&[k.dst[0], k.dst[1], k.dst[2], k.dst[3]]);
+        }
+        head.u16(Some(k.dst_port.into()));
+        head.put(&[k.proto]);
+        head.u8(Some(k.version as u64));
+        head.u16(Some(k.vlan.into()));
+        let unused = head.unused();
+        out.truncate(out.len() - unused);
+        string(out, f.tunnel.name());
+
+        // tunnelId to serverRttNs.
+        let mut mid = Fixed::<MIDDLE_LEN>::open(out);
+        mid.u32(Some(k.tunnel_id.into()));
+        for ns in [f.first_ns, f.last_ns] {
+            mid.u64(Some(ns / 1_000_000));
+            mid.u64(Some(ntp_time(ns)));
+        }
+        mid.u64(Some(f.last_ns.saturating_sub(f.first_ns)));
+        mid.u64(Some(f.packets()));
+        mid.u64(Some(f.bytes()));
+        let mut flags = [0u16; 2];
+        for (d, stats) in f.directions.iter().enumerate() {
+            if stats.packets == 0 {
+                mid.put(&EMPTY_DIRECTION);
+            } else {
+                flags[d] = direction(&mut mid, stats);
             }
-            self.next += 1;
         }
-        std::mem::swap(&mut self.out, out);
-        if self.v6 { TEMPLATE_V6 } else { TEMPLATE_V4 }
-    }
+        mid.u64(f.tcp.handshake_rtt_ns());
+        mid.u64(f.tcp.client_rtt_ns());
+        mid.u64(f.tcp.server_rtt_ns());
+        debug_assert_eq!(mid.at, MIDDLE_LEN);
 
-    /// Writes every element of `field`, the record's next field.
-    #[inline]
-    fn field(&mut self, field: &'static str, value: Value) {
-        let step = &PLAN[self.call];
-        self.call += 1;
-        debug_assert!(
-            self.next < step.end && ELEMENTS[self.next].field == field,
-            "{field} out of order"
-        );
-        while self.next < step.end {
-            write_value(&mut self.out, &ELEMENTS[self.next], &value, &mut self.v6);
-            self.next += 1;
+        // The first packets: sizes, directions, gaps.
+        let n = usize::from(f.first_count).min(FIRST_PACKETS);
+        let mut lists = Fixed::<LISTS_LEN>::open(out);
+        lists.put(&[(n * 2) as u8]);
+        for &size in &f.first_sizes[..n] {
+            lists.put(&size.to_be_bytes());
         }
-        if let (Some((d, bit)), Value::Unsigned(Some(n))) = (step.flag, &value)
-            && *n > 0
-        {
-            self.flags[d] |= bit;
+        lists.put(&[n as u8]);
+        for i in 0..n {
+            lists.put(&[((f.first_directions >> i) & 1) as u8]);
         }
-    }
-}
+        lists.put(&[(n * 8) as u8]);
+        for &gap in &f.first_inter_arrivals[..n] {
+            lists.put(&gap.to_be_bytes());
+        }
+        lists.put(&[end_reason_code(record.end)]);
+        let unused = lists.unused();
+        out.truncate(out.len() - unused);
+        string(out, record.end.name());
 
-impl IpfixEncoder {
-    /// An integer field: most are one integer element, written here
-    /// without going through [`write_value`]'s match.
-    #[inline]
-    fn unsigned_field(&mut self, field: &'static str, value: Option<u64>) {
-        let step = &PLAN[self.call];
-        if step.end == self.next + 1
-            && let Encoding::Unsigned(n) = ELEMENTS[self.next].encoding
-        {
-            debug_assert!(ELEMENTS[self.next].field == field, "{field} out of order");
-            self.call += 1;
-            self.next += 1;
-            unsigned(&mut self.out, n, value);
-            if let (Some((d, bit)), Some(v)) = (step.flag, value)
-                && v > 0
-            {
-                self.flags[d] |= bit;
+        let class = &f.ext;
+        let label = &class.label;
+        match label.app {
+            Some(app) => {
+                varlen_prefix(out, label.master.len() + 1 + app.len());
+                out.extend_from_slice(label.master.as_bytes());
+                out.push(b'.');
+                out.extend_from_slice(app.as_bytes());
             }
-            return;
+            None => string(out, label.master),
         }
-        self.field(field, Value::Unsigned(value));
+        string(out, label.master);
+        string(out, class.classifier.name());
+        out.extend_from_slice(&thousandths(class.confidence as f64).to_be_bytes());
+        opt_string(out, record.stats.map(|s| s.class));
+        let stats_confidence = record.stats.map_or(f64::NAN, |s| thousandths(s.confidence as f64));
+        out.extend_from_slice(&stats_confidence.to_be_bytes());
+        opt_string(out, record.media);
+
+        match class.meta.as_deref() {
+            Some(m) => metadata(out, m),
+            None => out.extend_from_slice(&NO_METADATA_ELEMENTS),
+        }
+        // The reverse flags first, as the templates have them.
+        out.extend_from_slice(&flags[1].to_be_bytes());
+        out.extend_from_slice(&flags[0].to_be_bytes());
+        if v6 { TEMPLATE_V6 } else { TEMPLATE_V4 }
     }
 }
 
-#[inline]
-fn unsigned(out: &mut Vec<u8>, n: u16, value: Option<u64>) {
-    // Each length its own fixed-size copy: a slice of variable length
-    // would be a call to memcpy per element.
-    match n {
-        1 => out.push(value.map_or(u8::MAX, |v| v.min(u8::MAX.into()) as u8)),
-        2 => out.extend_from_slice(&value.map_or(u16::MAX, |v| v.min(u16::MAX.into()) as u16).to_be_bytes()),
-        4 => out.extend_from_slice(&value.map_or(u32::MAX, |v| v.min(u32::MAX.into()) as u32).to_be_bytes()),
-        8 => out.extend_from_slice(&value.unwrap_or(u64::MAX).to_be_bytes()),
-        n => {
-            let n = n.min(8) as usize;
-            let max = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
-            let v = value.map_or(max, |v| v.min(max));
-            out.extend_from_slice(&v.to_be_bytes()[8 - n..]);
-        }
-    }
+/// The elements of the protocol metadata, from `host` to `commands`.
+fn metadata(out: &mut Vec<u8>, m: &Metadata) {
+    let u16_or_ones = |v: Option<u16>| v.unwrap_or(u16::MAX).to_be_bytes();
+    opt_string(out, m.host.as_deref());
+    opt_string(out, m.http_method.as_deref());
+    opt_string(out, m.http_uri.as_deref());
+    opt_string(out, m.http_user_agent.as_deref());
+    out.extend_from_slice(&u16_or_ones(m.http_status));
+    opt_string(out, m.http_content_type.as_deref());
+    opt_string(out, m.tls_version.as_deref());
+    opt_string(out, m.tls_alpn.as_deref());
+    opt_string(out, m.ja3.as_deref());
+    opt_string(out, m.ja4.as_deref());
+    opt_string(out, m.quic_version.as_deref());
+    out.extend_from_slice(&u16_or_ones(m.dns_qtype));
+    out.extend_from_slice(&u16_or_ones(m.dns_rcode.map(u16::from)));
+    string_list(out, &m.dns_answers);
+    opt_string(out, m.client_banner.as_deref());
+    opt_string(out, m.server_banner.as_deref());
+    string_list(out, &m.commands);
 }
 
-/// A time element. Out of line: inlined, its divisions are worked out
-/// ahead of the match for every integer field, whatever its element.
-#[inline(never)]
-fn time(out: &mut Vec<u8>, encoding: Encoding, ns: u64) {
-    let v = match encoding {
-        Encoding::NtpTime => ntp_time(ns),
-        _ => ns / 1_000_000,
-    };
-    out.extend_from_slice(&v.to_be_bytes());
-}
+/// The metadata elements of a flow with none, most flows: written once.
+static NO_METADATA_ELEMENTS: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let mut out = Vec::new();
+    metadata(&mut out, &NO_METADATA);
+    out
+});
 
 /// A variable-length field's length prefix (RFC 7011, 7).
 pub fn varlen_prefix(out: &mut Vec<u8>, len: usize) {
@@ -588,98 +717,18 @@ pub fn varlen_prefix(out: &mut Vec<u8>, len: usize) {
     }
 }
 
+/// A string element, cut at the longest a field holds. Inlined, with the
+/// empty string (an absent value) a byte: most string elements of most
+/// records are empty.
+#[inline]
 fn string(out: &mut Vec<u8>, s: &str) {
     let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
+    if s.is_empty() {
+        out.push(0);
+        return;
+    }
     varlen_prefix(out, s.len());
     out.extend_from_slice(s);
-}
-
-// Out of line: inlined into the loop over a field's elements, the work of
-// every arm (conversions, string lengths) is hoisted ahead of the loop and
-// done for every field, whatever its element.
-#[inline(never)]
-fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
-    match (e.encoding, value) {
-        (Encoding::Unsigned(n), Value::Unsigned(v)) => unsigned(out, n, *v),
-        (Encoding::Unsigned(n), Value::Float(v)) => unsigned(out, n, v.map(|f| f as u64)),
-        (Encoding::Float64, Value::Float(v)) => out.extend_from_slice(&v.unwrap_or(f64::NAN).to_be_bytes()),
-        (Encoding::Utf8, Value::Str(s)) => string(out, s.unwrap_or("")),
-        (Encoding::Utf8, Value::Dotted(first, second)) => {
-            let len = first.len() + second.map_or(0, |s| s.len() + 1);
-            varlen_prefix(out, len);
-            out.extend_from_slice(first.as_bytes());
-            if let Some(second) = second {
-                out.push(b'.');
-                out.extend_from_slice(second.as_bytes());
-            }
-        }
-        (Encoding::Utf8List, Value::Strings(items)) => {
-            let len = items.iter().map(|s| s.len()).sum::<usize>() + items.len().saturating_sub(1);
-            varlen_prefix(out, len);
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b';');
-                }
-                out.extend_from_slice(item.as_bytes());
-            }
-        }
-        (Encoding::Address, Value::Ip(ip)) => match ip {
-            IpAddr::V4(a) => {
-                *v6 = false;
-                out.extend_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) => {
-                *v6 = true;
-                out.extend_from_slice(&a.octets());
-            }
-        },
-        (Encoding::NtpTime | Encoding::Milliseconds, Value::Unsigned(Some(ns))) => time(out, e.encoding, *ns),
-        (Encoding::HexId, Value::Str(Some(hex))) => {
-            out.extend_from_slice(&u64::from_str_radix(hex, 16).unwrap_or(0).to_be_bytes())
-        }
-        (Encoding::Protocol, Value::Str(Some(name))) => out.push(protocol_number(name)),
-        (Encoding::EndReason, Value::Str(Some(name))) => out.push(end_reason_code(name)),
-        (Encoding::List(n), Value::List(items)) => {
-            varlen_prefix(out, items.len() * n as usize);
-            for &item in *items {
-                unsigned(out, n, Some(item));
-            }
-        }
-        (encoding, _) => unreachable!("{}: {encoding:?} does not take this value", e.field),
-    }
-}
-
-impl FieldSink for IpfixEncoder {
-    fn u64(&mut self, name: &'static str, value: u64) {
-        self.unsigned_field(name, Some(value));
-    }
-    fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
-        self.unsigned_field(name, value);
-    }
-    fn f64(&mut self, name: &'static str, value: f64) {
-        self.field(name, Value::Float(Some(value)));
-    }
-    fn opt_f64(&mut self, name: &'static str, value: Option<f64>) {
-        self.field(name, Value::Float(value));
-    }
-    fn str(&mut self, name: &'static str, value: &str) {
-        self.field(name, Value::Str(Some(value)));
-    }
-    fn ip(&mut self, name: &'static str, value: IpAddr) {
-        self.field(name, Value::Ip(value));
-    }
-    fn list(&mut self, name: &'static str, values: &[u64]) {
-        self.field(name, Value::List(values));
-    }
-    fn opt_str(&mut self, name: &'static str, value: Option<&str>) {
-        self.field(name, Value::Str(value));
-    }
-    fn dotted(&mut self, name: &'static str, first: &str, second: Option<&str>) {
-        self.field(name, Value::Dotted(first, second));
-    }
-    fn str_list(&mut self, name: &'static str, values: &[Text]) {
-        self.field(name, Value::Strings(values));
-    }
 }
 
 /// Puts data records into messages of at most `max_len` bytes, for one
@@ -828,6 +877,60 @@ mod tests {
         let before = ids.len();
         ids.dedup();
         assert_eq!(ids.len(), before, "an element appears twice in the template");
+    }
+
+    #[test]
+    fn round_is_std_round_bit_for_bit() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            0.3,
+            -0.3,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            0.49999999999999994,
+            -0.49999999999999994,
+            4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            9_007_199_254_740_993.0,
+            1e300,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        // Every kind of double: a xorshift walk over bit patterns, and
+        // halves and near-halves of integers.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(f64::from_bits(x));
+            let half = (i as f64) * 0.5 - 50_000.0;
+            values.extend([
+                half,
+                f64::from_bits(half.to_bits() + 1),
+                f64::from_bits(half.to_bits().wrapping_sub(1)),
+            ]);
+            values.push((x >> 11) as f64 / 1000.0);
+        }
+        for v in values {
+            if v.is_nan() {
+                // Which NaN is not a value the records carry.
+                assert!(round(v).is_nan() && thousandths(v).is_nan());
+                continue;
+            }
+            assert_eq!(round(v).to_bits(), v.round().to_bits(), "{v:e}");
+            assert_eq!(
+                thousandths(v).to_bits(),
+                crate::schema::thousandths(v).to_bits(),
+                "{v:e}"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 mod csv;
 pub mod ipfix;
 pub mod ipfix_lines;
+#[cfg(test)]
+mod ipfix_reference;
 mod jsonl;
 pub mod parquet;
 pub mod read;

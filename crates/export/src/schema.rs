@@ -133,11 +133,11 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
 /// (0.30000001…) would only look like precision. Numbers like these are
 /// also written in integer code, where any other takes the general
 /// shortest-decimal formatter.
-fn thousandths(value: f64) -> f64 {
+pub(crate) fn thousandths(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
-static NO_METADATA: Metadata = Metadata {
+pub(crate) static NO_METADATA: Metadata = Metadata {
     host: None,
     http_method: None,
     http_uri: None,

@@ -27,7 +27,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DEST")]
     pub ipfix: Option<String>,
     /// The path MTU to the IPFIX collector: no message is longer than one
-    /// IP packet of this size holds [default: 1500].
+    /// IP packet of this size holds [default: over UDP the path's as the
+    /// kernel has it (65536 to a local collector); 1500 over TCP and in
+    /// files].
     #[arg(long, value_name = "BYTES", requires = "ipfix", value_parser = clap::value_parser!(u16).range(576..))]
     pub ipfix_mtu: Option<u16>,
     /// Send IPFIX messages no faster than this: messages a second (20kpps)

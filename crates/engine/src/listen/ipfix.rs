@@ -38,6 +38,22 @@ use crate::publish::Published;
 /// How often the templates are sent again over UDP.
 pub(crate) const TEMPLATE_REFRESH: Duration = Duration::from_secs(30);
 
+/// The MTU messages are sized to over TCP, in files, and over UDP when
+/// the kernel does not say the path's.
+pub(crate) const DEFAULT_MTU: usize = 1500;
+
+/// The MTU of the route of a connected UDP socket, as the kernel knows it
+/// (`IP_MTU`, `IPV6_MTU`): the interface's, or less when an ICMP message
+/// said the path's is.
+fn path_mtu(socket: &UdpSocket) -> Option<usize> {
+    let mtu = if socket.peer_addr().ok()?.is_ipv6() {
+        rustix::net::sockopt::ipv6_mtu(socket)
+    } else {
+        rustix::net::sockopt::ip_mtu(socket)
+    };
+    mtu.ok().map(|m| m as usize)
+}
+
 /// How long a TCP write may wait for the collector before the connection
 /// is taken for dead.
 const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -113,10 +129,13 @@ impl Ipfix {
     /// Opens the destination (a TCP collector must be listening) and
     /// starts the exporter. `lines`: the kinds of the probe's other records
     /// that will be sent too ([`Ipfix::lines`]), whose templates go with the
-    /// flows'.
+    /// flows'. `live`: the probe captures from interfaces, which a slow
+    /// collector must not hold back; reading files, the workers wait for
+    /// room in the exporter's queue rather than drop.
     pub(crate) fn start(
         destination: &str,
-        mtu: usize,
+        live: bool,
+        mtu: Option<usize>,
         rate: Option<sluice_units::Rate>,
         workers: usize,
         published: Published,
@@ -129,14 +148,23 @@ impl Ipfix {
             })
         };
         let destination = Destination::parse(destination).map_err(config)?;
-        let lossless = matches!(destination, Destination::File(_));
+        let lossless = matches!(destination, Destination::File(_)) || !live;
         let transport = Transport::open(&destination).map_err(|e| config(format!("{destination}: {e}")))?;
-        // A message fits in one IP packet of the path's MTU.
+        // A message fits in one IP packet of the path's MTU: the one given,
+        // else over UDP the one the kernel has for the connected socket's
+        // route (loopback's is 65,536, so a local collector gets messages
+        // of up to the largest a datagram holds).
         let ip_header = match &transport {
             Transport::Udp(s) if s.peer_addr().is_ok_and(|a| a.is_ipv6()) => 40,
             _ => 20,
         };
-        let max_len = mtu.saturating_sub(ip_header + 8).max(512);
+        let mtu = match (mtu, &transport) {
+            (Some(mtu), _) => mtu,
+            (None, Transport::Udp(socket)) => path_mtu(socket).unwrap_or(DEFAULT_MTU),
+            (None, _) => DEFAULT_MTU,
+        };
+        // An IPv4 datagram's total length, header included, is 16 bits.
+        let max_len = mtu.min(u16::MAX as usize).saturating_sub(ip_header + 8).max(512);
         let (queue, inbox) = queue(workers, lossless);
         let mut packer = Packer::new(max_len, 1);
         let mut report = ExportReport {
@@ -144,6 +172,7 @@ impl Ipfix {
             destination: destination.to_string(),
             ..ExportReport::default()
         };
+        report.counters.insert("max_message_bytes", max_len as u64);
         for &kind in lines {
             packer.add_templates(kind.template_records());
             report.counters.insert(kind_counter(kind), 0);

@@ -40,7 +40,9 @@ mod edonkey;
 mod elasticsearch;
 mod ether_s_bus;
 mod ethernet_global_data;
+mod ethernet_ip;
 mod fastcgi;
+mod fins;
 mod fix;
 mod flute;
 mod ftp;
@@ -52,6 +54,7 @@ mod gnutella;
 mod gtp;
 mod h323;
 mod haproxy;
+mod hart_ip;
 mod heroes_of_the_storm;
 mod hislip;
 mod hsrp;
@@ -82,6 +85,7 @@ mod meraki_cloud;
 mod mgcp;
 mod mining;
 mod modbus;
+mod monero;
 mod mongodb;
 mod mpegts;
 mod mqtt;
@@ -100,6 +104,8 @@ mod oicq;
 mod opc_ua;
 mod openflow;
 mod openvpn;
+mod openwire;
+mod oracle;
 mod pfcp;
 mod postgres;
 mod pptp;
@@ -139,11 +145,14 @@ mod stun;
 mod syslog;
 mod tailscale;
 mod tds;
+mod teamspeak;
 mod teamviewer;
 mod teredo;
 mod tes_online;
 mod tftp;
 mod thrift;
+mod tinc;
+mod tivoconnect;
 mod tls;
 mod toca_boca;
 mod tplink_shp;
@@ -189,6 +198,7 @@ pub fn registry() -> &'static [Dissector] {
             smb::DISSECTORS,
             netbios::DISSECTORS,
             ssdp::DISSECTORS,
+            tivoconnect::DISSECTORS,
             dhcp::DISSECTORS,
             ntp::DISSECTORS,
             snmp::DISSECTORS,
@@ -199,6 +209,7 @@ pub fn registry() -> &'static [Dissector] {
             ipsec::DISSECTORS,
             tailscale::DISSECTORS,
             teredo::DISSECTORS,
+            tinc::DISSECTORS,
             // Authentication.
             kerberos::DISSECTORS,
             radius::DISSECTORS,
@@ -238,6 +249,9 @@ pub fn registry() -> &'static [Dissector] {
             kafka::DISSECTORS,
             cassandra::DISSECTORS,
             drda::DISSECTORS,
+            oracle::DISSECTORS,
+            openwire::DISSECTORS,
+            monero::DISSECTORS,
             // Desktop and remote access.
             rdp::DISSECTORS,
             teamviewer::DISSECTORS,
@@ -265,6 +279,7 @@ pub fn registry() -> &'static [Dissector] {
             genshin_impact::DISSECTORS,
             yojimbo::DISSECTORS,
             steam::DISSECTORS,
+            teamspeak::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,
             xiaomi::DISSECTORS,
@@ -295,6 +310,9 @@ pub fn registry() -> &'static [Dissector] {
             someip::DISSECTORS,
             s7comm_plus::DISSECTORS,
             cip::DISSECTORS,
+            ethernet_ip::DISSECTORS,
+            fins::DISSECTORS,
+            hart_ip::DISSECTORS,
             ethernet_global_data::DISSECTORS,
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,

@@ -17,6 +17,7 @@ mod bfcp;
 mod bfd;
 mod bgp;
 mod bittorrent;
+mod bjnp;
 mod capwap;
 mod cassandra;
 mod ceph;
@@ -77,6 +78,7 @@ mod knxnet_ip;
 mod ldap;
 mod ldp;
 mod lines;
+mod lustre;
 mod mail;
 mod megaco;
 mod melsec;
@@ -142,6 +144,7 @@ mod ssh;
 mod steam;
 mod stomp;
 mod stun;
+mod syncthing;
 mod syslog;
 mod tailscale;
 mod tds;
@@ -166,6 +169,7 @@ mod wsd;
 mod xdmcp;
 mod xiaomi;
 mod yojimbo;
+mod z3950;
 mod zoom;
 
 pub use api::*;
@@ -199,6 +203,8 @@ pub fn registry() -> &'static [Dissector] {
             netbios::DISSECTORS,
             ssdp::DISSECTORS,
             tivoconnect::DISSECTORS,
+            bjnp::DISSECTORS,
+            syncthing::DISSECTORS,
             dhcp::DISSECTORS,
             ntp::DISSECTORS,
             snmp::DISSECTORS,
@@ -346,10 +352,12 @@ pub fn registry() -> &'static [Dissector] {
             jrmi::DISSECTORS,
             giop::DISSECTORS,
             ceph::DISSECTORS,
+            lustre::DISSECTORS,
             rtps::DISSECTORS,
             opc_ua::DISSECTORS,
             hislip::DISSECTORS,
             dicom::DISSECTORS,
+            z3950::DISSECTORS,
             // After RDP, whose TPKT opening starts with the same byte.
             h323::DISSECTORS,
             rtmp::DISSECTORS,

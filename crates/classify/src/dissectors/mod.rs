@@ -85,6 +85,7 @@ mod melsec;
 mod memcached;
 mod meraki_cloud;
 mod mgcp;
+mod mikrotik;
 mod mining;
 mod modbus;
 mod monero;
@@ -301,6 +302,7 @@ pub fn registry() -> &'static [Dissector] {
             tuya_lp::DISSECTORS,
             tplink_shp::DISSECTORS,
             ubntac2::DISSECTORS,
+            mikrotik::DISSECTORS,
             bacnet::DISSECTORS,
             hsrp::DISSECTORS,
             rmcp::DISSECTORS,

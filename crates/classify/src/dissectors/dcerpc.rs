@@ -10,7 +10,11 @@
 //! server answers with a bind-ack or -nak, an alter-context response, a
 //! response or a fault. Connectionless (UDP): version 4, a PDU type up to
 //! 10, the data representation, and an 80-byte header whose body length
-//! reaches the datagram's end.
+//! reaches the datagram's end. A connectionless call whose object UUID is
+//! PROFINET IO's (DEA00000-6C97-11D1-8271-..., the rest naming the device
+//! instance, device and vendor) or whose interface is one of PROFINET IO's
+//! (DEA00001 to DEA00004-6C97-11D1-8271-00A02442DF7D: device, controller,
+//! supervisor, parameter server) is `DCERPC.PROFINET_IO` (IEC 61158-6-10).
 
 use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
 
@@ -39,13 +43,47 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
             }
             connection_oriented(data, pkt.side)
         }
-        super::Transport::Udp => connectionless(data),
+        super::Transport::Udp => {
+            let ok = connectionless(data);
+            if ok && profinet_io(data) {
+                return Verdict::Yes(Found::new("DCERPC").app("PROFINET_IO"));
+            }
+            ok
+        }
     };
     if ok {
         Verdict::Yes(Found::new("DCERPC"))
     } else {
         Verdict::No
     }
+}
+
+/// PROFINET IO's UUIDs: the first three fields (in the PDU's byte order)
+/// of every object UUID, and the interfaces' common tail.
+const PNIO_OBJECT: (u32, u16, u16) = (0xdea0_0000, 0x6c97, 0x11d1);
+const PNIO_INTERFACE_TAIL: [u8; 8] = [0x82, 0x71, 0x00, 0xa0, 0x24, 0x42, 0xdf, 0x7d];
+
+/// A connectionless header's object UUID (at 8) or interface UUID (at 24)
+/// is PROFINET IO's.
+fn profinet_io(data: &[u8]) -> bool {
+    let little = data[4] >> 4 == 1;
+    let fields = |at: usize| {
+        let u32_at = |b: &[u8]| {
+            let b = [b[0], b[1], b[2], b[3]];
+            if little {
+                u32::from_le_bytes(b)
+            } else {
+                u32::from_be_bytes(b)
+            }
+        };
+        let u16_at = |b: &[u8]| u16_in(b, little) as u16;
+        (u32_at(&data[at..]), u16_at(&data[at + 4..]), u16_at(&data[at + 6..]))
+    };
+    let (low, mid, high) = fields(24);
+    let interface = (0xdea0_0001..=0xdea0_0004).contains(&low)
+        && (mid, high) == (PNIO_OBJECT.1, PNIO_OBJECT.2)
+        && data[32..40] == PNIO_INTERFACE_TAIL;
+    interface || fields(8) == PNIO_OBJECT
 }
 
 /// Integer byte order, characters and floats of a data representation.
@@ -133,6 +171,67 @@ mod tests {
         );
         request.push(0);
         assert_eq!(run(Transport::Udp, Side::Up, &request), Verdict::No);
+    }
+
+    /// A PROFINET IO Connect request, big- or little-endian: its object
+    /// UUID names instance 1 of device 0x0203 of vendor 0x002a, its
+    /// interface is the device's (DEA00001-6C97-11D1-8271-00A02442DF7D).
+    fn pnio_connect(little: bool, object: bool, interface: bool) -> Vec<u8> {
+        let mut m = vec![4, 0, 0x20, 0, if little { 0x10 } else { 0 }, 0, 0, 0];
+        let uuid = |m: &mut Vec<u8>, low: u32, tail: &[u8]| {
+            if little {
+                m.extend_from_slice(&low.to_le_bytes());
+                m.extend_from_slice(&[0x97, 0x6c, 0xd1, 0x11]);
+            } else {
+                m.extend_from_slice(&low.to_be_bytes());
+                m.extend_from_slice(&[0x6c, 0x97, 0x11, 0xd1]);
+            }
+            m.extend_from_slice(tail);
+        };
+        let (object_low, interface_low) = (
+            if object { 0xdea0_0000 } else { 0x1234_5678 },
+            if interface { 0xdea0_0001 } else { 0x1234_5678 },
+        );
+        uuid(&mut m, object_low, &[0x82, 0x71, 0x00, 0x01, 0x02, 0x03, 0x00, 0x2a]);
+        uuid(&mut m, interface_low, &PNIO_INTERFACE_TAIL);
+        m.resize(CL_HEADER, 0);
+        let body = 40u16;
+        if little {
+            m[74..76].copy_from_slice(&body.to_le_bytes());
+        } else {
+            m[74..76].copy_from_slice(&body.to_be_bytes());
+        }
+        m.resize(CL_HEADER + usize::from(body), 0);
+        m
+    }
+
+    #[test]
+    fn profinet_io_by_its_object_or_its_interface() {
+        let pnio = Verdict::Yes(Found::new("DCERPC").app("PROFINET_IO"));
+        for little in [false, true] {
+            assert_eq!(run(Transport::Udp, Side::Up, &pnio_connect(little, true, true)), pnio);
+            assert_eq!(run(Transport::Udp, Side::Up, &pnio_connect(little, false, true)), pnio);
+            assert_eq!(run(Transport::Udp, Side::Up, &pnio_connect(little, true, false)), pnio);
+            assert_eq!(
+                run(Transport::Udp, Side::Up, &pnio_connect(little, false, false)),
+                Verdict::Yes(Found::new("DCERPC"))
+            );
+        }
+        // An interface of PROFINET's family that it does not define, and one
+        // whose tail differs.
+        let mut other = pnio_connect(false, false, true);
+        other[27] = 0x05;
+        assert_eq!(
+            run(Transport::Udp, Side::Up, &other),
+            Verdict::Yes(Found::new("DCERPC"))
+        );
+        let mut tail = pnio_connect(false, false, true);
+        tail[39] = 0x7e;
+        assert_eq!(run(Transport::Udp, Side::Up, &tail), Verdict::Yes(Found::new("DCERPC")));
+        // The byte order mistaken: the UUID's fields read the wrong way round.
+        let mut order = pnio_connect(false, true, true);
+        order[4] = 0x10;
+        assert_ne!(run(Transport::Udp, Side::Up, &order), pnio);
     }
 
     #[test]

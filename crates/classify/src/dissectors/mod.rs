@@ -17,6 +17,7 @@ mod bfcp;
 mod bfd;
 mod bgp;
 mod bittorrent;
+mod bjnp;
 mod capwap;
 mod cassandra;
 mod ceph;
@@ -40,7 +41,9 @@ mod edonkey;
 mod elasticsearch;
 mod ether_s_bus;
 mod ethernet_global_data;
+mod ethernet_ip;
 mod fastcgi;
+mod fins;
 mod fix;
 mod flute;
 mod ftp;
@@ -52,6 +55,7 @@ mod gnutella;
 mod gtp;
 mod h323;
 mod haproxy;
+mod hart_ip;
 mod heroes_of_the_storm;
 mod hislip;
 mod hsrp;
@@ -74,14 +78,17 @@ mod knxnet_ip;
 mod ldap;
 mod ldp;
 mod lines;
+mod lustre;
 mod mail;
 mod megaco;
 mod melsec;
 mod memcached;
 mod meraki_cloud;
 mod mgcp;
+mod mikrotik;
 mod mining;
 mod modbus;
+mod monero;
 mod mongodb;
 mod mpegts;
 mod mqtt;
@@ -100,6 +107,8 @@ mod oicq;
 mod opc_ua;
 mod openflow;
 mod openvpn;
+mod openwire;
+mod oracle;
 mod pfcp;
 mod postgres;
 mod pptp;
@@ -136,14 +145,18 @@ mod ssh;
 mod steam;
 mod stomp;
 mod stun;
+mod syncthing;
 mod syslog;
 mod tailscale;
 mod tds;
+mod teamspeak;
 mod teamviewer;
 mod teredo;
 mod tes_online;
 mod tftp;
 mod thrift;
+mod tinc;
+mod tivoconnect;
 mod tls;
 mod toca_boca;
 mod tplink_shp;
@@ -157,6 +170,7 @@ mod wsd;
 mod xdmcp;
 mod xiaomi;
 mod yojimbo;
+mod z3950;
 mod zoom;
 
 pub use api::*;
@@ -189,6 +203,9 @@ pub fn registry() -> &'static [Dissector] {
             smb::DISSECTORS,
             netbios::DISSECTORS,
             ssdp::DISSECTORS,
+            tivoconnect::DISSECTORS,
+            bjnp::DISSECTORS,
+            syncthing::DISSECTORS,
             dhcp::DISSECTORS,
             ntp::DISSECTORS,
             snmp::DISSECTORS,
@@ -199,6 +216,7 @@ pub fn registry() -> &'static [Dissector] {
             ipsec::DISSECTORS,
             tailscale::DISSECTORS,
             teredo::DISSECTORS,
+            tinc::DISSECTORS,
             // Authentication.
             kerberos::DISSECTORS,
             radius::DISSECTORS,
@@ -238,6 +256,9 @@ pub fn registry() -> &'static [Dissector] {
             kafka::DISSECTORS,
             cassandra::DISSECTORS,
             drda::DISSECTORS,
+            oracle::DISSECTORS,
+            openwire::DISSECTORS,
+            monero::DISSECTORS,
             // Desktop and remote access.
             rdp::DISSECTORS,
             teamviewer::DISSECTORS,
@@ -265,6 +286,7 @@ pub fn registry() -> &'static [Dissector] {
             genshin_impact::DISSECTORS,
             yojimbo::DISSECTORS,
             steam::DISSECTORS,
+            teamspeak::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,
             xiaomi::DISSECTORS,
@@ -280,6 +302,7 @@ pub fn registry() -> &'static [Dissector] {
             tuya_lp::DISSECTORS,
             tplink_shp::DISSECTORS,
             ubntac2::DISSECTORS,
+            mikrotik::DISSECTORS,
             bacnet::DISSECTORS,
             hsrp::DISSECTORS,
             rmcp::DISSECTORS,
@@ -295,6 +318,9 @@ pub fn registry() -> &'static [Dissector] {
             someip::DISSECTORS,
             s7comm_plus::DISSECTORS,
             cip::DISSECTORS,
+            ethernet_ip::DISSECTORS,
+            fins::DISSECTORS,
+            hart_ip::DISSECTORS,
             ethernet_global_data::DISSECTORS,
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,
@@ -328,10 +354,12 @@ pub fn registry() -> &'static [Dissector] {
             jrmi::DISSECTORS,
             giop::DISSECTORS,
             ceph::DISSECTORS,
+            lustre::DISSECTORS,
             rtps::DISSECTORS,
             opc_ua::DISSECTORS,
             hislip::DISSECTORS,
             dicom::DISSECTORS,
+            z3950::DISSECTORS,
             // After RDP, whose TPKT opening starts with the same byte.
             h323::DISSECTORS,
             rtmp::DISSECTORS,

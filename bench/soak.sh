@@ -8,6 +8,7 @@
 # one-minute figure). Needs root. Not part of CI.
 #
 # usage: bench/soak.sh [MINUTES] [RATE]     (defaults: 30, 20kpps)
+# SOAK_ARGS: more probe options (default --prefault; empty for none).
 # Results go to $BENCH_DIR (default /tmp/sluice-bench-soak): soak.md, rss.tsv.
 set -euo pipefail
 # shellcheck source=bench/lib.sh
@@ -38,10 +39,19 @@ ip -n "$B" link set lo up
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR"
 OUT=$BENCH_DIR/out
-ip netns exec "$B" "$SLUICE" probe -i vb -q -o "$OUT" --workers 2 \
+# A dedicated probe: its flow tables take their memory at start
+# (--prefault; set SOAK_ARGS= to measure them growing as flows come).
+ip netns exec "$B" "$SLUICE" probe -i vb -q -o "$OUT" --workers 2 ${SOAK_ARGS---prefault} \
     --record-dir "$BENCH_DIR/rec" --rotate 256MiB --keep 2GiB --metrics 127.0.0.1:9900 &
 PROBE=$!
-sleep 2
+# The probe writes probe.yaml once its rings are open.
+for _ in $(seq 600); do
+    [ -e "$OUT/probe.yaml" ] && break
+    kill -0 "$PROBE" 2>/dev/null || die "the probe did not start"
+    sleep 0.1
+done
+[ -e "$OUT/probe.yaml" ] || die "the probe did not open its rings within 60 s"
+sleep 1
 SECONDS_TOTAL=$((MINUTES * 60))
 log "sending $RATE for $MINUTES min"
 ip netns exec "$A" "$SLUICE" gen --profile mix -i va --rate "$RATE" --duration "${SECONDS_TOTAL}s" --seed 9 \

@@ -47,30 +47,36 @@ import time
 import thread_cpu as per_thread
 
 
+# SIP over UDP in whole datagrams, as the figures in docs/benchmarks.md were
+# taken: with several workers, a fragmented INVITE whose later fragments
+# come first can be lost (docs/voip.md, "Not done yet"), which the loss
+# check would report.
+UDP_ONLY = "--sip-tcp 0 --sip-fragmented 0 --reinvite 0"
+
 # name: (sluice gen arguments, description)
 TRACES = {
     "signalling": (
-        "--call-rate 5000 --hold ig:117,19 --media none --no-background --calls 300000",
+        f"--call-rate 5000 --hold ig:117,19 --media none --no-background --calls 300000 {UDP_ONLY}",
         "300,000 calls at 5,000/s, ig:117,19, no media",
     ),
     "held": (
-        "--call-rate 5000 --hold ig:11700,1900 --media none --no-background --calls 520000 --packets 2600000",
+        f"--call-rate 5000 --hold ig:11700,1900 --media none --no-background --calls 520000 --packets 2600000 {UDP_ONLY}",
         "520,000 calls at 5,000/s, ig:11700,1900, no media",
     ),
     "base": (
-        "--call-rate 5000 --hold ig:11700,1900 --media none --no-background --calls 1000 --packets 5000",
+        f"--call-rate 5000 --hold ig:11700,1900 --media none --no-background --calls 1000 --packets 5000 {UDP_ONLY}",
         "1,000 calls (the memory of a run with almost none)",
     ),
     "media": (
-        "--call-rate 2000 --hold ig:117,19 --media g711 --no-background --packets 10000000",
+        f"--call-rate 2000 --hold ig:117,19 --media g711 --no-background --packets 10000000 {UDP_ONLY}",
         "10 M packets, G.711 at 20 ms, 2,000 calls/s, ig:117,19",
     ),
     "sip-small": (
-        "--call-rate 5000 --hold ig:117,19 --media none --no-background --calls 20000",
+        f"--call-rate 5000 --hold ig:117,19 --media none --no-background --calls 20000 {UDP_ONLY}",
         "20,000 calls at 5,000/s, ig:117,19, no media",
     ),
     "media-small": (
-        "--call-rate 200 --hold ig:117,19 --media g711 --no-background --packets 1000000",
+        f"--call-rate 200 --hold ig:117,19 --media g711 --no-background --packets 1000000 {UDP_ONLY}",
         "1 M packets, G.711 at 20 ms, 200 calls/s, ig:117,19",
     ),
 }

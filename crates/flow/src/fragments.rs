@@ -57,19 +57,29 @@ impl FragmentResolver {
         &mut chunk[slot % CHUNK]
     }
 
+    /// Records a first fragment (anything else is left alone). Where
+    /// packets are dispatched a window at a time, noting the window's first
+    /// fragments before resolving any of its packets gives the ports also
+    /// to later fragments sent before their first (some stacks send a
+    /// datagram's fragments last first), when both are in the window.
+    #[inline]
+    pub fn note_first(&mut self, decoded: &Decoded) {
+        if let Fragment::First { id } = decoded.fragment {
+            let slot = self.slot(&decoded.key, id);
+            *self.entry_mut(slot) = Entry {
+                key: decoded.key,
+                id,
+                used: true,
+            };
+        }
+    }
+
     /// Records first fragments and fills in the ports of later ones.
     #[inline]
     pub fn resolve(&mut self, decoded: &mut Decoded) {
         match decoded.fragment {
             Fragment::None => {}
-            Fragment::First { id } => {
-                let slot = self.slot(&decoded.key, id);
-                *self.entry_mut(slot) = Entry {
-                    key: decoded.key,
-                    id,
-                    used: true,
-                };
-            }
+            Fragment::First { .. } => self.note_first(decoded),
             Fragment::Later { id, .. } => {
                 let slot = self.slot(&decoded.key, id);
                 let key = &decoded.key;
@@ -143,6 +153,25 @@ mod tests {
             assert_eq!((stray.key.src_port, stray.key.dst_port), (0, 0));
         }
         assert_eq!((resolver.resolved, resolver.unresolved), (1, 2));
+    }
+
+    /// Fragments sent last first: noted ahead, the first gives the later
+    /// ones before it their ports.
+    #[test]
+    fn a_first_fragment_noted_ahead_resolves_the_later_ones_before_it() {
+        let mut resolver = FragmentResolver::new(1 << 16);
+        let mut window = [
+            fragment(1, later(9), (0, 0)),
+            fragment(1, Fragment::First { id: 9 }, (5060, 5060)),
+        ];
+        for d in &window {
+            resolver.note_first(d);
+        }
+        for d in &mut window {
+            resolver.resolve(d);
+        }
+        assert_eq!((window[0].key.src_port, window[0].key.dst_port), (5060, 5060));
+        assert_eq!((resolver.resolved, resolver.unresolved), (1, 0));
     }
 
     #[test]

@@ -70,15 +70,13 @@ fn generate_pcap(pcap: &Path, packets: u64, seed: u64, options: VoipOptions) -> 
     truth
 }
 
-/// `sluice voip -r pcap -o out` with one worker: its calls and streams.
-/// (With several, a datagram whose later fragments come before its first
-/// is reassembled only when they land on the first's worker: docs/voip.md.)
-fn sluice_voip(pcap: &Path, out: &Path) -> (Vec<Value>, Vec<Value>) {
+/// `sluice voip -r pcap -o out --workers N`: its calls and streams.
+fn sluice_voip(pcap: &Path, out: &Path, workers: &str) -> (Vec<Value>, Vec<Value>) {
     let o = sluice(&[
         "voip",
         "-q",
         "--workers",
-        "1",
+        workers,
         "-r",
         pcap.to_str().unwrap(),
         "-o",
@@ -163,16 +161,22 @@ fn calls_over_tcp_fragments_and_re_invites_are_found_to_the_nanosecond() {
         ..VoipOptions::default()
     };
     let truth = generate_pcap(&pcap, u64::MAX, 31, options);
-    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"));
-    let (tcp, fragmented, moved) = score_calls(&truth, &calls, &streams);
-    eprintln!(
-        "{} calls found: {tcp} over TCP, {fragmented} fragmented, {moved} re-INVITEd",
-        calls.len()
-    );
-    assert!(
-        tcp >= 10 && fragmented >= 10 && moved >= 10,
-        "{tcp} {fragmented} {moved}"
-    );
+    // Two workers too: the later fragments of an INVITE sent last fragment
+    // first must reach the worker of its first.
+    let mut calls = Vec::new();
+    for workers in ["2", "1"] {
+        let (found, streams) = sluice_voip(&pcap, &tmp.path().join(format!("out{workers}")), workers);
+        let (tcp, fragmented, moved) = score_calls(&truth, &found, &streams);
+        eprintln!(
+            "{workers} workers: {} calls found: {tcp} over TCP, {fragmented} fragmented, {moved} re-INVITEd",
+            found.len()
+        );
+        assert!(
+            tcp >= 10 && fragmented >= 10 && moved >= 10,
+            "{tcp} {fragmented} {moved}"
+        );
+        calls = found;
+    }
     // Each moved call has its streams before and after the move.
     for t in truth.1.iter().filter(|t| t.reinvites > 0) {
         let c = calls.iter().find(|c| c["call_id"] == t.call_id.as_str()).unwrap();
@@ -199,7 +203,7 @@ fn streams_have_the_packets_loss_and_jitter_the_generator_gave_them() {
     let tmp = tempfile::tempdir().unwrap();
     let pcap = tmp.path().join("voip.pcap");
     let truth = generate_pcap(&pcap, 200_000, 11, VoipOptions::default());
-    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"));
+    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"), "2");
     // The default profile's calls, a few over TCP, fragmented or moved.
     let (tcp, fragmented, moved) = score_calls(&truth, &calls, &streams);
     eprintln!("default profile: {tcp} calls over TCP, {fragmented} fragmented, {moved} re-INVITEd");

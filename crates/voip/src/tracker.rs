@@ -377,7 +377,7 @@ struct Pending {
 enum Kind {
     SipUdp,
     SipTcp(Box<[SipStream; 2]>),
-    Media(Box<Media>),
+    Media(Media),
 }
 
 /// Held in the tracker's map by value: one pointer fewer to follow at
@@ -396,19 +396,26 @@ struct SipStream {
     lost_sync: bool,
 }
 
+/// A media flow's state, held in the tracker's map by value: what every
+/// packet reads and writes comes first, in a few cache lines beside the
+/// map's key; what only RTCP needs is boxed apart.
 struct Media {
-    id: u64,
-    first_ns: u64,
     last_ns: u64,
+    /// The input position of its latest packet.
+    last_order: u64,
+    first_ns: u64,
+    /// RTP packets seen, and written by [`MediaTap::payload`].
+    rtp_seen: u64,
     unwrap: Unwrap,
+    /// The direction and SSRC of the first [`STREAM_IDS`] streams, in the
+    /// order of `streams`: a packet finds its stream without reading the
+    /// other streams' statistics, each several cache lines long.
+    ids: [(u8, u32); STREAM_IDS],
     streams: Vec<(u8, StreamStats)>,
+    id: u64,
     untracked: u64,
     other: u64,
-    rtcp: Vec<RtcpReport>,
-    /// The last sender reports seen per direction: NTP middle bits and
-    /// capture time.
-    sender_reports: [[(u32, u64); SR_MEMORY]; 2],
-    sr_next: [usize; 2],
+    rtcp: Option<Box<Rtcp>>,
     /// The recorder's id for this flow, when its payloads are recorded.
     recorded: Option<u64>,
     /// The recorder's choice of flows this flow was last asked against.
@@ -416,11 +423,35 @@ struct Media {
     /// The input position of the description that chose it: its payloads
     /// before are not its call's yet.
     since: u64,
-    /// RTP packets seen, and written by [`MediaTap::payload`].
-    rtp_seen: u64,
     written: u64,
-    /// The input position of its latest packet.
-    last_order: u64,
+}
+
+/// What a media flow's RTCP told, made at its first RTCP packet.
+#[derive(Default)]
+struct Rtcp {
+    reports: Vec<RtcpReport>,
+    /// The last sender reports seen per direction: NTP middle bits and
+    /// capture time.
+    sender_reports: [[(u32, u64); SR_MEMORY]; 2],
+    sr_next: [usize; 2],
+}
+
+/// Streams whose identity a media flow keeps in its first cache lines.
+const STREAM_IDS: usize = 4;
+
+impl Media {
+    /// The index in `streams` of the stream of `dir` and `ssrc`.
+    #[inline]
+    fn stream(&self, dir: u8, ssrc: u32) -> Option<usize> {
+        let known = self.streams.len().min(STREAM_IDS);
+        match self.ids[..known].iter().position(|&id| id == (dir, ssrc)) {
+            Some(i) => Some(i),
+            None => self.streams[known..]
+                .iter()
+                .position(|(d, s)| *d == dir && s.ssrc == ssrc)
+                .map(|i| known + i),
+        }
+    }
 }
 
 impl<S: EventSink> Tracker<S> {
@@ -600,24 +631,23 @@ impl<S: EventSink> Inner<S> {
         }));
         let recorded = self.media.as_mut().and_then(|m| m.start(id, src, dst));
         Some(FlowState {
-            kind: Kind::Media(Box::new(Media {
+            kind: Kind::Media(Media {
                 id,
                 first_ns: p.ts_ns,
                 last_ns: p.ts_ns,
                 unwrap: Unwrap::default(),
+                ids: [(0, 0); STREAM_IDS],
                 streams: Vec::new(),
                 untracked: 0,
                 other: 0,
-                rtcp: Vec::new(),
-                sender_reports: [[(0, 0); SR_MEMORY]; 2],
-                sr_next: [0; 2],
+                rtcp: None,
                 recorded: recorded.map(|c| c.record),
                 since: recorded.map_or(0, |c| c.since),
                 selection_seen: 0,
                 rtp_seen: 0,
                 written: 0,
                 last_order: p.order,
-            })),
+            }),
             key,
         })
     }
@@ -725,10 +755,12 @@ impl<S: EventSink> Inner<S> {
         media.rtp_seen += 1;
         media.first_ns = media.first_ns.min(packet.ts_ns);
         packet.extended_timestamp = media.unwrap.timestamp(packet.timestamp);
-        let known = media.streams.iter().position(|(d, s)| *d == dir && s.ssrc == ssrc);
-        match known {
+        match media.stream(dir, ssrc) {
             Some(i) => media.streams[i].1.add(&packet),
             None if media.streams.len() < MAX_STREAMS => {
+                if let Some(id) = media.ids.get_mut(media.streams.len()) {
+                    *id = (dir, ssrc);
+                }
                 media.streams.push((dir, StreamStats::new(ssrc, &packet)));
             }
             None => {
@@ -826,25 +858,26 @@ impl<S: EventSink> Inner<S> {
                     break;
                 }
             };
+            let rtcp = media.rtcp.get_or_insert_with(Box::default);
             let blocks = match packet {
                 RtcpPacket::Sender { ntp_middle, blocks, .. } => {
-                    let i = media.sr_next[dir];
-                    media.sender_reports[dir][i] = (ntp_middle, p.ts_ns);
-                    media.sr_next[dir] = (i + 1) % SR_MEMORY;
+                    let i = rtcp.sr_next[dir];
+                    rtcp.sender_reports[dir][i] = (ntp_middle, p.ts_ns);
+                    rtcp.sr_next[dir] = (i + 1) % SR_MEMORY;
                     blocks
                 }
                 RtcpPacket::Receiver { blocks, .. } => blocks,
                 RtcpPacket::Other { .. } => continue,
             };
             for block in rtp::report_blocks(blocks) {
-                let report = match media.rtcp.iter_mut().position(|r| r.ssrc == block.ssrc) {
-                    Some(i) => &mut media.rtcp[i],
-                    None if media.rtcp.len() < MAX_REPORTED => {
-                        media.rtcp.push(RtcpReport {
+                let report = match rtcp.reports.iter_mut().position(|r| r.ssrc == block.ssrc) {
+                    Some(i) => &mut rtcp.reports[i],
+                    None if rtcp.reports.len() < MAX_REPORTED => {
+                        rtcp.reports.push(RtcpReport {
                             ssrc: block.ssrc,
                             ..RtcpReport::default()
                         });
-                        media.rtcp.last_mut().expect("pushed")
+                        rtcp.reports.last_mut().expect("pushed")
                     }
                     None => continue,
                 };
@@ -856,7 +889,7 @@ impl<S: EventSink> Inner<S> {
                 // RFC 3550 §6.4.1: the round trip is the time from the
                 // sender report to this report, less the receiver's delay.
                 if block.lsr != 0
-                    && let Some(&(_, seen)) = media.sender_reports[1 - dir]
+                    && let Some(&(_, seen)) = rtcp.sender_reports[1 - dir]
                         .iter()
                         .find(|(ntp, seen)| *ntp == block.lsr && *seen != 0)
                 {
@@ -1058,7 +1091,7 @@ impl<S: EventSink> Inner<S> {
                         .drain(..)
                         .map(|(dir, stats)| StreamReport { dir, stats })
                         .collect(),
-                    rtcp: std::mem::take(&mut media.rtcp),
+                    rtcp: media.rtcp.take().map_or_else(Vec::new, |r| r.reports),
                     untracked_packets: media.untracked,
                     other_packets: media.other,
                     recording,

@@ -694,6 +694,11 @@ impl<'f> Reader<'f> {
     /// Resolves, hashes and deals the staged packets.
     fn deal(&mut self, staged: &mut [PacketDesc], current: &mut CurrentFile) {
         let workers = self.pending.len() as u64;
+        // The window's first fragments before any of its later ones: a
+        // datagram sent last fragment first goes whole to its flow's worker.
+        for packet in staged.iter() {
+            self.fragments.note_first(&packet.decoded);
+        }
         // Hashed in a pass of its own for the same reason: the copy into
         // the batch reads the hash back with the fields beside it.
         for (packet, order) in staged.iter_mut().zip(self.dealt..) {

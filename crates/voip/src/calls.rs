@@ -231,15 +231,19 @@ pub struct StreamRecord {
 pub struct CallTable {
     config: CallsConfig,
     calls: FxHashMap<String, Call>,
-    /// The calls whose descriptions named each endpoint, the latest last:
-    /// a UAS may give every call the same media port.
-    endpoints: FxHashMap<SocketAddr, Vec<String>>,
+    /// The calls whose descriptions named each endpoint, with the input
+    /// position of the latest such description, the latest last: a UAS may
+    /// give every call the same media port.
+    endpoints: FxHashMap<SocketAddr, Vec<(u64, String)>>,
     /// Calls by deadline: (deadline ns, sequence) to Call-ID.
     active: BTreeMap<(u64, u64), String>,
     sequence: u64,
     /// Media flows that ended with a stream no description named yet,
     /// held until the clock passes their end by `linger`.
     orphans: Vec<MediaEnd>,
+    /// With marks: media flows that ended, in the order they came, until
+    /// the clock passes their last packet.
+    ended_media: Vec<MediaEnd>,
     clock_ns: u64,
     /// Each worker's latest mark, when the workers mark.
     marks: Vec<u64>,
@@ -263,6 +267,7 @@ impl CallTable {
             active: BTreeMap::new(),
             sequence: 0,
             orphans: Vec::new(),
+            ended_media: Vec::new(),
             clock_ns: 0,
             calls_out,
             streams_out,
@@ -307,6 +312,9 @@ impl CallTable {
                     self.touch(&id, start.ts_ns);
                 }
             }
+            // With marks, a media flow is joined to its call once every
+            // worker has passed on the messages before its last packet.
+            Event::MediaEnd(end) if !self.marks.is_empty() => self.ended_media.push(*end),
             Event::MediaEnd(end) => self.media_end(*end, false)?,
             Event::Mark { worker, clock_ns } => {
                 if let Some(mark) = self.marks.get_mut(worker) {
@@ -466,10 +474,11 @@ impl CallTable {
             }
             for &(addr, _) in &call.endpoints {
                 let ids = self.endpoints.entry(addr).or_default();
-                if ids.last() != Some(&id) {
-                    ids.retain(|i| *i != id);
-                    ids.push(id.clone());
-                }
+                ids.retain(|(_, i)| *i != id);
+                // In input order, whatever order the workers' events came
+                // in: the same calls are chosen for any number of workers.
+                let at = ids.partition_point(|(order, _)| *order <= e.order);
+                ids.insert(at, (e.order, id.clone()));
             }
         }
         let id = e.call_id;
@@ -482,11 +491,11 @@ impl CallTable {
     fn call_of(&self, a: SocketAddr, b: SocketAddr) -> Option<String> {
         let (ids_a, ids_b) = (self.endpoints.get(&a), self.endpoints.get(&b));
         if let (Some(x), Some(y)) = (ids_a, ids_b)
-            && let Some(both) = x.iter().rev().find(|id| y.contains(id))
+            && let Some((_, both)) = x.iter().rev().find(|(_, id)| y.iter().any(|(_, i)| i == id))
         {
             return Some(both.clone());
         }
-        ids_b.or(ids_a).and_then(|ids| ids.last()).cloned()
+        ids_b.or(ids_a).and_then(|ids| ids.last()).map(|(_, id)| id.clone())
     }
 
     fn media_end(&mut self, end: MediaEnd, finishing: bool) -> std::io::Result<()> {
@@ -629,6 +638,16 @@ impl CallTable {
 
     /// Writes the calls whose deadline passed (all of them at the end).
     fn expire(&mut self, all: bool) -> std::io::Result<()> {
+        if !self.ended_media.is_empty() {
+            let clock = self.clock_ns;
+            let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ended_media)
+                .into_iter()
+                .partition(|m| all || m.last_ns <= clock);
+            self.ended_media = keep;
+            for m in due {
+                self.media_end(m, false)?;
+            }
+        }
         // Orphans the clock passed by `linger` stay orphans.
         if !self.orphans.is_empty() {
             let clock = self.clock_ns;
@@ -649,7 +668,7 @@ impl CallTable {
             if let Some(call) = self.calls.remove(&id) {
                 for (addr, _) in &call.endpoints {
                     if let Some(ids) = self.endpoints.get_mut(addr) {
-                        ids.retain(|i| *i != id);
+                        ids.retain(|(_, i)| *i != id);
                         if ids.is_empty() {
                             self.endpoints.remove(addr);
                             if let Some((_, selected)) = &self.recording {
@@ -1123,6 +1142,54 @@ mod tests {
         let counters = t.finish().unwrap();
         assert_eq!((counters.calls, counters.outside_calls), (1, 0));
         assert_eq!(calls.lines()[0]["sip_messages"], 3);
+    }
+
+    /// With marks, a media flow that ended is joined once every worker
+    /// has passed on what came before its last packet: here the latest
+    /// INVITE naming its endpoint comes from a worker behind the flow's.
+    #[test]
+    fn a_media_end_waits_for_the_workers_behind_it() {
+        let config = CallsConfig {
+            marking_workers: 2,
+            ..CallsConfig::default()
+        };
+        let (calls, streams) = (Shared::default(), Shared::default());
+        let mut t = CallTable::new(config, Box::new(calls), Box::new(streams.clone()));
+        let end = MediaEnd {
+            id: 1,
+            order: 3000,
+            first_ns: 2_000_000_000,
+            last_ns: 3_000_000_000,
+            src: "192.0.2.2:6000".parse().unwrap(),
+            dst: "192.0.2.1:4000".parse().unwrap(),
+            streams: vec![StreamReport {
+                dir: 0,
+                stats: stream(7, 2000, 10, 0),
+            }],
+            rtcp: vec![],
+            untracked_packets: 0,
+            other_packets: 0,
+            recording: None,
+            continues: false,
+        };
+        // An earlier call offered the same port (a UA may reuse it).
+        let offer = "v=0\r\nc=IN IP4 192.0.2.1\r\nm=audio 4000 RTP/AVP 8\r\n";
+        let invite = |ms, id| with_call_id(sip(ms, ALICE, Some(Method::Invite), 0, Method::Invite, Some(offer)), id);
+        t.event(invite(500, "c0")).unwrap();
+        t.event(Event::MediaEnd(Box::new(end))).unwrap();
+        t.event(Event::Mark {
+            worker: 0,
+            clock_ns: 400_000_000_000,
+        })
+        .unwrap();
+        t.event(invite(1000, "c1")).unwrap();
+        t.event(Event::Mark {
+            worker: 1,
+            clock_ns: 400_000_000_000,
+        })
+        .unwrap();
+        t.finish().unwrap();
+        assert_eq!(streams.lines()[0]["call_id"], "c1");
     }
 
     #[test]

@@ -454,6 +454,24 @@ fn messages(mut stream: &[u8]) -> Vec<Message> {
     out
 }
 
+/// The templates of a template set (id 2): each template's id and its
+/// fields' lengths, enterprise fields' numbers skipped.
+fn read_templates(set: &[u8], templates: &mut BTreeMap<u16, Vec<u16>>) {
+    let mut at = 0;
+    while at < set.len() {
+        let template = u16::from_be_bytes([set[at], set[at + 1]]);
+        let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
+        at += 4;
+        let mut lengths = Vec::new();
+        for _ in 0..count {
+            let id = u16::from_be_bytes([set[at], set[at + 1]]);
+            lengths.push(u16::from_be_bytes([set[at + 2], set[at + 3]]));
+            at += if id & 0x8000 != 0 { 8 } else { 4 };
+        }
+        templates.insert(template, lengths);
+    }
+}
+
 /// The data records of a set, given each template's field lengths
 /// (65535 for variable-length ones).
 fn data_records(set: &[u8], lengths: &[u16]) -> usize {
@@ -512,19 +530,7 @@ fn tcp_messages_are_framed_and_numbered_and_backpressure_is_counted() {
         assert!(m.sets.iter().map(|(_, s)| s.len() + 4).sum::<usize>() + 16 <= 1472);
         for (id, set) in &m.sets {
             if *id == 2 {
-                let mut at = 0;
-                while at < set.len() {
-                    let template = u16::from_be_bytes([set[at], set[at + 1]]);
-                    let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
-                    at += 4;
-                    let mut lengths = Vec::new();
-                    for _ in 0..count {
-                        let id = u16::from_be_bytes([set[at], set[at + 1]]);
-                        lengths.push(u16::from_be_bytes([set[at + 2], set[at + 3]]));
-                        at += if id & 0x8000 != 0 { 8 } else { 4 };
-                    }
-                    templates.insert(template, lengths);
-                }
+                read_templates(set, &mut templates);
             } else {
                 let lengths = templates.get(id).expect("data only after its template");
                 expected_sequence += data_records(set, lengths) as u32;
@@ -604,19 +610,7 @@ fn udp_messages_are_sized_to_the_paths_mtu() {
             assert_eq!(m.sequence, expected_sequence);
             for (id, set) in &m.sets {
                 if *id == 2 {
-                    let mut at = 0;
-                    while at < set.len() {
-                        let template = u16::from_be_bytes([set[at], set[at + 1]]);
-                        let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
-                        at += 4;
-                        let mut lengths = Vec::new();
-                        for _ in 0..count {
-                            let id = u16::from_be_bytes([set[at], set[at + 1]]);
-                            lengths.push(u16::from_be_bytes([set[at + 2], set[at + 3]]));
-                            at += if id & 0x8000 != 0 { 8 } else { 4 };
-                        }
-                        templates.insert(template, lengths);
-                    }
+                    read_templates(set, &mut templates);
                 } else {
                     let lengths = templates.get(id).expect("data only after its template");
                     expected_sequence += data_records(set, lengths) as u32;

@@ -131,13 +131,7 @@ fn score_calls(truth: &Streams, calls: &[Value], streams: &[Value]) -> (usize, u
         moved += usize::from(t.reinvites > 0);
     }
     assert_eq!(calls.len(), truth.1.len(), "no call the generator did not make");
-    let ours: HashMap<(u64, u64, u64), &Value> = streams
-        .iter()
-        .map(|s| {
-            let n = |k: &str| s[k].as_u64().unwrap();
-            ((n("ssrc"), n("src_port"), n("dst_port")), s)
-        })
-        .collect();
+    let ours = by_stream(streams);
     for t in truth.0.iter().filter(|t| t.packets >= 2) {
         let s = ours[&(u64::from(t.ssrc), u64::from(t.src_port), u64::from(t.dst_port))];
         assert_eq!(s["call_id"].as_str(), Some(t.call_id.as_str()), "{t:?}: {s}");
@@ -190,6 +184,17 @@ fn calls_over_tcp_fragments_and_re_invites_are_found_to_the_nanosecond() {
     }
 }
 
+/// The streams of streams.jsonl by SSRC and ports.
+fn by_stream(streams: &[Value]) -> HashMap<(u64, u64, u64), &Value> {
+    streams
+        .iter()
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            ((n("ssrc"), n("src_port"), n("dst_port")), s)
+        })
+        .collect()
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -208,13 +213,7 @@ fn streams_have_the_packets_loss_and_jitter_the_generator_gave_them() {
     let (tcp, fragmented, moved) = score_calls(&truth, &calls, &streams);
     eprintln!("default profile: {tcp} calls over TCP, {fragmented} fragmented, {moved} re-INVITEd");
     assert!(tcp + fragmented + moved > 0);
-    let ours: HashMap<(u64, u64, u64), &Value> = streams
-        .iter()
-        .map(|s| {
-            let n = |k: &str| s[k].as_u64().unwrap();
-            ((n("ssrc"), n("src_port"), n("dst_port")), s)
-        })
-        .collect();
+    let ours = by_stream(&streams);
     let (mut found, mut lossy, mut jitter_checked) = (0, 0, 0);
     let mut by_call: HashMap<String, u64> = HashMap::new();
     for t in &truth.0 {

@@ -173,14 +173,35 @@ fn a_syn_flood_through_a_veth_shows_up_in_the_console_with_its_packets() {
     let events = String::from_utf8_lossy(&events.stdout);
     assert!(events.contains("event: interval"), "{events}");
     // The flood, within seconds of its start (15 s of packets in).
-    let alarm = until("the SYN flood never showed up", Duration::from_secs(45), || {
+    let flood = || {
         let alarms = get_json(&ns, "/api/alarms", &out)?;
         alarms
             .as_array()?
             .iter()
             .find(|a| a["detector"] == "syn_flood")
             .cloned()
-    });
+    };
+    let waited = Instant::now();
+    let alarm = loop {
+        if let Some(alarm) = flood() {
+            break alarm;
+        }
+        if waited.elapsed() > Duration::from_secs(45) {
+            // What the probe and the sender saw, for a failure on a loaded
+            // machine to be told from a detector's.
+            let alarms = get_json(&ns, "/api/alarms", &out);
+            let status = get_json(&ns, "/api/status", &out);
+            let series = get_json(&ns, "/api/series", &out);
+            let sent = sender.0.take().map(|mut c| {
+                let _ = c.kill();
+                String::from_utf8_lossy(&c.wait_with_output().unwrap().stderr).into_owned()
+            });
+            panic!(
+                "the SYN flood never showed up\nalarms: {alarms:?}\nstatus: {status:?}\nsender: {sent:?}\nseries: {series:?}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let seen_ns = now_ns();
     let start_ns = alarm["start_ts_ns"].as_u64().unwrap();
     assert!(start_ns >= started_ns, "{alarm}");

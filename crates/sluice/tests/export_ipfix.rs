@@ -454,22 +454,37 @@ fn messages(mut stream: &[u8]) -> Vec<Message> {
     out
 }
 
-/// The templates of a template set (id 2): each template's id and its
-/// fields' lengths, enterprise fields' numbers skipped.
-fn read_templates(set: &[u8], templates: &mut BTreeMap<u16, Vec<u16>>) {
+/// A template's fields: enterprise number (0 for IANA's), element id and
+/// length (65535 for variable-length ones).
+type Fields = Vec<(u32, u16, u16)>;
+
+/// The templates of a template set (id 2), by template id.
+fn read_templates(set: &[u8], templates: &mut BTreeMap<u16, Fields>) {
     let mut at = 0;
     while at < set.len() {
         let template = u16::from_be_bytes([set[at], set[at + 1]]);
         let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
         at += 4;
-        let mut lengths = Vec::new();
+        let mut fields = Vec::new();
         for _ in 0..count {
             let id = u16::from_be_bytes([set[at], set[at + 1]]);
-            lengths.push(u16::from_be_bytes([set[at + 2], set[at + 3]]));
-            at += if id & 0x8000 != 0 { 8 } else { 4 };
+            let len = u16::from_be_bytes([set[at + 2], set[at + 3]]);
+            at += 4;
+            let enterprise = if id & 0x8000 != 0 {
+                at += 4;
+                u32::from_be_bytes(set[at - 4..at].try_into().unwrap())
+            } else {
+                0
+            };
+            fields.push((enterprise, id & 0x7fff, len));
         }
-        templates.insert(template, lengths);
+        templates.insert(template, fields);
     }
+}
+
+/// The lengths of a template's fields, as [`data_records`] takes them.
+fn lengths(fields: &Fields) -> Vec<u16> {
+    fields.iter().map(|f| f.2).collect()
 }
 
 /// The data records of a set, given each template's field lengths
@@ -522,7 +537,7 @@ fn tcp_messages_are_framed_and_numbered_and_backpressure_is_counted() {
 
     let messages = messages(&bytes);
     assert_eq!(u(&export["messages"]), messages.len() as u64);
-    let mut templates: BTreeMap<u16, Vec<u16>> = BTreeMap::new();
+    let mut templates: BTreeMap<u16, Fields> = BTreeMap::new();
     let mut expected_sequence = 0u32;
     for m in &messages {
         assert_eq!(m.domain, 1);
@@ -532,8 +547,8 @@ fn tcp_messages_are_framed_and_numbered_and_backpressure_is_counted() {
             if *id == 2 {
                 read_templates(set, &mut templates);
             } else {
-                let lengths = templates.get(id).expect("data only after its template");
-                expected_sequence += data_records(set, lengths) as u32;
+                let lengths = lengths(templates.get(id).expect("data only after its template"));
+                expected_sequence += data_records(set, &lengths) as u32;
             }
         }
     }
@@ -601,7 +616,7 @@ fn udp_messages_are_sized_to_the_paths_mtu() {
         let longest = datagrams.iter().map(Vec::len).max().unwrap();
         assert!(longest <= limit, "{mtu:?}: a message of {longest} bytes");
         assert!(longest * 2 > limit, "{mtu:?}: messages of {longest} bytes at most");
-        let mut templates: BTreeMap<u16, Vec<u16>> = BTreeMap::new();
+        let mut templates: BTreeMap<u16, Fields> = BTreeMap::new();
         let mut expected_sequence = 0u32;
         for datagram in &datagrams {
             let message = messages(datagram);
@@ -612,8 +627,8 @@ fn udp_messages_are_sized_to_the_paths_mtu() {
                 if *id == 2 {
                     read_templates(set, &mut templates);
                 } else {
-                    let lengths = templates.get(id).expect("data only after its template");
-                    expected_sequence += data_records(set, lengths) as u32;
+                    let lengths = lengths(templates.get(id).expect("data only after its template"));
+                    expected_sequence += data_records(set, &lengths) as u32;
                 }
             }
         }
@@ -851,40 +866,20 @@ fn stats_alarms_and_calls_go_through_ipfix_as_their_lines() {
 
     // The file, read with the templates it holds.
     let bytes = std::fs::read(&file).unwrap();
-    let mut templates: BTreeMap<u16, Vec<(u32, u16, u16)>> = BTreeMap::new();
+    let mut templates: BTreeMap<u16, Fields> = BTreeMap::new();
     let mut got: BTreeMap<&str, Vec<(bool, Vec<Field>)>> = BTreeMap::new();
     let mut sequence = 0u32;
     for m in messages(&bytes) {
         assert_eq!(m.sequence, sequence, "sequence numbers count every data record");
         for (id, set) in &m.sets {
             if *id == 2 {
-                let mut at = 0;
-                while at < set.len() {
-                    let template = u16::from_be_bytes([set[at], set[at + 1]]);
-                    let count = u16::from_be_bytes([set[at + 2], set[at + 3]]);
-                    at += 4;
-                    let mut fields = Vec::new();
-                    for _ in 0..count {
-                        let id = u16::from_be_bytes([set[at], set[at + 1]]);
-                        let len = u16::from_be_bytes([set[at + 2], set[at + 3]]);
-                        at += 4;
-                        let enterprise = if id & 0x8000 != 0 {
-                            at += 4;
-                            u32::from_be_bytes(set[at - 4..at].try_into().unwrap())
-                        } else {
-                            0
-                        };
-                        fields.push((enterprise, id & 0x7fff, len));
-                    }
-                    templates.insert(template, fields);
-                }
+                read_templates(set, &mut templates);
                 continue;
             }
             let fields = templates
                 .get(id)
                 .unwrap_or_else(|| panic!("data set {id} before its template"));
-            let lengths: Vec<u16> = fields.iter().map(|f| f.2).collect();
-            sequence += data_records(set, &lengths) as u32;
+            sequence += data_records(set, &lengths(fields)) as u32;
             let Some((kind, v6)) = LineKind::of_template(*id) else {
                 continue;
             };

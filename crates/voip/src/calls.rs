@@ -638,8 +638,8 @@ impl CallTable {
 
     /// Writes the calls whose deadline passed (all of them at the end).
     fn expire(&mut self, all: bool) -> std::io::Result<()> {
-        if !self.ended_media.is_empty() {
-            let clock = self.clock_ns;
+        let clock = self.clock_ns;
+        if self.ended_media.iter().any(|m| all || m.last_ns <= clock) {
             let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.ended_media)
                 .into_iter()
                 .partition(|m| all || m.last_ns <= clock);
@@ -649,9 +649,8 @@ impl CallTable {
             }
         }
         // Orphans the clock passed by `linger` stay orphans.
-        if !self.orphans.is_empty() {
-            let clock = self.clock_ns;
-            let linger = self.config.linger_ns;
+        let linger = self.config.linger_ns;
+        if self.orphans.iter().any(|o| all || o.last_ns + linger < clock) {
             let (old, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.orphans)
                 .into_iter()
                 .partition(|o| all || o.last_ns + linger < clock);

@@ -441,11 +441,7 @@ mod ice {
                 if worker != turn {
                     continue;
                 }
-                let mut frame = Vec::new();
-                PacketBuilder::ipv4(from.0, to.0, 64)
-                    .udp(from.1, to.1)
-                    .write(&mut frame, payload)
-                    .unwrap();
+                let frame = udp_frame(*from, *to, payload);
                 let decoded = decode(LinkType::RawIp, &frame).unwrap();
                 let info = PacketInfo {
                     ts_ns: 1_000_000 * (order as u64 + 1),
@@ -510,6 +506,16 @@ mod ice {
         }
     }
 
+    /// An IPv4 UDP frame from `from` to `to` carrying `payload`.
+    fn udp_frame(from: End, to: End, payload: &[u8]) -> Vec<u8> {
+        let mut frame = Vec::new();
+        PacketBuilder::ipv4(from.0, to.0, 64)
+            .udp(from.1, to.1)
+            .write(&mut frame, payload)
+            .unwrap();
+        frame
+    }
+
     /// The server side of the exchange is not remembered, nor anything
     /// without an application.
     fn config_endpoints_learned(packets: &[(End, End, Vec<u8>)], history: History) -> u64 {
@@ -522,11 +528,7 @@ mod ice {
         let mut chain = Chain::new(config);
         let mut table: FlowTable<FlowClass> = FlowTable::new(FlowConfig::default());
         for (order, (from, to, payload)) in packets.iter().enumerate() {
-            let mut frame = Vec::new();
-            PacketBuilder::ipv4(from.0, to.0, 64)
-                .udp(from.1, to.1)
-                .write(&mut frame, payload)
-                .unwrap();
+            let frame = udp_frame(*from, *to, payload);
             let decoded = decode(LinkType::RawIp, &frame).unwrap();
             let info = PacketInfo {
                 ts_ns: 1_000_000 * (order as u64 + 1),

@@ -129,6 +129,15 @@ impl Baseline {
         self.var.max(0.0).sqrt().max(floor)
     }
 
+    /// A baseline that has seen `n` intervals of nothing.
+    fn zero_for(n: u64) -> Baseline {
+        Baseline {
+            mean: 0.0,
+            var: 0.0,
+            seen: n,
+        }
+    }
+
     fn restart(&mut self, x: f64) {
         self.mean = x;
         self.seen = self.seen.min(1);
@@ -206,7 +215,12 @@ impl Usual {
 
     /// Teaches every tracked entity this interval's value (0 if absent),
     /// except the anomalous ones; forgets those that fell to nothing.
-    fn learn(&mut self, seen: &HashMap<String, f64>, anomalous: &HashSet<String>, alpha: f64) {
+    /// `before` intervals came before this one: an entity first seen now
+    /// had nothing in each of them, so its first value moves its baseline
+    /// as one more value would, not to itself (or an attack that began
+    /// late in an interval, below the threshold there, would set the
+    /// baseline it is then measured against).
+    fn learn(&mut self, seen: &HashMap<String, f64>, anomalous: &HashSet<String>, alpha: f64, before: u64) {
         for (key, base) in self.map.iter_mut() {
             if !seen.contains_key(key) {
                 base.update(0.0, alpha);
@@ -214,7 +228,10 @@ impl Usual {
         }
         for (key, &x) in seen {
             if !anomalous.contains(key) {
-                self.map.entry(key.clone()).or_default().update(x, alpha);
+                self.map
+                    .entry(key.clone())
+                    .or_insert_with(|| Baseline::zero_for(before))
+                    .update(x, alpha);
             }
         }
         self.map.retain(|_, b| b.mean() > 1e-3);
@@ -644,7 +661,7 @@ impl Detectors {
             }
         }
         let alpha = Baseline::alpha(self.halflife(self.config.change.short_halflife));
-        self.syn.learn(&seen, &anomalous, alpha);
+        self.syn.learn(&seen, &anomalous, alpha, self.index - 1);
     }
 
     fn port_scan(
@@ -675,7 +692,7 @@ impl Detectors {
                 }
             }
         }
-        self.scan.learn(&seen, &anomalous, alpha);
+        self.scan.learn(&seen, &anomalous, alpha, self.index - 1);
     }
 
     fn host_sweep(
@@ -707,7 +724,7 @@ impl Detectors {
                 }
             }
         }
-        self.sweep.learn(&seen, &anomalous, alpha);
+        self.sweep.learn(&seen, &anomalous, alpha, self.index - 1);
     }
 
     fn amplification(
@@ -747,7 +764,7 @@ impl Detectors {
                 }
             }
         }
-        self.amp.learn(&seen, &anomalous, alpha);
+        self.amp.learn(&seen, &anomalous, alpha, self.index - 1);
     }
 
     fn volume_surge(
@@ -779,7 +796,7 @@ impl Detectors {
                 }
             }
         }
-        self.surge.learn(&seen, &anomalous, alpha);
+        self.surge.learn(&seen, &anomalous, alpha, self.index - 1);
     }
 
     fn new_service(
@@ -1050,6 +1067,38 @@ mod tests {
         assert_eq!(closed.end_ts_ns, T0 + 230 * S);
         assert_eq!(closed.intervals, 30);
         assert_eq!(closed.alarm_id, floods[0].alarm_id);
+    }
+
+    #[test]
+    fn a_syn_flood_that_begins_late_in_an_interval_is_not_learnt_from_its_start() {
+        // Its first interval holds a few of its SYNs, under the threshold:
+        // a host never seen before, it teaches the baseline one value
+        // among 200 of nothing, not its level.
+        let mut rng = Pcg64Mcg::seed_from_u64(4);
+        let intervals = (0..300).map(|i| {
+            let mut iv = background(&mut rng, i, 1000.0);
+            let syn = match i {
+                200 => 90,
+                201..230 => 400,
+                _ => return iv,
+            };
+            iv.top_syn_destinations.push(SynEntry {
+                host: "198.51.100.80".into(),
+                syn,
+                flows: syn,
+                sources: syn,
+                ports: vec![80],
+            });
+            iv
+        });
+        let events = run(&AlarmsConfig::default(), intervals);
+        let floods: Vec<_> = opened(&events)
+            .into_iter()
+            .filter(|a| a.detector == "syn_flood")
+            .collect();
+        assert_eq!(floods.len(), 1, "{events:#?}");
+        assert_eq!(floods[0].start_ts_ns, T0 + 201 * S);
+        assert_eq!(floods[0].hosts, ["198.51.100.80"]);
     }
 
     #[test]

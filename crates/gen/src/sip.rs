@@ -17,6 +17,9 @@ pub(crate) enum Codec {
     Pcma,
     /// G.729: 8 kbit/s, ten bytes per 10 ms.
     G729,
+    /// G.722: 16,000 samples a second in 64 kbit/s of sub-band ADPCM, its
+    /// RTP clock at 8 kHz all the same (RFC 3551 §4.5.2).
+    G722,
 }
 
 impl Codec {
@@ -25,13 +28,14 @@ impl Codec {
             Codec::Pcmu => 0,
             Codec::Pcma => 8,
             Codec::G729 => 18,
+            Codec::G722 => 9,
         }
     }
 
     /// Bytes of 20 ms of audio.
     pub(crate) fn payload_len(self) -> usize {
         match self {
-            Codec::Pcmu | Codec::Pcma => 160,
+            Codec::Pcmu | Codec::Pcma | Codec::G722 => 160,
             Codec::G729 => 20,
         }
     }
@@ -41,6 +45,7 @@ impl Codec {
             Codec::Pcmu => "PCMU/8000",
             Codec::Pcma => "PCMA/8000",
             Codec::G729 => "G729/8000",
+            Codec::G722 => "G722/8000",
         }
     }
 }

@@ -14,6 +14,8 @@ use std::f64::consts::TAU;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use audio_codec::Encoder;
+use audio_codec::g722::G722Encoder;
 use etherparse::PacketBuilder;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -97,7 +99,7 @@ const REINVITE_MIN_HOLD_NS: u64 = 2 * S;
 /// Where RTP ports are drawn from; RTP takes the even ones (RFC 3550 §11).
 const RTP_PORTS: (u16, u16) = (16_384, 32_766);
 const AUDIO_SLOT_NS: u64 = 20 * MS;
-/// Both codecs' RTP clock runs at 8 kHz: 160 samples per 20 ms.
+/// The audio codecs' RTP clock runs at 8 kHz: 160 ticks per 20 ms.
 const AUDIO_CLOCK_STEP: u32 = 160;
 /// A key frame every two seconds of video, the other frames a few packets.
 const KEY_FRAME_PACKETS: (u16, u16) = (8, 16);
@@ -341,8 +343,11 @@ struct Stream {
     /// Fixed network delay: three standard deviations, so that jitter never
     /// moves a packet before its slot.
     delay_ns: u64,
-    /// G.711 audio carries this tone (`VOIP_TONES_HZ`).
+    /// G.711 and G.722 audio carry this tone (`VOIP_TONES_HZ`).
     tone_hz: f64,
+    /// G.722's encoder, whose state runs from packet to packet, and the
+    /// slot it encodes next.
+    g722: Option<Box<(G722Encoder, u32)>>,
     /// Packets that reached the capture; packets lost between the first
     /// and the latest of them, and those lost since the latest (seen only
     /// once another packet arrives).
@@ -385,6 +390,7 @@ impl Stream {
             jitter_sd_ns,
             delay_ns: (3.0 * jitter_sd_ns) as u64,
             tone_hz: 0.0,
+            g722: matches!(track, Track::Audio { codec: Codec::G722, .. }).then(|| Box::new((G722Encoder::new(), 0))),
             captured: 0,
             lost: 0,
             lost_since: 0,
@@ -460,7 +466,7 @@ impl Stream {
     }
 
     /// The RTP header and payload of the current packet.
-    fn write(&self, noise: &[u8], rng: &mut Pcg64Mcg, out: &mut Vec<u8>) {
+    fn write(&mut self, noise: &[u8], rng: &mut Pcg64Mcg, out: &mut Vec<u8>) {
         let (marker, payload_type) = match self.track {
             Track::Audio { codec, .. } => (self.marker, codec.payload_type()),
             // On video the marker ends a frame (RFC 6184 §5.1).
@@ -489,7 +495,28 @@ impl Stream {
         push_noise(noise, self.payload_len - (out.len() - header_len), rng, out);
         // G.711 carries its direction's tone, sample n at n / 8000 s of
         // the stream (the noise is still drawn, so that the generator's
-        // other choices stay those of the same seed).
+        // other choices stay those of the same seed); G.722 at n / 16000 s,
+        // its encoder run over the slots before too (lost, or silent), as
+        // a phone's runs whatever reaches the other end.
+        if let Some(g722) = self.g722.as_mut() {
+            let (encoder, next) = &mut **g722;
+            let mut samples = [0i16; 2 * AUDIO_CLOCK_STEP as usize];
+            let per_slot = samples.len();
+            while *next <= self.slot {
+                let first = u64::from(*next) * per_slot as u64;
+                for (i, x) in samples.iter_mut().enumerate() {
+                    let t = (first + i as u64) as f64 / 16_000.0;
+                    *x = (TONE_AMPLITUDE * (TAU * self.tone_hz * t).sin()) as i16;
+                }
+                let body = &mut out[start..];
+                // 4 bits a sample: the slot's samples fill the payload.
+                let n = encoder
+                    .encode_into(&samples, body)
+                    .expect("a G.722 payload holds its slot's samples");
+                debug_assert_eq!(n, body.len());
+                *next += 1;
+            }
+        }
         if let Track::Audio {
             codec: codec @ (Codec::Pcmu | Codec::Pcma),
             ..
@@ -1361,6 +1388,9 @@ impl Voip {
             Codec::G729
         } else if self.calls.is_multiple_of(2) {
             Codec::Pcmu
+        } else if mixed && self.calls % 4 == 3 {
+            // Half the A-law ones, in the mixed profile: wideband.
+            Codec::G722
         } else {
             // Every other G.711 call is A-law (chosen without a draw, so
             // that the rest of a seed's capture stays the same).
@@ -1878,7 +1908,7 @@ mod tests {
         for ((from, to), packets) in &directions {
             let first = &packets[0];
             let size = match first.payload_type {
-                0 | 8 => 160,
+                0 | 8 | 9 => 160,
                 18 => 20,
                 other => panic!("payload type {other}"),
             };

@@ -385,7 +385,7 @@ enum ProfileArg {
     /// SNI, SSH, SMTP, DNS, NTP, STUN).
     Mix,
     /// SIP calls (INVITE to BYE, SDP offer and answer) with their RTP audio,
-    /// G.711 or G.729 every 20 ms with jitter, 1 % loss and on some calls
+    /// G.711, G.722 or G.729 every 20 ms with jitter, 1 % loss and on some calls
     /// silence suppression, a fifth with video too; beside them UDP that is
     /// not real-time media: DNS, NTP, QUIC downloads, a game, syslog, SNMP.
     Voip,

@@ -254,8 +254,8 @@ pub struct CallsArgs {
     #[arg(long, conflicts_with = "wav")]
     table: bool,
     /// Write the recorded media of this call (record_media) as a WAV file
-    /// (-w): G.711 µ-law and A-law, both directions mixed, 8 kHz 16-bit
-    /// mono.
+    /// (-w): G.711 µ-law and A-law and G.722, both directions mixed, 16-bit
+    /// mono at 8 kHz (16 kHz when any of it is G.722).
     #[arg(long, value_name = "CALL-ID", requires = "write")]
     wav: Option<String>,
     /// The WAV file --wav writes.
@@ -285,9 +285,10 @@ pub fn run_calls(args: &CallsArgs) -> anyhow::Result<ExitCode> {
         })?;
         let summary = sluice_voip::wav::call_wav(&args.dir, call, file).map_err(anyhow::Error::msg)?;
         eprintln!(
-            "{}: {:.3} s of audio from {} streams, {} packets ({} of another codec skipped, {} duplicates)",
+            "{}: {:.3} s of audio at {} Hz from {} streams, {} packets ({} of another codec skipped, {} duplicates)",
             file.display(),
-            summary.samples as f64 / f64::from(sluice_voip::wav::RATE),
+            summary.samples as f64 / f64::from(summary.rate),
+            summary.rate,
             summary.streams,
             summary.packets,
             summary.skipped_packets,

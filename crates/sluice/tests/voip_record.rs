@@ -1,6 +1,6 @@
 //! Call recording: `record_media` selects calls, their RTP payloads are
 //! written to the files their call records name, and `sluice calls --wav`
-//! mixes both directions of G.711 (µ-law and A-law) into a WAV file whose
+//! mixes both directions of G.711 (µ-law and A-law) or G.722 into a WAV file whose
 //! dominant frequencies are the tones `sluice gen --profile voip` encodes
 //! per direction, and whose length is the media's.
 
@@ -67,30 +67,33 @@ fn recorded() -> &'static (PathBuf, Vec<Value>, Vec<Value>) {
     })
 }
 
-/// A WAV file's 16-bit mono samples, after checking its header.
-fn wav_samples(path: &Path) -> Vec<f64> {
+/// A WAV file's sample rate and 16-bit mono samples, after checking its
+/// header.
+fn wav_samples(path: &Path) -> (f64, Vec<f64>) {
     let b = std::fs::read(path).unwrap();
     assert_eq!(&b[0..4], b"RIFF");
     assert_eq!(&b[8..16], b"WAVEfmt ");
     let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
     let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    let rate = u32_at(24);
     assert_eq!(
-        (u16_at(20), u16_at(22), u32_at(24), u16_at(34)),
-        (1, 1, 8000, 16),
-        "PCM, mono, 8 kHz, 16 bits"
+        (u16_at(20), u16_at(22), u32_at(28), u16_at(34)),
+        (1, 1, rate * 2, 16),
+        "PCM, mono, 16 bits"
     );
     assert_eq!(&b[36..40], b"data");
     let len = u32_at(40) as usize;
     assert_eq!(b.len(), 44 + len);
-    b[44..]
+    let samples = b[44..]
         .chunks(2)
         .map(|c| f64::from(i16::from_le_bytes([c[0], c[1]])))
-        .collect()
+        .collect();
+    (f64::from(rate), samples)
 }
 
 /// Goertzel: the power of one frequency over the samples.
-fn power(samples: &[f64], hz: f64) -> f64 {
-    let w = 2.0 * std::f64::consts::PI * hz / 8000.0;
+fn power(samples: &[f64], rate: f64, hz: f64) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * hz / rate;
     let (mut s1, mut s2) = (0.0, 0.0);
     for &x in samples {
         let s = x + 2.0 * w.cos() * s1 - s2;
@@ -107,7 +110,7 @@ fn a_wav_holds_both_directions_tones_for_the_media_duration() {
     let mut checked = std::collections::BTreeSet::new();
     for call in calls {
         let codec = call["codecs"][0].as_str().unwrap_or("");
-        if !matches!(codec, "PCMU" | "PCMA") || checked.contains(codec) {
+        if !matches!(codec, "PCMU" | "PCMA" | "G722") || checked.contains(codec) {
             continue;
         }
         if call["c2s_rtp_packets"].as_u64().unwrap() < 100 || call["s2c_rtp_packets"].as_u64().unwrap() < 100 {
@@ -118,14 +121,16 @@ fn a_wav_holds_both_directions_tones_for_the_media_duration() {
         let wav = out.join(format!("{codec}.wav"));
         let o = sluice(&["calls", out.to_str().unwrap(), "--wav", id, "-w", wav.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-        let samples = wav_samples(&wav);
+        let (rate, samples) = wav_samples(&wav);
+        // G.722 is decoded at 16 kHz, G.711 at 8.
+        assert_eq!(rate, if codec == "G722" { 16_000.0 } else { 8_000.0 }, "{id} {codec}");
         // Both tones stand far above any other frequency of the band.
-        let tone_power: Vec<f64> = tones.iter().map(|&f| power(&samples, f)).collect();
-        for hz in (100..4000).step_by(50).map(f64::from) {
+        let tone_power: Vec<f64> = tones.iter().map(|&f| power(&samples, rate, f)).collect();
+        for hz in (100..(rate as u32 / 2)).step_by(50).map(f64::from) {
             if tones.iter().any(|t| (t - hz).abs() < 60.0) {
                 continue;
             }
-            let p = power(&samples, hz);
+            let p = power(&samples, rate, hz);
             for (t, tp) in tones.iter().zip(&tone_power) {
                 assert!(*tp > 100.0 * p, "{id} {codec}: {t} Hz at {tp}, {hz} Hz at {p}");
             }
@@ -142,7 +147,7 @@ fn a_wav_holds_both_directions_tones_for_the_media_duration() {
         let first = mine.iter().map(|s| s["first_ts_ns"].as_u64().unwrap()).min().unwrap();
         let last = mine.iter().map(|s| s["last_ts_ns"].as_u64().unwrap()).max().unwrap();
         let media_s = (last - first) as f64 / 1e9 + 0.02;
-        let wav_s = samples.len() as f64 / 8000.0;
+        let wav_s = samples.len() as f64 / rate;
         assert!(
             wav_s <= media_s + 0.03 && wav_s > media_s - 0.1,
             "{id}: WAV {wav_s} s, media {media_s} s"
@@ -152,7 +157,7 @@ fn a_wav_holds_both_directions_tones_for_the_media_duration() {
         assert!(wav_s < sip_s + 0.1, "{id}: WAV {wav_s} s, call {sip_s} s");
         checked.insert(codec.to_string());
     }
-    assert_eq!(checked.len(), 2, "µ-law and A-law calls checked: {checked:?}");
+    assert_eq!(checked.len(), 3, "µ-law, A-law and G.722 calls checked: {checked:?}");
 }
 
 /// Every RTP packet of every call is recorded, from each stream's first,

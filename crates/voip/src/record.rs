@@ -18,7 +18,9 @@
 //!
 //! Each worker writes the payloads of its recorded flows into one file,
 //! `media/worker-N.rtp` under the output directory, opened at the first
-//! recorded payload: an 8-byte magic `SLRTP\0\0\x01`, then per RTP packet
+//! recorded payload and written as the packet recorder writes its files
+//! (4 MiB aligned writes, `O_DIRECT` where the file system takes it; the
+//! staged tail reaches the file when the run ends): an 8-byte magic `SLRTP\0\0\x01`, then per RTP packet
 //! a 30-byte little-endian header (record id u64, capture time ns u64, RTP
 //! timestamp u32, SSRC u32, sequence number u16, payload type u8,
 //! direction u8 (0 from the flow's first sender), payload length u16) and
@@ -27,7 +29,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +37,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
+use sluice_store::DirectWriter;
 
 use crate::media::{Chosen, MediaTap, Payload};
 use crate::stream::RtpPacket;
@@ -44,8 +47,6 @@ use crate::tracker::{Event, EventSink};
 pub const MAGIC: [u8; 8] = *b"SLRTP\0\0\x01";
 /// A packet's header in the file.
 pub const HEADER_LEN: usize = 30;
-/// The writer's buffer: payloads go out in large writes.
-const WRITE_BUFFER: usize = 1 << 20;
 /// Payload bytes a worker holds for flows not (yet) recorded, at most:
 /// beyond, the oldest are decided early.
 const HOLD_BYTES: usize = 32 << 20;
@@ -258,7 +259,7 @@ pub struct MediaWriter {
     selected: Arc<Selected>,
     out_dir: PathBuf,
     name: String,
-    out: Option<BufWriter<File>>,
+    out: Option<DirectWriter>,
     failed: bool,
     counters: RecordCounters,
     total: Arc<Mutex<RecordCounters>>,
@@ -311,7 +312,10 @@ impl MediaWriter {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut out = BufWriter::with_capacity(WRITE_BUFFER, File::create(&path)?);
+        // The recorder's writer: large aligned writes around the page
+        // cache (O_DIRECT where the file system takes it), so that a busy
+        // link's payloads do not fill the cache with pages never read again.
+        let mut out = DirectWriter::create(&path)?;
         out.write_all(&MAGIC)?;
         self.out = Some(out);
         Ok(())

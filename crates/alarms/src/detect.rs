@@ -1027,6 +1027,10 @@ mod tests {
             .collect()
     }
 
+    fn opened_by<'a>(events: &'a [Event], detector: &str) -> Vec<&'a Alarm> {
+        opened(events).into_iter().filter(|a| a.detector == detector).collect()
+    }
+
     #[test]
     fn steady_traffic_raises_nothing() {
         let mut rng = Pcg64Mcg::seed_from_u64(1);
@@ -1048,10 +1052,7 @@ mod tests {
             iv
         });
         let events = run(&AlarmsConfig::default(), intervals);
-        let floods: Vec<_> = opened(&events)
-            .into_iter()
-            .filter(|a| a.detector == "syn_flood")
-            .collect();
+        let floods = opened_by(&events, "syn_flood");
         assert_eq!(floods.len(), 1, "{events:#?}");
         assert_eq!(floods[0].start_ts_ns, T0 + 200 * S);
         assert_eq!(floods[0].detected_ts_ns, T0 + 201 * S);
@@ -1092,10 +1093,7 @@ mod tests {
             iv
         });
         let events = run(&AlarmsConfig::default(), intervals);
-        let floods: Vec<_> = opened(&events)
-            .into_iter()
-            .filter(|a| a.detector == "syn_flood")
-            .collect();
+        let floods = opened_by(&events, "syn_flood");
         assert_eq!(floods.len(), 1, "{events:#?}");
         assert_eq!(floods[0].start_ts_ns, T0 + 201 * S);
         assert_eq!(floods[0].hosts, ["198.51.100.80"]);
@@ -1127,10 +1125,7 @@ mod tests {
         let last = intervals.last_mut().unwrap();
         last.packets /= 10;
         let events = run(&AlarmsConfig::default(), intervals);
-        let drops: Vec<_> = opened(&events)
-            .into_iter()
-            .filter(|a| a.detector == "traffic_drop")
-            .collect();
+        let drops = opened_by(&events, "traffic_drop");
         assert_eq!(drops.len(), 1, "{events:#?}");
         assert_eq!(drops[0].start_ts_ns, T0 + 200 * S);
     }
@@ -1165,7 +1160,7 @@ mod tests {
         let mut config = AlarmsConfig::default();
         config.change.min_change = 0.1;
         let events = run(&config, intervals);
-        let changes: Vec<_> = opened(&events).into_iter().filter(|a| a.detector == "change").collect();
+        let changes = opened_by(&events, "change");
         assert!(!changes.is_empty(), "{events:#?}");
         let first = changes[0];
         assert!(
@@ -1202,10 +1197,7 @@ mod tests {
             iv
         });
         let events = run(&AlarmsConfig::default(), intervals);
-        let new: Vec<_> = opened(&events)
-            .into_iter()
-            .filter(|a| a.detector == "new_service")
-            .collect();
+        let new = opened_by(&events, "new_service");
         assert_eq!(new.len(), 1, "{new:#?}");
         assert_eq!(new[0].applications, ["RDP"]);
     }

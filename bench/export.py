@@ -9,8 +9,10 @@ For each trace, in one run, rounds taken in alternation (medians of --runs):
 - `--format none --ipfix file:OUT/flows.ipfix`, an IPFIX file (its bytes
   per flow);
 - `--format none --ipfix udp://127.0.0.1:PORT` to nfcapd (nfdump), started
-  here, with the records it stored counted afterwards (`nfdump -o csv`
-  rows);
+  here with a 32 MiB socket buffer (`-B`; as root the run raises
+  net.core.rmem_max to 32 MiB and restores it after, as an operator tunes
+  a collector's host), with the records it stored counted afterwards
+  (`nfdump -o csv` rows);
 - `--format none --kafka 127.0.0.1:PORT` to a local Kafka broker when
   --kafka-libs names its jars (see .ci/kafka/pom.xml);
 - tcpdump's bare read of the file (`tcpdump -r TRACE -w /dev/null`), and
@@ -42,6 +44,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -90,7 +93,7 @@ class Nfcapd:
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         self.proc = subprocess.Popen(
-            ["nfcapd", "-B", "33554432", "-b", "127.0.0.1", "-p", str(self.port), "-t", "3600", "-w", self.dir],
+            ["nfcapd", "-B", str(COLLECTOR_BUFFER), "-b", "127.0.0.1", "-p", str(self.port), "-t", "3600", "-w", self.dir],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -215,13 +218,51 @@ def main():
     p.add_argument("--collectors", default="nfcapd,goflow2", help="those --keep-up tries [default: nfcapd,goflow2]")
     args = p.parse_args()
     scratch = tempfile.mkdtemp(prefix="sluice-export-bench-")
+    rmem = RmemMax(COLLECTOR_BUFFER)
     try:
         for trace in args.traces:
             bench(trace, args, scratch)
         if args.keep_up:
             keep_up(args.traces[0], args, scratch)
     finally:
+        rmem.restore()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# The socket buffer the collectors ask for (nfcapd -B, GoFlow2 keeps its
+# default). The kernel caps what a socket asks at net.core.rmem_max
+# (doubled): an operator raises it for a collector, and so does this bench,
+# for its run, where it may (as root).
+COLLECTOR_BUFFER = 32 << 20
+
+
+class RmemMax:
+    PATH = "/proc/sys/net/core/rmem_max"
+
+    def __init__(self, wanted):
+        self.old = None
+        try:
+            with open(self.PATH) as f:
+                current = int(f.read())
+        except OSError:
+            return
+        if current >= wanted:
+            return
+        try:
+            with open(self.PATH, "w") as f:
+                f.write(str(wanted))
+            self.old = current
+            print(f"net.core.rmem_max raised from {current} to {wanted} for the run", file=sys.stderr)
+        except OSError:
+            print(
+                f"net.core.rmem_max is {current}: a collector's socket buffer is at most twice that (run as root to raise it)",
+                file=sys.stderr,
+            )
+
+    def restore(self):
+        if self.old is not None:
+            with open(self.PATH, "w") as f:
+                f.write(str(self.old))
 
 
 def bench(trace, args, scratch):

@@ -162,6 +162,7 @@ mod toca_boca;
 mod tplink_shp;
 mod tuya_lp;
 mod ubntac2;
+mod uftp;
 mod usenet;
 mod vxlan;
 mod whatsapp;
@@ -267,6 +268,7 @@ pub fn registry() -> &'static [Dissector] {
             nfs::DISSECTORS,
             rx::DISSECTORS,
             tftp::DISSECTORS,
+            uftp::DISSECTORS,
             // Dropbox LAN sync before CoAP, i3D before Discord: each pair shares ports and shapes.
             dropbox::DISSECTORS,
             coap::DISSECTORS,

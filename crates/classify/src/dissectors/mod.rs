@@ -121,6 +121,7 @@ mod redis;
 mod riot_games;
 mod rmcp;
 mod roughtime;
+mod rsh;
 mod rsync;
 mod rtmp;
 mod rtp;
@@ -269,6 +270,7 @@ pub fn registry() -> &'static [Dissector] {
             rx::DISSECTORS,
             tftp::DISSECTORS,
             uftp::DISSECTORS,
+            rsh::DISSECTORS,
             // Dropbox LAN sync before CoAP, i3D before Discord: each pair shares ports and shapes.
             dropbox::DISSECTORS,
             coap::DISSECTORS,

@@ -78,6 +78,7 @@ mod knxnet_ip;
 mod ldap;
 mod ldp;
 mod lines;
+mod lisp;
 mod lustre;
 mod mail;
 mod megaco;
@@ -219,6 +220,7 @@ pub fn registry() -> &'static [Dissector] {
             tailscale::DISSECTORS,
             teredo::DISSECTORS,
             tinc::DISSECTORS,
+            lisp::DISSECTORS,
             // Authentication.
             kerberos::DISSECTORS,
             radius::DISSECTORS,

@@ -93,6 +93,7 @@ mod monero;
 mod mongodb;
 mod mpegts;
 mod mqtt;
+mod mumble;
 mod mysql;
 mod nano;
 mod natpmp;
@@ -293,6 +294,7 @@ pub fn registry() -> &'static [Dissector] {
             yojimbo::DISSECTORS,
             steam::DISSECTORS,
             teamspeak::DISSECTORS,
+            mumble::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,
             xiaomi::DISSECTORS,

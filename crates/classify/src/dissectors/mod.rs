@@ -40,6 +40,7 @@ mod dropbox;
 mod edonkey;
 mod elasticsearch;
 mod ether_s_bus;
+mod ethereum;
 mod ethernet_global_data;
 mod ethernet_ip;
 mod fastcgi;
@@ -295,6 +296,7 @@ pub fn registry() -> &'static [Dissector] {
             steam::DISSECTORS,
             teamspeak::DISSECTORS,
             mumble::DISSECTORS,
+            ethereum::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,
             xiaomi::DISSECTORS,

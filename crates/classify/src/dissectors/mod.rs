@@ -164,6 +164,7 @@ mod tivoconnect;
 mod tls;
 mod toca_boca;
 mod tplink_shp;
+mod trdp;
 mod tuya_lp;
 mod ubntac2;
 mod uftp;
@@ -331,6 +332,7 @@ pub fn registry() -> &'static [Dissector] {
             ethernet_ip::DISSECTORS,
             fins::DISSECTORS,
             hart_ip::DISSECTORS,
+            trdp::DISSECTORS,
             ethernet_global_data::DISSECTORS,
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,

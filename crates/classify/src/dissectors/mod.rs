@@ -76,6 +76,7 @@ mod kcp;
 mod kerberos;
 mod kismet;
 mod knxnet_ip;
+mod l2tp;
 mod ldap;
 mod ldp;
 mod lines;
@@ -224,6 +225,7 @@ pub fn registry() -> &'static [Dissector] {
             teredo::DISSECTORS,
             tinc::DISSECTORS,
             lisp::DISSECTORS,
+            l2tp::DISSECTORS,
             // Authentication.
             kerberos::DISSECTORS,
             radius::DISSECTORS,

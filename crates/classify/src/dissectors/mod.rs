@@ -26,6 +26,7 @@ mod cip;
 mod cisco_skinny;
 mod coap;
 mod collectd;
+mod cpha;
 mod dcerpc;
 mod dhcp;
 mod diameter;
@@ -318,6 +319,7 @@ pub fn registry() -> &'static [Dissector] {
             mikrotik::DISSECTORS,
             bacnet::DISSECTORS,
             hsrp::DISSECTORS,
+            cpha::DISSECTORS,
             rmcp::DISSECTORS,
             roughtime::DISSECTORS,
             dlep::DISSECTORS,

@@ -25,6 +25,9 @@ const PORTS: &[u16] = &[
     // sFlow, BFD, NAT-PMP, OpenFlow, XDMCP, DCE/RPC, AJP, SMPP, H.323, RTMP
     // and IAX.
     102, 135, 1720, 1935, 2775, 3386, 3784, 4569, 4784, 4789, 5246, 5247, 5351, 6343, 6633, 6653, 8009, 20000,
+    // Those of UFTP, LISP, Ethereum, Mumble, TRDP, L2TP and CPHA; a reserved client port
+    // for RSH.
+    1044, 4341, 4342, 30303, 64738, 17224, 17225, 1701, 8116, 1022,
 ];
 
 fn gated() -> Vec<(usize, Dissector)> {

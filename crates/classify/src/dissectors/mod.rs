@@ -26,6 +26,7 @@ mod cip;
 mod cisco_skinny;
 mod coap;
 mod collectd;
+mod cpha;
 mod dcerpc;
 mod dhcp;
 mod diameter;
@@ -40,6 +41,7 @@ mod dropbox;
 mod edonkey;
 mod elasticsearch;
 mod ether_s_bus;
+mod ethereum;
 mod ethernet_global_data;
 mod ethernet_ip;
 mod fastcgi;
@@ -75,9 +77,11 @@ mod kcp;
 mod kerberos;
 mod kismet;
 mod knxnet_ip;
+mod l2tp;
 mod ldap;
 mod ldp;
 mod lines;
+mod lisp;
 mod lustre;
 mod mail;
 mod megaco;
@@ -92,6 +96,7 @@ mod monero;
 mod mongodb;
 mod mpegts;
 mod mqtt;
+mod mumble;
 mod mysql;
 mod nano;
 mod natpmp;
@@ -121,6 +126,7 @@ mod redis;
 mod riot_games;
 mod rmcp;
 mod roughtime;
+mod rsh;
 mod rsync;
 mod rtmp;
 mod rtp;
@@ -160,8 +166,10 @@ mod tivoconnect;
 mod tls;
 mod toca_boca;
 mod tplink_shp;
+mod trdp;
 mod tuya_lp;
 mod ubntac2;
+mod uftp;
 mod usenet;
 mod vxlan;
 mod whatsapp;
@@ -217,6 +225,8 @@ pub fn registry() -> &'static [Dissector] {
             tailscale::DISSECTORS,
             teredo::DISSECTORS,
             tinc::DISSECTORS,
+            lisp::DISSECTORS,
+            l2tp::DISSECTORS,
             // Authentication.
             kerberos::DISSECTORS,
             radius::DISSECTORS,
@@ -267,6 +277,8 @@ pub fn registry() -> &'static [Dissector] {
             nfs::DISSECTORS,
             rx::DISSECTORS,
             tftp::DISSECTORS,
+            uftp::DISSECTORS,
+            rsh::DISSECTORS,
             // Dropbox LAN sync before CoAP, i3D before Discord: each pair shares ports and shapes.
             dropbox::DISSECTORS,
             coap::DISSECTORS,
@@ -287,6 +299,8 @@ pub fn registry() -> &'static [Dissector] {
             yojimbo::DISSECTORS,
             steam::DISSECTORS,
             teamspeak::DISSECTORS,
+            mumble::DISSECTORS,
+            ethereum::DISSECTORS,
             whatsapp::DISSECTORS,
             spotify::DISSECTORS,
             xiaomi::DISSECTORS,
@@ -305,6 +319,7 @@ pub fn registry() -> &'static [Dissector] {
             mikrotik::DISSECTORS,
             bacnet::DISSECTORS,
             hsrp::DISSECTORS,
+            cpha::DISSECTORS,
             rmcp::DISSECTORS,
             roughtime::DISSECTORS,
             dlep::DISSECTORS,
@@ -321,6 +336,7 @@ pub fn registry() -> &'static [Dissector] {
             ethernet_ip::DISSECTORS,
             fins::DISSECTORS,
             hart_ip::DISSECTORS,
+            trdp::DISSECTORS,
             ethernet_global_data::DISSECTORS,
             ether_s_bus::DISSECTORS,
             beckhoff_ads::DISSECTORS,

@@ -14,6 +14,13 @@
 //! described type without its packet refused. On other ports, where only the media encapsulation and the
 //! packet inside it speak for Zoom, the dissector waits, as the RTP one does, for the third
 //! datagram of a direction.
+//!
+//! A peer-to-peer call opens, before its media, with datagrams of media type 0x1f that nDPI
+//! (`src/lib/protocols/zoom.c`) reads as a 24-byte header and then a list of attributes, each
+//! a 32-bit big-endian length and its value: the peer's address as text, then a UUID, then
+//! four zero bytes ending the datagram. Every length must account for the datagram exactly,
+//! the address must parse as one and the UUID be in its canonical 8-4-4-4-12 hex form, so one
+//! such datagram is enough on any port.
 
 use super::rtp::{is_rtcp, is_rtp_packet};
 use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
@@ -34,6 +41,14 @@ const TO_ZOOM: u8 = 0;
 const FROM_ZOOM: u8 = 4;
 /// Datagrams a direction must have had before its current one for a peer-to-peer `Yes`.
 const P2P_EVIDENCE: u32 = 2;
+/// The media type of a peer-to-peer call's hello.
+const P2P_HELLO: u8 = 0x1f;
+/// Where the hello's attribute list begins.
+const P2P_HELLO_ATTRIBUTES: usize = 24;
+/// The longest address text (an IPv6 address with an embedded IPv4 one).
+const ADDRESS_TEXT_MAX: usize = 45;
+/// A UUID's canonical text: 32 hex digits in groups of 8-4-4-4-12.
+const UUID_TEXT: usize = 36;
 
 /// What a media encapsulation holds.
 #[derive(Debug, PartialEq, Eq)]
@@ -68,8 +83,51 @@ fn inner(m: &[u8]) -> Inner {
     if valid { Inner::Valid } else { Inner::Invalid }
 }
 
+/// One attribute of the hello at `*at`: its 32-bit length, then that many bytes.
+fn attribute<'a>(data: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
+    let len = data.get(*at..*at + 4)?;
+    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    let value = data.get(*at + 4..(*at + 4).checked_add(len)?)?;
+    *at += 4 + len;
+    Some(value)
+}
+
+fn is_uuid(text: &[u8]) -> bool {
+    text.len() == UUID_TEXT
+        && text.iter().enumerate().all(|(i, &b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+/// A peer-to-peer hello: type 0x1f, the address and UUID attributes, four zero bytes, and
+/// nothing else.
+fn is_p2p_hello(data: &[u8]) -> bool {
+    if data.first() != Some(&P2P_HELLO) {
+        return false;
+    }
+    let mut at = P2P_HELLO_ATTRIBUTES;
+    let Some(address) = attribute(data, &mut at) else {
+        return false;
+    };
+    if address.is_empty() || address.len() > ADDRESS_TEXT_MAX {
+        return false;
+    }
+    let is_address = std::str::from_utf8(address).is_ok_and(|text| text.parse::<std::net::IpAddr>().is_ok());
+    if !is_address {
+        return false;
+    }
+    let Some(uuid) = attribute(data, &mut at) else {
+        return false;
+    };
+    is_uuid(uuid) && data.get(at..) == Some(&[0u8; 4][..])
+}
+
 fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     let data = pkt.data;
+    if is_p2p_hello(data) {
+        return Verdict::Yes(Found::new("Zoom"));
+    }
     if SFU_PORTS.contains(&pkt.server_port) {
         if data.first() != Some(&SFU_MEDIA) {
             return Verdict::Maybe;
@@ -228,5 +286,62 @@ mod tests {
         assert_eq!(run(Side::Up, ports, 4, &[]), Verdict::No);
         // An opaque type is waited through.
         assert_eq!(run(Side::Up, ports, 4, &media(21, 20, &[], &[0; 40])), Verdict::Maybe);
+    }
+
+    /// A peer-to-peer hello as nDPI describes it: type 0x1f, a 24-byte header, the address
+    /// text and UUID each after its 32-bit length, four zero bytes.
+    fn hello(address: &[u8], uuid: &[u8]) -> Vec<u8> {
+        let mut d = vec![0; P2P_HELLO_ATTRIBUTES];
+        d[0] = P2P_HELLO;
+        for value in [address, uuid] {
+            d.extend_from_slice(&(value.len() as u32).to_be_bytes());
+            d.extend_from_slice(value);
+        }
+        d.extend_from_slice(&[0; 4]);
+        d
+    }
+
+    const UUID: &[u8] = b"123e4567-e89b-12d3-a456-426614174000";
+
+    #[test]
+    fn peer_to_peer_hello_on_any_port() {
+        for address in [&b"203.0.113.7"[..], b"10.1.2.3", b"2001:db8::1", b"::ffff:192.0.2.1"] {
+            let d = hello(address, UUID);
+            assert_eq!(run(Side::Up, (40000, 50000), 0, &d), ZOOM);
+            assert_eq!(run(Side::Down, (40000, 50000), 0, &d), ZOOM);
+        }
+    }
+
+    #[test]
+    fn peer_to_peer_hello_near_misses() {
+        let ports = (40000, 50000);
+        let good = hello(b"203.0.113.7", UUID);
+        let refused = |d: &[u8]| run(Side::Up, ports, 0, d) != ZOOM;
+        // Another type byte.
+        let mut other = good.clone();
+        other[0] = 0x1e;
+        assert!(refused(&other));
+        // A trailer that is not zero, one byte too many or too few.
+        let mut trailer = good.clone();
+        *trailer.last_mut().unwrap() = 1;
+        assert!(refused(&trailer));
+        let mut longer = good.clone();
+        longer.push(0);
+        assert!(refused(&longer));
+        assert!(refused(&good[..good.len() - 1]));
+        // An address length that overruns the datagram or is zero.
+        let mut overrun = good.clone();
+        overrun[P2P_HELLO_ATTRIBUTES..P2P_HELLO_ATTRIBUTES + 4].copy_from_slice(&0xffff_fff0u32.to_be_bytes());
+        assert!(refused(&overrun));
+        assert!(refused(&hello(b"", UUID)));
+        // Text that is not an address, an address out of range.
+        assert!(refused(&hello(b"zoom.example", UUID)));
+        assert!(refused(&hello(b"203.0.113.256", UUID)));
+        // A UUID of the wrong length, with a hyphen missing or a letter that is not hex.
+        assert!(refused(&hello(b"203.0.113.7", &UUID[..35])));
+        assert!(refused(&hello(b"203.0.113.7", b"123e4567e89b-12d3-a456-426614174000a")));
+        assert!(refused(&hello(b"203.0.113.7", b"123e4567-e89b-12d3-a456-42661417400g")));
+        // The header alone.
+        assert!(refused(&good[..P2P_HELLO_ATTRIBUTES]));
     }
 }

@@ -1,5 +1,5 @@
 //! The `flows` listener's records as Parquet (`--format parquet`): each
-//! worker gathers the records of its flows into Arrow columns and hands a
+//! worker gathers the records of its flows into columns and hands a
 //! batch to the writer thread every [`BATCH_ROWS`] records (and when it
 //! idles); the writer compresses them into `flows-NNNNNN.parquet` files
 //! (`sluice_export::parquet`). No record is lost: a worker whose batch

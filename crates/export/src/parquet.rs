@@ -1,5 +1,6 @@
-//! Flow records as Parquet: [`Columns`] gathers records into Arrow
-//! columns through the same [`FieldSink`] walk as the text formats, and
+//! Flow records as Parquet: [`Columns`] gathers records into plain
+//! vectors through the same [`FieldSink`] walk as the text formats and
+//! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
 //! rotated by size or age.
 //!
@@ -15,24 +16,26 @@
 //! and renamed when it is complete, so that a reader that lists
 //! `*.parquet` never opens half a file.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use arrow_array::ArrayRef;
 pub use arrow_array::RecordBatch;
-use arrow_array::builder::{
-    Float64Builder, Int64Builder, ListBuilder, StringBuilder, StringDictionaryBuilder, TimestampNanosecondBuilder,
-};
 use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray, TimestampNanosecondArray,
+};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use sluice_classify::Text;
+use sluice_wire::IpText;
 
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
@@ -54,6 +57,10 @@ const LABELS: &[&str] = &[
 
 /// Fields written as timestamps rather than integers.
 const TIMESTAMPS: &[&str] = &["first_ts_ns", "last_ts_ns"];
+
+/// Fields with statistics per column chunk, by which a reader skips row
+/// groups.
+const PORTS: &[&str] = &["src_port", "dst_port"];
 
 /// Rows in a row group: readers such as DuckDB and Spark split their work
 /// by row group, and a group of this many flows is some megabytes.
@@ -164,54 +171,270 @@ pub fn arrow_schema() -> SchemaRef {
     SCHEMA.clone()
 }
 
+/// The validity of a column that can be absent, one flag a row; `None`
+/// for a column that never is, which gets no null bitmap.
+type Valid = Option<Vec<bool>>;
+
+/// A column's values as plain vectors, filled one row at a time and made
+/// into an Arrow array at the batch's end.
 enum Column {
-    Int(Int64Builder),
-    Timestamp(TimestampNanosecondBuilder),
-    Float(Float64Builder),
-    Str(StringBuilder),
-    Label(StringDictionaryBuilder<Int32Type>),
-    Ints(ListBuilder<Int64Builder>),
-    Strs(ListBuilder<StringBuilder>),
+    Int {
+        values: Vec<i64>,
+        valid: Valid,
+        timestamp: bool,
+    },
+    Float {
+        values: Vec<f64>,
+        valid: Valid,
+    },
+    Str {
+        offsets: Vec<i32>,
+        bytes: Vec<u8>,
+        valid: Valid,
+    },
+    Label {
+        keys: Vec<i32>,
+        valid: Valid,
+        labels: Box<Labels>,
+    },
+    Ints {
+        offsets: Vec<i32>,
+        values: Vec<i64>,
+    },
+    Strs {
+        offsets: Vec<i32>,
+        item_offsets: Vec<i32>,
+        bytes: Vec<u8>,
+    },
+}
+
+/// An offset into a batch's bytes or items. A batch holds some thousands
+/// of records of bounded fields, far from 2 GiB.
+fn offset(len: usize) -> i32 {
+    i32::try_from(len).expect("a batch's strings stay under 2 GiB")
+}
+
+fn nulls(valid: &mut Valid, rows: usize) -> Option<NullBuffer> {
+    let valid = valid.as_mut()?;
+    let all = valid.iter().all(|&v| v);
+    let flags = std::mem::replace(valid, Vec::with_capacity(rows));
+    (!all).then(|| NullBuffer::from(flags))
+}
+
+fn take<T>(values: &mut Vec<T>, rows: usize) -> ScalarBuffer<T>
+where
+    T: arrow_buffer::ArrowNativeType,
+{
+    ScalarBuffer::from(std::mem::replace(values, Vec::with_capacity(rows)))
+}
+
+fn take_offsets(offsets: &mut Vec<i32>, rows: usize) -> OffsetBuffer<i32> {
+    let mut fresh = Vec::with_capacity(rows + 1);
+    fresh.push(0);
+    OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, fresh)))
+}
+
+fn strings(offsets: &mut Vec<i32>, bytes: &mut Vec<u8>, rows: usize, nulls: Option<NullBuffer>) -> StringArray {
+    let bytes = std::mem::replace(bytes, Vec::with_capacity(bytes.capacity()));
+    StringArray::new(take_offsets(offsets, rows), Buffer::from_vec(bytes), nulls)
+}
+
+fn list_field(kind: Kind) -> Arc<Field> {
+    match kind.data_type() {
+        DataType::List(field) => field,
+        _ => unreachable!("a list kind"),
+    }
 }
 
 impl Column {
-    /// A builder with room for `rows` rows, so that filling it does not
-    /// copy its buffers as they grow.
-    fn new(kind: Kind, rows: usize) -> Column {
+    /// Vectors with room for `rows` rows, so that filling them does not
+    /// copy them as they grow.
+    fn new(kind: Kind, nullable: bool, rows: usize) -> Column {
+        let valid = nullable.then(|| Vec::with_capacity(rows));
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
         match kind {
-            Kind::Int => Column::Int(Int64Builder::with_capacity(rows)),
-            Kind::Timestamp => Column::Timestamp(TimestampNanosecondBuilder::with_capacity(rows).with_timezone("UTC")),
-            Kind::Float => Column::Float(Float64Builder::with_capacity(rows)),
-            Kind::Str => Column::Str(StringBuilder::with_capacity(rows, rows * 16)),
-            Kind::Label => Column::Label(StringDictionaryBuilder::with_capacity(rows, 64, 1024)),
-            Kind::Ints => Column::Ints(ListBuilder::with_capacity(Int64Builder::with_capacity(rows * 4), rows)),
-            Kind::Strs => Column::Strs(ListBuilder::with_capacity(
-                StringBuilder::with_capacity(rows, rows * 8),
-                rows,
-            )),
+            Kind::Int | Kind::Timestamp => Column::Int {
+                values: Vec::with_capacity(rows),
+                valid,
+                timestamp: kind == Kind::Timestamp,
+            },
+            Kind::Float => Column::Float {
+                values: Vec::with_capacity(rows),
+                valid,
+            },
+            Kind::Str => Column::Str {
+                offsets,
+                bytes: Vec::with_capacity(rows * 16),
+                valid,
+            },
+            Kind::Label => Column::Label {
+                keys: Vec::with_capacity(rows),
+                valid,
+                labels: Box::default(),
+            },
+            Kind::Ints => Column::Ints {
+                offsets,
+                values: Vec::with_capacity(rows * 4),
+            },
+            Kind::Strs => Column::Strs {
+                offsets,
+                item_offsets: vec![0],
+                bytes: Vec::new(),
+            },
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
+    /// The column's rows as an array; the vectors start again empty.
+    fn finish(&mut self, rows: usize) -> ArrayRef {
         match self {
-            Column::Int(b) => Arc::new(b.finish()),
-            Column::Timestamp(b) => Arc::new(b.finish()),
-            Column::Float(b) => Arc::new(b.finish()),
-            Column::Str(b) => Arc::new(b.finish()),
-            Column::Label(b) => Arc::new(b.finish()),
-            Column::Ints(b) => Arc::new(b.finish()),
-            Column::Strs(b) => Arc::new(b.finish()),
+            Column::Int {
+                values,
+                valid,
+                timestamp,
+            } => {
+                let nulls = nulls(valid, rows);
+                let values = take(values, rows);
+                if *timestamp {
+                    Arc::new(TimestampNanosecondArray::new(values, nulls).with_timezone("UTC"))
+                } else {
+                    Arc::new(Int64Array::new(values, nulls))
+                }
+            }
+            Column::Float { values, valid } => {
+                let nulls = nulls(valid, rows);
+                Arc::new(Float64Array::new(take(values, rows), nulls))
+            }
+            Column::Str { offsets, bytes, valid } => {
+                let nulls = nulls(valid, rows);
+                Arc::new(strings(offsets, bytes, rows, nulls))
+            }
+            Column::Label { keys, valid, labels } => {
+                let nulls = nulls(valid, rows);
+                let keys = Int32Array::new(take(keys, rows), nulls);
+                let values = labels.finish();
+                Arc::new(DictionaryArray::<Int32Type>::new(keys, Arc::new(values)))
+            }
+            Column::Ints { offsets, values } => {
+                let items = Int64Array::new(take(values, rows * 4), None);
+                Arc::new(ListArray::new(
+                    list_field(Kind::Ints),
+                    take_offsets(offsets, rows),
+                    Arc::new(items),
+                    None,
+                ))
+            }
+            Column::Strs {
+                offsets,
+                item_offsets,
+                bytes,
+            } => {
+                let items = strings(item_offsets, bytes, 0, None);
+                Arc::new(ListArray::new(
+                    list_field(Kind::Strs),
+                    take_offsets(offsets, rows),
+                    Arc::new(items),
+                    None,
+                ))
+            }
         }
     }
 }
 
-/// Records gathered into Arrow columns, one builder per field.
+/// Slots in [`Labels`]' cache by address.
+const LABEL_SLOTS: usize = 64;
+
+/// A batch's dictionary of one label column. Labels are mostly static
+/// strings, so a label is first looked up by where its text lies (one
+/// or two parts, for `Master.App`) and the text compared with the entry
+/// found there, a few bytes; only a label not seen at that address is
+/// hashed by its text.
+struct Labels {
+    /// The distinct labels, in the order of their keys.
+    offsets: Vec<i32>,
+    bytes: Vec<u8>,
+    by_text: HashMap<Box<str>, i32>,
+    /// (address and length of each part, key); a key of -1 is empty.
+    slots: [(usize, usize, usize, usize, i32); LABEL_SLOTS],
+    joined: String,
+}
+
+impl Default for Labels {
+    fn default() -> Self {
+        Labels {
+            offsets: vec![0],
+            bytes: Vec::new(),
+            by_text: HashMap::new(),
+            slots: [(0, 0, 0, 0, -1); LABEL_SLOTS],
+            joined: String::new(),
+        }
+    }
+}
+
+impl Labels {
+    fn text(&self, key: i32) -> &[u8] {
+        let k = key as usize;
+        &self.bytes[self.offsets[k] as usize..self.offsets[k + 1] as usize]
+    }
+
+    /// The key of `first` or `first.second`.
+    fn key(&mut self, first: &str, second: Option<&str>) -> i32 {
+        let (a, la) = (first.as_ptr() as usize, first.len());
+        let (b, lb) = second.map_or((0, 0), |s| (s.as_ptr() as usize, s.len()));
+        let slot = ((a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) % LABEL_SLOTS;
+        let (sa, sla, sb, slb, key) = self.slots[slot];
+        if key >= 0 && (sa, sla, sb, slb) == (a, la, b, lb) {
+            let text = self.text(key);
+            let same = match second {
+                None => text == first.as_bytes(),
+                Some(second) => {
+                    text.len() == la + 1 + lb
+                        && &text[..la] == first.as_bytes()
+                        && text[la] == b'.'
+                        && &text[la + 1..] == second.as_bytes()
+                }
+            };
+            if same {
+                return key;
+            }
+        }
+        let mut joined = std::mem::take(&mut self.joined);
+        joined.clear();
+        joined.push_str(first);
+        if let Some(second) = second {
+            joined.push('.');
+            joined.push_str(second);
+        }
+        let key = match self.by_text.get(joined.as_str()) {
+            Some(&key) => key,
+            None => {
+                let key = offset(self.by_text.len());
+                self.bytes.extend_from_slice(joined.as_bytes());
+                self.offsets.push(offset(self.bytes.len()));
+                self.by_text.insert(joined.as_str().into(), key);
+                key
+            }
+        };
+        self.joined = joined;
+        self.slots[slot] = (a, la, b, lb, key);
+        key
+    }
+
+    /// The labels as the dictionary's values; the table starts again
+    /// empty.
+    fn finish(&mut self) -> StringArray {
+        let count = self.by_text.len();
+        self.by_text.clear();
+        self.slots = [(0, 0, 0, 0, -1); LABEL_SLOTS];
+        strings(&mut self.offsets, &mut self.bytes, count, None)
+    }
+}
+
+/// Records gathered into columns, one per field.
 pub struct Columns {
     columns: Vec<Column>,
     /// Rows a batch is expected to hold.
     capacity: usize,
-    /// A `Master.App` label being joined, reused from record to record.
-    label: String,
     /// The column the walk of the current record is at.
     at: usize,
     rows: usize,
@@ -229,13 +452,21 @@ fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+fn push_valid(valid: &mut Valid, present: bool) {
+    if let Some(valid) = valid {
+        valid.push(present);
+    }
+}
+
 impl Columns {
     /// Columns with room for batches of `rows` records.
     pub fn with_capacity(rows: usize) -> Columns {
         Columns {
-            columns: KINDS.iter().map(|&(_, kind, _)| Column::new(kind, rows)).collect(),
+            columns: KINDS
+                .iter()
+                .map(|&(_, kind, nullable)| Column::new(kind, nullable, rows))
+                .collect(),
             capacity: rows,
-            label: String::new(),
             at: 0,
             rows: 0,
         }
@@ -254,19 +485,11 @@ impl Columns {
         self.rows
     }
 
-    /// The rows gathered so far as a batch; the builders start again
+    /// The rows gathered so far as a batch; the columns start again
     /// empty.
     pub fn batch(&mut self) -> RecordBatch {
-        let arrays: Vec<ArrayRef> = self
-            .columns
-            .iter_mut()
-            .zip(KINDS.iter())
-            .map(|(column, &(_, kind, _))| {
-                let array = column.finish();
-                *column = Column::new(kind, self.capacity);
-                array
-            })
-            .collect();
+        let rows = self.capacity.max(self.rows);
+        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|column| column.finish(rows)).collect();
         self.rows = 0;
         RecordBatch::try_new(SCHEMA.clone(), arrays).expect("the columns follow the schema")
     }
@@ -279,28 +502,42 @@ impl Columns {
 
     fn int(&mut self, value: Option<u64>) {
         match self.next() {
-            Column::Int(b) => b.append_option(value.map(int)),
-            Column::Timestamp(b) => b.append_option(value.map(int)),
+            Column::Int { values, valid, .. } => {
+                values.push(value.map_or(0, int));
+                push_valid(valid, value.is_some());
+            }
             _ => unreachable!("an integer field in another column"),
         }
     }
 
     fn float(&mut self, value: Option<f64>) {
         match self.next() {
-            Column::Float(b) => b.append_option(value),
+            Column::Float { values, valid } => {
+                values.push(value.unwrap_or(0.0));
+                push_valid(valid, value.is_some());
+            }
             _ => unreachable!("a float field in another column"),
         }
     }
 
-    fn string(&mut self, value: Option<&str>) {
+    /// `first`, or `first.second`; none when `first` is.
+    fn string(&mut self, first: Option<&str>, second: Option<&str>) {
         match self.next() {
-            Column::Str(b) => b.append_option(value),
-            Column::Label(b) => match value {
-                Some(v) => {
-                    b.append_value(v);
+            Column::Str { offsets, bytes, valid } => {
+                if let Some(first) = first {
+                    bytes.extend_from_slice(first.as_bytes());
+                    if let Some(second) = second {
+                        bytes.push(b'.');
+                        bytes.extend_from_slice(second.as_bytes());
+                    }
                 }
-                None => b.append_null(),
-            },
+                offsets.push(offset(bytes.len()));
+                push_valid(valid, first.is_some());
+            }
+            Column::Label { keys, valid, labels } => {
+                keys.push(first.map_or(0, |first| labels.key(first, second)));
+                push_valid(valid, first.is_some());
+            }
             _ => unreachable!("a string field in another column"),
         }
     }
@@ -320,50 +557,38 @@ impl FieldSink for Columns {
         self.float(value);
     }
     fn str(&mut self, _: &'static str, value: &str) {
-        self.string(Some(value));
+        self.string(Some(value), None);
     }
     fn ip(&mut self, _: &'static str, value: IpAddr) {
-        let mut buf = [0u8; 64];
-        let mut cursor = std::io::Cursor::new(&mut buf[..]);
-        std::io::Write::write_fmt(&mut cursor, format_args!("{value}")).expect("an address fits");
-        let n = cursor.position() as usize;
-        self.string(Some(std::str::from_utf8(&buf[..n]).expect("an address is ASCII")));
+        self.string(Some(IpText::of(value).as_str()), None);
     }
-    fn list(&mut self, _: &'static str, values: &[u64]) {
+    fn list(&mut self, _: &'static str, items: &[u64]) {
         match self.next() {
-            Column::Ints(b) => {
-                for &v in values {
-                    b.values().append_value(int(v));
-                }
-                b.append(true);
+            Column::Ints { offsets, values } => {
+                values.extend(items.iter().map(|&v| int(v)));
+                offsets.push(offset(values.len()));
             }
             _ => unreachable!("a list field in another column"),
         }
     }
     fn opt_str(&mut self, _: &'static str, value: Option<&str>) {
-        self.string(value);
+        self.string(value, None);
     }
     fn dotted(&mut self, _: &'static str, first: &str, second: Option<&str>) {
-        match second {
-            None => self.string(Some(first)),
-            Some(second) => {
-                let mut label = std::mem::take(&mut self.label);
-                label.clear();
-                label.push_str(first);
-                label.push('.');
-                label.push_str(second);
-                self.string(Some(&label));
-                self.label = label;
-            }
-        }
+        self.string(Some(first), second);
     }
-    fn str_list(&mut self, _: &'static str, values: &[Text]) {
+    fn str_list(&mut self, _: &'static str, items: &[Text]) {
         match self.next() {
-            Column::Strs(b) => {
-                for v in values {
-                    b.values().append_value(v.as_str());
+            Column::Strs {
+                offsets,
+                item_offsets,
+                bytes,
+            } => {
+                for item in items {
+                    bytes.extend_from_slice(item.as_str().as_bytes());
+                    item_offsets.push(offset(bytes.len()));
                 }
-                b.append(true);
+                offsets.push(offset(item_offsets.len() - 1));
             }
             _ => unreachable!("a list field in another column"),
         }
@@ -411,17 +636,32 @@ pub struct ParquetError {
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
         // Parquet's dictionary pages pay a hash per value: worth it for
-        // the labels, whose values repeat, not for counters and times,
-        // which ZSTD compresses as well. Statistics per column chunk (a
-        // reader skips a row group by its times) rather than per page.
+        // the labels, whose values repeat, not for counters and times.
+        // Those are delta-encoded instead: a column that hardly changes
+        // (a flag counter, a VLAN) shrinks to a few bits a value before
+        // ZSTD sees it, where plain encoding would hand ZSTD eight bytes
+        // a value to compress. Statistics where readers skip by them: a
+        // page index on the times (a time range reads only its pages),
+        // per column chunk on the ports.
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_statistics_enabled(EnabledStatistics::None)
             .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")));
-        for label in LABELS {
-            properties = properties.set_column_dictionary_enabled(ColumnPath::from(*label), true);
+        for &(name, kind, _) in KINDS.iter() {
+            let path = ColumnPath::from(name);
+            properties = match kind {
+                Kind::Label => properties.set_column_dictionary_enabled(path, true),
+                Kind::Int | Kind::Timestamp => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+                _ => properties,
+            };
+        }
+        for name in TIMESTAMPS {
+            properties = properties.set_column_statistics_enabled(ColumnPath::from(*name), EnabledStatistics::Page);
+        }
+        for name in PORTS {
+            properties = properties.set_column_statistics_enabled(ColumnPath::from(*name), EnabledStatistics::Chunk);
         }
         let properties = properties.build();
         ParquetFiles {
@@ -526,6 +766,7 @@ impl Drop for ParquetFiles {
 mod tests {
     use super::*;
     use crate::schema::field_names;
+    use sluice_classify::Metadata;
 
     #[test]
     fn the_schema_has_every_field_in_order() {
@@ -550,6 +791,128 @@ mod tests {
         }
         assert!(schema.field_with_name("host").unwrap().is_nullable());
         assert!(!schema.field_with_name("packets").unwrap().is_nullable());
+    }
+
+    #[test]
+    fn a_label_at_a_reused_address_is_compared_by_its_text() {
+        let mut labels = Labels::default();
+        let tls = labels.key("TLS", None);
+        assert_eq!(labels.key("TLS", None), tls);
+        // The same text at another address, and joined from two parts,
+        // are the same label.
+        let joined = String::from("TLS.Google");
+        let google = labels.key(&joined, None);
+        assert_ne!(google, tls);
+        assert_eq!(labels.key("TLS", Some("Google")), google);
+        assert_eq!(labels.key("TLS", Some("Google")), google);
+        // Another text where the last one lay is another label.
+        let mut buffer = String::from("ab");
+        let ab = labels.key(&buffer, None);
+        buffer.clear();
+        buffer.push_str("cd");
+        let cd = labels.key(&buffer, None);
+        assert_ne!(ab, cd);
+        assert_eq!(labels.key("ab", None), ab);
+        let values = labels.finish();
+        let texts: Vec<&str> = values.iter().map(Option::unwrap).collect();
+        assert_eq!(texts, ["TLS", "TLS.Google", "ab", "cd"]);
+        assert_eq!(labels.key("cd", None), 0, "a batch's dictionary starts empty");
+    }
+
+    /// Every cell of a batch against the JSON line of its record.
+    #[test]
+    fn columns_hold_what_json_lines_write() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
+        use arrow_array::{Array, ListArray};
+        use serde_json::{Value, json};
+
+        let mut flows = Vec::new();
+        for i in 0..6u64 {
+            let mut flow = sample_flow();
+            flow.first_ns = 1_700_000_000_000_000_000 + i;
+            flow.last_ns = flow.first_ns + 1000 * i;
+            flow.directions[0].packets = i;
+            flow.directions[0].bytes = 100 * i;
+            flow.first_count = i.min(3) as _;
+            flow.ext.label.master = ["TLS", "DNS", "HTTP"][i as usize % 3];
+            flow.ext.label.app = [Some("Google"), None][i as usize % 2];
+            flow.ext.confidence = 0.25 * i as f32;
+            if i % 2 == 0 {
+                flow.ext.meta = Some(Box::new(Metadata {
+                    host: Some(format!("host{i}.example").as_str().into()),
+                    http_method: Some("GET".into()),
+                    http_status: Some(200 + i as u16),
+                    dns_answers: (0..i).map(|n| format!("10.0.0.{n}").as_str().into()).collect(),
+                    ..Metadata::default()
+                }));
+            }
+            flows.push(flow);
+        }
+        let medias = [Some("audio"), None, Some("video")];
+        let records: Vec<Record> = flows
+            .iter()
+            .enumerate()
+            .map(|(i, flow)| Record {
+                flow,
+                end: sluice_flow::EndReason::Idle,
+                stats: None,
+                media: medias[i % 3],
+            })
+            .collect();
+        let mut columns = Columns::with_capacity(4);
+        for record in &records {
+            columns.push(record);
+        }
+        let batch = columns.batch();
+        assert_eq!(batch.num_rows(), records.len());
+        let mut json = crate::jsonl::JsonlEncoder::default();
+        for (row, record) in records.iter().enumerate() {
+            let mut line = Vec::new();
+            json.encode(record, &mut line);
+            let line: Value = serde_json::from_slice(&line).unwrap();
+            for (at, &(name, kind, _)) in KINDS.iter().enumerate() {
+                let column = batch.column(at);
+                let cell = if column.is_null(row) {
+                    Value::Null
+                } else {
+                    match kind {
+                        Kind::Int => json!(column.as_primitive::<Int64Type>().value(row)),
+                        Kind::Timestamp => json!(column.as_primitive::<TimestampNanosecondType>().value(row)),
+                        Kind::Float => json!(column.as_primitive::<Float64Type>().value(row)),
+                        Kind::Str => json!(column.as_string::<i32>().value(row)),
+                        Kind::Label => {
+                            let dict = column.as_dictionary::<Int32Type>();
+                            let key = dict.keys().value(row) as usize;
+                            json!(dict.values().as_string::<i32>().value(key))
+                        }
+                        Kind::Ints => {
+                            let items = column.as_any().downcast_ref::<ListArray>().unwrap().value(row);
+                            json!(items.as_primitive::<Int64Type>().values().to_vec())
+                        }
+                        Kind::Strs => {
+                            let items = column.as_any().downcast_ref::<ListArray>().unwrap().value(row);
+                            json!(items.as_string::<i32>().iter().map(Option::unwrap).collect::<Vec<_>>())
+                        }
+                    }
+                };
+                match line.get(name) {
+                    // JSON lines write a whole float as an integer.
+                    Some(value) if kind == Kind::Float => {
+                        assert_eq!(cell.as_f64(), value.as_f64(), "row {row}, {name}")
+                    }
+                    // An integer above i64::MAX is written as i64::MAX.
+                    Some(value) if value.as_u64().is_some_and(|v| v > i64::MAX as u64) => {
+                        assert_eq!(cell, json!(i64::MAX), "row {row}, {name}")
+                    }
+                    Some(value) => assert_eq!(&cell, value, "row {row}, {name}"),
+                    None => assert!(
+                        cell.is_null() || cell == json!([]),
+                        "row {row}, {name}: {cell} where JSON has none"
+                    ),
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The `flows` listener's records as Parquet (`--format parquet`): each
-//! worker gathers the records of its flows into Arrow columns and hands a
+//! worker gathers the records of its flows into columns and hands a
 //! batch to the writer thread every [`BATCH_ROWS`] records (and when it
 //! idles); the writer compresses them into `flows-NNNNNN.parquet` files
 //! (`sluice_export::parquet`). No record is lost: a worker whose batch
@@ -19,8 +19,12 @@ use crate::listen::FlowListener;
 use crate::probe::RunError;
 use crate::threads::{ThreadTime, Waits};
 
-/// Records in a worker's batch.
-const BATCH_ROWS: usize = 16 * 1024;
+/// Records in a worker's batch: few enough that the columns a record is
+/// spread over stay in the core's cache while the batch fills.
+const BATCH_ROWS: usize = 2 * 1024;
+
+/// Batches queued to the writer from each worker.
+const QUEUED_BATCHES: usize = 16;
 
 /// How often the writer looks at the age of its file when no batch comes.
 const AGE_POLL: Duration = Duration::from_millis(500);
@@ -43,7 +47,7 @@ impl ParquetRecords {
             path: out_dir.to_path_buf(),
             source,
         })?;
-        let (batches, inbox) = bounded::<RecordBatch>(workers.max(1) * 2);
+        let (batches, inbox) = bounded::<RecordBatch>(workers.max(1) * QUEUED_BATCHES);
         let files = ParquetFiles::new(out_dir, rotation);
         let writer = thread::Builder::new()
             .name("sluice-parquet".into())

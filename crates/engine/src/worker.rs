@@ -21,6 +21,7 @@ use crate::threads::{ThreadTime, Waits};
 
 const PREFETCH_BUCKET_AHEAD: usize = 16;
 const PREFETCH_FLOW_AHEAD: usize = 8;
+const PREFETCH_LISTENER_AHEAD: usize = 4;
 
 /// Hosts tracked exactly per worker before lossy counting starts: as many
 /// as a map of 16,384 slots holds (at most seven in eight full) with the
@@ -58,6 +59,8 @@ struct Sink {
     listeners: Vec<Box<dyn FlowListener>>,
     /// Whether some listener is shown every packet.
     packets_seen: bool,
+    /// Whether any listener keeps per-slot state to prefetch.
+    prefetching: bool,
     expectations: Arc<Expectations>,
     names: Arc<AddressNames>,
     endpoints: Arc<EndpointApps>,
@@ -206,6 +209,7 @@ impl Worker {
             chain: Chain::new(classify),
             sink: Sink {
                 packets_seen: listeners.iter().any(|l| l.sees_packets()),
+                prefetching: listeners.iter().any(|l| l.prefetches()),
                 listeners,
                 expectations,
                 names,
@@ -244,6 +248,26 @@ impl Worker {
             }
             if let Some(ahead) = packets.get(i + PREFETCH_FLOW_AHEAD) {
                 table.prefetch_flow(ahead.hash);
+                if sink.prefetching {
+                    table.candidate_slots(ahead.hash, |slot, _| {
+                        sink.listeners.iter().for_each(|l| l.prefetch_slot(slot));
+                    });
+                }
+            }
+            // With a listener that follows every packet's flow state (the
+            // VoIP tracker): its state by slot, in two steps as the flow's;
+            // the classifier's media windows behind the flow, now in
+            // cache; and the payload, which the reader wrote from another
+            // core.
+            if sink.prefetching
+                && let Some(ahead) = packets.get(i + PREFETCH_LISTENER_AHEAD)
+            {
+                table.candidate_slots(ahead.hash, |slot, flow| {
+                    flow.ext.prefetch_media_windows();
+                    sink.listeners.iter().for_each(|l| l.prefetch_state(slot));
+                });
+                let bytes = frame(i + PREFETCH_LISTENER_AHEAD, ahead);
+                sluice_wire::prefetch(bytes.as_ptr().wrapping_add(usize::from(ahead.decoded.payload_offset)));
             }
             let frame = frame(i, p);
             table.advance(p.clock_ns, &mut |flow, end| sink.end(flow, end, chain));

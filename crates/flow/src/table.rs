@@ -166,6 +166,20 @@ impl<X> FlowTable<X> {
         });
     }
 
+    /// The slots, with their flows, that may be the packet's: those
+    /// [`Self::prefetch_flow`] asks for, for a caller that keeps state of
+    /// its own by slot, or behind a flow's pointers, to prefetch it as
+    /// well. A slot may hold a flow that ended: what it holds is only a
+    /// hint.
+    #[inline]
+    pub fn candidate_slots(&self, hash: u64, mut f: impl FnMut(u32, &Flow<X>)) {
+        self.index.candidates(hash, |slot| {
+            if let Some(flow) = self.slots.get(slot as usize) {
+                f(slot, flow);
+            }
+        });
+    }
+
     pub fn flow_mut(&mut self, slot: u32) -> &mut Flow<X> {
         &mut self.slots[slot as usize]
     }

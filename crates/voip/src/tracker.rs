@@ -23,6 +23,7 @@ use rustc_hash::FxHashMap;
 use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
 use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
 use sluice_wire::{Decoded, FlowKey, Fragment, LinkType, tcp_flags};
+use smallvec::SmallVec;
 
 use crate::media::{MediaTap, Payload};
 use crate::rtp::{self, RtcpPacket, RtpError};
@@ -329,8 +330,17 @@ impl Default for TrackerConfig {
 
 /// One worker's VoIP tracker.
 pub struct Tracker<S: EventSink> {
-    /// By the flow's first packet's input position, unique in a worker.
+    /// By the flow's first packet's input position, unique in a worker:
+    /// the flows of packets given without their flow table slot.
     flows: FxHashMap<u64, FlowState>,
+    /// By the flow table's slot ([`Tracker::packet_in_slot`]): found with
+    /// one load the engine can prefetch, where a map's lookup is two that
+    /// depend on each other. The flow's first packet's position tells a
+    /// slot reused by a later flow.
+    by_slot: Vec<Slot>,
+    /// The slot of each flow in `by_slot`, by its first packet's position:
+    /// a flow's end names only that.
+    slot_of: FxHashMap<u64, u32>,
     /// Flows given up on: neither SIP nor media.
     ignored: rustc_hash::FxHashSet<u64>,
     /// RTP-looking packets of flows not yet taken for media, by flow.
@@ -377,11 +387,21 @@ struct Pending {
 enum Kind {
     SipUdp,
     SipTcp(Box<[SipStream; 2]>),
-    Media(Media),
+    /// Boxed, its first streams within: the flow's state in one block the
+    /// engine can prefetch, and a small map entry or slot for SIP flows.
+    Media(Box<Media>),
 }
 
-/// Held in the tracker's map by value: one pointer fewer to follow at
-/// every packet.
+/// A flow held by its flow table slot.
+#[derive(Default)]
+struct Slot {
+    /// The flow's first packet's input position.
+    order: u64,
+    state: Option<FlowState>,
+}
+
+/// Held in the tracker's map or slots by value: one pointer fewer to
+/// follow at every packet.
 struct FlowState {
     kind: Kind,
     key: FlowKey,
@@ -396,9 +416,9 @@ struct SipStream {
     lost_sync: bool,
 }
 
-/// A media flow's state, held in the tracker's map by value: what every
-/// packet reads and writes comes first, in a few cache lines beside the
-/// map's key; what only RTCP needs is boxed apart.
+/// A media flow's state, boxed: what every packet reads and writes, the
+/// first [`INLINE_STREAMS`] streams' statistics included, in one block;
+/// what only RTCP needs is boxed apart.
 struct Media {
     last_ns: u64,
     /// The input position of its latest packet.
@@ -411,7 +431,7 @@ struct Media {
     /// order of `streams`: a packet finds its stream without reading the
     /// other streams' statistics, each several cache lines long.
     ids: [(u8, u32); STREAM_IDS],
-    streams: Vec<(u8, StreamStats)>,
+    streams: SmallVec<[(u8, StreamStats); INLINE_STREAMS]>,
     id: u64,
     untracked: u64,
     other: u64,
@@ -438,6 +458,9 @@ struct Rtcp {
 
 /// Streams whose identity a media flow keeps in its first cache lines.
 const STREAM_IDS: usize = 4;
+/// Streams whose statistics a media flow holds within its own block: a
+/// call's flow carries one each way.
+const INLINE_STREAMS: usize = 2;
 
 impl Media {
     /// The index in `streams` of the stream of `dir` and `ssrc`.
@@ -458,6 +481,8 @@ impl<S: EventSink> Tracker<S> {
     pub fn new(worker: usize, config: TrackerConfig, sink: S, media: Option<Box<dyn MediaTap>>) -> Tracker<S> {
         Tracker {
             flows: FxHashMap::default(),
+            by_slot: Vec::new(),
+            slot_of: FxHashMap::default(),
             ignored: rustc_hash::FxHashSet::default(),
             pending: FxHashMap::default(),
             continued: FxHashMap::default(),
@@ -486,11 +511,69 @@ impl<S: EventSink> Tracker<S> {
     pub fn packet(&mut self, p: &PacketView<'_>) {
         let inner = &mut self.inner;
         inner.last_order = inner.last_order.max(p.order);
-        let id = p.flow_order;
-        if let Some(state) = self.flows.get_mut(&id) {
+        if let Some(state) = self.flows.get_mut(&p.flow_order) {
             inner.on_packet(state, p);
             return;
         }
+        self.new_packet(p, None);
+    }
+
+    /// One packet of the flow in `slot` of the worker's flow table: the
+    /// same as [`Tracker::packet`], its flow's state found by the slot.
+    #[inline]
+    pub fn packet_in_slot(&mut self, slot: u32, p: &PacketView<'_>) {
+        let inner = &mut self.inner;
+        inner.last_order = inner.last_order.max(p.order);
+        if let Some(Slot {
+            order,
+            state: Some(state),
+        }) = self.by_slot.get_mut(slot as usize)
+            && *order == p.flow_order
+        {
+            inner.on_packet(state, p);
+            return;
+        }
+        if let Some(state) = self.flows.get_mut(&p.flow_order) {
+            inner.on_packet(state, p);
+            return;
+        }
+        self.new_packet(p, Some(slot));
+    }
+
+    /// First step of looking up a packet of the flow in `slot` that comes
+    /// soon: asks for the slot. Call it some packets ahead of
+    /// [`Tracker::prefetch_state`].
+    #[inline]
+    pub fn prefetch_slot(&self, slot: u32) {
+        // Addresses only: nothing is read. A slot may span two lines.
+        let at: *const u8 = self.by_slot.as_ptr().wrapping_add(slot as usize).cast();
+        sluice_wire::prefetch(at);
+        sluice_wire::prefetch(at.wrapping_add(std::mem::size_of::<Slot>() - 1));
+    }
+
+    /// Second step: asks for the media state of the flow in `slot`, so
+    /// that by the time its packet comes its streams are in cache.
+    #[inline]
+    pub fn prefetch_state(&self, slot: u32) {
+        if let Some(Slot {
+            state: Some(FlowState {
+                kind: Kind::Media(media),
+                ..
+            }),
+            ..
+        }) = self.by_slot.get(slot as usize)
+        {
+            let base: *const u8 = (&**media as *const Media).cast();
+            for offset in (0..std::mem::size_of::<Media>()).step_by(64) {
+                sluice_wire::prefetch(base.wrapping_add(offset));
+            }
+        }
+    }
+
+    /// A packet of a flow not held yet.
+    fn new_packet(&mut self, p: &PacketView<'_>, slot: Option<u32>) {
+        let inner = &mut self.inner;
+        let id = p.flow_order;
         // A later IP fragment that came before its datagram's first has no
         // ports (the flow table could not give it its datagram's), so it
         // is in a flow of its own: it waits in the defragmenter for the
@@ -538,7 +621,30 @@ impl<S: EventSink> Tracker<S> {
             }
         }
         inner.on_packet(&mut state, p);
-        self.flows.insert(id, state);
+        match slot {
+            Some(slot) => {
+                let at = slot as usize;
+                if self.by_slot.len() <= at {
+                    self.by_slot.resize_with(at + 1, Slot::default);
+                }
+                let held = std::mem::replace(
+                    &mut self.by_slot[at],
+                    Slot {
+                        order: id,
+                        state: Some(state),
+                    },
+                );
+                // A flow whose end was not told keeps its state.
+                if let Some(old) = held.state {
+                    self.slot_of.remove(&held.order);
+                    self.flows.insert(held.order, old);
+                }
+                self.slot_of.insert(id, slot);
+            }
+            None => {
+                self.flows.insert(id, state);
+            }
+        }
     }
 }
 
@@ -631,13 +737,13 @@ impl<S: EventSink> Inner<S> {
         }));
         let recorded = self.media.as_mut().and_then(|m| m.start(id, src, dst));
         Some(FlowState {
-            kind: Kind::Media(Media {
+            kind: Kind::Media(Box::new(Media {
                 id,
                 first_ns: p.ts_ns,
                 last_ns: p.ts_ns,
                 unwrap: Unwrap::default(),
                 ids: [(0, 0); STREAM_IDS],
-                streams: Vec::new(),
+                streams: SmallVec::new(),
                 untracked: 0,
                 other: 0,
                 rtcp: None,
@@ -647,7 +753,7 @@ impl<S: EventSink> Inner<S> {
                 rtp_seen: 0,
                 written: 0,
                 last_order: p.order,
-            }),
+            })),
             key,
         })
     }
@@ -911,7 +1017,11 @@ impl<S: EventSink> Tracker<S> {
     pub fn ended(&mut self, flow_order: u64, continues: bool) {
         self.ignored.remove(&flow_order);
         self.pending.remove(&flow_order);
-        let Some(mut state) = self.flows.remove(&flow_order) else {
+        let state = match self.slot_of.remove(&flow_order) {
+            Some(slot) => self.by_slot.get_mut(slot as usize).and_then(|s| s.state.take()),
+            None => self.flows.remove(&flow_order),
+        };
+        let Some(mut state) = state else {
             return;
         };
         if continues && matches!(state.kind, Kind::Media(_)) {
@@ -973,6 +1083,8 @@ impl<S: EventSink> Tracker<S> {
         }
         let continued: Vec<_> = self.continued.drain().map(|(_, s)| s).collect();
         let mut all: Vec<(u64, FlowState)> = self.flows.drain().collect();
+        all.extend(self.by_slot.iter_mut().filter_map(|s| Some((s.order, s.state.take()?))));
+        self.slot_of.clear();
         all.append(&mut self.ending);
         // In input order, so that the events are too.
         all.sort_by_key(|(o, _)| *o);

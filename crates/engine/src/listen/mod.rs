@@ -100,6 +100,22 @@ pub(crate) trait FlowListener: Send {
         false
     }
 
+    /// Whether [`FlowListener::prefetch_slot`] and
+    /// [`FlowListener::prefetch_state`] are to be called (calls per
+    /// packet ahead).
+    fn prefetches(&self) -> bool {
+        false
+    }
+
+    /// A packet of the flow that may be in `slot` comes some packets from
+    /// now: ask for what finds the listener's state by slot. A hint: it
+    /// changes nothing.
+    fn prefetch_slot(&self, _slot: u32) {}
+
+    /// The same, closer: what [`FlowListener::prefetch_slot`] asked for is
+    /// in cache, ask for the state itself.
+    fn prefetch_state(&self, _slot: u32) {}
+
     /// A packet was accounted in the flow in `slot` of the worker's table
     /// and shown to the classifier.
     fn packet(&mut self, _slot: u32, _flow: &mut Flow<FlowClass>, _packet: &PacketDesc, _bytes: &PacketBytes<'_>) {}

@@ -217,22 +217,43 @@ impl FlowListener for VoipWorker {
         true
     }
 
+    fn prefetches(&self) -> bool {
+        true
+    }
+
     #[inline]
-    fn packet(&mut self, _slot: u32, flow: &mut Flow<FlowClass>, packet: &PacketDesc, bytes: &PacketBytes<'_>) {
+    fn prefetch_slot(&self, slot: u32) {
+        if let Some(tracker) = &self.tracker {
+            tracker.prefetch_slot(slot);
+        }
+    }
+
+    #[inline]
+    fn prefetch_state(&self, slot: u32) {
+        if let Some(tracker) = &self.tracker {
+            tracker.prefetch_state(slot);
+        }
+    }
+
+    #[inline]
+    fn packet(&mut self, slot: u32, flow: &mut Flow<FlowClass>, packet: &PacketDesc, bytes: &PacketBytes<'_>) {
         let Some(tracker) = &mut self.tracker else {
             return;
         };
-        tracker.packet(&PacketView {
-            ts_ns: packet.ts_ns,
-            order: packet.order,
-            flow_order: flow.order,
-            key: &flow.key,
-            dir: bytes.dir as usize,
-            flow_packets: flow.packets(),
-            decoded: &packet.decoded,
-            frame: bytes.frame,
-            payload: bytes.payload,
-        });
+        tracker.packet_in_slot(
+            slot,
+            &PacketView {
+                ts_ns: packet.ts_ns,
+                order: packet.order,
+                flow_order: flow.order,
+                key: &flow.key,
+                dir: bytes.dir as usize,
+                flow_packets: flow.packets(),
+                decoded: &packet.decoded,
+                frame: bytes.frame,
+                payload: bytes.payload,
+            },
+        );
     }
 
     fn ended(&mut self, flow: &mut Flow<FlowClass>, end: EndReason) {

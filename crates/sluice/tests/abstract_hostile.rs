@@ -266,8 +266,10 @@ fn a_flood_of_unanswered_requests_holds_no_more_than_the_bound() {
         held["routed_early"]["at_total_bound"].as_u64().unwrap() > 10_000,
         "{held}"
     );
-    // The allocator's own rounding and free lists: a few MiB.
-    let slack = 8 * MIB;
+    // The allocator's own rounding and free lists, and the events in
+    // flight between the threads, which the machine's load moves: up to
+    // 16 MiB here (the unbounded run below takes 150 MiB more).
+    let slack = 16 * MIB;
     assert!(
         bounded <= baseline + 16 * MIB + slack,
         "peak {} MiB with --held-mib 16, {} MiB holding nothing",

@@ -1,6 +1,8 @@
 //! Malformed SIP, SDP, RTP and RTCP never panic: each is refused with a
 //! named reason, which the tracker counts.
 
+mod common;
+
 use proptest::prelude::*;
 use sluice_voip::{rtp, sdp, sip};
 
@@ -76,13 +78,7 @@ fn the_unmutated_invite_reads() {
 
 /// An IPv4 UDP datagram from 192.0.2.1:5060 to 192.0.2.2:5060.
 fn udp_frame(payload: &[u8]) -> Vec<u8> {
-    let total = 28 + payload.len();
-    let mut f = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 64, 17, 0, 0];
-    f.extend_from_slice(&[192, 0, 2, 1, 192, 0, 2, 2]);
-    let udp = 8 + payload.len();
-    f.extend_from_slice(&[0x13, 0xc4, 0x13, 0xc4, (udp >> 8) as u8, udp as u8, 0, 0]);
-    f.extend_from_slice(payload);
-    f
+    common::udp_frame(([192, 0, 2, 1], 5060), ([192, 0, 2, 2], 5060), payload)
 }
 
 /// Runs datagrams through a tracker as one SIP flow; its counters.

@@ -4,6 +4,10 @@
 //! ones before it in `record_missed_payloads`, whichever worker read the
 //! description and whenever it did.
 
+mod common;
+
+use common::udp_frame;
+
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
@@ -24,20 +28,6 @@ Content-Length: 50\r\n\
 v=0\r\n\
 c=IN IP4 192.0.2.1\r\n\
 m=audio 49170 RTP/AVP 0\r\n";
-
-/// An IPv4 UDP datagram (RFC 791, RFC 768; checksums left 0).
-fn udp_frame(src: ([u8; 4], u16), dst: ([u8; 4], u16), payload: &[u8]) -> Vec<u8> {
-    let total = 28 + payload.len();
-    let mut f = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 64, 17, 0, 0];
-    f.extend_from_slice(&src.0);
-    f.extend_from_slice(&dst.0);
-    let udp = 8 + payload.len();
-    f.extend_from_slice(&src.1.to_be_bytes());
-    f.extend_from_slice(&dst.1.to_be_bytes());
-    f.extend_from_slice(&[(udp >> 8) as u8, udp as u8, 0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
 
 /// RTP (RFC 3550 §5.1): PCMU, 20 ms, SSRC 0x1234, the payload's bytes the
 /// sequence number's low byte.

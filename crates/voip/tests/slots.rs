@@ -4,22 +4,12 @@
 //! slot is reused: by a flow after the one before it ended, and by a flow
 //! whose predecessor's end has not been told yet.
 
+mod common;
+
+use common::udp_frame;
+
 use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig};
 use sluice_wire::{LinkType, decode};
-
-/// An IPv4 UDP datagram (RFC 791, RFC 768; checksums left 0).
-fn udp_frame(src: ([u8; 4], u16), dst: ([u8; 4], u16), payload: &[u8]) -> Vec<u8> {
-    let total = 28 + payload.len();
-    let mut f = vec![0x45, 0, (total >> 8) as u8, total as u8, 0, 1, 0, 0, 64, 17, 0, 0];
-    f.extend_from_slice(&src.0);
-    f.extend_from_slice(&dst.0);
-    let udp = 8 + payload.len();
-    f.extend_from_slice(&src.1.to_be_bytes());
-    f.extend_from_slice(&dst.1.to_be_bytes());
-    f.extend_from_slice(&[(udp >> 8) as u8, udp as u8, 0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
 
 /// RTP (RFC 3550 §5.1): PCMU, 20 ms of payload.
 fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use common::{ndpi_pcaps, run, sluice};
+use common::{jsonl, ndpi_pcaps, run, sluice};
 
 fn has(program: &str) -> bool {
     let found = Command::new(program).arg("--version").output().is_ok();
@@ -36,14 +36,6 @@ fn voip_captures(dir: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn voip(input: &Path, out: &Path) -> (Vec<Value>, Vec<Value>) {

@@ -10,15 +10,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use common::{ndpi_pcaps, run, sluice};
-
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::{jsonl, ndpi_pcaps, run, sluice};
 
 /// The inputs of the shared runs: nDPI's SIP capture (an old day) then a
 /// generated trace (another day), as one input.

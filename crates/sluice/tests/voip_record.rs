@@ -11,15 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use common::{run, sluice};
-
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::{jsonl, run, sluice};
 
 /// The generated trace, shared by the tests.
 fn trace() -> &'static Path {

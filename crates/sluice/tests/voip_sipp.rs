@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Namespaces, SLUICE, run};
+use common::{Namespaces, SLUICE, jsonl, run};
 
 const CALLS: u32 = 4;
 const SIPP_SHARE: &str = "/usr/share/sip-tester";
@@ -76,14 +76,6 @@ fn rtp_packets(pcap: &str) -> u64 {
         ],
     );
     String::from_utf8_lossy(&out.stdout).lines().count() as u64
-}
-
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

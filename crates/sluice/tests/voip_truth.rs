@@ -17,7 +17,7 @@ use std::path::Path;
 use serde_json::Value;
 use sluice_gen::{CallTruth, FrameSink, GenOptions, Media, Profile, StreamTruth, TruthRow, TruthSink, VoipOptions};
 
-use common::sluice;
+use common::{jsonl, sluice};
 
 /// A pcap file (nanosecond timestamps, Ethernet) of the frames.
 struct Pcap(BufWriter<std::fs::File>);
@@ -192,14 +192,6 @@ fn by_stream(streams: &[Value]) -> HashMap<(u64, u64, u64), &Value> {
             let n = |k: &str| s[k].as_u64().unwrap();
             ((n("ssrc"), n("src_port"), n("dst_port")), s)
         })
-        .collect()
-}
-
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 

@@ -69,13 +69,18 @@ pub fn flow_counts(records: &[Value]) -> BTreeMap<String, [u64; 4]> {
         .collect()
 }
 
-/// The JSON flow records in `out`.
-pub fn flow_records(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("flows.jsonl"))
-        .unwrap()
+/// The objects of a JSON lines file.
+pub fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The JSON flow records in `out`.
+pub fn flow_records(out: &Path) -> Vec<Value> {
+    jsonl(&out.join("flows.jsonl"))
 }
 
 /// Namespaces `a` and `b` joined by veth `va` (in `a`) and `vb` (in `b`),

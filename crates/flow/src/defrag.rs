@@ -61,6 +61,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use sluice_wire::bytes::internet_checksum;
 use sluice_wire::{Decoded, Fragment, IpVersion};
 
 /// Limits of a [`Defragmenter`]. All times are packet time.
@@ -470,7 +471,7 @@ impl Defragmenter {
                 out.extend_from_slice(&header[4..6]);
                 out.extend_from_slice(&[0, 0, header[8], key.proto, 0, 0]);
                 out.extend_from_slice(&header[12..20]);
-                let checksum = ipv4_checksum(&out[..20]);
+                let checksum = internet_checksum(&out[..20]);
                 out[10..12].copy_from_slice(&checksum.to_be_bytes());
             }
             IpVersion::V6 => {
@@ -625,17 +626,6 @@ fn ipv6_fragment_header(ip: &[u8], end: usize) -> Option<usize> {
     }
 }
 
-fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -746,7 +736,7 @@ mod tests {
         assert_eq!(u16::from_be_bytes([datagram[4], datagram[5]]), id);
         assert_eq!(&datagram[6..8], &[0, 0], "MF and offset cleared");
         assert_eq!(datagram[8], 61, "ttl kept");
-        assert_eq!(ipv4_checksum(&datagram[..20]), 0, "checksum valid");
+        assert_eq!(internet_checksum(&datagram[..20]), 0, "checksum valid");
         assert_eq!(&datagram[12..20], &[SRC4, DST4].concat()[..]);
     }
 

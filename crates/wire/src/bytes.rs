@@ -55,6 +55,21 @@ impl ByteOrder {
     }
 }
 
+/// The Internet checksum (RFC 1071) of `b`: the ones' complement of the
+/// ones' complement sum of its big-endian 16-bit words, an odd last byte
+/// padded with zero. Over an IPv4 header with its checksum field filled
+/// in, 0 when the checksum is right.
+pub fn internet_checksum(b: &[u8]) -> u16 {
+    let mut sum: u32 = b
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
 #[inline]
 fn array<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
     b.get(at..at.checked_add(N)?)?.try_into().ok()
@@ -76,6 +91,26 @@ mod tests {
         assert_eq!(ByteOrder::Little.u16(&b, 0), Some(0x3412));
         assert_eq!(ByteOrder::Big.u32(&b, 0), Some(0x1234_5678));
         assert_eq!(ByteOrder::Little.u32(&b, 0), Some(0x7856_3412));
+    }
+
+    #[test]
+    fn the_internet_checksum_is_rfc_1071s() {
+        // RFC 1071 §3's example: the words sum to 0xddf2.
+        assert_eq!(
+            internet_checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            !0xddf2
+        );
+        // An IPv4 header (RFC 791) with its checksum 0xb861 filled in.
+        let header = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
+        ];
+        assert_eq!(internet_checksum(&header), 0);
+        let mut zeroed = header;
+        zeroed[10..12].fill(0);
+        assert_eq!(internet_checksum(&zeroed), 0xb861);
+        // An odd length is padded with a zero byte.
+        assert_eq!(internet_checksum(&[0x01]), !0x0100);
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! IPv4, check out). Packets with the K bits set (RFC 8061) are encrypted and refused.
 
 use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use sluice_wire::bytes::internet_checksum;
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "LISP",
@@ -209,7 +210,7 @@ fn ip_payload(ip: &[u8], proto: Option<u8>) -> Option<&[u8]> {
     let (header, total, next) = match first >> 4 {
         4 => {
             let header = usize::from(first & 0x0f) * 4;
-            if header < 20 || ip.len() < header || !ipv4_checksum_ok(&ip[..header]) {
+            if header < 20 || ip.len() < header || internet_checksum(&ip[..header]) != 0 {
                 return None;
             }
             (header, usize::from(be16(ip, 2)?), ip[9])
@@ -221,17 +222,6 @@ fn ip_payload(ip: &[u8], proto: Option<u8>) -> Option<&[u8]> {
         return None;
     }
     Some(&ip[header..])
-}
-
-fn ipv4_checksum_ok(header: &[u8]) -> bool {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum == 0xffff
 }
 
 fn is_data(data: &[u8]) -> bool {
@@ -302,15 +292,9 @@ mod tests {
     }
 
     fn ipv4_checksum(header: &mut [u8]) {
-        header[10..12].copy_from_slice(&[0, 0]);
-        let mut sum: u32 = header
-            .chunks(2)
-            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-            .sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        header[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        header[10..12].fill(0);
+        let sum = internet_checksum(header);
+        header[10..12].copy_from_slice(&sum.to_be_bytes());
     }
 
     /// An IPv4 packet of protocol `proto` around `payload`.

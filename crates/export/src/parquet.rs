@@ -172,8 +172,30 @@ pub fn arrow_schema() -> SchemaRef {
 }
 
 /// The validity of a column that can be absent, one flag a row; `None`
-/// for a column that never is, which gets no null bitmap.
+/// for a column that never is, which gets no null bitmap. An absent value
+/// is not written when it comes: a column that can be absent is filled up
+/// to the row of its next value (or to the batch's end) with nulls, so
+/// that a record touches only the columns it has values in (the protocol
+/// metadata is absent from most records).
 type Valid = Option<Vec<bool>>;
+
+/// Fills a column that can be absent with nulls up to `row`, before a
+/// value is written at `row` (or the batch ends there).
+fn fill_nulls<T: Copy + Default>(values: &mut Vec<T>, valid: &mut Valid, row: usize) {
+    if let Some(valid) = valid {
+        values.resize(row, T::default());
+        valid.resize(row, false);
+    }
+}
+
+/// The same for a column of strings: empty strings up to `row`.
+fn fill_null_strings(offsets: &mut Vec<i32>, valid: &mut Valid, row: usize) {
+    if let Some(valid) = valid {
+        let end = *offsets.last().expect("offsets start with 0");
+        offsets.resize(row + 1, end);
+        valid.resize(row, false);
+    }
+}
 
 /// A column's values as plain vectors, filled one row at a time and made
 /// into an Arrow array at the batch's end.
@@ -285,8 +307,19 @@ impl Column {
         }
     }
 
-    /// The column's rows as an array; the vectors start again empty.
-    fn finish(&mut self, rows: usize) -> ArrayRef {
+    /// The column's `filled` rows as an array; the vectors start again
+    /// empty, with room for `rows` rows.
+    fn finish(&mut self, filled: usize, rows: usize) -> ArrayRef {
+        match self {
+            Column::Int { values, valid, .. } => fill_nulls(values, valid, filled),
+            Column::Float { values, valid } => fill_nulls(values, valid, filled),
+            Column::Str { offsets, valid, .. } => fill_null_strings(offsets, valid, filled),
+            Column::Label { keys, valid, .. } => fill_nulls(keys, valid, filled),
+            Column::Ints { .. } => {}
+            Column::Strs {
+                offsets, item_offsets, ..
+            } => offsets.resize(filled + 1, offset(item_offsets.len() - 1)),
+        }
         match self {
             Column::Int {
                 values,
@@ -377,11 +410,29 @@ impl Labels {
         &self.bytes[self.offsets[k] as usize..self.offsets[k + 1] as usize]
     }
 
+    /// The key of `first` or `first.second`, where both lie in static
+    /// memory: its text cannot have changed since a label was last found
+    /// at its address, so the address alone finds it.
+    fn static_key(&mut self, first: &'static str, second: Option<&'static str>) -> i32 {
+        let (a, la) = (first.as_ptr() as usize, first.len());
+        let (b, lb) = second.map_or((0, 0), |s| (s.as_ptr() as usize, s.len()));
+        let slot = Self::slot(a, b);
+        let (sa, sla, sb, slb, key) = self.slots[slot];
+        if key >= 0 && (sa, sla, sb, slb) == (a, la, b, lb) {
+            return key;
+        }
+        self.key(first, second)
+    }
+
+    fn slot(a: usize, b: usize) -> usize {
+        ((a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) % LABEL_SLOTS
+    }
+
     /// The key of `first` or `first.second`.
     fn key(&mut self, first: &str, second: Option<&str>) -> i32 {
         let (a, la) = (first.as_ptr() as usize, first.len());
         let (b, lb) = second.map_or((0, 0), |s| (s.as_ptr() as usize, s.len()));
-        let slot = ((a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) % LABEL_SLOTS;
+        let slot = Self::slot(a, b);
         let (sa, sla, sb, slb, key) = self.slots[slot];
         if key >= 0 && (sa, sla, sb, slb) == (a, la, b, lb) {
             let text = self.text(key);
@@ -452,9 +503,9 @@ fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn push_valid(valid: &mut Valid, present: bool) {
+fn push_valid(valid: &mut Valid) {
     if let Some(valid) = valid {
-        valid.push(present);
+        valid.push(true);
     }
 }
 
@@ -489,7 +540,12 @@ impl Columns {
     /// empty.
     pub fn batch(&mut self) -> RecordBatch {
         let rows = self.capacity.max(self.rows);
-        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(|column| column.finish(rows)).collect();
+        let filled = self.rows;
+        let arrays: Vec<ArrayRef> = self
+            .columns
+            .iter_mut()
+            .map(|column| column.finish(filled, rows))
+            .collect();
         self.rows = 0;
         RecordBatch::try_new(SCHEMA.clone(), arrays).expect("the columns follow the schema")
     }
@@ -501,42 +557,67 @@ impl Columns {
     }
 
     fn int(&mut self, value: Option<u64>) {
-        match self.next() {
-            Column::Int { values, valid, .. } => {
-                values.push(value.map_or(0, int));
-                push_valid(valid, value.is_some());
+        let row = self.rows;
+        match (self.next(), value) {
+            (Column::Int { values, valid, .. }, Some(value)) => {
+                fill_nulls(values, valid, row);
+                values.push(int(value));
+                push_valid(valid);
             }
+            (Column::Int { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
             _ => unreachable!("an integer field in another column"),
         }
     }
 
     fn float(&mut self, value: Option<f64>) {
-        match self.next() {
-            Column::Float { values, valid } => {
-                values.push(value.unwrap_or(0.0));
-                push_valid(valid, value.is_some());
+        let row = self.rows;
+        match (self.next(), value) {
+            (Column::Float { values, valid }, Some(value)) => {
+                fill_nulls(values, valid, row);
+                values.push(value);
+                push_valid(valid);
             }
+            (Column::Float { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
             _ => unreachable!("a float field in another column"),
+        }
+    }
+
+    /// A label from static memory: `first`, or `first.second`; none when
+    /// `first` is.
+    fn static_label(&mut self, first: Option<&'static str>, second: Option<&'static str>) {
+        let row = self.rows;
+        match (self.next(), first) {
+            (Column::Label { keys, valid, labels }, Some(first)) => {
+                fill_nulls(keys, valid, row);
+                keys.push(labels.static_key(first, second));
+                push_valid(valid);
+            }
+            (Column::Label { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
+            _ => unreachable!("a label field in another column"),
         }
     }
 
     /// `first`, or `first.second`; none when `first` is.
     fn string(&mut self, first: Option<&str>, second: Option<&str>) {
-        match self.next() {
-            Column::Str { offsets, bytes, valid } => {
-                if let Some(first) = first {
-                    bytes.extend_from_slice(first.as_bytes());
-                    if let Some(second) = second {
-                        bytes.push(b'.');
-                        bytes.extend_from_slice(second.as_bytes());
-                    }
+        let row = self.rows;
+        match (self.next(), first) {
+            (Column::Str { offsets, bytes, valid }, Some(first)) => {
+                fill_null_strings(offsets, valid, row);
+                bytes.extend_from_slice(first.as_bytes());
+                if let Some(second) = second {
+                    bytes.push(b'.');
+                    bytes.extend_from_slice(second.as_bytes());
                 }
                 offsets.push(offset(bytes.len()));
-                push_valid(valid, first.is_some());
+                push_valid(valid);
             }
-            Column::Label { keys, valid, labels } => {
-                keys.push(first.map_or(0, |first| labels.key(first, second)));
-                push_valid(valid, first.is_some());
+            (Column::Label { keys, valid, labels }, Some(first)) => {
+                fill_nulls(keys, valid, row);
+                keys.push(labels.key(first, second));
+                push_valid(valid);
+            }
+            (Column::Str { valid, .. } | Column::Label { valid, .. }, None) => {
+                debug_assert!(valid.is_some(), "absent in a column that is never")
             }
             _ => unreachable!("a string field in another column"),
         }
@@ -577,13 +658,27 @@ impl FieldSink for Columns {
     fn dotted(&mut self, _: &'static str, first: &str, second: Option<&str>) {
         self.string(Some(first), second);
     }
+    fn label(&mut self, _: &'static str, value: &'static str) {
+        self.static_label(Some(value), None);
+    }
+    fn opt_label(&mut self, _: &'static str, value: Option<&'static str>) {
+        self.static_label(value, None);
+    }
+    fn dotted_label(&mut self, _: &'static str, first: &'static str, second: Option<&'static str>) {
+        self.static_label(Some(first), second);
+    }
     fn str_list(&mut self, _: &'static str, items: &[Text]) {
+        let row = self.rows;
         match self.next() {
+            // An empty list, the common case, is written when the next
+            // list that is not, or the batch's end, fills up to it.
+            Column::Strs { .. } if items.is_empty() => {}
             Column::Strs {
                 offsets,
                 item_offsets,
                 bytes,
             } => {
+                offsets.resize(row + 1, offset(item_offsets.len() - 1));
                 for item in items {
                     bytes.extend_from_slice(item.as_str().as_bytes());
                     item_offsets.push(offset(bytes.len()));
@@ -819,6 +914,20 @@ mod tests {
         assert_eq!(labels.key("cd", None), 0, "a batch's dictionary starts empty");
     }
 
+    #[test]
+    fn a_static_label_is_the_same_label_as_its_text() {
+        let mut labels = Labels::default();
+        let tls = labels.key(&String::from("TLS"), None);
+        assert_eq!(labels.static_key("TLS", None), tls);
+        assert_eq!(labels.static_key("TLS", None), tls);
+        let google = labels.static_key("TLS", Some("Google"));
+        assert_eq!(labels.key(&String::from("TLS.Google"), None), google);
+        assert_ne!(labels.static_key("DNS", None), tls);
+        let values = labels.finish();
+        let texts: Vec<&str> = values.iter().map(Option::unwrap).collect();
+        assert_eq!(texts, ["TLS", "TLS.Google", "DNS"]);
+    }
+
     /// Every cell of a batch against the JSON line of its record.
     #[test]
     fn columns_hold_what_json_lines_write() {
@@ -913,6 +1022,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Absent values are filled in when a later row has one or the batch
+    /// ends, and a batch's columns start again empty: a second batch whose
+    /// first rows lack what its last has.
+    #[test]
+    fn absent_values_are_nulls_up_to_the_next_value_and_the_batch_end() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Int64Type;
+        use arrow_array::{Array, ListArray};
+
+        let plain = sample_flow();
+        let mut rich = sample_flow();
+        rich.ext.meta = Some(Box::new(Metadata {
+            host: Some("a.example".into()),
+            http_status: Some(404),
+            dns_answers: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            ..Metadata::default()
+        }));
+        let column = |batch: &RecordBatch, name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        let mut columns = Columns::with_capacity(2);
+        columns.push(&Record::idle(&rich));
+        columns.push(&Record::idle(&plain));
+        let first = columns.batch();
+        for order in [[&plain, &plain, &rich], [&plain, &rich, &plain]] {
+            for flow in order {
+                columns.push(&Record::idle(flow));
+            }
+            let batch = columns.batch();
+            assert_eq!(batch.num_rows(), 3);
+            let rich_row = order.iter().position(|f| f.ext.meta.is_some()).unwrap();
+            let host = column(&batch, "host");
+            let status = column(&batch, "http_status");
+            let answers = column(&batch, "dns_answers");
+            let answers = answers.as_any().downcast_ref::<ListArray>().unwrap();
+            for row in 0..3 {
+                let has = row == rich_row;
+                assert_eq!(host.is_valid(row), has, "host, row {row}");
+                assert_eq!(status.is_valid(row), has, "http_status, row {row}");
+                assert_eq!(
+                    answers.value(row).len(),
+                    if has { 2 } else { 0 },
+                    "dns_answers, row {row}"
+                );
+            }
+            assert_eq!(host.as_string::<i32>().value(rich_row), "a.example");
+            assert_eq!(status.as_primitive::<Int64Type>().value(rich_row), 404);
+            assert_eq!(answers.value(rich_row).as_string::<i32>().value(1), "10.0.0.2");
+        }
+        let host = column(&first, "host");
+        assert_eq!((host.is_valid(0), host.is_valid(1)), (true, false));
+        assert_eq!(column(&first, "stats_app").null_count(), 2);
     }
 
     #[test]

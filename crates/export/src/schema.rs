@@ -49,6 +49,22 @@ pub trait FieldSink {
     fn dotted(&mut self, name: &'static str, first: &str, second: Option<&str>);
     fn str_list(&mut self, name: &'static str, values: &[Text]);
 
+    /// A label from the program's own tables (a protocol, an end reason,
+    /// a classifier): the same as [`FieldSink::str`], but its text lies in
+    /// static memory, which never changes, so an encoder may know it
+    /// again by its address alone.
+    fn label(&mut self, name: &'static str, value: &'static str) {
+        self.str(name, value);
+    }
+    /// [`FieldSink::opt_str`] of a label from the program's own tables.
+    fn opt_label(&mut self, name: &'static str, value: Option<&'static str>) {
+        self.opt_str(name, value);
+    }
+    /// [`FieldSink::dotted`] of labels from the program's own tables.
+    fn dotted_label(&mut self, name: &'static str, first: &'static str, second: Option<&'static str>) {
+        self.dotted(name, first, second);
+    }
+
     /// The fields `write` writes, which are the same in every record that
     /// gives the same `block`. An encoder may keep what it wrote the first
     /// time and copy that afterwards.
@@ -80,12 +96,12 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.ip("dst_ip", k.dst_ip());
     out.u64("dst_port", k.dst_port as u64);
     match l4_name(k.proto) {
-        Some(name) => out.str("l4", name),
+        Some(name) => out.label("l4", name),
         None => out.str("l4", itoa::Buffer::new().format(k.proto)),
     }
     out.u64("ip_version", k.version as u64);
     out.u64("vlan", k.vlan as u64);
-    out.str("tunnel", f.tunnel.name());
+    out.label("tunnel", f.tunnel.name());
     out.u64("tunnel_id", k.tunnel_id as u64);
     out.u64("first_ts_ns", f.first_ns);
     out.u64("last_ts_ns", f.last_ns);
@@ -116,15 +132,15 @@ pub fn write_record(r: &Record, out: &mut impl FieldSink) {
     out.list("first_sizes", &sizes[..n]);
     out.list("first_directions", &dirs[..n]);
     out.list("first_iat_ns", &f.first_inter_arrivals[..n]);
-    out.str("end_reason", r.end.name());
+    out.label("end_reason", r.end.name());
     let class = &f.ext;
-    out.dotted("app", class.label.master, class.label.app);
-    out.str("master", class.label.master);
-    out.str("classifier", class.classifier.name());
+    out.dotted_label("app", class.label.master, class.label.app);
+    out.label("master", class.label.master);
+    out.label("classifier", class.classifier.name());
     out.f64("confidence", thousandths(class.confidence as f64));
-    out.opt_str("stats_app", r.stats.map(|s| s.class));
+    out.opt_label("stats_app", r.stats.map(|s| s.class));
     out.opt_f64("stats_confidence", r.stats.map(|s| thousandths(s.confidence as f64)));
-    out.opt_str("media", r.media);
+    out.opt_label("media", r.media);
     metadata(out, class.meta.as_deref().unwrap_or(&NO_METADATA));
 }
 

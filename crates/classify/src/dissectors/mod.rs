@@ -9,6 +9,7 @@
 mod afp;
 mod ajp;
 mod api;
+mod armagetron;
 mod atg;
 mod avast;
 mod bacnet;
@@ -18,6 +19,8 @@ mod bfd;
 mod bgp;
 mod bittorrent;
 mod bjnp;
+mod c1222;
+mod can;
 mod capwap;
 mod cassandra;
 mod ceph;
@@ -84,6 +87,7 @@ mod lines;
 mod lisp;
 mod lustre;
 mod mail;
+mod matter;
 mod megaco;
 mod melsec;
 mod memcached;
@@ -327,6 +331,9 @@ pub fn registry() -> &'static [Dissector] {
             netflow::DISSECTORS,
             iec60870::DISSECTORS,
             iec62056::DISSECTORS,
+            c1222::DISSECTORS,
+            can::DISSECTORS,
+            matter::DISSECTORS,
             ieee_c37118::DISSECTORS,
             modbus::DISSECTORS,
             knxnet_ip::DISSECTORS,
@@ -384,6 +391,9 @@ pub fn registry() -> &'static [Dissector] {
             flute::DISSECTORS,
             // BFCP's header is short and its ports negotiated: it decides on a flow's second message.
             bfcp::DISSECTORS,
+            // Armagetron's framing is only lengths: it decides on a flow's second datagram,
+            // after every dissector with a magic number has had its say.
+            armagetron::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

@@ -8,6 +8,7 @@
 
 mod afp;
 mod ajp;
+mod amqp;
 mod api;
 mod armagetron;
 mod atg;
@@ -389,6 +390,9 @@ pub fn registry() -> &'static [Dissector] {
             iax::DISSECTORS,
             mpegts::DISSECTORS,
             flute::DISSECTORS,
+            // AMQP's frames in a connection whose start was not seen (its
+            // protocol header is a rule's).
+            amqp::DISSECTORS,
             // BFCP's header is short and its ports negotiated: it decides on a flow's second message.
             bfcp::DISSECTORS,
             // Armagetron's framing is only lengths: it decides on a flow's second datagram,

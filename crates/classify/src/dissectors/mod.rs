@@ -75,6 +75,7 @@ mod ipsec;
 mod irc;
 mod jabber;
 mod jrmi;
+mod json;
 mod json_rpc;
 mod kafka;
 mod kcp;
@@ -398,6 +399,8 @@ pub fn registry() -> &'static [Dissector] {
             // Armagetron's framing is only lengths: it decides on a flow's second datagram,
             // after every dissector with a magic number has had its say.
             armagetron::DISSECTORS,
+            // Raw JSON texts: after every protocol that speaks JSON of its own.
+            json::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

@@ -8,7 +8,9 @@
 
 mod afp;
 mod ajp;
+mod amqp;
 mod api;
+mod armagetron;
 mod atg;
 mod avast;
 mod bacnet;
@@ -18,6 +20,8 @@ mod bfd;
 mod bgp;
 mod bittorrent;
 mod bjnp;
+mod c1222;
+mod can;
 mod capwap;
 mod cassandra;
 mod ceph;
@@ -71,6 +75,7 @@ mod ipsec;
 mod irc;
 mod jabber;
 mod jrmi;
+mod json;
 mod json_rpc;
 mod kafka;
 mod kcp;
@@ -84,6 +89,7 @@ mod lines;
 mod lisp;
 mod lustre;
 mod mail;
+mod matter;
 mod megaco;
 mod melsec;
 mod memcached;
@@ -327,6 +333,9 @@ pub fn registry() -> &'static [Dissector] {
             netflow::DISSECTORS,
             iec60870::DISSECTORS,
             iec62056::DISSECTORS,
+            c1222::DISSECTORS,
+            can::DISSECTORS,
+            matter::DISSECTORS,
             ieee_c37118::DISSECTORS,
             modbus::DISSECTORS,
             knxnet_ip::DISSECTORS,
@@ -382,8 +391,16 @@ pub fn registry() -> &'static [Dissector] {
             iax::DISSECTORS,
             mpegts::DISSECTORS,
             flute::DISSECTORS,
+            // AMQP's frames in a connection whose start was not seen (its
+            // protocol header is a rule's).
+            amqp::DISSECTORS,
             // BFCP's header is short and its ports negotiated: it decides on a flow's second message.
             bfcp::DISSECTORS,
+            // Armagetron's framing is only lengths: it decides on a flow's second datagram,
+            // after every dissector with a magic number has had its say.
+            armagetron::DISSECTORS,
+            // Raw JSON texts: after every protocol that speaks JSON of its own.
+            json::DISSECTORS,
             // RTP/RTCP are heuristics and go last.
             rtp::DISSECTORS,
         ];

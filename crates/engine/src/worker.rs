@@ -258,13 +258,24 @@ impl Worker {
             // VoIP tracker): its state by slot, in two steps as the flow's;
             // the classifier's media windows behind the flow, now in
             // cache; and the payload, which the reader wrote from another
-            // core.
+            // core. Of the packet's own flow only, and of its direction
+            // only: the lines a packet reads are few, and asking for more
+            // keeps the memory system from the next packets' lines.
             if sink.prefetching
                 && let Some(ahead) = packets.get(i + PREFETCH_LISTENER_AHEAD)
             {
+                let key = &ahead.decoded.key;
                 table.candidate_slots(ahead.hash, |slot, flow| {
-                    flow.ext.prefetch_media_windows();
-                    sink.listeners.iter().for_each(|l| l.prefetch_state(slot));
+                    // As the table tells a packet's direction.
+                    let dir = if flow.key == *key {
+                        0
+                    } else if flow.key == key.reversed() {
+                        1
+                    } else {
+                        return;
+                    };
+                    flow.ext.prefetch_media_windows(dir);
+                    sink.listeners.iter().for_each(|l| l.prefetch_state(slot, dir));
                 });
                 let bytes = frame(i + PREFETCH_LISTENER_AHEAD, ahead);
                 sluice_wire::prefetch(bytes.as_ptr().wrapping_add(usize::from(ahead.decoded.payload_offset)));

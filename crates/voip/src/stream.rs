@@ -90,58 +90,70 @@ impl Unwrap {
 }
 
 /// The statistics of one stream.
+///
+/// In declaration order (`repr(C)`), what every packet of a stream with a
+/// static payload type reads and writes first and the estimators only a
+/// dynamic payload type needs last, so that the tracker can ask the
+/// memory system for the first [`StreamStats::HOT_BYTES`] alone: a G.711 stream's packet touches those lines
+/// and no other.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct StreamStats {
-    pub ssrc: u32,
+    /// Payload types seen, as a bitmap.
+    pub payload_types: u128,
     pub first_ns: u64,
     pub last_ns: u64,
     /// Packets received (Wireshark's `total_nr`).
     pub packets: u64,
     pub ip_bytes: u64,
     pub payload_bytes: u64,
-    pub first_payload_type: u8,
-    /// Payload types seen, as a bitmap.
-    pub payload_types: u128,
-    /// The first dynamic payload type seen (96-127), whose clock rate the
-    /// candidate estimators vary.
-    pub dynamic_pt: Option<u8>,
     pub markers: u64,
     /// Packets whose sequence number was not the one expected
     /// (Wireshark's "wrong sequence" count).
     pub sequence_errors: u64,
     pub duplicates: u64,
     pub out_of_order: u64,
-    pub size_min: u32,
-    pub size_max: u32,
-    size_sum: f64,
-    size_sum_sq: f64,
     pub gap_min_ns: u64,
     pub gap_max_ns: u64,
+    seq_timestamp: u64,
+    // RFC 3550 appendix A.1: the highest extended sequence number, and a
+    // window of those seen just below it.
+    seen: u64,
+    size_sum: f64,
+    size_sum_sq: f64,
     gap_sum: f64,
     gap_sum_sq: f64,
     // Wireshark's analysis (ui/tap-rtp-analysis.c), times in ms from the
     // stream's first packet.
+    time_ms: f64,
+    delta_ms: f64,
+    pub max_delta_ms: f64,
+    pub ssrc: u32,
+    pub size_min: u32,
+    pub size_max: u32,
+    seq_cycles: u32,
+    max_ext_seq: u32,
     start_seq: u16,
     stop_seq: u16,
     seq_num: u16,
-    seq_cycles: u32,
-    under: bool,
-    time_ms: f64,
-    seq_timestamp: u64,
+    pub first_payload_type: u8,
     last_pt: u8,
-    delta_ms: f64,
-    pub max_delta_ms: f64,
+    /// The first dynamic payload type seen (96-127), whose clock rate the
+    /// candidate estimators vary.
+    pub dynamic_pt: Option<u8>,
+    under: bool,
+    split: bool,
     /// One estimator per candidate clock rate once a dynamic payload type
     /// has been seen; only the first before.
     jitter: [Jitter; CLOCK_CANDIDATES.len()],
-    split: bool,
-    // RFC 3550 appendix A.1: the highest extended sequence number, and a
-    // window of those seen just below it.
-    max_ext_seq: u32,
-    seen: u64,
 }
 
 impl StreamStats {
+    /// The bytes at the start of a stream's statistics that a packet of a
+    /// static payload type reads and writes: every field but the
+    /// estimators of other clock rates.
+    pub const HOT_BYTES: usize = std::mem::offset_of!(StreamStats, jitter) + std::mem::size_of::<Jitter>();
+
     pub fn new(ssrc: u32, first: &RtpPacket) -> StreamStats {
         let mut s = StreamStats {
             ssrc,

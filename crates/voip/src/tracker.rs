@@ -23,7 +23,6 @@ use rustc_hash::FxHashMap;
 use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
 use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
 use sluice_wire::{Decoded, FlowKey, Fragment, LinkType, tcp_flags};
-use smallvec::SmallVec;
 
 use crate::media::{MediaTap, Payload};
 use crate::rtp::{self, RtcpPacket, RtpError};
@@ -417,8 +416,12 @@ struct SipStream {
 }
 
 /// A media flow's state, boxed: what every packet reads and writes, the
-/// first [`INLINE_STREAMS`] streams' statistics included, in one block;
-/// what only RTCP needs is boxed apart.
+/// first stream of each direction included, in one block; what only RTCP
+/// needs is boxed apart. In declaration order (`repr(C)`, on a line of its
+/// own): what an RTP packet reads of the flow, in one cache line, then the
+/// streams, so that [`Tracker::prefetch_state`] asks for that line and
+/// the packet's stream's first lines ([`MEDIA_HOT`]) and nothing else.
+#[repr(C, align(64))]
 struct Media {
     last_ns: u64,
     /// The input position of its latest packet.
@@ -427,11 +430,7 @@ struct Media {
     /// RTP packets seen, and written by [`MediaTap::payload`].
     rtp_seen: u64,
     unwrap: Unwrap,
-    /// The direction and SSRC of the first [`STREAM_IDS`] streams, in the
-    /// order of `streams`: a packet finds its stream without reading the
-    /// other streams' statistics, each several cache lines long.
-    ids: [(u8, u32); STREAM_IDS],
-    streams: SmallVec<[(u8, StreamStats); INLINE_STREAMS]>,
+    streams: Streams,
     id: u64,
     untracked: u64,
     other: u64,
@@ -446,6 +445,72 @@ struct Media {
     written: u64,
 }
 
+/// A media flow's streams (one SSRC in one direction each): the first of
+/// each direction within the flow's block, found by the packet's
+/// direction without reading another stream; the others apart, in the
+/// order they came.
+#[repr(C)]
+struct Streams {
+    /// By direction.
+    inline: [Option<StreamStats>; 2],
+    more: Vec<(u8, StreamStats)>,
+    /// Where each of `inline` came among all the flow's streams.
+    inline_at: [u8; 2],
+}
+
+impl Streams {
+    fn new() -> Streams {
+        Streams {
+            inline: [None, None],
+            more: Vec::new(),
+            inline_at: [0; 2],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.inline.iter().flatten().count() + self.more.len()
+    }
+
+    /// The statistics of the stream of `dir` and `ssrc`, if tracked.
+    #[inline]
+    fn find(&mut self, dir: u8, ssrc: u32) -> Option<&mut StreamStats> {
+        let d = usize::from(dir) & 1;
+        if self.inline[d].as_ref().is_some_and(|s| s.ssrc == ssrc) {
+            return self.inline[d].as_mut();
+        }
+        self.more
+            .iter_mut()
+            .find(|(d, s)| *d == dir && s.ssrc == ssrc)
+            .map(|(_, s)| s)
+    }
+
+    /// A new stream, after every stream tracked.
+    fn push(&mut self, dir: u8, stats: StreamStats) {
+        let d = usize::from(dir) & 1;
+        if self.inline[d].is_none() {
+            self.inline_at[d] = self.len() as u8;
+            self.inline[d] = Some(stats);
+        } else {
+            self.more.push((dir, stats));
+        }
+    }
+
+    /// Every stream with its direction in the order they came, emptying
+    /// the list.
+    fn take(&mut self) -> Vec<(u8, StreamStats)> {
+        let mut all = std::mem::take(&mut self.more);
+        let mut first: Vec<(u8, u8, StreamStats)> = (0..2)
+            .filter_map(|d| Some((self.inline_at[d], d as u8, self.inline[d].take()?)))
+            .collect();
+        first.sort_unstable_by_key(|&(at, ..)| at);
+        // In rising order, each at the place it had among them all.
+        for (at, dir, stats) in first {
+            all.insert(usize::from(at), (dir, stats));
+        }
+        all
+    }
+}
+
 /// What a media flow's RTCP told, made at its first RTCP packet.
 #[derive(Default)]
 struct Rtcp {
@@ -456,26 +521,24 @@ struct Rtcp {
     sr_next: [usize; 2],
 }
 
-/// Streams whose identity a media flow keeps in its first cache lines.
-const STREAM_IDS: usize = 4;
-/// Streams whose statistics a media flow holds within its own block: a
-/// call's flow carries one each way.
-const INLINE_STREAMS: usize = 2;
-
-impl Media {
-    /// The index in `streams` of the stream of `dir` and `ssrc`.
-    #[inline]
-    fn stream(&self, dir: u8, ssrc: u32) -> Option<usize> {
-        let known = self.streams.len().min(STREAM_IDS);
-        match self.ids[..known].iter().position(|&id| id == (dir, ssrc)) {
-            Some(i) => Some(i),
-            None => self.streams[known..]
-                .iter()
-                .position(|(d, s)| *d == dir && s.ssrc == ssrc)
-                .map(|i| known + i),
-        }
-    }
-}
+/// The byte ranges of a [`Media`] (offset, length) that an RTP packet of
+/// a static payload type reads or writes, by the packet's direction: the
+/// flow's first fields and its direction's first stream's first
+/// [`StreamStats::HOT_BYTES`].
+const MEDIA_HOT: [[(usize, usize); 2]; 2] = {
+    let head = (0, std::mem::offset_of!(Media, streams));
+    let inline = std::mem::offset_of!(Media, streams) + std::mem::offset_of!(Streams, inline);
+    let each = std::mem::size_of::<Option<StreamStats>>();
+    [
+        [head, (inline, StreamStats::HOT_BYTES)],
+        [head, (inline + each, StreamStats::HOT_BYTES)],
+    ]
+};
+// `Option`'s tag lives in a niche of the statistics' own fields (all of
+// them hot), not in a byte of its own that could fall on another line.
+const _: () = assert!(std::mem::size_of::<Option<StreamStats>>() == std::mem::size_of::<StreamStats>());
+// The flow's first fields fill one line.
+const _: () = assert!(std::mem::offset_of!(Media, streams) <= 64);
 
 impl<S: EventSink> Tracker<S> {
     pub fn new(worker: usize, config: TrackerConfig, sink: S, media: Option<Box<dyn MediaTap>>) -> Tracker<S> {
@@ -507,7 +570,13 @@ impl<S: EventSink> Tracker<S> {
         &mut self.inner.sink
     }
 
-    /// One packet of a flow of this worker.
+    /// One packet of a flow of this worker, its flow's state found by the
+    /// flow's first packet's position: the entry point for a caller
+    /// without a flow table of slots (the engine uses
+    /// [`Tracker::packet_in_slot`]). Kept public as the crate's slot-free
+    /// interface; its map is also where the slot path keeps a flow whose
+    /// slot was reused before its end was told, and the crate's tests
+    /// (`tests/slots.rs`) hold the two paths equal.
     pub fn packet(&mut self, p: &PacketView<'_>) {
         let inner = &mut self.inner;
         inner.last_order = inner.last_order.max(p.order);
@@ -552,9 +621,10 @@ impl<S: EventSink> Tracker<S> {
     }
 
     /// Second step: asks for the media state of the flow in `slot`, so
-    /// that by the time its packet comes its streams are in cache.
+    /// that by the time its packet, which goes in direction `dir` (0 or
+    /// 1, as [`PacketView::dir`]), comes, what it reads is in cache.
     #[inline]
-    pub fn prefetch_state(&self, slot: u32) {
+    pub fn prefetch_state(&self, slot: u32, dir: usize) {
         if let Some(Slot {
             state: Some(FlowState {
                 kind: Kind::Media(media),
@@ -564,8 +634,15 @@ impl<S: EventSink> Tracker<S> {
         }) = self.by_slot.get(slot as usize)
         {
             let base: *const u8 = (&**media as *const Media).cast();
-            for offset in (0..std::mem::size_of::<Media>()).step_by(64) {
-                sluice_wire::prefetch(base.wrapping_add(offset));
+            for (start, len) in MEDIA_HOT[dir & 1] {
+                // Every line of the range, its last included.
+                let (first, last) = (base.wrapping_add(start), base.wrapping_add(start + len - 1));
+                let mut at = first;
+                while (at as usize) >> 6 < (last as usize) >> 6 {
+                    sluice_wire::prefetch(at);
+                    at = at.wrapping_add(64);
+                }
+                sluice_wire::prefetch(last);
             }
         }
     }
@@ -742,8 +819,7 @@ impl<S: EventSink> Inner<S> {
                 first_ns: p.ts_ns,
                 last_ns: p.ts_ns,
                 unwrap: Unwrap::default(),
-                ids: [(0, 0); STREAM_IDS],
-                streams: SmallVec::new(),
+                streams: Streams::new(),
                 untracked: 0,
                 other: 0,
                 rtcp: None,
@@ -861,18 +937,15 @@ impl<S: EventSink> Inner<S> {
         media.rtp_seen += 1;
         media.first_ns = media.first_ns.min(packet.ts_ns);
         packet.extended_timestamp = media.unwrap.timestamp(packet.timestamp);
-        match media.stream(dir, ssrc) {
-            Some(i) => media.streams[i].1.add(&packet),
-            None if media.streams.len() < MAX_STREAMS => {
-                if let Some(id) = media.ids.get_mut(media.streams.len()) {
-                    *id = (dir, ssrc);
-                }
-                media.streams.push((dir, StreamStats::new(ssrc, &packet)));
-            }
-            None => {
-                media.untracked += 1;
-                self.counters.untracked_stream_packets += 1;
-            }
+        if let Some(stats) = media.streams.find(dir, ssrc) {
+            stats.add(&packet);
+            return packet;
+        }
+        if media.streams.len() < MAX_STREAMS {
+            media.streams.push(dir, StreamStats::new(ssrc, &packet));
+        } else {
+            media.untracked += 1;
+            self.counters.untracked_stream_packets += 1;
         }
         packet
     }
@@ -928,8 +1001,10 @@ impl<S: EventSink> Inner<S> {
                 let packet = self.rtp_packet(media, p.dir as u8, h.ssrc, packet);
                 // The call table may name this flow's endpoints after it
                 // started: asked again when its choice changed.
-                if media.recorded.is_none()
-                    && let Some(tap) = self.media.as_mut()
+                // (The recorder first: without one, `recorded` is on a line
+                // a packet need not read.)
+                if let Some(tap) = self.media.as_mut()
+                    && media.recorded.is_none()
                     && tap.changed(&mut media.selection_seen)
                 {
                     let (src, dst) = endpoints(p.key);
@@ -1200,7 +1275,8 @@ impl<S: EventSink> Inner<S> {
                     dst,
                     streams: media
                         .streams
-                        .drain(..)
+                        .take()
+                        .into_iter()
                         .map(|(dir, stats)| StreamReport { dir, stats })
                         .collect(),
                     rtcp: media.rtcp.take().map_or_else(Vec::new, |r| r.reports),

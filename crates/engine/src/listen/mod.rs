@@ -113,8 +113,9 @@ pub(crate) trait FlowListener: Send {
     fn prefetch_slot(&self, _slot: u32) {}
 
     /// The same, closer: what [`FlowListener::prefetch_slot`] asked for is
-    /// in cache, ask for the state itself.
-    fn prefetch_state(&self, _slot: u32) {}
+    /// in cache, ask for the state itself, of the packet's direction `dir`
+    /// (0 or 1, as `sluice_flow::Direction`) in the flow in `slot`.
+    fn prefetch_state(&self, _slot: u32, _dir: usize) {}
 
     /// A packet was accounted in the flow in `slot` of the worker's table
     /// and shown to the classifier.

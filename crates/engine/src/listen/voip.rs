@@ -229,9 +229,9 @@ impl FlowListener for VoipWorker {
     }
 
     #[inline]
-    fn prefetch_state(&self, slot: u32) {
+    fn prefetch_state(&self, slot: u32, dir: usize) {
         if let Some(tracker) = &self.tracker {
-            tracker.prefetch_state(slot);
+            tracker.prefetch_state(slot, dir);
         }
     }
 

@@ -32,12 +32,7 @@ m=audio 49170 RTP/AVP 0\r\n";
 /// RTP (RFC 3550 §5.1): PCMU, 20 ms, SSRC 0x1234, the payload's bytes the
 /// sequence number's low byte.
 fn rtp(seq: u16) -> Vec<u8> {
-    let mut p = vec![0x80, 0];
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&(160 * u32::from(seq)).to_be_bytes());
-    p.extend_from_slice(&0x1234u32.to_be_bytes());
-    p.extend(std::iter::repeat_n(seq as u8, 160));
-    p
+    common::rtp_pcmu(seq, 0x1234, seq as u8)
 }
 
 type Worker = Tracker<PublishingSink<Vec<Event>>>;

@@ -13,12 +13,7 @@ use sluice_wire::{LinkType, decode};
 
 /// RTP (RFC 3550 §5.1): PCMU, 20 ms of payload.
 fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {
-    let mut p = vec![0x80, 0];
-    p.extend_from_slice(&seq.to_be_bytes());
-    p.extend_from_slice(&(160 * u32::from(seq)).to_be_bytes());
-    p.extend_from_slice(&ssrc.to_be_bytes());
-    p.extend(std::iter::repeat_n(0xff, 160));
-    p
+    common::rtp_pcmu(seq, ssrc, 0xff)
 }
 
 #[test]

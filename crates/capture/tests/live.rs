@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use sluice_capture::RawPacket;
 use sluice_capture::live::{LiveConfig, LiveError, LiveSocket, LiveStats};
 use sluice_wire::LinkType;
+use sluice_wire::bytes::internet_checksum;
 
 /// Every injected frame comes from a MAC address with this prefix, so
 /// that a stray frame the kernel sends on its own is never mistaken for
@@ -80,17 +81,6 @@ fn tagged_payload(tag: u64, len: usize) -> Vec<u8> {
     p
 }
 
-fn checksum(bytes: &[u8]) -> u16 {
-    let mut sum: u32 = bytes
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, id: u16, fragment: u16, l4: &[u8]) -> Vec<u8> {
     let mut h = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto, 0, 0];
     h[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
@@ -98,7 +88,7 @@ fn ipv4(src: [u8; 4], dst: [u8; 4], proto: u8, id: u16, fragment: u16, l4: &[u8]
     h[6..8].copy_from_slice(&fragment.to_be_bytes());
     h.extend_from_slice(&src);
     h.extend_from_slice(&dst);
-    let sum = checksum(&h);
+    let sum = internet_checksum(&h);
     h[10..12].copy_from_slice(&sum.to_be_bytes());
     h.extend_from_slice(l4);
     h

@@ -14,6 +14,11 @@ scaled-down traces beside it.
 - media: 10 M packets of G.711 calls (200-byte IP packets every 20 ms each
   way, no silence suppression, 2,000 new calls a second) with --workers 1
   and 2; RTP packets a second;
+- floor (not in the default set): where a media run's time goes: on the
+  media trace, in alternated rounds, tcpdump's bare read, `sluice analyze
+  --format none` with the classifier off, without the media detector and
+  with everything, then `sluice voip -r` without and with flow records (2
+  workers each);
 - tshark: `-z sip,stat` on 20,000 calls of the signalling trace's kind and
   `-z rtp,streams` on 1 M packets of the media trace's kind (200 calls a
   second), side by side with `sluice voip -r` on the same files; the calls
@@ -33,7 +38,7 @@ dedicated cores would do: the work over max(busiest thread, all threads
 / 2).
 
 usage: bench/voip.py [--sluice target/release/sluice] [--dir /dev/shm/sluice-bench-voip]
-                     [--runs 3] [--only signalling,held,media,tshark]
+                     [--runs 3] [--only signalling,held,media,tshark,floor]
 """
 
 import argparse
@@ -317,6 +322,36 @@ def main():
         report.append("")
         table(["workers", "packets", "RTP packets", "streams", "wall s", "CPU s", "Mpps wall", "Mpps per CPU s",
                "sustained Mpps (2 cores)"], rows)
+
+    if "floor" in only:
+        trace, _ = generate(sluice, args.dir, "media")
+        out = os.path.join(args.dir, "out")
+        analyze = [sluice, "analyze", trace, "-o", out, "-q", "--workers", "2", "--format", "none"]
+        voip = [sluice, "voip", "-r", trace, "-o", out, "-q", "--workers", "2"]
+        steps = [
+            ("reading the file", ["tcpdump", "-r", trace, "-w", "/dev/null"]),
+            ("engine: reader, decoding, flow tables", [*analyze, "--classify", "off"]),
+            ("and the classifier chain", [*analyze, "--no-media"]),
+            ("and the media detector", analyze),
+            ("and the tracker, the call table", [*voip, "--format", "none"]),
+            ("and the flow records", voip),
+        ]
+        runs = {what: [] for what, _ in steps}
+        for _ in range(args.runs):
+            for what, cmd in steps:
+                subprocess.run(["rm", "-rf", out], check=True)
+                runs[what].append(measure(cmd))
+        # The trace's packets, as the last run (`sluice voip -r`) counted them.
+        packets = json.load(open(os.path.join(out, "summary.json")))["packets"]
+        rows = []
+        for what, cmd in steps:
+            wall, cpu = median_of(runs[what], "wall"), median_of(runs[what], "cpu")
+            shown = " ".join({sluice: "sluice", trace: "media.pcap", out: "OUT"}.get(c, c) for c in cmd)
+            rows.append([f"`{shown}`", what, f"{wall:.2f}", f"{cpu:.2f}", f"{packets / wall / 1e6:.2f}",
+                         f"{packets / cpu / 1e6:.2f}"])
+        report.append(f"Where a media run's time goes: {TRACES['media'][1]}, {args.runs} alternated rounds, medians.")
+        report.append("")
+        table(["command", "what it runs", "wall s", "CPU s", "Mpps (wall)", "Mpps per CPU s"], rows)
 
     if "tshark" in only:
         rows = []

@@ -24,20 +24,28 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 pub use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
+use arrow_array::types::Int64Type;
 use arrow_array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray, TimestampNanosecondArray,
 };
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::{ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnDescPtr;
 use parquet::schema::types::ColumnPath;
 use sluice_classify::Text;
 use sluice_wire::IpText;
 
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
+
+mod ints;
+use ints::{IntChunk, PageEncoder};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -699,12 +707,110 @@ pub struct Rotation {
     pub age: Option<Duration>,
 }
 
+/// A column of the row group being written: through the parquet
+/// crate's Arrow writer, or, for an integer column that is never null,
+/// through Sluice's own pages ([`ints`]).
+enum ColumnWriter {
+    Arrow(Box<ArrowColumnWriter>),
+    Ints(Box<IntChunk>),
+}
+
+/// The row group being written.
+struct Group {
+    columns: Vec<ColumnWriter>,
+    rows: usize,
+}
+
 struct Open {
-    writer: ArrowWriter<File>,
+    file: SerializedFileWriter<File>,
+    groups: ArrowRowGroupWriterFactory,
+    /// The file's column descriptors, in schema order.
+    descriptors: Vec<ColumnDescPtr>,
+    group: Option<Group>,
+    encoder: PageEncoder,
     temporary: PathBuf,
     path: PathBuf,
     opened: Instant,
     rows: u64,
+}
+
+impl Open {
+    /// The row group being written, begun if none is.
+    fn group(&mut self) -> parquet::errors::Result<&mut Group> {
+        if self.group.is_none() {
+            let index = self.file.flushed_row_groups().len();
+            let columns = self
+                .groups
+                .create_column_writers(index)?
+                .into_iter()
+                .zip(KINDS.iter())
+                .map(|(writer, &(name, kind, nullable))| {
+                    if kind == Kind::Int && !nullable {
+                        ColumnWriter::Ints(Box::new(IntChunk::new(PORTS.contains(&name))))
+                    } else {
+                        ColumnWriter::Arrow(Box::new(writer))
+                    }
+                })
+                .collect();
+            self.group = Some(Group { columns, rows: 0 });
+        }
+        Ok(self.group.as_mut().expect("just begun"))
+    }
+
+    /// Adds `batch`'s rows to the row group, which has room for them.
+    fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
+        let group = self.group.as_mut().expect("a row group is begun");
+        for (at, column) in group.columns.iter_mut().enumerate() {
+            let array = batch.column(at);
+            match column {
+                ColumnWriter::Ints(chunk) => {
+                    chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
+                }
+                ColumnWriter::Arrow(writer) => {
+                    for leaf in compute_leaves(SCHEMA.field(at), array)? {
+                        writer.write(&leaf)?;
+                    }
+                }
+            }
+        }
+        group.rows += batch.num_rows();
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Writes the row group being written, if any, into the file.
+    fn flush(&mut self) -> parquet::errors::Result<()> {
+        let Some(group) = self.group.take() else {
+            return Ok(());
+        };
+        let mut writer = self.file.next_row_group()?;
+        for (column, descriptor) in group.columns.into_iter().zip(&self.descriptors) {
+            match column {
+                ColumnWriter::Arrow(column) => (*column).close()?.append_to_row_group(&mut writer)?,
+                ColumnWriter::Ints(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
+            }
+        }
+        writer.close()?;
+        Ok(())
+    }
+
+    /// Bytes written and an estimate of those buffered.
+    fn size(&self) -> u64 {
+        let buffered: usize = self.group.as_ref().map_or(0, |group| {
+            group
+                .columns
+                .iter()
+                .map(|column| match column {
+                    ColumnWriter::Arrow(writer) => writer.get_estimated_total_bytes(),
+                    ColumnWriter::Ints(chunk) => chunk.estimated_bytes(),
+                })
+                .sum()
+        });
+        (self.file.bytes_written() + buffered) as u64
+    }
 }
 
 /// `flows-NNNNNN.parquet` files in a directory, numbered from 1.
@@ -785,11 +891,22 @@ impl ParquetFiles {
                 message,
             };
             let file = File::create(&temporary).map_err(|e| error(e.to_string()))?;
-            let writer = ArrowWriter::try_new(file, SCHEMA.clone(), Some(self.properties.clone()))
+            // The Arrow writer sets up the file as it would write it (the
+            // Parquet schema from the Arrow one, which it stores in the
+            // footer for Arrow readers); its row groups are then written
+            // here, column by column.
+            let (file, groups) = ArrowWriter::try_new(file, SCHEMA.clone(), Some(self.properties.clone()))
+                .and_then(ArrowWriter::into_serialized_writer)
                 .map_err(|e| error(e.to_string()))?;
+            let descriptors = file.schema_descr().columns().to_vec();
+            let encoder = PageEncoder::new().map_err(|e| error(e.to_string()))?;
             self.next += 1;
             self.open = Some(Open {
-                writer,
+                file,
+                groups,
+                descriptors,
+                group: None,
+                encoder,
                 temporary,
                 path,
                 opened: Instant::now(),
@@ -799,18 +916,26 @@ impl ParquetFiles {
         Ok(self.open.as_mut().expect("just opened"))
     }
 
-    /// Writes a batch, in slices of [`SLICE_ROWS`] so that a file closes
-    /// near its size even when one batch would fill several.
+    /// Writes a batch, in slices of at most [`SLICE_ROWS`] so that a file
+    /// closes near its size even when one batch would fill several, and
+    /// into row groups of [`ROW_GROUP_ROWS`].
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ParquetError> {
         let mut at = 0;
         while at < batch.num_rows() {
-            let rows = SLICE_ROWS.min(batch.num_rows() - at);
             let open = self.open()?;
-            open.writer.write(&batch.slice(at, rows)).map_err(|e| ParquetError {
+            let failed = |e: parquet::errors::ParquetError, open: &Open| ParquetError {
                 path: open.temporary.clone(),
                 message: e.to_string(),
-            })?;
-            open.rows += rows as u64;
+            };
+            let room = match open.group() {
+                Ok(group) => ROW_GROUP_ROWS - group.rows,
+                Err(e) => return Err(failed(e, open)),
+            };
+            let rows = SLICE_ROWS.min(batch.num_rows() - at).min(room);
+            open.write(&batch.slice(at, rows)).map_err(|e| failed(e, open))?;
+            if rows == room {
+                open.flush().map_err(|e| failed(e, open))?;
+            }
             at += rows;
             self.rotate_if_due()?;
         }
@@ -822,23 +947,29 @@ impl ParquetFiles {
         let Some(open) = &self.open else {
             return Ok(());
         };
-        let size = (open.writer.bytes_written() + open.writer.in_progress_size()) as u64;
-        let due = self.rotation.bytes.is_some_and(|max| size >= max)
+        let due = self.rotation.bytes.is_some_and(|max| open.size() >= max)
             || self.rotation.age.is_some_and(|max| open.opened.elapsed() >= max);
         if due { self.close() } else { Ok(()) }
     }
 
-    /// Completes the open file: its footer written, synced and renamed to
-    /// its name.
+    /// Completes the open file: its last row group and footer written,
+    /// synced and renamed to its name.
     pub fn close(&mut self) -> Result<(), ParquetError> {
-        let Some(open) = self.open.take() else {
+        let Some(open) = self.open.as_mut() else {
             return Ok(());
         };
+        // A file whose last row group fails stays open, for the drop to
+        // remove.
+        open.flush().map_err(|e| ParquetError {
+            path: open.temporary.clone(),
+            message: e.to_string(),
+        })?;
+        let open = self.open.take().expect("open");
         let error = |message: String| ParquetError {
             path: open.temporary.clone(),
             message,
         };
-        let file = open.writer.into_inner().map_err(|e| error(e.to_string()))?;
+        let file = open.file.into_inner().map_err(|e| error(e.to_string()))?;
         file.sync_all().map_err(|e| error(e.to_string()))?;
         std::fs::rename(&open.temporary, &open.path).map_err(|e| error(e.to_string()))?;
         self.rows += open.rows;

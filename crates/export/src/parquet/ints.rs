@@ -1,0 +1,415 @@
+//! The integer columns that are never null, written by Sluice itself:
+//! each page's values delta-encoded (`DELTA_BINARY_PACKED`, as the
+//! format defines it) straight from the batch's vector, compressed with
+//! ZSTD and laid out as a column chunk that the parquet crate's row group
+//! writer splices into the file (`append_column`), with the chunk's
+//! metadata and offset index built here as the crate builds them.
+//!
+//! Why: the crate's column writer takes such a column through its
+//! general path (levels, a mini batch at a time, statistics checks, a
+//! bit-packing call per value), which was the largest part of the
+//! Parquet writer's time; a column that is never null has no levels, and
+//! its values can be packed a miniblock at a time.
+
+use bytes::Bytes;
+use parquet::basic::{Compression, Encoding, PageType, ZstdLevel};
+use parquet::column::page::{CompressedPage, Page, PageWriter};
+use parquet::column::writer::ColumnCloseResult;
+use parquet::errors::{ParquetError, Result};
+use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder, PageEncodingStats};
+use parquet::file::statistics::{Statistics, ValueStatistics};
+use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
+use parquet::schema::types::ColumnDescPtr;
+
+/// Values in a block of the delta encoding, and miniblocks in a block:
+/// the parquet crate's own choice, which readers are tested with.
+const BLOCK: usize = 128;
+const MINIBLOCKS: usize = 4;
+const MINIBLOCK: usize = BLOCK / MINIBLOCKS;
+
+/// Rows in a data page: the parquet crate's default limit.
+pub(super) const PAGE_ROWS: usize = 20_000;
+
+/// The ZSTD level of every column.
+pub(super) const ZSTD_LEVEL: i32 = 1;
+
+fn uleb(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// `values` bit-packed at `width` bits each, least significant bit first,
+/// as the format packs them: `values.len() * width / 8` bytes, for a
+/// miniblock's 32 values.
+fn pack(out: &mut Vec<u8>, values: &[u64; MINIBLOCK], width: u32) {
+    if width == 0 {
+        return;
+    }
+    let mut acc: u128 = 0;
+    let mut bits = 0;
+    for &v in values {
+        acc |= (v as u128) << bits;
+        bits += width;
+        if bits >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            bits -= 64;
+        }
+    }
+    // 32 values of any width fill whole bytes.
+    out.extend_from_slice(&(acc as u64).to_le_bytes()[..bits as usize / 8]);
+}
+
+/// One block's deltas (at most 128): the smallest, then each miniblock
+/// of 32 packed at the width of its largest delta above that.
+fn block(deltas: &[i64], out: &mut Vec<u8>) {
+    let min = deltas.iter().copied().min().unwrap_or(0);
+    uleb(out, zigzag(min));
+    let used = deltas.len().div_ceil(MINIBLOCK);
+    let mut rest = [[0u64; MINIBLOCK]; MINIBLOCKS];
+    let mut widths = [0u8; MINIBLOCKS];
+    for (m, (rest, width)) in rest.iter_mut().zip(&mut widths).enumerate().take(used) {
+        let mut all = 0u64;
+        let start = m * MINIBLOCK;
+        let end = deltas.len().min(start + MINIBLOCK);
+        // The unused tail of the last miniblock packs zeros.
+        for (r, &d) in rest.iter_mut().zip(&deltas[start..end]) {
+            *r = d.wrapping_sub(min) as u64;
+            all |= *r;
+        }
+        *width = (64 - all.leading_zeros()) as u8;
+    }
+    out.extend_from_slice(&widths);
+    for (rest, &width) in rest.iter().zip(&widths).take(used) {
+        pack(out, rest, width as u32);
+    }
+}
+
+/// A page's values in the `DELTA_BINARY_PACKED` encoding, encoded as
+/// they come rather than gathered first: a header (block size,
+/// miniblocks a block, value count, first value), then the blocks of 128
+/// deltas.
+#[derive(Default)]
+pub(super) struct DeltaPage {
+    first: i64,
+    previous: i64,
+    count: usize,
+    deltas: Vec<i64>,
+    /// The blocks so far.
+    blocks: Vec<u8>,
+}
+
+impl DeltaPage {
+    pub(super) fn len(&self) -> usize {
+        self.count
+    }
+
+    pub(super) fn push(&mut self, values: &[i64]) {
+        let mut values = match (self.count, values.split_first()) {
+            (_, None) => return,
+            (0, Some((&head, rest))) => {
+                self.first = head;
+                self.previous = head;
+                self.count = 1;
+                rest
+            }
+            _ => values,
+        };
+        self.count += values.len();
+        let mut previous = self.previous;
+        while !values.is_empty() {
+            let room = BLOCK - self.deltas.len();
+            let (now, later) = values.split_at(room.min(values.len()));
+            self.deltas.extend(now.iter().map(|&v| {
+                let d = v.wrapping_sub(previous);
+                previous = v;
+                d
+            }));
+            values = later;
+            if self.deltas.len() == BLOCK {
+                block(&self.deltas, &mut self.blocks);
+                self.deltas.clear();
+            }
+        }
+        self.previous = previous;
+    }
+
+    /// The page's encoded values into `out`; the page starts again empty.
+    pub(super) fn finish(&mut self, out: &mut Vec<u8>) {
+        uleb(out, BLOCK as u64);
+        uleb(out, MINIBLOCKS as u64);
+        uleb(out, self.count as u64);
+        uleb(out, zigzag(self.first));
+        if !self.deltas.is_empty() {
+            block(&self.deltas, &mut self.blocks);
+            self.deltas.clear();
+        }
+        out.extend_from_slice(&self.blocks);
+        self.blocks.clear();
+        self.count = 0;
+    }
+}
+
+/// What the pages of all the columns share: the scratch buffer a page is
+/// encoded in and the compressor.
+pub(super) struct PageEncoder {
+    encoded: Vec<u8>,
+    zstd: zstd::bulk::Compressor<'static>,
+}
+
+impl PageEncoder {
+    pub(super) fn new() -> Result<PageEncoder> {
+        Ok(PageEncoder {
+            encoded: Vec::new(),
+            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(|e| ParquetError::External(Box::new(e)))?,
+        })
+    }
+}
+
+/// One integer column's chunk of a row group, being written.
+pub(super) struct IntChunk {
+    /// The page being filled.
+    page: DeltaPage,
+    /// The pages written: their headers and compressed values.
+    sink: TrackedWrite<Vec<u8>>,
+    offsets: OffsetIndexBuilder,
+    pages: i32,
+    rows: u64,
+    uncompressed: u64,
+    /// Smallest and largest value, for a column with statistics.
+    range: Option<(i64, i64)>,
+    statistics: bool,
+}
+
+impl IntChunk {
+    pub(super) fn new(statistics: bool) -> IntChunk {
+        IntChunk {
+            page: DeltaPage::default(),
+            sink: TrackedWrite::new(Vec::new()),
+            offsets: OffsetIndexBuilder::new(),
+            pages: 0,
+            rows: 0,
+            uncompressed: 0,
+            range: None,
+            statistics,
+        }
+    }
+
+    /// Adds `values` to the chunk, writing each page as it fills.
+    pub(super) fn write(&mut self, mut values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
+        if self.statistics && !values.is_empty() {
+            let (lo, hi) = values
+                .iter()
+                .fold(self.range.unwrap_or((i64::MAX, i64::MIN)), |(lo, hi), &v| {
+                    (lo.min(v), hi.max(v))
+                });
+            self.range = Some((lo, hi));
+        }
+        while !values.is_empty() {
+            let room = PAGE_ROWS - self.page.len();
+            let (now, later) = values.split_at(room.min(values.len()));
+            self.page.push(now);
+            values = later;
+            if self.page.len() == PAGE_ROWS {
+                self.page(encoder)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far and a bound on those of the page being
+    /// filled, for the file's rotation by size.
+    pub(super) fn estimated_bytes(&self) -> usize {
+        self.sink.bytes_written() + self.page.blocks.len() + self.page.deltas.len()
+    }
+
+    fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
+        let rows = self.page.len();
+        if rows == 0 {
+            return Ok(());
+        }
+        encoder.encoded.clear();
+        self.page.finish(&mut encoder.encoded);
+        let compressed = encoder
+            .zstd
+            .compress(&encoder.encoded)
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        let page = Page::DataPage {
+            buf: Bytes::from(compressed),
+            num_values: rows as u32,
+            encoding: Encoding::DELTA_BINARY_PACKED,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        let spec =
+            SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, encoder.encoded.len()))?;
+        self.offsets
+            .append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
+        self.offsets.append_row_count(rows as i64);
+        self.uncompressed += spec.uncompressed_size as u64;
+        self.pages += 1;
+        self.rows += rows as u64;
+        Ok(())
+    }
+
+    /// The chunk's bytes and what the row group writer needs to splice
+    /// them into the file.
+    pub(super) fn close(
+        mut self,
+        descr: ColumnDescPtr,
+        encoder: &mut PageEncoder,
+    ) -> Result<(Bytes, ColumnCloseResult)> {
+        self.page(encoder)?;
+        let bytes = self.sink.into_inner()?;
+        let mut metadata = ColumnChunkMetaData::builder(descr)
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
+            .set_encodings(vec![Encoding::RLE, Encoding::DELTA_BINARY_PACKED])
+            .set_page_encoding_stats(vec![PageEncodingStats {
+                page_type: PageType::DATA_PAGE,
+                encoding: Encoding::DELTA_BINARY_PACKED,
+                count: self.pages,
+            }])
+            .set_total_compressed_size(bytes.len() as i64)
+            .set_total_uncompressed_size(self.uncompressed as i64)
+            .set_num_values(self.rows as i64)
+            .set_data_page_offset(0)
+            .set_dictionary_page_offset(None);
+        if let Some((lo, hi)) = self.range {
+            let statistics =
+                ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
+            metadata = metadata.set_statistics(Statistics::Int64(statistics));
+        }
+        let close = ColumnCloseResult {
+            bytes_written: bytes.len() as u64,
+            rows_written: self.rows,
+            metadata: metadata.build()?,
+            bloom_filter: None,
+            column_index: None,
+            offset_index: Some(self.offsets.build()),
+        };
+        Ok((Bytes::from(bytes), close))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+
+    use super::*;
+
+    /// `groups` written as row groups of one required INT64 column by
+    /// [`IntChunk`], then read back by the parquet crate's own reader.
+    fn round_trip(groups: &[Vec<i64>], statistics: bool) -> (Vec<i64>, Bytes) {
+        let schema = Arc::new(parse_message_type("message m { required int64 v; }").unwrap());
+        let mut file = SerializedFileWriter::new(Vec::new(), schema, Arc::new(WriterProperties::default())).unwrap();
+        let mut encoder = PageEncoder::new().unwrap();
+        for values in groups {
+            let mut chunk = IntChunk::new(statistics);
+            // In uneven slices, as batches come.
+            for slice in values.chunks(777) {
+                chunk.write(slice, &mut encoder).unwrap();
+            }
+            let descr = file.schema_descr().column(0);
+            let (bytes, close) = chunk.close(descr, &mut encoder).unwrap();
+            let mut group = file.next_row_group().unwrap();
+            group.append_column(&bytes, close).unwrap();
+            group.close().unwrap();
+        }
+        let bytes = Bytes::from(file.into_inner().unwrap());
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut read = Vec::new();
+        for batch in reader {
+            read.extend_from_slice(batch.unwrap().column(0).as_primitive::<Int64Type>().values());
+        }
+        (read, bytes)
+    }
+
+    #[test]
+    fn the_parquet_crate_reads_back_every_value() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut random = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut groups: Vec<Vec<i64>> = vec![
+            vec![7],
+            vec![-3, 5],
+            vec![0; 129],
+            (0..PAGE_ROWS as i64 + 33).collect(),
+            vec![i64::MIN, i64::MAX, i64::MIN, 0, -1, i64::MAX, 1],
+            (0..5000)
+                .map(|i| 1_700_000_000_000_000_000 + i * 1_000 + (i % 7) * 13)
+                .collect(),
+        ];
+        // Every width from 0 to 64 bits, and lengths across block ends.
+        for bits in 0..=64u32 {
+            let len = 1 + (bits as usize * 37) % 300;
+            let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            groups.push((0..len).map(|_| (random() & mask) as i64).collect());
+        }
+        let (read, _) = round_trip(&groups, false);
+        assert_eq!(read, groups.concat());
+    }
+
+    #[test]
+    fn pages_statistics_and_offsets_are_those_of_the_values() {
+        let values: Vec<i64> = (0..2 * PAGE_ROWS as i64 + 5).map(|i| (i * 7919) % 65_536).collect();
+        let (read, bytes) = round_trip(std::slice::from_ref(&values), true);
+        assert_eq!(read, values);
+        let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+        let column = reader.metadata().row_group(0).column(0);
+        assert_eq!(column.num_values(), values.len() as i64);
+        assert_eq!(
+            column.compression(),
+            Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).unwrap())
+        );
+        let Some(Statistics::Int64(stats)) = column.statistics() else {
+            panic!("no statistics: {:?}", column.statistics());
+        };
+        let (min, max) = (values.iter().min().unwrap(), values.iter().max().unwrap());
+        assert_eq!((stats.min_opt(), stats.max_opt()), (Some(min), Some(max)));
+        assert_eq!(stats.null_count_opt(), Some(0));
+        // Three pages, each found where the offset index says, starting
+        // at the rows it says.
+        let pages = reader.get_row_group(0).unwrap().get_column_page_reader(0).unwrap();
+        let mut first_rows = Vec::new();
+        let mut row = 0;
+        for page in pages {
+            let page = page.unwrap();
+            assert_eq!(page.encoding(), Encoding::DELTA_BINARY_PACKED);
+            first_rows.push(row);
+            row += page.num_values() as i64;
+        }
+        assert_eq!(first_rows, [0, PAGE_ROWS as i64, 2 * PAGE_ROWS as i64]);
+        let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+            .with_page_index()
+            .build();
+        let reader = SerializedFileReader::new_with_options(bytes, options).unwrap();
+        let index = reader.metadata().page_index_for_row_group(0);
+        let locations = index.offset_index(0).expect("an offset index").page_locations();
+        let starts: Vec<i64> = locations.iter().map(|l| l.first_row_index).collect();
+        assert_eq!(starts, first_rows);
+        assert_eq!(locations[0].offset, column.data_page_offset());
+    }
+}

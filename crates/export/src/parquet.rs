@@ -2,7 +2,9 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age.
+//! rotated by size or age: the integer columns that are never null
+//! through pages of its own (`ints`), the others through the parquet
+//! crate's Arrow column writers, into the same row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -843,7 +845,9 @@ impl ParquetFiles {
         // ZSTD sees it, where plain encoding would hand ZSTD eight bytes
         // a value to compress. Statistics where readers skip by them: a
         // page index on the times (a time range reads only its pages),
-        // per column chunk on the ports.
+        // per column chunk on the ports. The integer columns that are
+        // never null do not go through these settings but through
+        // `ints`, which writes them the same way.
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))

@@ -2,8 +2,8 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the integer columns that are never null
-//! through pages of its own (`ints`), the others through the parquet
+//! rotated by size or age: the integer and double columns that are never
+//! null through pages of its own (`ints`), the others through the parquet
 //! crate's Arrow column writers, into the same row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::types::Int64Type;
+use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray, TimestampNanosecondArray,
 };
@@ -710,8 +710,8 @@ pub struct Rotation {
 }
 
 /// A column of the row group being written: through the parquet
-/// crate's Arrow writer, or, for an integer column that is never null,
-/// through Sluice's own pages ([`ints`]).
+/// crate's Arrow writer, or, for an integer or double column that is
+/// never null, through Sluice's own pages ([`ints`]).
 enum ColumnWriter {
     Arrow(Box<ArrowColumnWriter>),
     Ints(Box<IntChunk>),
@@ -749,6 +749,8 @@ impl Open {
                 .map(|(writer, &(name, kind, nullable))| {
                     if kind == Kind::Int && !nullable {
                         ColumnWriter::Ints(Box::new(IntChunk::new(PORTS.contains(&name))))
+                    } else if kind == Kind::Float && !nullable {
+                        ColumnWriter::Ints(Box::new(IntChunk::floats()))
                     } else {
                         ColumnWriter::Arrow(Box::new(writer))
                     }
@@ -765,6 +767,9 @@ impl Open {
         for (at, column) in group.columns.iter_mut().enumerate() {
             let array = batch.column(at);
             match column {
+                ColumnWriter::Ints(chunk) if KINDS[at].1 == Kind::Float => {
+                    chunk.write_floats(array.as_primitive::<Float64Type>().values(), &mut self.encoder)?;
+                }
                 ColumnWriter::Ints(chunk) => {
                     chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
                 }

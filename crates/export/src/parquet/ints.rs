@@ -1,6 +1,7 @@
-//! The integer columns that are never null, written by Sluice itself:
-//! each page's values delta-encoded (`DELTA_BINARY_PACKED`, as the
-//! format defines it) straight from the batch's vector, compressed with
+//! The integer and double columns that are never null, written by
+//! Sluice itself: each page's integers delta-encoded
+//! (`DELTA_BINARY_PACKED`, as the format defines it) and doubles in the
+//! plain encoding, straight from the batch's vector, compressed with
 //! ZSTD and laid out as a column chunk that the parquet crate's row group
 //! writer splices into the file (`append_column`), with the chunk's
 //! metadata and offset index built here as the crate builds them.
@@ -173,10 +174,33 @@ impl PageEncoder {
     }
 }
 
-/// One integer column's chunk of a row group, being written.
+/// The page being filled: integers delta-encoded as they come, doubles
+/// in the plain encoding (their bytes, which ZSTD then compresses).
+enum Filling {
+    Ints(DeltaPage),
+    Floats(Vec<u8>),
+}
+
+impl Filling {
+    fn len(&self) -> usize {
+        match self {
+            Filling::Ints(page) => page.len(),
+            Filling::Floats(bytes) => bytes.len() / 8,
+        }
+    }
+
+    fn encoding(&self) -> Encoding {
+        match self {
+            Filling::Ints(_) => Encoding::DELTA_BINARY_PACKED,
+            Filling::Floats(_) => Encoding::PLAIN,
+        }
+    }
+}
+
+/// One column's chunk of a row group, being written: integers or
+/// doubles, never null.
 pub(super) struct IntChunk {
-    /// The page being filled.
-    page: DeltaPage,
+    page: Filling,
     /// The pages written: their headers and compressed values.
     sink: TrackedWrite<Vec<u8>>,
     offsets: OffsetIndexBuilder,
@@ -189,9 +213,11 @@ pub(super) struct IntChunk {
 }
 
 impl IntChunk {
+    /// An integer column's, with min and max statistics if
+    /// `statistics`.
     pub(super) fn new(statistics: bool) -> IntChunk {
         IntChunk {
-            page: DeltaPage::default(),
+            page: Filling::Ints(DeltaPage::default()),
             sink: TrackedWrite::new(Vec::new()),
             offsets: OffsetIndexBuilder::new(),
             pages: 0,
@@ -202,7 +228,35 @@ impl IntChunk {
         }
     }
 
-    /// Adds `values` to the chunk, writing each page as it fills.
+    /// A column of doubles'.
+    pub(super) fn floats() -> IntChunk {
+        IntChunk {
+            page: Filling::Floats(Vec::with_capacity(PAGE_ROWS * 8)),
+            ..IntChunk::new(false)
+        }
+    }
+
+    /// Adds `values` to a column of doubles, writing each page as it
+    /// fills.
+    pub(super) fn write_floats(&mut self, mut values: &[f64], encoder: &mut PageEncoder) -> Result<()> {
+        while !values.is_empty() {
+            let room = PAGE_ROWS - self.page.len();
+            let (now, later) = values.split_at(room.min(values.len()));
+            let Filling::Floats(bytes) = &mut self.page else {
+                unreachable!("doubles into an integer column")
+            };
+            for v in now {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+            values = later;
+            if self.page.len() == PAGE_ROWS {
+                self.page(encoder)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `values` to an integer column, writing each page as it fills.
     pub(super) fn write(&mut self, mut values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
         if self.statistics && !values.is_empty() {
             let (lo, hi) = values
@@ -215,7 +269,10 @@ impl IntChunk {
         while !values.is_empty() {
             let room = PAGE_ROWS - self.page.len();
             let (now, later) = values.split_at(room.min(values.len()));
-            self.page.push(now);
+            let Filling::Ints(page) = &mut self.page else {
+                unreachable!("integers into a column of doubles")
+            };
+            page.push(now);
             values = later;
             if self.page.len() == PAGE_ROWS {
                 self.page(encoder)?;
@@ -227,7 +284,11 @@ impl IntChunk {
     /// Bytes written so far and a bound on those of the page being
     /// filled, for the file's rotation by size.
     pub(super) fn estimated_bytes(&self) -> usize {
-        self.sink.bytes_written() + self.page.blocks.len() + self.page.deltas.len()
+        self.sink.bytes_written()
+            + match &self.page {
+                Filling::Ints(page) => page.blocks.len() + page.deltas.len(),
+                Filling::Floats(bytes) => bytes.len(),
+            }
     }
 
     fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
@@ -235,22 +296,30 @@ impl IntChunk {
         if rows == 0 {
             return Ok(());
         }
-        encoder.encoded.clear();
-        self.page.finish(&mut encoder.encoded);
+        let encoding = self.page.encoding();
+        let encoded = match &mut self.page {
+            Filling::Ints(page) => {
+                encoder.encoded.clear();
+                page.finish(&mut encoder.encoded);
+                &mut encoder.encoded
+            }
+            Filling::Floats(bytes) => bytes,
+        };
         let compressed = encoder
             .zstd
-            .compress(&encoder.encoded)
+            .compress(encoded)
             .map_err(|e| ParquetError::External(Box::new(e)))?;
+        let uncompressed = encoded.len();
+        encoded.clear();
         let page = Page::DataPage {
             buf: Bytes::from(compressed),
             num_values: rows as u32,
-            encoding: Encoding::DELTA_BINARY_PACKED,
+            encoding,
             def_level_encoding: Encoding::RLE,
             rep_level_encoding: Encoding::RLE,
             statistics: None,
         };
-        let spec =
-            SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, encoder.encoded.len()))?;
+        let spec = SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, uncompressed))?;
         self.offsets
             .append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
         self.offsets.append_row_count(rows as i64);
@@ -268,13 +337,14 @@ impl IntChunk {
         encoder: &mut PageEncoder,
     ) -> Result<(Bytes, ColumnCloseResult)> {
         self.page(encoder)?;
+        let encoding = self.page.encoding();
         let bytes = self.sink.into_inner()?;
         let mut metadata = ColumnChunkMetaData::builder(descr)
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
-            .set_encodings(vec![Encoding::RLE, Encoding::DELTA_BINARY_PACKED])
+            .set_encodings(vec![Encoding::RLE, encoding])
             .set_page_encoding_stats(vec![PageEncodingStats {
                 page_type: PageType::DATA_PAGE,
-                encoding: Encoding::DELTA_BINARY_PACKED,
+                encoding,
                 count: self.pages,
             }])
             .set_total_compressed_size(bytes.len() as i64)
@@ -304,7 +374,7 @@ mod tests {
     use std::sync::Arc;
 
     use arrow_array::cast::AsArray;
-    use arrow_array::types::Int64Type;
+    use arrow_array::types::{Float64Type, Int64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::file::properties::WriterProperties;
     use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -370,6 +440,42 @@ mod tests {
         }
         let (read, _) = round_trip(&groups, false);
         assert_eq!(read, groups.concat());
+    }
+
+    #[test]
+    fn doubles_read_back_bit_for_bit() {
+        let schema = Arc::new(parse_message_type("message m { required double v; }").unwrap());
+        let mut file = SerializedFileWriter::new(Vec::new(), schema, Arc::new(WriterProperties::default())).unwrap();
+        let mut encoder = PageEncoder::new().unwrap();
+        let mut values: Vec<f64> = vec![0.0, -0.0, 1.5, f64::MIN_POSITIVE, f64::MAX, f64::NEG_INFINITY, f64::NAN];
+        values.extend((0..PAGE_ROWS + 100).map(|i| i as f64 / 7.0));
+        let mut chunk = IntChunk::floats();
+        for slice in values.chunks(1000) {
+            chunk.write_floats(slice, &mut encoder).unwrap();
+        }
+        let (bytes, close) = chunk.close(file.schema_descr().column(0), &mut encoder).unwrap();
+        let mut group = file.next_row_group().unwrap();
+        group.append_column(&bytes, close).unwrap();
+        group.close().unwrap();
+        let bytes = Bytes::from(file.into_inner().unwrap());
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut read = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            read.extend(
+                batch
+                    .column(0)
+                    .as_primitive::<Float64Type>()
+                    .values()
+                    .iter()
+                    .map(|v| v.to_bits()),
+            );
+        }
+        let expected: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(read, expected);
     }
 
     #[test]

@@ -385,24 +385,34 @@ struct Pending {
 
 enum Kind {
     SipUdp,
-    SipTcp(Box<[SipStream; 2]>),
+    SipTcp(Box<SipTcp>),
     /// Boxed, its first streams within: the flow's state in one block the
     /// engine can prefetch, and a small map entry or slot for SIP flows.
     Media(Box<Media>),
 }
 
-/// A flow held by its flow table slot.
+/// A flow held by its flow table slot: 24 bytes on 32, so that a slot
+/// is always within one cache line (two to a line), the one line the
+/// engine asks for ahead of a packet.
 #[derive(Default)]
+#[repr(C, align(32))]
 struct Slot {
     /// The flow's first packet's input position.
     order: u64,
     state: Option<FlowState>,
 }
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
 /// Held in the tracker's map or slots by value: one pointer fewer to
-/// follow at every packet.
+/// follow at every packet. The flow's key is in the boxed state of the
+/// kinds that need it, not here, which keeps a slot to one line.
 struct FlowState {
     kind: Kind,
+}
+
+/// Both directions of a SIP TCP connection.
+struct SipTcp {
+    streams: [SipStream; 2],
     key: FlowKey,
 }
 
@@ -443,6 +453,7 @@ struct Media {
     /// before are not its call's yet.
     since: u64,
     written: u64,
+    key: FlowKey,
 }
 
 /// A media flow's streams (one SSRC in one direction each): the first of
@@ -614,10 +625,8 @@ impl<S: EventSink> Tracker<S> {
     /// [`Tracker::prefetch_state`].
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
-        // Addresses only: nothing is read. A slot may span two lines.
-        let at: *const u8 = self.by_slot.as_ptr().wrapping_add(slot as usize).cast();
-        sluice_wire::prefetch(at);
-        sluice_wire::prefetch(at.wrapping_add(std::mem::size_of::<Slot>() - 1));
+        // Addresses only: nothing is read. A slot is within one line.
+        sluice_wire::prefetch(self.by_slot.as_ptr().wrapping_add(slot as usize).cast());
     }
 
     /// Second step: asks for the media state of the flow in `slot`, so
@@ -737,15 +746,14 @@ impl<S: EventSink> Inner<S> {
         let sip = self.sip_port(&key) || sip::looks_like_sip(p.payload);
         if key.proto == TCP {
             return sip.then(|| FlowState {
-                kind: Kind::SipTcp(Box::default()),
-                key,
+                kind: Kind::SipTcp(Box::new(SipTcp {
+                    streams: Default::default(),
+                    key,
+                })),
             });
         }
         if sip {
-            return Some(FlowState {
-                kind: Kind::SipUdp,
-                key,
-            });
+            return Some(FlowState { kind: Kind::SipUdp });
         }
         // Later fragments carry no RTP header of their own.
         if p.decoded.fragment != Fragment::None {
@@ -829,15 +837,15 @@ impl<S: EventSink> Inner<S> {
                 rtp_seen: 0,
                 written: 0,
                 last_order: p.order,
+                key,
             })),
-            key,
         })
     }
 
     fn on_packet(&mut self, state: &mut FlowState, p: &PacketView<'_>) {
         match &mut state.kind {
             Kind::SipUdp => self.sip_datagram(p, true),
-            Kind::SipTcp(streams) => self.sip_segment(streams, p),
+            Kind::SipTcp(tcp) => self.sip_segment(&mut tcp.streams, p),
             Kind::Media(media) => self.media_packet(media, p),
         }
     }
@@ -1099,8 +1107,8 @@ impl<S: EventSink> Tracker<S> {
         let Some(mut state) = state else {
             return;
         };
-        if continues && matches!(state.kind, Kind::Media(_)) {
-            self.continued.insert(state.key, state);
+        if continues && let Kind::Media(media) = &state.kind {
+            self.continued.insert(media.key, state);
             return;
         }
         if let Kind::Media(media) = &state.kind
@@ -1199,10 +1207,11 @@ impl<S: EventSink> Tracker<S> {
 
 impl<S: EventSink> Inner<S> {
     fn finish_flow(&mut self, state: &mut FlowState) {
-        let key = state.key;
         match &mut state.kind {
             Kind::SipUdp => {}
-            Kind::SipTcp(streams) => {
+            Kind::SipTcp(tcp) => {
+                let SipTcp { streams, key } = &mut **tcp;
+                let key = *key;
                 let Inner {
                     memory,
                     errors,
@@ -1251,7 +1260,7 @@ impl<S: EventSink> Inner<S> {
                 }
             }
             Kind::Media(media) => {
-                let (src, dst) = endpoints(&key);
+                let (src, dst) = endpoints(&media.key);
                 if let Some(tap) = self.media.as_mut() {
                     // Asked a last time: a description read since its last
                     // packet may have chosen it.

@@ -70,6 +70,70 @@ impl EventSink for Vec<Event> {
     }
 }
 
+/// Events passed to the call table's thread in batches rather than one by
+/// one: a send to a thread that waits for work wakes it (a system call on
+/// each side), and on a media trace most of the call table's sends would
+/// each wake it for one event. Reading files, a batch goes at each
+/// [`Event::Mark`] (the end of the worker's batch of packets, whose
+/// events the mark covers) or when [`EVENT_BATCH`] are held; live
+/// (`each`), every event goes at once, as nothing marks the ends. Emptied
+/// batches come back over `back` for reuse. What is held at the end goes
+/// when the sink is dropped.
+pub struct Batches {
+    tx: crossbeam_channel::Sender<Vec<Event>>,
+    back: crossbeam_channel::Receiver<Vec<Event>>,
+    held: Vec<Event>,
+    each: bool,
+}
+
+/// Events held at most before a batch goes to the call table.
+pub const EVENT_BATCH: usize = 1024;
+
+impl Batches {
+    pub fn new(
+        tx: crossbeam_channel::Sender<Vec<Event>>,
+        back: crossbeam_channel::Receiver<Vec<Event>>,
+        each: bool,
+    ) -> Batches {
+        Batches {
+            tx,
+            back,
+            held: Vec::new(),
+            each,
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut next = self.back.try_recv().unwrap_or_default();
+        next.clear();
+        let batch = std::mem::replace(&mut self.held, next);
+        // The call table only goes away after a failure the run reports.
+        let _ = self.tx.send(batch);
+    }
+}
+
+impl EventSink for Batches {
+    fn send(&mut self, event: Event) {
+        let mark = matches!(event, Event::Mark { .. });
+        if self.held.capacity() == 0 {
+            self.held.reserve_exact(EVENT_BATCH);
+        }
+        self.held.push(event);
+        if self.each || mark || self.held.len() >= EVENT_BATCH {
+            self.flush();
+        }
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// What a worker tells the call table, stamped with the input position of
 /// the packet it came from, by which the table puts the workers' events in
 /// one order.
@@ -1454,4 +1518,60 @@ fn directed(key: &FlowKey) -> (SocketAddr, SocketAddr) {
 /// An address as SIP and SDP write it, for matching.
 pub fn addr_text(addr: IpAddr) -> String {
     addr.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(order: u64) -> Event {
+        let at = SocketAddr::from(([192, 0, 2, 1], 4000));
+        Event::MediaStart(MediaStart {
+            id: order,
+            ts_ns: order,
+            order,
+            src: at,
+            dst: at,
+        })
+    }
+
+    fn orders(rx: &crossbeam_channel::Receiver<Vec<Event>>) -> Vec<Vec<u64>> {
+        rx.try_iter()
+            .map(|batch| batch.iter().map(|e| e.ts_ns()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn batches_go_at_marks_when_full_and_at_the_end_in_order() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (back, emptied) = crossbeam_channel::unbounded();
+        let mut sink = Batches::new(tx, emptied, false);
+        for o in 1..=3 {
+            sink.send(start(o));
+        }
+        assert!(orders(&rx).is_empty(), "held until the mark");
+        sink.send(Event::Mark { worker: 0, clock_ns: 4 });
+        let first = rx.try_recv().expect("a batch at the mark");
+        assert_eq!(first.iter().map(Event::ts_ns).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        back.send(first).unwrap();
+        for o in 0..EVENT_BATCH as u64 {
+            sink.send(start(10 + o));
+        }
+        let full = orders(&rx);
+        assert_eq!(full.len(), 1, "a full batch goes without a mark");
+        assert_eq!(full[0], (10..10 + EVENT_BATCH as u64).collect::<Vec<_>>());
+        sink.send(start(5000));
+        drop(sink);
+        assert_eq!(orders(&rx), [[5000]], "what is held goes at the end");
+    }
+
+    #[test]
+    fn live_every_event_goes_at_once() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (_back, emptied) = crossbeam_channel::unbounded();
+        let mut sink = Batches::new(tx, emptied, true);
+        sink.send(start(1));
+        sink.send(start(2));
+        assert_eq!(orders(&rx), [[1], [2]]);
+    }
 }

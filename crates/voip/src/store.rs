@@ -262,13 +262,13 @@ impl CallDb {
 
     /// Adds one record, inside the open batch.
     pub fn insert(&mut self, record: &CallRecord) -> rusqlite::Result<()> {
-        let value = serde_json::to_value(record).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        debug_assert!(
-            value
-                .as_object()
-                .is_some_and(|o| o.len() == COLUMNS.len() && o.keys().all(|k| COLUMNS.iter().any(|(n, _)| n == k))),
-            "the columns are the record's fields"
-        );
+        let mut row = Row(Vec::with_capacity(COLUMNS.len()));
+        serde::Serialize::serialize(record, &mut row)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        if row.0.len() != COLUMNS.len() {
+            let e = format!("a call record has {} fields for {} columns", row.0.len(), COLUMNS.len());
+            return Err(rusqlite::Error::ToSqlConversionFailure(e.into()));
+        }
         let table = day_table(record.invite_ts_ns);
         self.table(&table)?;
         if self.pending == 0 {
@@ -281,10 +281,7 @@ impl CallDb {
             self.insert_sql = format!("INSERT INTO {{}} ({}) VALUES ({marks})", names.join(", "));
         }
         let sql = self.insert_sql.replacen("{}", &table, 1);
-        let row = COLUMNS
-            .iter()
-            .map(|(name, _)| to_sql(value.get(*name).unwrap_or(&Value::Null)));
-        self.conn.prepare_cached(&sql)?.execute(params_from_iter(row))?;
+        self.conn.prepare_cached(&sql)?.execute(params_from_iter(row.0))?;
         self.pending += 1;
         if self.pending >= BATCH_ROWS {
             self.commit()?;
@@ -311,18 +308,151 @@ impl CallDb {
     }
 }
 
-fn to_sql(v: &Value) -> Sql {
+fn to_sql(v: Value) -> Sql {
     match v {
         Value::Null => Sql::Null,
-        Value::Bool(b) => Sql::Integer(i64::from(*b)),
+        Value::Bool(b) => Sql::Integer(i64::from(b)),
         Value::Number(n) => match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => Sql::Integer(i),
             (None, Some(f)) if n.is_f64() => Sql::Real(f),
             // Above i64::MAX: kept exactly, as text.
             _ => Sql::Text(n.to_string()),
         },
-        Value::String(s) => Sql::Text(s.clone()),
+        Value::String(s) => Sql::Text(s),
         Value::Array(_) | Value::Object(_) => Sql::Text(v.to_string()),
+    }
+}
+
+/// A call record's row: each field's JSON value as [`to_sql`] stores it,
+/// in the record's order, which is [`COLUMNS`]' (checked field by field).
+/// The same values as making the whole record one JSON object and looking
+/// each column up in it, without building that object, its keys and its
+/// index for every row.
+struct Row(Vec<Sql>);
+
+type Error = serde_json::Error;
+
+fn not_a_record() -> Error {
+    serde::ser::Error::custom("a call record row is made of a struct's fields")
+}
+
+impl serde::ser::SerializeStruct for &mut Row {
+    type Ok = ();
+    type Error = Error;
+
+    fn serialize_field<T: ?Sized + serde::Serialize>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        let at = self.0.len();
+        if COLUMNS.get(at).map(|&(name, _)| name) != Some(key) {
+            return Err(serde::ser::Error::custom(format!(
+                "the call record's field {key:?} is not column {at} of calls.sqlite"
+            )));
+        }
+        self.0.push(to_sql(serde_json::to_value(value)?));
+        Ok(())
+    }
+
+    fn end(self) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// Every serializer method but a struct's is refused.
+macro_rules! refuse {
+    ($($name:ident($($arg:ty),*);)*) => {
+        $(fn $name(self, $(_: $arg),*) -> Result<(), Error> {
+            Err(not_a_record())
+        })*
+    };
+}
+
+impl<'a> serde::Serializer for &'a mut Row {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = serde::ser::Impossible<(), Error>;
+    type SerializeTuple = serde::ser::Impossible<(), Error>;
+    type SerializeTupleStruct = serde::ser::Impossible<(), Error>;
+    type SerializeTupleVariant = serde::ser::Impossible<(), Error>;
+    type SerializeMap = serde::ser::Impossible<(), Error>;
+    type SerializeStruct = &'a mut Row;
+    type SerializeStructVariant = serde::ser::Impossible<(), Error>;
+
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<&'a mut Row, Error> {
+        Ok(self)
+    }
+
+    refuse! {
+        serialize_bool(bool);
+        serialize_i8(i8);
+        serialize_i16(i16);
+        serialize_i32(i32);
+        serialize_i64(i64);
+        serialize_u8(u8);
+        serialize_u16(u16);
+        serialize_u32(u32);
+        serialize_u64(u64);
+        serialize_f32(f32);
+        serialize_f64(f64);
+        serialize_char(char);
+        serialize_str(&str);
+        serialize_bytes(&[u8]);
+        serialize_none();
+        serialize_unit();
+        serialize_unit_struct(&'static str);
+        serialize_unit_variant(&'static str, u32, &'static str);
+    }
+
+    fn serialize_some<T: ?Sized + serde::Serialize>(self, _: &T) -> Result<(), Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_newtype_struct<T: ?Sized + serde::Serialize>(self, _: &'static str, _: &T) -> Result<(), Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_newtype_variant<T: ?Sized + serde::Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(not_a_record())
+    }
+
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(not_a_record())
     }
 }
 

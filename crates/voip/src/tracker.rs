@@ -70,6 +70,70 @@ impl EventSink for Vec<Event> {
     }
 }
 
+/// Events passed to the call table's thread in batches rather than one by
+/// one: a send to a thread that waits for work wakes it (a system call on
+/// each side), and on a media trace most of the call table's sends would
+/// each wake it for one event. Reading files, a batch goes at each
+/// [`Event::Mark`] (the end of the worker's batch of packets, whose
+/// events the mark covers) or when [`EVENT_BATCH`] are held; live
+/// (`each`), every event goes at once, as nothing marks the ends. Emptied
+/// batches come back over `back` for reuse. What is held at the end goes
+/// when the sink is dropped.
+pub struct Batches {
+    tx: crossbeam_channel::Sender<Vec<Event>>,
+    back: crossbeam_channel::Receiver<Vec<Event>>,
+    held: Vec<Event>,
+    each: bool,
+}
+
+/// Events held at most before a batch goes to the call table.
+pub const EVENT_BATCH: usize = 1024;
+
+impl Batches {
+    pub fn new(
+        tx: crossbeam_channel::Sender<Vec<Event>>,
+        back: crossbeam_channel::Receiver<Vec<Event>>,
+        each: bool,
+    ) -> Batches {
+        Batches {
+            tx,
+            back,
+            held: Vec::new(),
+            each,
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut next = self.back.try_recv().unwrap_or_default();
+        next.clear();
+        let batch = std::mem::replace(&mut self.held, next);
+        // The call table only goes away after a failure the run reports.
+        let _ = self.tx.send(batch);
+    }
+}
+
+impl EventSink for Batches {
+    fn send(&mut self, event: Event) {
+        let mark = matches!(event, Event::Mark { .. });
+        if self.held.capacity() == 0 {
+            self.held.reserve_exact(EVENT_BATCH);
+        }
+        self.held.push(event);
+        if self.each || mark || self.held.len() >= EVENT_BATCH {
+            self.flush();
+        }
+    }
+}
+
+impl Drop for Batches {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// What a worker tells the call table, stamped with the input position of
 /// the packet it came from, by which the table puts the workers' events in
 /// one order.
@@ -385,24 +449,34 @@ struct Pending {
 
 enum Kind {
     SipUdp,
-    SipTcp(Box<[SipStream; 2]>),
+    SipTcp(Box<SipTcp>),
     /// Boxed, its first streams within: the flow's state in one block the
     /// engine can prefetch, and a small map entry or slot for SIP flows.
     Media(Box<Media>),
 }
 
-/// A flow held by its flow table slot.
+/// A flow held by its flow table slot: 24 bytes on 32, so that a slot
+/// is always within one cache line (two to a line), the one line the
+/// engine asks for ahead of a packet.
 #[derive(Default)]
+#[repr(C, align(32))]
 struct Slot {
     /// The flow's first packet's input position.
     order: u64,
     state: Option<FlowState>,
 }
+const _: () = assert!(std::mem::size_of::<Slot>() == 32);
 
 /// Held in the tracker's map or slots by value: one pointer fewer to
-/// follow at every packet.
+/// follow at every packet. The flow's key is in the boxed state of the
+/// kinds that need it, not here, which keeps a slot to one line.
 struct FlowState {
     kind: Kind,
+}
+
+/// Both directions of a SIP TCP connection.
+struct SipTcp {
+    streams: [SipStream; 2],
     key: FlowKey,
 }
 
@@ -443,6 +517,7 @@ struct Media {
     /// before are not its call's yet.
     since: u64,
     written: u64,
+    key: FlowKey,
 }
 
 /// A media flow's streams (one SSRC in one direction each): the first of
@@ -614,10 +689,8 @@ impl<S: EventSink> Tracker<S> {
     /// [`Tracker::prefetch_state`].
     #[inline]
     pub fn prefetch_slot(&self, slot: u32) {
-        // Addresses only: nothing is read. A slot may span two lines.
-        let at: *const u8 = self.by_slot.as_ptr().wrapping_add(slot as usize).cast();
-        sluice_wire::prefetch(at);
-        sluice_wire::prefetch(at.wrapping_add(std::mem::size_of::<Slot>() - 1));
+        // Addresses only: nothing is read. A slot is within one line.
+        sluice_wire::prefetch(self.by_slot.as_ptr().wrapping_add(slot as usize).cast());
     }
 
     /// Second step: asks for the media state of the flow in `slot`, so
@@ -737,15 +810,14 @@ impl<S: EventSink> Inner<S> {
         let sip = self.sip_port(&key) || sip::looks_like_sip(p.payload);
         if key.proto == TCP {
             return sip.then(|| FlowState {
-                kind: Kind::SipTcp(Box::default()),
-                key,
+                kind: Kind::SipTcp(Box::new(SipTcp {
+                    streams: Default::default(),
+                    key,
+                })),
             });
         }
         if sip {
-            return Some(FlowState {
-                kind: Kind::SipUdp,
-                key,
-            });
+            return Some(FlowState { kind: Kind::SipUdp });
         }
         // Later fragments carry no RTP header of their own.
         if p.decoded.fragment != Fragment::None {
@@ -829,15 +901,15 @@ impl<S: EventSink> Inner<S> {
                 rtp_seen: 0,
                 written: 0,
                 last_order: p.order,
+                key,
             })),
-            key,
         })
     }
 
     fn on_packet(&mut self, state: &mut FlowState, p: &PacketView<'_>) {
         match &mut state.kind {
             Kind::SipUdp => self.sip_datagram(p, true),
-            Kind::SipTcp(streams) => self.sip_segment(streams, p),
+            Kind::SipTcp(tcp) => self.sip_segment(&mut tcp.streams, p),
             Kind::Media(media) => self.media_packet(media, p),
         }
     }
@@ -1099,8 +1171,8 @@ impl<S: EventSink> Tracker<S> {
         let Some(mut state) = state else {
             return;
         };
-        if continues && matches!(state.kind, Kind::Media(_)) {
-            self.continued.insert(state.key, state);
+        if continues && let Kind::Media(media) = &state.kind {
+            self.continued.insert(media.key, state);
             return;
         }
         if let Kind::Media(media) = &state.kind
@@ -1199,10 +1271,11 @@ impl<S: EventSink> Tracker<S> {
 
 impl<S: EventSink> Inner<S> {
     fn finish_flow(&mut self, state: &mut FlowState) {
-        let key = state.key;
         match &mut state.kind {
             Kind::SipUdp => {}
-            Kind::SipTcp(streams) => {
+            Kind::SipTcp(tcp) => {
+                let SipTcp { streams, key } = &mut **tcp;
+                let key = *key;
                 let Inner {
                     memory,
                     errors,
@@ -1251,7 +1324,7 @@ impl<S: EventSink> Inner<S> {
                 }
             }
             Kind::Media(media) => {
-                let (src, dst) = endpoints(&key);
+                let (src, dst) = endpoints(&media.key);
                 if let Some(tap) = self.media.as_mut() {
                     // Asked a last time: a description read since its last
                     // packet may have chosen it.
@@ -1445,4 +1518,60 @@ fn directed(key: &FlowKey) -> (SocketAddr, SocketAddr) {
 /// An address as SIP and SDP write it, for matching.
 pub fn addr_text(addr: IpAddr) -> String {
     addr.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(order: u64) -> Event {
+        let at = SocketAddr::from(([192, 0, 2, 1], 4000));
+        Event::MediaStart(MediaStart {
+            id: order,
+            ts_ns: order,
+            order,
+            src: at,
+            dst: at,
+        })
+    }
+
+    fn orders(rx: &crossbeam_channel::Receiver<Vec<Event>>) -> Vec<Vec<u64>> {
+        rx.try_iter()
+            .map(|batch| batch.iter().map(|e| e.ts_ns()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn batches_go_at_marks_when_full_and_at_the_end_in_order() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (back, emptied) = crossbeam_channel::unbounded();
+        let mut sink = Batches::new(tx, emptied, false);
+        for o in 1..=3 {
+            sink.send(start(o));
+        }
+        assert!(orders(&rx).is_empty(), "held until the mark");
+        sink.send(Event::Mark { worker: 0, clock_ns: 4 });
+        let first = rx.try_recv().expect("a batch at the mark");
+        assert_eq!(first.iter().map(Event::ts_ns).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        back.send(first).unwrap();
+        for o in 0..EVENT_BATCH as u64 {
+            sink.send(start(10 + o));
+        }
+        let full = orders(&rx);
+        assert_eq!(full.len(), 1, "a full batch goes without a mark");
+        assert_eq!(full[0], (10..10 + EVENT_BATCH as u64).collect::<Vec<_>>());
+        sink.send(start(5000));
+        drop(sink);
+        assert_eq!(orders(&rx), [[5000]], "what is held goes at the end");
+    }
+
+    #[test]
+    fn live_every_event_goes_at_once() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (_back, emptied) = crossbeam_channel::unbounded();
+        let mut sink = Batches::new(tx, emptied, true);
+        sink.send(start(1));
+        sink.send(start(2));
+        assert_eq!(orders(&rx), [[1], [2]]);
+    }
 }

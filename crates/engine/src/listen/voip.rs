@@ -6,8 +6,9 @@
 //! per-stream RTP statistics without allocating per packet. What the
 //! trackers learn (SIP messages, media flows' starts and ends) goes over
 //! one queue to a thread of the listener's own, which keeps the call table
-//! and writes `calls.jsonl`, `calls.sqlite` and `streams.jsonl`. The queue never drops: a
-//! worker that finds it full waits.
+//! and writes `calls.jsonl`, `calls.sqlite` and `streams.jsonl`, in batches
+//! ([`Batches`]: reading files, one per batch of packets). The queue never
+//! drops: a worker that finds it full waits.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -23,7 +24,7 @@ use sluice_voip::calls::{CallCounters, CallTable, CallsConfig};
 use sluice_voip::media::MediaTap;
 use sluice_voip::record::{MediaWriter, PublishingSink, RecordCounters, Selected, Selection};
 use sluice_voip::store::CallDb;
-use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
+use sluice_voip::tracker::{Batches, EVENT_BATCH, Event, PacketView, Tracker, TrackerConfig, TrackerCounters};
 
 use crate::config::{ConfigError, VoipConfig};
 use crate::listen::ipfix::{IpfixLines, LineTee};
@@ -37,7 +38,8 @@ use crate::threads::Waits;
 /// its media flows' ends.
 const MEDIA_END_MARGIN: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Events queued to the call table before a worker waits.
+/// Events queued to the call table before a worker waits, in batches of
+/// at most [`EVENT_BATCH`].
 const QUEUE: usize = 1 << 14;
 
 /// What the `voip` listener counted: in `summary.json` under `voip`.
@@ -59,7 +61,10 @@ pub struct VoipReport {
 }
 
 pub(crate) struct Voip {
-    events: Sender<Event>,
+    events: Sender<Vec<Event>>,
+    /// The call table's emptied batches, for the workers to fill again.
+    emptied: Receiver<Vec<Event>>,
+    live: bool,
     tracker: TrackerConfig,
     counters: Arc<Mutex<TrackerCounters>>,
     /// The media endpoints of recorded calls, when media is recorded.
@@ -134,18 +139,27 @@ impl Voip {
         if let Some(selected) = &recording {
             table = table.with_recording(selection, selected.clone());
         }
-        let (events, rx): (Sender<Event>, Receiver<Event>) = bounded(QUEUE);
+        // Live, a batch is one event.
+        let batches = if live { QUEUE } else { QUEUE / EVENT_BATCH };
+        let (events, rx): (Sender<Vec<Event>>, Receiver<Vec<Event>>) = bounded(batches);
+        let (back, emptied) = bounded(batches);
         let table = thread::Builder::new()
             .name("sluice-voip".into())
             .spawn(move || {
-                for event in rx {
-                    table.event(event)?;
+                for mut batch in rx {
+                    for event in batch.drain(..) {
+                        table.event(event)?;
+                    }
+                    // Kept for reuse unless enough are.
+                    let _ = back.try_send(batch);
                 }
                 table.finish()
             })
             .map_err(|source| RunError::Threads { source })?;
         Ok(Voip {
             events,
+            emptied,
+            live,
             tracker: TrackerConfig {
                 sip_ports: config.sip_ports.clone(),
                 ..TrackerConfig::default()
@@ -166,7 +180,11 @@ impl Voip {
             tracker: Some(Tracker::new(
                 worker,
                 self.tracker.clone(),
-                PublishingSink::new(self.events.clone(), self.selection.clone(), self.recording.clone()),
+                PublishingSink::new(
+                    Batches::new(self.events.clone(), self.emptied.clone(), self.live),
+                    self.selection.clone(),
+                    self.recording.clone(),
+                ),
                 self.recording.as_ref().map(|selected| {
                     Box::new(MediaWriter::new(
                         &self.out,
@@ -208,7 +226,7 @@ impl Voip {
 }
 
 pub(crate) struct VoipWorker {
-    tracker: Option<Tracker<PublishingSink<Sender<Event>>>>,
+    tracker: Option<Tracker<PublishingSink<Batches>>>,
     counters: Arc<Mutex<TrackerCounters>>,
 }
 

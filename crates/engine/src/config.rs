@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sluice_classify::media::MediaConfig;
 use sluice_classify::rules::{DEFAULT_RULES, parse_rules, read_rules};
-use sluice_classify::{BUILTIN_MODEL, ChainConfig, Mode, RuleSet, StatsClassifier, StatsScope};
+use sluice_classify::{BUILTIN_MODEL, ChainConfig, Expectations, History, Mode, RuleSet, StatsClassifier, StatsScope};
 use sluice_export::Format;
 use sluice_flow::FlowConfig;
 use sluice_learn::Model;
@@ -179,6 +179,9 @@ pub struct ClassifyConfig {
     /// `on`, `off`, or a file of intervals and thresholds (`--media-config`,
     /// `--no-media`).
     pub media: String,
+    /// Port announcements waiting for their flow kept at once, for all
+    /// workers together (`--announced-ports`); more are dropped and counted.
+    pub announced_ports: usize,
 }
 
 impl Default for ClassifyConfig {
@@ -191,6 +194,7 @@ impl Default for ClassifyConfig {
             model: None,
             model_scope: "unknown".into(),
             media: "on".into(),
+            announced_ports: sluice_classify::EXPECTATIONS_CAPACITY,
         }
     }
 }
@@ -662,9 +666,13 @@ impl ProbeConfig {
         } else {
             Arc::new(sluice_classify::Services::with_files(&c.services).map_err(|e| value("services", e.to_string()))?)
         };
+        if c.announced_ports == 0 {
+            return Err(value("announced_ports", "0: at least 1".into()));
+        }
         Ok(ChainConfig {
             mode,
             depth_packets: c.depth.max(1),
+            expectations: Arc::new(Expectations::new(c.announced_ports, History::Latest)),
             rules,
             services,
             stats,

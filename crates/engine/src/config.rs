@@ -894,4 +894,15 @@ stats: {interval: 1s, top: 20}
         c.classify.mode = "fast".into();
         assert!(c.chain_config().unwrap_err().to_string().contains("classify.mode"));
     }
+
+    #[test]
+    fn the_announced_ports_key_sizes_the_table() {
+        let c = ProbeConfig::from_yaml("classify: {announced_ports: 1000}", "probe.yaml").unwrap();
+        assert_eq!(c.chain_config().unwrap().expectations.capacity(), 1000);
+        let d = ProbeConfig::default().chain_config().unwrap();
+        assert_eq!(d.expectations.capacity(), sluice_classify::EXPECTATIONS_CAPACITY);
+        let c = ProbeConfig::from_yaml("classify: {announced_ports: 0}", "probe.yaml").unwrap();
+        let e = c.chain_config().unwrap_err().to_string();
+        assert!(e.contains("classify.announced_ports"), "{e}");
+    }
 }

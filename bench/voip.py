@@ -28,7 +28,8 @@ scaled-down traces beside it.
 
 Every run is also checked for loss: calls.jsonl holds every call
 generated, streams.jsonl every stream and every RTP packet, and no drop or
-warning is counted.
+warning is counted; on the media trace, the flow records (sorted) are the
+same in every run, with 1 worker and with 2.
 
 Each figure is the median of --runs runs. On a machine shared with other
 work, wall time moves with the load: CPU seconds (user + system of the
@@ -42,6 +43,7 @@ usage: bench/voip.py [--sluice target/release/sluice] [--dir /dev/shm/sluice-ben
 """
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -186,7 +188,9 @@ def sluice_voip(sluice, work, trace, workers=2, extra=()):
     # A stream needs two packets to be told from noise (docs/voip.md): the
     # trace's end may cut one to a single packet.
     single = [k for k, (packets, _) in truth.items() if packets < 2 and k not in ours]
-    drops = {k: v for k, v in summary["drops"].items() if v and k != "dropped_port_announcements"}
+    drops = {k: v for k, v in summary["drops"].items() if v}
+    flows = os.path.join(out, "flows.jsonl")
+    records = sorted(open(flows, "rb")) if os.path.exists(flows) else []
     m.update(
         packets=summary["packets"],
         calls=voip["calls"],
@@ -207,7 +211,10 @@ def sluice_voip(sluice, work, trace, workers=2, extra=()):
         warnings=voip["warnings"],
         outside=voip["outside_calls"],
         drops=drops,
-        port_announcements_dropped=summary["drops"].get("dropped_port_announcements", 0),
+        # The flow records, sorted: the same for every run and number of
+        # workers.
+        records=hashlib.sha256(b"".join(records)).hexdigest(),
+        record_count=len(records),
     )
     return m
 
@@ -309,9 +316,11 @@ def main():
     if "media" in only:
         trace, generated = generate(sluice, args.dir, "media")
         rows = []
+        digests = set()
         for workers in (1, 2):
             runs = repeat(args.runs, lambda: sluice_voip(sluice, args.dir, trace, workers))
             lossless &= all(check_lossless(f"media, {workers} workers", r, generated) for r in runs)
+            digests |= {(r["records"], r["record_count"]) for r in runs}
             r0 = runs[0]
             rtp = r0["rtp_packets"]
             wall, cpu, busiest = (median_of(runs, k) for k in ("wall", "cpu", "busiest"))
@@ -319,6 +328,10 @@ def main():
                          f"{rtp / wall / 1e6:.2f}", f"{rtp / cpu / 1e6:.2f}",
                          f"{rtp / max(busiest, cpu / 2) / 1e6:.2f}"])
         report.append(f"Media: {TRACES['media'][1]}; `sluice voip -r`, median of {args.runs}.")
+        same = len(digests) == 1
+        report.append(f"Flow records the same (sorted) in every run, 1 and 2 workers: {same} "
+                      f"({', '.join(f'{n:,}' for _, n in sorted(digests))} records)")
+        lossless &= same
         report.append("")
         table(["workers", "packets", "RTP packets", "streams", "wall s", "CPU s", "Mpps wall", "Mpps per CPU s",
                "sustained Mpps (2 cores)"], rows)

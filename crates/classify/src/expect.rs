@@ -1,5 +1,10 @@
 //! Ports announced inside control flows (FTP PASV/EPSV/PORT, SIP/SDP media)
 //! and the flows that later use them; kept as `learned.rs` explains.
+//!
+//! As Linux conntrack's expectations, an announcement is for one flow: the
+//! first flow on the endpoint uses it up, and the table holds only the
+//! announcements still waiting for their flow (and, kept in input order,
+//! those used within the workers' reading lag).
 
 use std::net::IpAddr;
 
@@ -15,6 +20,7 @@ type Key = (IpAddr, u16, Transport);
 #[derive(Debug)]
 pub struct Expectations {
     table: Learned<Key, Label>,
+    capacity: usize,
 }
 
 fn hash(key: &Key) -> u64 {
@@ -30,11 +36,17 @@ impl Expectations {
     pub fn new(capacity: usize, history: History) -> Self {
         Expectations {
             table: Learned::new(capacity, EXPECTATION_TTL_NS, history),
+            capacity,
         }
     }
 
     pub fn history(&self) -> History {
         self.table.history()
+    }
+
+    /// Announced endpoints kept at once at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Remembers an announcement made by the packet at input position
@@ -55,6 +67,14 @@ impl Expectations {
         self.table.lookup(&key, hash(&key), order, at_ns)
     }
 
+    /// Like [`Self::lookup`], and the flow uses the announcement up: flows
+    /// that begin after it are not told (see [`Learned::take`] for when
+    /// the answer is final).
+    pub fn take(&self, endpoint: (IpAddr, u16), t: Transport, order: u64, at_ns: u64) -> Option<Label> {
+        let key = (endpoint.0, endpoint.1, t);
+        self.table.take(&key, hash(&key), order, at_ns)
+    }
+
     /// See [`Learned::forget_before`].
     pub fn forget_before(&self, order: u64) {
         self.table.forget_before(order);
@@ -67,6 +87,11 @@ impl Expectations {
 
     pub fn announced(&self) -> u64 {
         self.table.learned()
+    }
+
+    /// Announcements flows used up (see [`Learned::used`]).
+    pub fn used(&self) -> u64 {
+        self.table.used()
     }
 }
 
@@ -102,5 +127,33 @@ mod tests {
             table.lookup(server, Transport::Tcp, 11, 1_000 + EXPECTATION_TTL_NS),
             None
         );
+    }
+
+    #[test]
+    fn an_announcement_is_for_the_first_flow_on_its_endpoint() {
+        for history in [History::InputOrder, History::Latest] {
+            let table = Expectations::new(64, history);
+            let server = (IpAddr::from([10, 0, 0, 2]), 50123);
+            let order = |o: u64| if history == History::Latest { u64::MAX } else { o };
+            table.announce(&ftp_data(50123), 10, 1_000);
+            assert_eq!(
+                table.take(server, Transport::Udp, order(11), 2_000),
+                None,
+                "{history:?}"
+            );
+            let label = table.take(server, Transport::Tcp, order(11), 2_000);
+            assert_eq!(label.map(|l| l.master), Some("FTP_DATA"), "{history:?}");
+            assert_eq!(
+                table.take(server, Transport::Tcp, order(12), 3_000),
+                None,
+                "{history:?}"
+            );
+            assert_eq!(
+                table.lookup(server, Transport::Tcp, order(12), 3_000),
+                None,
+                "{history:?}"
+            );
+            assert_eq!(table.used(), 1);
+        }
     }
 }

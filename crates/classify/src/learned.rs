@@ -15,6 +15,33 @@
 //!
 //! Judged in packet time as well: a fact holds for flows that began after
 //! it was taught and within its time to live.
+//!
+//! A fact may be for one flow only (a port announcement, as Linux
+//! conntrack's expectations): the flow that is told it uses it up
+//! ([`Learned::take`]), and flows that begin after that one are not told.
+//! With [`History::Latest`] the key simply goes. In input order, using up
+//! is a version of its own, saying "nothing", stamped with the input
+//! position of the first packet of the flow that used it: flows that began
+//! before that flow still see what was taught before them, later ones see
+//! nothing until the key is taught again. A single worker reading in order
+//! would give the announcement to the first flow on the endpoint that began
+//! after it, and to no later one; the versions give every flow the same
+//! answer, whatever the number of workers, provided that a flow asks
+//! ([`Learned::lookup`]) only once every flow that began before it has
+//! said what it used. Flows on other workers say it when they get round to
+//! it, out of input order: a flow that says it used a key whose latest
+//! version before it already says "nothing" adds no version, and one that
+//! an earlier flow's version is inserted before later finds the answer
+//! that version gives. So the engine asks in two rounds: once every worker
+//! has read past a flow's first packet, the flow uses up what it finds
+//! (everything taught before it is in the table by then); once every
+//! worker's flows before it have, it asks, and its record is written.
+//! [`Learned::forget_before`] is given the position before which every
+//! flow has asked: the latest version before it answers every question
+//! still to come, and when that version says "nothing" the key goes
+//! (`used` lists the keys used up, so that this costs no pass over the
+//! table). The table thus holds the facts waiting for their flow, and
+//! those used within the workers' reading lag.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
@@ -50,12 +77,32 @@ struct Version<V> {
     first_ns: u64,
     /// When it was last repeated (`Latest` only; else `first_ns`).
     last_ns: u64,
-    value: V,
+    /// `None`: used up by the flow whose first packet was at `order`.
+    value: Option<V>,
+}
+
+type Versions<V> = VecDeque<Version<V>>;
+
+#[derive(Debug)]
+struct Shard<K, V> {
+    keys: HashMap<K, Versions<V>>,
+    /// Keys a flow used up, with the flow's first position: once no
+    /// question can reach before it, the key goes.
+    used: VecDeque<(u64, K)>,
+}
+
+impl<K, V> Default for Shard<K, V> {
+    fn default() -> Self {
+        Shard {
+            keys: HashMap::default(),
+            used: VecDeque::new(),
+        }
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct Learned<K, V> {
-    shards: Vec<Mutex<HashMap<K, VecDeque<Version<V>>>>>,
+    shards: Vec<Mutex<Shard<K, V>>>,
     /// Per shard: the packet time before which a full shard has nothing
     /// expired, as its last sweep found; written under the shard's lock.
     sweep_at_ns: Box<[AtomicU64]>,
@@ -66,6 +113,7 @@ pub(crate) struct Learned<K, V> {
     /// No question will be asked about a flow that began before this.
     settled: AtomicU64,
     learned: AtomicU64,
+    used: AtomicU64,
     dropped: AtomicU64,
     /// Passes over a full shard for expired keys.
     sweeps: AtomicU64,
@@ -79,7 +127,7 @@ fn seen_bit(hash: u64) -> (usize, u64) {
 impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
     pub(crate) fn new(capacity: usize, ttl_ns: u64, history: History) -> Self {
         Learned {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             sweep_at_ns: (0..SHARDS).map(|_| AtomicU64::new(0)).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
             ttl_ns,
@@ -87,6 +135,7 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
             seen: (0..SEEN_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
             settled: AtomicU64::new(0),
             learned: AtomicU64::new(0),
+            used: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             sweeps: AtomicU64::new(0),
         }
@@ -96,8 +145,30 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
         self.history
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<HashMap<K, VecDeque<Version<V>>>> {
+    fn shard(&self, hash: u64) -> &Mutex<Shard<K, V>> {
         &self.shards[Self::shard_index(hash)]
+    }
+
+    /// The position before which no question will be asked any more.
+    fn settled(&self) -> u64 {
+        match self.history {
+            History::InputOrder => self.settled.load(Ordering::Acquire),
+            History::Latest => u64::MAX,
+        }
+    }
+
+    /// Lets the keys used up before the settled position go.
+    fn forget_used(&self, shard: &mut Shard<K, V>, settled: u64) {
+        while let Some(&(order, key)) = shard.used.front()
+            && order < settled
+        {
+            shard.used.pop_front();
+            if let Some(versions) = shard.keys.get_mut(&key)
+                && forget(versions, settled)
+            {
+                shard.keys.remove(&key);
+            }
+        }
     }
 
     fn shard_index(hash: u64) -> usize {
@@ -107,7 +178,10 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
     /// Remembers that `key` means `value`, as the packet at input
     /// position `order`, seen at `now_ns`, taught.
     pub(crate) fn learn(&self, key: K, hash: u64, value: V, order: u64, now_ns: u64) {
-        let mut shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
+        let settled = self.settled();
+        self.forget_used(&mut guard, settled);
+        let shard = &mut guard.keys;
         if shard.len() >= self.per_shard && !shard.contains_key(&key) {
             // A full shard is swept only once something in it may have
             // expired: sweeping it for every new key while all are live
@@ -117,7 +191,11 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
                 let ttl = self.ttl_ns;
                 let mut next = u64::MAX;
                 shard.retain(|_, versions| {
-                    let expiry = versions.back().map_or(0, |v| v.last_ns.saturating_add(ttl));
+                    let expiry = versions
+                        .iter()
+                        .rev()
+                        .find(|v| v.value.is_some())
+                        .map_or(0, |v| v.last_ns.saturating_add(ttl));
                     let live = expiry > now_ns;
                     if live {
                         next = next.min(expiry);
@@ -138,7 +216,7 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
         let at = versions.partition_point(|v| v.order <= order);
         let repeat = self.history == History::Latest
             && at > 0
-            && versions[at - 1].value == value
+            && versions[at - 1].value == Some(value)
             && versions[at - 1].last_ns.saturating_add(self.ttl_ns) > now_ns;
         if repeat {
             versions[at - 1].last_ns = versions[at - 1].last_ns.max(now_ns);
@@ -149,22 +227,19 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
                     order,
                     first_ns: now_ns,
                     last_ns: now_ns,
-                    value,
+                    value: Some(value),
                 },
             );
         }
-        let settled = match self.history {
-            History::InputOrder => self.settled.load(Ordering::Acquire),
-            History::Latest => u64::MAX,
-        };
-        // The latest version before the settled position answers every
-        // question still to come about earlier ones.
-        let stale = versions.partition_point(|v| v.order < settled).saturating_sub(1);
-        let over = versions.len().saturating_sub(stale + MAX_VERSIONS);
+        forget(versions, settled);
+        let over = versions.len().saturating_sub(MAX_VERSIONS);
         if over > 0 {
             self.dropped.fetch_add(over as u64, Ordering::Relaxed);
         }
-        versions.drain(..stale + over);
+        versions.drain(..over);
+        if versions.is_empty() {
+            shard.remove(&key);
+        }
         self.learned.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -176,16 +251,83 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
             return None;
         }
         let shard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
-        let versions = shard.get(key)?;
+        let versions = shard.keys.get(key)?;
         let before = versions.partition_point(|v| v.order < order);
-        let v = versions.get(before.checked_sub(1)?)?;
-        (v.first_ns <= at_ns && at_ns < v.last_ns.saturating_add(self.ttl_ns)).then_some(v.value)
+        self.live(versions.get(before.checked_sub(1)?)?, at_ns)
+    }
+
+    /// The value of a version for a flow that began at `at_ns`, if it was
+    /// taught before and has not expired.
+    fn live(&self, v: &Version<V>, at_ns: u64) -> Option<V> {
+        let value = v.value?;
+        (v.first_ns <= at_ns && at_ns < v.last_ns.saturating_add(self.ttl_ns)).then_some(value)
+    }
+
+    /// Like [`Self::lookup`], and the flow uses up what it finds: flows
+    /// that begin after it are not told. With [`History::Latest`] the key
+    /// goes at once. With [`History::InputOrder`] a version saying "used
+    /// up" is stamped with the flow's own position; as flows on other
+    /// workers may use the same key earlier in input order and say so
+    /// later, what this returns is the answer only if no earlier flow used
+    /// the key up: the final answer is [`Self::lookup`]'s once every flow
+    /// that began before this one has called `take`.
+    pub(crate) fn take(&self, key: &K, hash: u64, order: u64, at_ns: u64) -> Option<V> {
+        let (word, bit) = seen_bit(hash);
+        if self.seen[word].load(Ordering::Relaxed) & bit == 0 {
+            return None;
+        }
+        let mut guard = self.shard(hash).lock().unwrap_or_else(|p| p.into_inner());
+        let shard = &mut *guard;
+        let versions = shard.keys.get_mut(key)?;
+        let before = versions.partition_point(|v| v.order < order);
+        let value = self.live(versions.get(before.checked_sub(1)?)?, at_ns)?;
+        match self.history {
+            History::Latest => {
+                shard.keys.remove(key);
+            }
+            History::InputOrder => {
+                // Told twice (a flow asks for both its endpoints, and
+                // its two endpoints may be one), used up once.
+                if versions
+                    .get(before)
+                    .is_none_or(|v| v.order != order || v.value.is_some())
+                {
+                    versions.insert(
+                        before,
+                        Version {
+                            order,
+                            first_ns: at_ns,
+                            last_ns: at_ns,
+                            value: None,
+                        },
+                    );
+                    shard.used.push_back((order, *key));
+                }
+            }
+        }
+        self.used.fetch_add(1, Ordering::Relaxed);
+        Some(value)
     }
 
     /// Every flow that began before input position `order` has asked all it
     /// will ask.
     pub(crate) fn forget_before(&self, order: u64) {
         self.settled.fetch_max(order, Ordering::Release);
+    }
+
+    /// Times a flow used up a fact (with [`History::InputOrder`], a fact
+    /// two flows took is counted twice).
+    pub(crate) fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Keys held now, used up or not.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).keys.len())
+            .sum()
     }
 
     pub(crate) fn learned(&self) -> u64 {
@@ -197,6 +339,19 @@ impl<K: Copy + Eq + Hash, V: Copy + PartialEq> Learned<K, V> {
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
+}
+
+/// Drops the versions no question at or after `settled` can reach: the
+/// latest before it answers every such question about earlier positions,
+/// and when that one says "used up", nothing before it is told to anyone
+/// any more. Whether the key is left with nothing.
+fn forget<V>(versions: &mut Versions<V>, settled: u64) -> bool {
+    let stale = versions.partition_point(|v| v.order < settled).saturating_sub(1);
+    versions.drain(..stale);
+    if versions.front().is_some_and(|v| v.value.is_none() && v.order < settled) {
+        versions.pop_front();
+    }
+    versions.is_empty()
 }
 
 #[cfg(test)]
@@ -235,7 +390,7 @@ mod tests {
         t.forget_before(55);
         t.learn(7, hash(7), "Google", 100, 10);
         let shard = t.shard(hash(7)).lock().unwrap();
-        let orders: Vec<u64> = shard[&7].iter().map(|v| v.order).collect();
+        let orders: Vec<u64> = shard.keys[&7].iter().map(|v| v.order).collect();
         assert_eq!(orders, [50, 60, 70, 80, 90, 100]);
         drop(shard);
         assert_eq!(t.lookup(&7, hash(7), 56, 5), Some("Google"));
@@ -260,7 +415,7 @@ mod tests {
         t.learn(7, hash(7), "YouTube", 3, 9_000);
         assert_eq!(t.lookup(&7, hash(7), u64::MAX, 8_000), None);
         assert_eq!(t.lookup(&7, hash(7), u64::MAX, 9_000), Some("YouTube"));
-        assert_eq!(t.shard(hash(7)).lock().unwrap()[&7].len(), 1);
+        assert_eq!(t.shard(hash(7)).lock().unwrap().keys[&7].len(), 1);
     }
 
     #[test]
@@ -299,6 +454,91 @@ mod tests {
             t.learn(7, hash(7), "Google", order, order);
         }
         assert_eq!(t.dropped(), 5);
-        assert_eq!(t.shard(hash(7)).lock().unwrap()[&7].len(), MAX_VERSIONS);
+        assert_eq!(t.shard(hash(7)).lock().unwrap().keys[&7].len(), MAX_VERSIONS);
+    }
+    #[test]
+    fn a_flow_uses_up_what_it_is_told_and_flows_after_it_are_not_told() {
+        let t = table(History::InputOrder);
+        t.learn(7, hash(7), "SIP", 10, 1_000);
+        assert_eq!(t.take(&7, hash(7), 20, 2_000), Some("SIP"));
+        assert_eq!(t.lookup(&7, hash(7), 15, 2_000), Some("SIP"), "began before the use");
+        assert_eq!(t.lookup(&7, hash(7), 20, 2_000), Some("SIP"), "the flow that used it");
+        assert_eq!(t.lookup(&7, hash(7), 21, 2_000), None, "began after the use");
+        assert_eq!(t.take(&7, hash(7), 30, 3_000), None);
+        // A re-announcement (a re-INVITE) is good for one more flow.
+        t.learn(7, hash(7), "SIP", 40, 4_000);
+        assert_eq!(t.take(&7, hash(7), 50, 5_000), Some("SIP"));
+        assert_eq!(t.lookup(&7, hash(7), 45, 5_000), Some("SIP"));
+        assert_eq!(t.lookup(&7, hash(7), 51, 5_000), None);
+        assert_eq!(t.used(), 2);
+    }
+
+    #[test]
+    fn uses_said_out_of_input_order_give_the_answers_of_uses_in_order() {
+        // Two flows on one endpoint, on two workers: whichever says first
+        // that it used the announcement, the one that began first did.
+        let answers = |first: u64, second: u64| {
+            let t = table(History::InputOrder);
+            t.learn(7, hash(7), "SIP", 10, 1_000);
+            t.take(&7, hash(7), first, 2_000);
+            t.take(&7, hash(7), second, 2_000);
+            (0..40)
+                .map(|order| t.lookup(&7, hash(7), order, 2_000))
+                .collect::<Vec<_>>()
+        };
+        let in_order = answers(20, 30);
+        assert_eq!(answers(30, 20), in_order);
+        assert_eq!(in_order[20], Some("SIP"));
+        assert_eq!(in_order[30], None, "the later flow");
+        assert_eq!(in_order[5], None, "before the announcement");
+    }
+
+    #[test]
+    fn a_used_up_key_goes_once_no_question_can_reach_before_its_use() {
+        let t = table(History::InputOrder);
+        t.learn(7, hash(7), "SIP", 10, 1_000);
+        t.take(&7, hash(7), 20, 2_000);
+        t.forget_before(20);
+        t.learn(7 + 16 * 64, hash(7), "SIP", 21, 2_000);
+        assert_eq!(t.len(), 2, "a flow at 20 may still ask");
+        t.forget_before(21);
+        t.learn(7 + 32 * 64, hash(7), "SIP", 22, 2_000);
+        assert_eq!(t.len(), 2, "the used-up key went");
+        assert_eq!(t.lookup(&7, hash(7), 30, 2_000), None);
+    }
+
+    #[test]
+    fn announcements_used_up_as_they_come_never_fill_the_table() {
+        // Room for 64 keys, 10,000 announced, each used by the next flow;
+        // the slowest worker asks 16 positions behind.
+        let t: Learned<u32, &str> = Learned::new(SHARDS * 4, TTL, History::InputOrder);
+        for key in 0..10_000u32 {
+            let order = 2 * u64::from(key);
+            t.forget_before(order.saturating_sub(16));
+            t.learn(key, hash(key), "SIP", order, order);
+            assert_eq!(t.take(&key, hash(key), order + 1, order + 1), Some("SIP"));
+            assert_eq!(t.lookup(&key, hash(key), order + 1, order + 1), Some("SIP"));
+        }
+        assert_eq!(t.dropped(), 0);
+        assert!(t.len() <= SHARDS * 4, "{} keys", t.len());
+        // Never used: the table fills, and the rest are dropped and counted.
+        for key in 20_000..30_000u32 {
+            t.learn(key, hash(key), "SIP", u64::from(key) * 2, 20_000);
+        }
+        assert!(t.len() <= SHARDS * 4, "{} keys", t.len());
+        assert!(t.dropped() > 9_000);
+        assert_eq!(t.dropped() + t.learned(), 20_000);
+    }
+
+    #[test]
+    fn the_latest_history_lets_a_used_up_key_go_at_once() {
+        let t = table(History::Latest);
+        t.learn(7, hash(7), "SIP", 1, 1_000);
+        assert_eq!(t.take(&7, hash(7), u64::MAX, 2_000), Some("SIP"));
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.lookup(&7, hash(7), u64::MAX, 2_000), None);
+        assert_eq!(t.take(&7, hash(7), u64::MAX, 2_000), None);
+        t.learn(7, hash(7), "SIP", 2, 3_000);
+        assert_eq!(t.lookup(&7, hash(7), u64::MAX, 3_000), Some("SIP"));
     }
 }

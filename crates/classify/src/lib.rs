@@ -22,7 +22,7 @@ pub mod rules;
 pub mod services;
 mod stats;
 
-pub use chain::{Chain, ChainConfig, EXPECTATIONS_CAPACITY, Mode, Prior, finish_flow, prior};
+pub use chain::{Chain, ChainConfig, EXPECTATIONS_CAPACITY, Mode, Prior, finish_flow, prior, use_announced};
 pub use dissectors::{Fingerprint, Metadata, Text, Transport};
 pub use endpoints::{ENDPOINT_APPS_CAPACITY, EndpointApps};
 pub use expect::Expectations;

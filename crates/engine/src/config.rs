@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sluice_classify::media::MediaConfig;
 use sluice_classify::rules::{DEFAULT_RULES, parse_rules, read_rules};
-use sluice_classify::{BUILTIN_MODEL, ChainConfig, Mode, RuleSet, StatsClassifier, StatsScope};
+use sluice_classify::{BUILTIN_MODEL, ChainConfig, Expectations, History, Mode, RuleSet, StatsClassifier, StatsScope};
 use sluice_export::Format;
 use sluice_flow::FlowConfig;
 use sluice_learn::Model;
@@ -179,6 +179,9 @@ pub struct ClassifyConfig {
     /// `on`, `off`, or a file of intervals and thresholds (`--media-config`,
     /// `--no-media`).
     pub media: String,
+    /// Port announcements waiting for their flow kept at once, for all
+    /// workers together (`--announced-ports`); more are dropped and counted.
+    pub announced_ports: usize,
 }
 
 impl Default for ClassifyConfig {
@@ -191,6 +194,7 @@ impl Default for ClassifyConfig {
             model: None,
             model_scope: "unknown".into(),
             media: "on".into(),
+            announced_ports: sluice_classify::EXPECTATIONS_CAPACITY,
         }
     }
 }
@@ -662,9 +666,13 @@ impl ProbeConfig {
         } else {
             Arc::new(sluice_classify::Services::with_files(&c.services).map_err(|e| value("services", e.to_string()))?)
         };
+        if c.announced_ports == 0 {
+            return Err(value("announced_ports", "0: at least 1".into()));
+        }
         Ok(ChainConfig {
             mode,
             depth_packets: c.depth.max(1),
+            expectations: Arc::new(Expectations::new(c.announced_ports, History::Latest)),
             rules,
             services,
             stats,
@@ -885,5 +893,16 @@ stats: {interval: 1s, top: 20}
         let mut c = ProbeConfig::default();
         c.classify.mode = "fast".into();
         assert!(c.chain_config().unwrap_err().to_string().contains("classify.mode"));
+    }
+
+    #[test]
+    fn the_announced_ports_key_sizes_the_table() {
+        let c = ProbeConfig::from_yaml("classify: {announced_ports: 1000}", "probe.yaml").unwrap();
+        assert_eq!(c.chain_config().unwrap().expectations.capacity(), 1000);
+        let d = ProbeConfig::default().chain_config().unwrap();
+        assert_eq!(d.expectations.capacity(), sluice_classify::EXPECTATIONS_CAPACITY);
+        let c = ProbeConfig::from_yaml("classify: {announced_ports: 0}", "probe.yaml").unwrap();
+        let e = c.chain_config().unwrap_err().to_string();
+        assert!(e.contains("classify.announced_ports"), "{e}");
     }
 }

@@ -20,6 +20,9 @@ struct Mark(AtomicU64);
 pub(crate) struct InputOrder {
     /// Worker i has processed every packet dealt to it before this number.
     read: Box<[Mark]>,
+    /// Every flow of worker i that began before this number has used up
+    /// the announcements it found (`sluice_classify::use_announced`).
+    used: Box<[Mark]>,
     /// Every flow of worker i that began before this number has asked.
     asked: Box<[Mark]>,
 }
@@ -28,6 +31,7 @@ impl InputOrder {
     pub(crate) fn new(workers: usize) -> Self {
         InputOrder {
             read: (0..workers).map(|_| Mark::default()).collect(),
+            used: (0..workers).map(|_| Mark::default()).collect(),
             asked: (0..workers).map(|_| Mark::default()).collect(),
         }
     }
@@ -38,6 +42,13 @@ impl InputOrder {
     pub(crate) fn read_before(&self, me: usize, upto: u64) -> u64 {
         self.read[me].0.fetch_max(upto, Ordering::Release);
         min(&self.read)
+    }
+
+    /// Worker `me`'s flows that began before `order` have all used up what
+    /// they found; returns the number before which every worker's have.
+    pub(crate) fn used_before(&self, me: usize, order: u64) -> u64 {
+        self.used[me].0.fetch_max(order, Ordering::Release);
+        min(&self.used)
     }
 
     /// Worker `me`'s flows that began before `order` have all asked;

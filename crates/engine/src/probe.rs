@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use sluice_capture::live::{BatchTimestamps, LiveConfig as RingConfig};
 use sluice_classify::{
-    ADDRESS_NAMES_CAPACITY, AddressNames, ENDPOINT_APPS_CAPACITY, EXPECTATIONS_CAPACITY, EndpointApps, Expectations,
-    History,
+    ADDRESS_NAMES_CAPACITY, AddressNames, ENDPOINT_APPS_CAPACITY, EndpointApps, Expectations, History,
 };
 
 use crate::config::{ConfigError, ProbeConfig, listener_dir};
@@ -172,7 +171,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
         chain
     } else {
         sluice_classify::ChainConfig {
-            expectations: Arc::new(Expectations::new(EXPECTATIONS_CAPACITY, History::InputOrder)),
+            expectations: Arc::new(Expectations::new(chain.expectations.capacity(), History::InputOrder)),
             names: Arc::new(AddressNames::new(ADDRESS_NAMES_CAPACITY, History::InputOrder)),
             endpoints: Arc::new(EndpointApps::new(ENDPOINT_APPS_CAPACITY, History::InputOrder)),
             ..chain

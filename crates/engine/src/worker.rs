@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sluice_classify::media::Media;
 use sluice_classify::{
     AddressNames, Chain, ChainConfig, Classifier, EndpointApps, Expectations, FlowClass, Label, Prior, StatsClassifier,
-    finish_flow, prior,
+    finish_flow, prior, use_announced,
 };
 use sluice_export::schema::Record;
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
@@ -86,6 +86,7 @@ impl Asking {
             shared,
             me,
             waiting: VecDeque::new(),
+            using: VecDeque::new(),
             held: HashMap::default(),
             told: HashMap::default(),
             asked_before: 0,
@@ -96,9 +97,12 @@ impl Asking {
 pub(crate) struct InOrder {
     shared: Arc<InputOrder>,
     me: usize,
-    /// Flows yet to ask, oldest first: their first packet's position and
-    /// their slot in the table.
+    /// Flows yet to use up the announcements they find, oldest first: their
+    /// first packet's position and their slot in the table.
     waiting: VecDeque<(u64, u32)>,
+    /// Flows that did, yet to ask: a flow asks once every flow that began
+    /// before it, on any worker, has used up what it found.
+    using: VecDeque<(u64, u32)>,
     /// Flows that ended before they could ask, by first position, with
     /// how they ended: their records wait for the answer.
     /// Boxed: a flow is some 700 bytes, and a map of them moved every one
@@ -110,13 +114,26 @@ pub(crate) struct InOrder {
     asked_before: u64,
 }
 
+impl Drop for InOrder {
+    /// A worker that panicked holds up nobody's records: the run reports
+    /// the panic.
+    fn drop(&mut self) {
+        self.shared.used_before(self.me, u64::MAX);
+        self.shared.asked_before(self.me, u64::MAX);
+    }
+}
+
 impl Sink {
     fn end(&mut self, flow: &mut Flow<FlowClass>, end: EndReason, chain: &mut Chain) {
         for listener in &mut self.listeners {
             listener.ended(flow, end);
         }
         let prior = match &mut self.asking {
-            Asking::AtEnd => prior(flow, u64::MAX, &self.expectations, &self.names, &self.endpoints),
+            Asking::AtEnd => {
+                let told = prior(flow, u64::MAX, &self.expectations, &self.names, &self.endpoints);
+                use_announced(flow, u64::MAX, &self.expectations);
+                told
+            }
             Asking::InOrder(o) if flow.order >= o.asked_before => {
                 let ext = std::mem::take(&mut flow.ext);
                 let mut held = Box::new((flow.clone(), end));
@@ -344,8 +361,11 @@ impl Worker {
         }
     }
 
-    /// Flows that began before `order` ask, and the records of those that
-    /// ended meanwhile are written.
+    /// Flows that began before `order` use up the announcements they find,
+    /// those that began before every worker's have ask, and the records of
+    /// those that ended meanwhile are written. An announcement is for the
+    /// first flow on its endpoint in input order: a flow may ask only once
+    /// every flow before it has said what it used (`learned.rs`).
     fn ask_before(&mut self, order: u64) {
         let Worker { table, chain, sink } = self;
         // Everything taught before `order` is in the tables by now: if they
@@ -353,19 +373,36 @@ impl Worker {
         // most likely out of cache, need not be looked at.
         let nothing_taught =
             sink.expectations.announced() == 0 && sink.names.learned() == 0 && sink.endpoints.learned() == 0;
+        let nothing_announced = sink.expectations.announced() == 0;
+        let Asking::InOrder(o) = &mut sink.asking else {
+            return;
+        };
+        while let Some(&(first, slot)) = o.waiting.front().filter(|w| w.0 < order) {
+            o.waiting.pop_front();
+            o.using.push_back((first, slot));
+            if nothing_announced {
+                continue;
+            }
+            if let Some(flow) = table.live_flow_mut(slot).filter(|f| f.order == first) {
+                use_announced(flow, first, &sink.expectations);
+            } else if let Some(held) = o.held.get(&first) {
+                use_announced(&held.0, first, &sink.expectations);
+            }
+        }
+        let used = o.shared.used_before(o.me, order);
         loop {
             let Asking::InOrder(o) = &mut sink.asking else {
                 return;
             };
-            let Some(&(first, slot)) = o.waiting.front().filter(|w| w.0 < order) else {
-                o.asked_before = order;
-                let forget = o.shared.asked_before(o.me, order);
+            let Some(&(first, slot)) = o.using.front().filter(|w| w.0 < used) else {
+                o.asked_before = o.asked_before.max(used.min(order));
+                let forget = o.shared.asked_before(o.me, o.asked_before);
                 sink.expectations.forget_before(forget);
                 sink.names.forget_before(forget);
                 sink.endpoints.forget_before(forget);
                 return;
             };
-            o.waiting.pop_front();
+            o.using.pop_front();
             if nothing_taught && o.held.is_empty() {
                 continue;
             }
@@ -413,13 +450,23 @@ impl Worker {
     /// what the worker counted.
     pub(crate) fn finish(mut self) -> WorkerOutput {
         self.ask_before(u64::MAX);
+        // Every worker has read everything and is here: the last flows ask
+        // as soon as the others' have said what they used.
+        while let Asking::InOrder(o) = &self.sink.asking
+            && !o.using.is_empty()
+        {
+            self.sink
+                .waits
+                .time(|| std::thread::sleep(std::time::Duration::from_millis(1)));
+            self.ask_before(u64::MAX);
+        }
         let Worker { table, chain, sink } = &mut self;
         table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end, chain));
         for listener in &mut sink.listeners {
             listener.finish(table, &mut sink.waits);
         }
         if let Asking::InOrder(o) = &self.sink.asking {
-            debug_assert!(o.held.is_empty() && o.waiting.is_empty());
+            debug_assert!(o.held.is_empty() && o.waiting.is_empty() && o.using.is_empty());
         }
         self.sink.out.counters = self.table.counters();
         self.sink.out.time = self.sink.waits.report(0.0);

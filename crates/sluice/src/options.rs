@@ -127,6 +127,11 @@ pub struct ClassifyArgs {
     /// label is settled [default: 16].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub depth: Option<u32>,
+    /// Announced ports (FTP, SIP/SDP, RTSP) waiting for their flow kept at
+    /// once, for all workers together; more are dropped and counted in the
+    /// summary (docs/classification.md) [default: 65536].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub announced_ports: Option<u32>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -348,6 +353,9 @@ impl RunArgs {
         }
         if let Some(depth) = c.depth {
             k.depth = depth;
+        }
+        if let Some(n) = c.announced_ports {
+            k.announced_ports = n as usize;
         }
     }
 }

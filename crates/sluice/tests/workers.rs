@@ -335,3 +335,72 @@ fn udp_frame(src: [u8; 4], port: u16) -> Vec<u8> {
     frame.extend_from_slice(&[b'x'; 20]);
     frame
 }
+
+/// An announced port is for one flow, which uses it up (docs/classification.md,
+/// "Announced ports"): at a call rate whose announcements outrun the table
+/// if they all stay their 120 s, the table keeps only those still waiting
+/// for their flow, drops none, and the records do not depend on the number
+/// of workers.
+#[test]
+fn announcements_used_up_by_their_flows_leave_room_and_identical_records_for_one_and_two_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("calls.pcap");
+    let calls = 2_000;
+    // 2,000 calls at 2,000 a second, held under a second each: every call
+    // announces four endpoints (the caller's RTP and RTCP in the INVITE's
+    // SDP, the callee's in the 200 OK's), 8,000 in all, all within their
+    // 120 s; the table has room for 7,000. The RTP flow uses two of them
+    // up; nothing uses RTCP's (the generator sends none).
+    sluice(&[
+        "gen",
+        "--profile",
+        "voip",
+        "--call-rate",
+        "2000",
+        "--calls",
+        &calls.to_string(),
+        "--hold",
+        "log-uniform:0.5,1",
+        "--media",
+        "g711",
+        "--no-background",
+        "--sip-tcp",
+        "0",
+        "--sip-fragmented",
+        "0",
+        "--reinvite",
+        "0",
+        "--seed",
+        "7",
+        "-w",
+        trace.to_str().unwrap(),
+    ]);
+    let truth = std::fs::read_to_string(tmp.path().join("calls.truth.csv")).unwrap();
+    let media_flows = truth.lines().filter(|l| l.ends_with(",audio")).count();
+    assert_eq!(media_flows, calls, "one RTP flow per call");
+    let mut sets = Vec::new();
+    for workers in ["1", "2"] {
+        let out = tmp.path().join(format!("out{workers}"));
+        sluice(&[
+            "analyze",
+            trace.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+            "--workers",
+            workers,
+            "--announced-ports",
+            "7000",
+        ]);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["drops"]["dropped_port_announcements"], 0, "{workers} workers");
+        assert_eq!(
+            summary["classifiers"]["dynamic-port"]["flows"], media_flows,
+            "{workers} workers: every RTP flow is labelled from its call's announcements"
+        );
+        sets.push(records(&out));
+    }
+    assert_eq!(sets[0].len(), 2 * calls, "a SIP flow and an RTP flow per call");
+    assert!(sets[0] == sets[1], "one and two workers wrote different records");
+}

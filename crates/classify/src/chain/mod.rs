@@ -12,7 +12,7 @@ mod tests;
 use finish::finish;
 pub use finish::finish_flow;
 use media_watch::{media_from_packet, named_without_media, watch_media};
-pub use prior::{Prior, prior};
+pub use prior::{Prior, prior, use_announced};
 use spares::Spares;
 
 use std::collections::VecDeque;
@@ -432,11 +432,15 @@ impl Chain {
         // session on another worker announced before this packet: the flow
         // then asks once every worker has read that far (`prior`), and is
         // inspected meanwhile.
+        // An announcement is for one flow: the flow uses up those of both
+        // its endpoints (an RTP flow between two announced endpoints).
         let expectations = &self.config.expectations;
         if expectations.history() == History::Latest
             && let Some(label) = [server, client]
+                .map(|end| expectations.take(end, transport, order, flow.last_ns))
                 .into_iter()
-                .find_map(|end| expectations.lookup(end, transport, order, flow.last_ns))
+                .flatten()
+                .next()
         {
             class.decide(label, Classifier::DynamicPort);
             return;

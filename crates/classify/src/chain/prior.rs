@@ -52,3 +52,19 @@ pub fn prior<X>(
         stun,
     })
 }
+
+/// The flow whose first packet was at input position `order` uses up the
+/// announcements of its endpoints (`expect.rs`): flows that begin after it
+/// are not told them. Reading in input order, every flow that began before
+/// `order` must have done so before [`prior`] answers a flow at `order`;
+/// `u64::MAX`: whatever is known now, and the announcements go at once.
+pub fn use_announced<X>(flow: &Flow<X>, order: u64, expectations: &Expectations) {
+    if let Some(t) = transport_of(flow.key.proto) {
+        for end in [
+            (flow.key.src_ip(), flow.key.src_port),
+            (flow.key.dst_ip(), flow.key.dst_port),
+        ] {
+            expectations.take(end, t, order, flow.first_ns);
+        }
+    }
+}

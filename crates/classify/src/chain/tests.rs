@@ -90,6 +90,28 @@ fn test_config() -> ChainConfig {
     }
 }
 
+/// On a live link (the latest history) an announcement is for the first
+/// flow to its endpoint, decided at its first packet; the next flow to the
+/// endpoint is not told it.
+#[test]
+fn on_a_live_link_the_first_flow_to_an_announced_endpoint_uses_it_up() {
+    let mut chain = Chain::new(test_config());
+    let announced = Expectation {
+        addr: IpAddr::from([10, 0, 0, 2]),
+        port: 30000,
+        transport: Transport::Udp,
+        master: "RTP",
+        app: None,
+    };
+    chain.config().expectations.announce(&announced, 0, 0);
+    let first = after_one_datagram(&mut chain, 40000, 30000, b"hello");
+    assert_eq!(first.classifier, Classifier::DynamicPort);
+    assert_eq!(first.label.master, "RTP");
+    let second = after_one_datagram(&mut chain, 40002, 30000, b"hello");
+    assert_ne!(second.classifier, Classifier::DynamicPort);
+    assert_eq!(chain.config().expectations.used(), 1);
+}
+
 /// The dissectors are tried in turn on one scratch metadata: what an
 /// undecided one wrote must be gone before the next one runs, and what
 /// the deciding one wrote must reach the flow.

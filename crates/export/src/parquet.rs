@@ -3,7 +3,7 @@
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
 //! rotated by size or age: the integer and double columns that are never
-//! null through pages of its own (`ints`), the others through the parquet
+//! null through pages of its own (`fixed`), the others through the parquet
 //! crate's Arrow column writers, into the same row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
@@ -46,8 +46,8 @@ use sluice_wire::IpText;
 
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
-mod ints;
-use ints::{IntChunk, PageEncoder};
+mod fixed;
+use fixed::{FixedChunk, PageEncoder};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -711,10 +711,10 @@ pub struct Rotation {
 
 /// A column of the row group being written: through the parquet
 /// crate's Arrow writer, or, for an integer or double column that is
-/// never null, through Sluice's own pages ([`ints`]).
+/// never null, through Sluice's own pages ([`fixed`]).
 enum ColumnWriter {
     Arrow(Box<ArrowColumnWriter>),
-    Ints(Box<IntChunk>),
+    Fixed(Box<FixedChunk>),
 }
 
 /// The row group being written.
@@ -748,9 +748,9 @@ impl Open {
                 .zip(KINDS.iter())
                 .map(|(writer, &(name, kind, nullable))| {
                     if kind == Kind::Int && !nullable {
-                        ColumnWriter::Ints(Box::new(IntChunk::new(PORTS.contains(&name))))
+                        ColumnWriter::Fixed(Box::new(FixedChunk::new(PORTS.contains(&name))))
                     } else if kind == Kind::Float && !nullable {
-                        ColumnWriter::Ints(Box::new(IntChunk::floats()))
+                        ColumnWriter::Fixed(Box::new(FixedChunk::floats()))
                     } else {
                         ColumnWriter::Arrow(Box::new(writer))
                     }
@@ -767,10 +767,10 @@ impl Open {
         for (at, column) in group.columns.iter_mut().enumerate() {
             let array = batch.column(at);
             match column {
-                ColumnWriter::Ints(chunk) if KINDS[at].1 == Kind::Float => {
+                ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Float => {
                     chunk.write_floats(array.as_primitive::<Float64Type>().values(), &mut self.encoder)?;
                 }
-                ColumnWriter::Ints(chunk) => {
+                ColumnWriter::Fixed(chunk) => {
                     chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
                 }
                 ColumnWriter::Arrow(writer) => {
@@ -794,7 +794,7 @@ impl Open {
         for (column, descriptor) in group.columns.into_iter().zip(&self.descriptors) {
             match column {
                 ColumnWriter::Arrow(column) => (*column).close()?.append_to_row_group(&mut writer)?,
-                ColumnWriter::Ints(chunk) => {
+                ColumnWriter::Fixed(chunk) => {
                     let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
                     writer.append_column(&bytes, close)?;
                 }
@@ -812,7 +812,7 @@ impl Open {
                 .iter()
                 .map(|column| match column {
                     ColumnWriter::Arrow(writer) => writer.get_estimated_total_bytes(),
-                    ColumnWriter::Ints(chunk) => chunk.estimated_bytes(),
+                    ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
                 })
                 .sum()
         });
@@ -852,7 +852,7 @@ impl ParquetFiles {
         // page index on the times (a time range reads only its pages),
         // per column chunk on the ports. The integer columns that are
         // never null do not go through these settings but through
-        // `ints`, which writes them the same way.
+        // `fixed`, which writes them the same way.
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))

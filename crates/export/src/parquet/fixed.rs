@@ -199,7 +199,7 @@ impl Filling {
 
 /// One column's chunk of a row group, being written: integers or
 /// doubles, never null.
-pub(super) struct IntChunk {
+pub(super) struct FixedChunk {
     page: Filling,
     /// The pages written: their headers and compressed values.
     sink: TrackedWrite<Vec<u8>>,
@@ -212,11 +212,11 @@ pub(super) struct IntChunk {
     statistics: bool,
 }
 
-impl IntChunk {
+impl FixedChunk {
     /// An integer column's, with min and max statistics if
     /// `statistics`.
-    pub(super) fn new(statistics: bool) -> IntChunk {
-        IntChunk {
+    pub(super) fn new(statistics: bool) -> FixedChunk {
+        FixedChunk {
             page: Filling::Ints(DeltaPage::default()),
             sink: TrackedWrite::new(Vec::new()),
             offsets: OffsetIndexBuilder::new(),
@@ -229,10 +229,10 @@ impl IntChunk {
     }
 
     /// A column of doubles'.
-    pub(super) fn floats() -> IntChunk {
-        IntChunk {
+    pub(super) fn floats() -> FixedChunk {
+        FixedChunk {
             page: Filling::Floats(Vec::with_capacity(PAGE_ROWS * 8)),
-            ..IntChunk::new(false)
+            ..FixedChunk::new(false)
         }
     }
 
@@ -384,13 +384,13 @@ mod tests {
     use super::*;
 
     /// `groups` written as row groups of one required INT64 column by
-    /// [`IntChunk`], then read back by the parquet crate's own reader.
+    /// [`FixedChunk`], then read back by the parquet crate's own reader.
     fn round_trip(groups: &[Vec<i64>], statistics: bool) -> (Vec<i64>, Bytes) {
         let schema = Arc::new(parse_message_type("message m { required int64 v; }").unwrap());
         let mut file = SerializedFileWriter::new(Vec::new(), schema, Arc::new(WriterProperties::default())).unwrap();
         let mut encoder = PageEncoder::new().unwrap();
         for values in groups {
-            let mut chunk = IntChunk::new(statistics);
+            let mut chunk = FixedChunk::new(statistics);
             // In uneven slices, as batches come.
             for slice in values.chunks(777) {
                 chunk.write(slice, &mut encoder).unwrap();
@@ -449,7 +449,7 @@ mod tests {
         let mut encoder = PageEncoder::new().unwrap();
         let mut values: Vec<f64> = vec![0.0, -0.0, 1.5, f64::MIN_POSITIVE, f64::MAX, f64::NEG_INFINITY, f64::NAN];
         values.extend((0..PAGE_ROWS + 100).map(|i| i as f64 / 7.0));
-        let mut chunk = IntChunk::floats();
+        let mut chunk = FixedChunk::floats();
         for slice in values.chunks(1000) {
             chunk.write_floats(slice, &mut encoder).unwrap();
         }

@@ -16,9 +16,10 @@ scaled-down traces beside it.
   and 2; RTP packets a second;
 - floor (not in the default set): where a media run's time goes: on the
   media trace, in alternated rounds, tcpdump's bare read, `sluice analyze
-  --format none` with the classifier off, without the media detector and
-  with everything, then `sluice voip -r` without and with flow records (2
-  workers each);
+  --format none` with the classifier off, `sluice voip -r` (which
+  classifies no flow when it writes no flow records), `analyze` without
+  the media detector and with everything, then `sluice voip -r --format
+  jsonl` (flow records, so classified flows; 2 workers each);
 - tshark: `-z sip,stat` on 20,000 calls of the signalling trace's kind and
   `-z rtp,streams` on 1 M packets of the media trace's kind (200 calls a
   second), side by side with `sluice voip -r` on the same files; the calls
@@ -28,8 +29,8 @@ scaled-down traces beside it.
 
 Every run is also checked for loss: calls.jsonl holds every call
 generated, streams.jsonl every stream and every RTP packet, and no drop or
-warning is counted; on the media trace, the flow records (sorted) are the
-same in every run, with 1 worker and with 2.
+warning is counted; on the media trace, the flow records of `--format
+jsonl` runs (sorted) are the same in every run, with 1 worker and with 2.
 
 Each figure is the median of --runs runs. On a machine shared with other
 work, wall time moves with the load: CPU seconds (user + system of the
@@ -320,7 +321,12 @@ def main():
         for workers in (1, 2):
             runs = repeat(args.runs, lambda: sluice_voip(sluice, args.dir, trace, workers))
             lossless &= all(check_lossless(f"media, {workers} workers", r, generated) for r in runs)
-            digests |= {(r["records"], r["record_count"]) for r in runs}
+            # Untimed: with flow records (and so classified flows), the
+            # records of every run are the same.
+            for _ in range(2):
+                r = sluice_voip(sluice, args.dir, trace, workers, ("--format", "jsonl"))
+                lossless &= check_lossless(f"media, {workers} workers, --format jsonl", r, generated)
+                digests.add((r["records"], r["record_count"]))
             r0 = runs[0]
             rtp = r0["rtp_packets"]
             wall, cpu, busiest = (median_of(runs, k) for k in ("wall", "cpu", "busiest"))
@@ -329,7 +335,7 @@ def main():
                          f"{rtp / max(busiest, cpu / 2) / 1e6:.2f}"])
         report.append(f"Media: {TRACES['media'][1]}; `sluice voip -r`, median of {args.runs}.")
         same = len(digests) == 1
-        report.append(f"Flow records the same (sorted) in every run, 1 and 2 workers: {same} "
+        report.append(f"With `--format jsonl`, flow records the same (sorted) in every run, 1 and 2 workers: {same} "
                       f"({', '.join(f'{n:,}' for _, n in sorted(digests))} records)")
         lossless &= same
         report.append("")
@@ -344,10 +350,10 @@ def main():
         steps = [
             ("reading the file", ["tcpdump", "-r", trace, "-w", "/dev/null"]),
             ("engine: reader, decoding, flow tables", [*analyze, "--classify", "off"]),
-            ("and the classifier chain", [*analyze, "--no-media"]),
+            ("and the tracker, the call table (`voip`: calls and streams)", voip),
+            ("engine and the classifier chain", [*analyze, "--no-media"]),
             ("and the media detector", analyze),
-            ("and the tracker, the call table", [*voip, "--format", "none"]),
-            ("and the flow records", voip),
+            ("and the tracker, the call table, the flow records", [*voip, "--format", "jsonl"]),
         ]
         runs = {what: [] for what, _ in steps}
         for _ in range(args.runs):

@@ -523,6 +523,7 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
     summary.packets_per_second = summary.packets as f64 / summary.wall_seconds.max(1e-9);
     summary.bits_per_second = summary.bytes as f64 * 8.0 / summary.wall_seconds.max(1e-9);
     summary.records_path = records_path;
+    summary.unclassified = config.classify.mode == "off";
     for (i, r) in recordings.iter().enumerate() {
         let report = r.report();
         write_json(

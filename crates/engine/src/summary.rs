@@ -396,6 +396,10 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub balance: Option<sluice_balance::BalanceReport>,
     pub records_path: Option<PathBuf>,
+    /// The run did not classify flows (`classify.mode: off`): the report
+    /// shows no table of applications, every flow being unknown.
+    #[serde(skip)]
+    pub unclassified: bool,
     /// With `--format parquet`: the record files, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parquet_files: Vec<PathBuf>,
@@ -596,7 +600,9 @@ impl Summary {
         let mut l4: Vec<(&String, &Counts)> = self.l4.iter().collect();
         l4.sort_by(|a, b| b.1.flows.cmp(&a.1.flows).then(a.0.cmp(b.0)));
         counts_table(&mut s, "L4", l4);
-        self.render_applications(&mut s);
+        if !self.unclassified {
+            self.render_applications(&mut s);
+        }
         if verbose {
             counts_table(&mut s, "decided by", &self.classifiers);
         }
@@ -632,6 +638,19 @@ impl Summary {
         s.push_str(&self.render_losses(verbose));
         for export in &self.exports {
             s.push_str(&export.render());
+        }
+        if let Some(v) = &self.voip {
+            let c = &v.calls;
+            let _ = writeln!(
+                s,
+                "\ncalls: {} ({} held at once at most), RTP streams: {} ({} of no call), {} malformed SIP/SDP/RTP/RTCP\ncall records: {}",
+                group(c.calls),
+                group(c.peak_calls),
+                group(c.streams),
+                group(c.orphan_streams),
+                group(v.warnings),
+                v.calls_path.display()
+            );
         }
         if let Some(path) = &self.records_path {
             let _ = writeln!(s, "\nflow records: {}", path.display());

@@ -1,6 +1,6 @@
 //! `sluice voip`: the probe with the `voip` listener alone (no flow
-//! records, no statistics): SIP calls and RTP streams from capture files or
-//! an interface; `sluice calls`: searching the call records it wrote.
+//! records unless asked for, no statistics): SIP calls and RTP streams
+//! from capture files or an interface; `sluice calls`: searching the call records it wrote.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,7 +16,15 @@ use crate::run::{self, Printing};
 #[command(after_help = "\
 Examples:
   sluice voip -r trace.pcap -o calls.out          # OUTDIR/calls.jsonl, OUTDIR/streams.jsonl
-  sluice voip -i eth0 -o /var/lib/sluice/voip --sip-port 5080")]
+  sluice voip -i eth0 -o /var/lib/sluice/voip --sip-port 5080
+  sluice voip -r trace.pcap --format jsonl       # and the flow records, classified")]
+#[command(mut_arg("format", |a| a.help(
+    "Flow records too, in this format [default: none: calls and streams only]"
+)))]
+#[command(mut_arg("classify", |a| a.help(
+    "How flows are labelled: every stage, the port table only, or not at all \
+     [default: full when flow records are written (--format, --ipfix, --kafka), else off]"
+)))]
 pub struct VoipCommandArgs {
     /// Read this capture file (repeatable; read in order as one capture).
     #[arg(
@@ -50,6 +58,24 @@ pub fn voip_config(args: &VoipCommandArgs) -> ProbeConfig {
     config.capture.progress = !args.run.quiet;
     config.capture.command = "voip".into();
     args.run.apply(&mut config);
+    // Flow records only when asked for: a file (`--format`) or a sink
+    // (`--ipfix`, `--kafka`, which carry the call records too). Without
+    // them no flow listener is left beside the tracker, which finds SIP
+    // and RTP itself, so flows are not classified either unless
+    // `--classify` says so: on a link of calls, the chain's payload
+    // inspection and media detector would cost a fifth of the run for a
+    // label nobody reads.
+    if args.run.format.is_none() {
+        for flows in &mut config.flows {
+            flows.format = "none".into();
+        }
+    }
+    config
+        .flows
+        .retain(|f| f.format != "none" || f.ipfix.is_some() || f.kafka.is_some());
+    if config.flows.is_empty() && args.run.classify.classify.is_none() {
+        config.classify.mode = "off".into();
+    }
     args.voip.apply(config.voip.get_or_insert_with(Default::default));
     config
 }

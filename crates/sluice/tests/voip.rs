@@ -396,3 +396,58 @@ fn the_generated_calls_and_media_are_the_truths() {
     // The generator's calls describe their media: every stream is joined.
     assert!(streams.iter().all(|s| !s["call_id"].is_null()), "an orphan stream");
 }
+
+/// `sluice voip` writes calls and streams, and flow records only when
+/// asked (`--format`): then its flows are classified, which changes none
+/// of its calls or streams (the tracker finds SIP and RTP itself).
+#[test]
+fn flow_records_only_when_asked_and_calls_the_same_either_way() {
+    let Some(dir) = ndpi_pcaps() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for input in voip_captures(&dir) {
+        let name = input.file_name().unwrap().to_string_lossy().to_string();
+        let (bare, with) = (
+            tmp.path().join(format!("{name}-bare")),
+            tmp.path().join(format!("{name}-with")),
+        );
+        let (calls, streams) = voip(&input, &bare);
+        assert!(!bare.join("flows.jsonl").exists(), "{name}: flow records not asked for");
+        let config = std::fs::read_to_string(bare.join("probe.yaml")).unwrap();
+        assert!(config.contains("mode: off"), "{name}: flows not classified:\n{config}");
+        let output = sluice(&[
+            "voip",
+            "-q",
+            "-r",
+            input.to_str().unwrap(),
+            "-o",
+            with.to_str().unwrap(),
+            "--format",
+            "jsonl",
+        ]);
+        assert!(matches!(output.status.code(), Some(0 | 3)), "{name}");
+        let sorted = |mut v: Vec<Value>| {
+            v.sort_by_key(|x| x.to_string());
+            v
+        };
+        assert_eq!(sorted(calls), sorted(jsonl(&with.join("calls.jsonl"))), "{name}: calls");
+        assert_eq!(
+            sorted(streams),
+            sorted(jsonl(&with.join("streams.jsonl"))),
+            "{name}: streams"
+        );
+        let summary: Value =
+            serde_json::from_str(&std::fs::read_to_string(with.join("summary.json")).unwrap()).unwrap();
+        let records = jsonl(&with.join("flows.jsonl"));
+        assert_eq!(
+            records.len() as u64,
+            summary["flows"].as_u64().unwrap(),
+            "{name}: a record per flow"
+        );
+        if name == "sip.pcap" {
+            assert!(
+                records.iter().any(|r| r["master"] == "SIP"),
+                "{name}: the SIP flows are classified"
+            );
+        }
+    }
+}

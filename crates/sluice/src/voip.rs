@@ -63,7 +63,7 @@ pub fn voip_config(args: &VoipCommandArgs) -> ProbeConfig {
     // them no flow listener is left beside the tracker, which finds SIP
     // and RTP itself, so flows are not classified either unless
     // `--classify` says so: on a link of calls, the chain's payload
-    // inspection and media detector would cost a fifth of the run for a
+    // inspection and media detector would cost much of the run for a
     // label nobody reads.
     if args.run.format.is_none() {
         for flows in &mut config.flows {

@@ -198,6 +198,19 @@ impl FlowClass {
         }
     }
 
+    /// Asks for the chain's inspection state of a flow it is still
+    /// inspecting, so that it is in cache when the flow's packet comes: a
+    /// hint, changing nothing.
+    #[inline]
+    pub fn prefetch_inspection(&self) {
+        if let Some(inspection) = &self.inspection {
+            let start: *const u8 = (&**inspection as *const chain::Inspection).cast();
+            for line in (0..std::mem::size_of::<chain::Inspection>()).step_by(64) {
+                sluice_wire::prefetch(start.wrapping_add(line));
+            }
+        }
+    }
+
     /// The memory the chain holds for the flow while it inspects it (its
     /// inspection state and the heads of its TCP streams); 0 once it is
     /// decided.

@@ -152,8 +152,12 @@ pub fn run(config: &ProbeConfig, control: &Control, published: &Published) -> Re
             None => Ok(()),
         }
     };
+    // A live table is held for hours, a file's for the seconds its
+    // analysis takes: huge pages pay for their first touch only over the
+    // former (`FlowConfig::huge_pages`).
     let flow_config = sluice_flow::FlowConfig {
         prefault: live && config.table.prefault,
+        huge_pages: live,
         ..config.flow_config()
     };
     let sampling = config.sampling()?;

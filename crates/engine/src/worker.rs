@@ -271,13 +271,22 @@ impl Worker {
                     });
                 }
             }
+            // The classifier's inspection state behind the flow, now in
+            // cache: on short flows still being inspected, its first read
+            // was the chain's longest wait.
+            if !sink.prefetching
+                && let Some(ahead) = packets.get(i + PREFETCH_LISTENER_AHEAD)
+            {
+                table.candidate_slots(ahead.hash, |_, flow| flow.ext.prefetch_inspection());
+            }
             // With a listener that follows every packet's flow state (the
             // VoIP tracker): its state by slot, in two steps as the flow's;
-            // the classifier's media windows behind the flow, now in
-            // cache; and the payload, which the reader wrote from another
-            // core. Of the packet's own flow only, and of its direction
-            // only: the lines a packet reads are few, and asking for more
-            // keeps the memory system from the next packets' lines.
+            // the classifier's inspection state and media windows behind
+            // the flow, now in cache; and the payload, which the reader
+            // wrote from another core. Of the packet's own flow only, and
+            // of its direction only: the lines a packet reads are few, and
+            // asking for more keeps the memory system from the next
+            // packets' lines.
             if sink.prefetching
                 && let Some(ahead) = packets.get(i + PREFETCH_LISTENER_AHEAD)
             {
@@ -291,6 +300,7 @@ impl Worker {
                     } else {
                         return;
                     };
+                    flow.ext.prefetch_inspection();
                     flow.ext.prefetch_media_windows(dir);
                     sink.listeners.iter().for_each(|l| l.prefetch_state(slot, dir));
                 });

@@ -16,6 +16,7 @@ pub(crate) struct FlowIndex {
     mask: usize,
     len: usize,
     max_buckets: usize,
+    huge_pages: bool,
 }
 
 /// Buckets of a new index: memory grows with the flows actually held.
@@ -24,8 +25,9 @@ const INITIAL_BUCKETS: usize = 1 << 12;
 impl FlowIndex {
     /// An index for up to `capacity` flows. It starts small and doubles
     /// while more than half full, up to twice `capacity` buckets; or, with
-    /// `prefault`, starts at that size with every page written.
-    pub(crate) fn new(capacity: usize, prefault: bool) -> Self {
+    /// `prefault`, starts at that size with every page written. With
+    /// `huge_pages`, its array asks for transparent huge pages.
+    pub(crate) fn new(capacity: usize, prefault: bool, huge_pages: bool) -> Self {
         let max_buckets = (capacity * 2).next_power_of_two().max(16);
         let buckets = if prefault {
             max_buckets
@@ -33,7 +35,9 @@ impl FlowIndex {
             INITIAL_BUCKETS.min(max_buckets)
         };
         let mut entries = Vec::with_capacity(buckets);
-        advise_huge_pages(&entries);
+        if huge_pages {
+            advise_huge_pages(&entries);
+        }
         // Zeroed memory from the allocator may be pages not yet backed:
         // written, they are.
         entries.resize(buckets, 0u64);
@@ -42,6 +46,7 @@ impl FlowIndex {
             mask: buckets - 1,
             len: 0,
             max_buckets,
+            huge_pages,
         }
     }
 
@@ -50,7 +55,9 @@ impl FlowIndex {
     fn grow(&mut self) {
         let buckets = self.entries.len() * 2;
         let old = std::mem::replace(&mut self.entries, vec![0u64; buckets]);
-        advise_huge_pages(&self.entries);
+        if self.huge_pages {
+            advise_huge_pages(&self.entries);
+        }
         self.mask = buckets - 1;
         for e in old.into_iter().filter(|&e| e != 0) {
             let mut i = (e >> 32) as usize & self.mask;
@@ -179,7 +186,7 @@ mod tests {
         /// with a reference map, including under heavy collisions.
         #[test]
         fn agrees_with_a_reference_map(ops in prop::collection::vec((any::<bool>(), 0u64..64, 0u64..8), 1..400)) {
-            let mut index = FlowIndex::new(64, false);
+            let mut index = FlowIndex::new(64, false, true);
             let mut reference: HashMap<u32, u64> = HashMap::new();
             let mut next_slot = 0u32;
             for (insert, key, bucket) in ops {

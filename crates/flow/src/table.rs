@@ -34,6 +34,16 @@ pub struct FlowConfig {
     /// machine cannot give it, and no worker stops for page faults while a
     /// burst of new flows fills the table.
     pub prefault: bool,
+    /// Back the slab and the index with transparent huge pages (asked
+    /// for, not guaranteed). They spare a TLB miss on most lookups over a
+    /// table of hundreds of megabytes, which pays for itself over a long
+    /// run. A short run touches most of its table once: each huge page
+    /// must then be made from a free 2 MiB block of physical memory, and
+    /// on a virtual machine whose host takes back the guest's free memory
+    /// (free page reporting) that block is no longer backed, so its first
+    /// touch costs the host's faulting of all of it, where small pages
+    /// are mostly taken from memory still backed.
+    pub huge_pages: bool,
 }
 
 impl Default for FlowConfig {
@@ -49,6 +59,7 @@ impl Default for FlowConfig {
             sweep_steps: 1000,
             metrics: true,
             prefault: false,
+            huge_pages: true,
         }
     }
 }
@@ -119,7 +130,9 @@ impl<X> FlowTable<X> {
     pub fn new(config: FlowConfig) -> Self {
         assert!(config.capacity > 0 && config.capacity <= u32::MAX as usize);
         let mut slots = Vec::with_capacity(config.capacity);
-        advise_huge_pages(&slots);
+        if config.huge_pages {
+            advise_huge_pages(&slots);
+        }
         if config.prefault {
             fault_in(&mut slots);
         }
@@ -127,7 +140,7 @@ impl<X> FlowTable<X> {
             config,
             slots,
             free: Vec::new(),
-            index: FlowIndex::new(config.capacity, config.prefault),
+            index: FlowIndex::new(config.capacity, config.prefault, config.huge_pages),
             live: 0,
             now_ns: 0,
             next_sweep_ns: 0,

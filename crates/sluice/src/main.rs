@@ -46,7 +46,7 @@ use run::Printing;
 /// a sixth of what classification cost on the realistic mix. mimalloc's
 /// per-thread free lists make it a few instructions. Built without its
 /// transparent huge pages (`no_thp`): backing its arenas with 2 MiB pages
-/// raised the mix's peak RSS from 81 to 115 MB. The flow tables still ask
+/// raised the mix's peak RSS from 81 to 115 MB. Live flow tables still ask
 /// for huge pages themselves.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -127,6 +127,10 @@ struct Call {
     recorded: bool,
     /// Where its media flows were recorded.
     media: Vec<MediaRef>,
+    /// Its media flows that ended, their streams written with the call:
+    /// RTCP on its own ports (RFC 3550 §11) is a flow apart from the RTP
+    /// it reports on, and may end after it.
+    ended: Vec<MediaEnd>,
 }
 
 /// A recorded media flow of a call: the file (relative to the output
@@ -393,6 +397,7 @@ impl CallTable {
                     .as_ref()
                     .is_some_and(|(s, _)| s.records(&e.call_id, &e.from.uri, &e.to.uri)),
                 media: Vec::new(),
+                ended: Vec::new(),
             };
             self.active.insert(call.deadline, call.call_id.clone());
             self.calls.insert(e.call_id.clone(), call);
@@ -501,27 +506,37 @@ impl CallTable {
     fn media_end(&mut self, end: MediaEnd, finishing: bool) -> std::io::Result<()> {
         let Some(call_id) = self.call_of(end.src, end.dst) else {
             if finishing || end.streams.is_empty() {
-                return self.write_streams(&end, None);
+                return self.write_streams(&end, None, None, &[]);
             }
             self.orphans.push(end);
             return Ok(());
         };
-        self.write_streams(&end, Some(&call_id))?;
-        if let (Some((file, record)), Some(call)) = (&end.recording, self.calls.get_mut(&call_id)) {
-            let m = MediaRef {
-                file: file.clone(),
-                record: *record,
-            };
-            if !call.media.contains(&m) {
-                call.media.push(m);
+        let last_ns = end.last_ns;
+        if let Some(call) = self.calls.get_mut(&call_id) {
+            if let Some((file, record)) = &end.recording {
+                let m = MediaRef {
+                    file: file.clone(),
+                    record: *record,
+                };
+                if !call.media.contains(&m) {
+                    call.media.push(m);
+                }
             }
+            call.ended.push(end);
         }
-        self.touch(&call_id, end.last_ns);
+        self.touch(&call_id, last_ns);
         Ok(())
     }
 
-    fn write_streams(&mut self, end: &MediaEnd, call_id: Option<&str>) -> std::io::Result<()> {
-        let mut call = call_id.and_then(|id| self.calls.get_mut(id));
+    /// Writes the streams of a flow that ended; `rtcp` has the reports of
+    /// the call's other flows, which a stream's own flow's go before.
+    fn write_streams(
+        &mut self,
+        end: &MediaEnd,
+        call_id: Option<&str>,
+        mut call: Option<&mut Call>,
+        rtcp: &[RtcpReport],
+    ) -> std::io::Result<()> {
         for report in &end.streams {
             let StreamReport { dir, stats } = report;
             let (src, dst) = if *dir == 0 {
@@ -556,7 +571,7 @@ impl CallTable {
             };
             let lost = stats.lost();
             let expected = lost + stats.packets as i64;
-            let rtcp: Option<&RtcpReport> = end.rtcp.iter().find(|r| r.ssrc == stats.ssrc);
+            let rtcp: Option<&RtcpReport> = end.rtcp.iter().chain(rtcp).find(|r| r.ssrc == stats.ssrc);
             let rtt_ms = rtcp
                 .filter(|r| r.rtt_samples > 0)
                 .map(|r| r.rtt_sum_ns as f64 / r.rtt_samples as f64 / 1e6);
@@ -664,7 +679,12 @@ impl CallTable {
                 break;
             }
             let id = self.active.remove(&deadline).expect("first");
-            if let Some(call) = self.calls.remove(&id) {
+            if let Some(mut call) = self.calls.remove(&id) {
+                let ended = std::mem::take(&mut call.ended);
+                let rtcp: Vec<RtcpReport> = ended.iter().flat_map(|m| m.rtcp.iter().copied()).collect();
+                for m in &ended {
+                    self.write_streams(m, Some(&id), Some(&mut call), &rtcp)?;
+                }
                 for (addr, _) in &call.endpoints {
                     if let Some(ids) = self.endpoints.get_mut(addr) {
                         ids.retain(|(_, i)| *i != id);

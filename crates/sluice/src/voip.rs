@@ -143,7 +143,7 @@ impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSi
                 t.rtcp_reports,
                 text(t.rtcp_jitter_max.map(|j| j.to_string())),
                 text(t.rtcp_cumulative_lost.map(|l| l.to_string())),
-                text(t.rtcp_rtt_ms.map(|r| format!("{r:.6}"))),
+                text(t.rtcp_rtt_ms.map(|r| r.to_string())),
             ),
             None => Ok(()),
         }

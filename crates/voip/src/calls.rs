@@ -86,7 +86,16 @@ struct Leg {
     jitter_max_ms: f64,
     max_delta_ms: f64,
     bytes: u64,
-    rtt_ms: Option<f64>,
+    /// The RTCP round trips of its streams: their sum and how many.
+    rtt_sum_ns: u64,
+    rtt_samples: u64,
+}
+
+impl Leg {
+    /// The mean RTCP round trip, whatever order its streams came in.
+    fn rtt_ms(&self) -> Option<f64> {
+        (self.rtt_samples > 0).then(|| self.rtt_sum_ns as f64 / self.rtt_samples as f64 / 1e6)
+    }
 }
 
 struct Call {
@@ -643,8 +652,9 @@ impl CallTable {
                 leg.jitter_mean_sum += jitter.mean;
                 leg.jitter_max_ms = leg.jitter_max_ms.max(jitter.max);
                 leg.max_delta_ms = leg.max_delta_ms.max(stats.max_delta_ms);
-                if rtt_ms.is_some() {
-                    leg.rtt_ms = rtt_ms;
+                if let Some(r) = rtcp {
+                    leg.rtt_sum_ns += r.rtt_sum_ns;
+                    leg.rtt_samples += r.rtt_samples;
                 }
             }
         }
@@ -680,7 +690,10 @@ impl CallTable {
             }
             let id = self.active.remove(&deadline).expect("first");
             if let Some(mut call) = self.calls.remove(&id) {
-                let ended = std::mem::take(&mut call.ended);
+                // In input order, whatever order the workers' flows
+                // ended in: the records do not depend on their number.
+                let mut ended = std::mem::take(&mut call.ended);
+                ended.sort_by_key(|m| m.order);
                 let rtcp: Vec<RtcpReport> = ended.iter().flat_map(|m| m.rtcp.iter().copied()).collect();
                 for m in &ended {
                     self.write_streams(m, Some(&id), Some(&mut call), &rtcp)?;
@@ -733,7 +746,7 @@ impl CallTable {
                         loss,
                         ie,
                         bpl,
-                        emodel::one_way_delay_ms(l.rtt_ms, jitter),
+                        emodel::one_way_delay_ms(l.rtt_ms(), jitter),
                     )),
                     2,
                 )
@@ -776,7 +789,7 @@ impl CallTable {
             c2s_jitter_mean_ms: mean(c2s),
             c2s_jitter_max_ms: round(c2s.jitter_max_ms, 6),
             c2s_max_delta_ms: round(c2s.max_delta_ms, 6),
-            c2s_rtt_ms: c2s.rtt_ms.map(|r| round(r, 3)),
+            c2s_rtt_ms: c2s.rtt_ms().map(|r| round(r, 3)),
             c2s_mos,
             s2c_rtp_streams: s2c.streams,
             s2c_rtp_packets: s2c.packets,
@@ -785,7 +798,7 @@ impl CallTable {
             s2c_jitter_mean_ms: mean(s2c),
             s2c_jitter_max_ms: round(s2c.jitter_max_ms, 6),
             s2c_max_delta_ms: round(s2c.max_delta_ms, 6),
-            s2c_rtt_ms: s2c.rtt_ms.map(|r| round(r, 3)),
+            s2c_rtt_ms: s2c.rtt_ms().map(|r| round(r, 3)),
             s2c_mos,
             mos,
             media: c.media.clone(),

@@ -977,7 +977,7 @@ enum State {
     /// The messages of a call and when each is sent.
     Sip(Box<SipFlow>),
     /// The two directions of a call's audio or video, and their RTCP.
-    Rtp([Stream; 2], Option<Box<Rtcp>>),
+    Rtp(Box<[Stream; 2]>, Option<Box<Rtcp>>),
     /// A DNS or NTP request and its answer.
     Exchange {
         server_port: u16,
@@ -1013,9 +1013,9 @@ impl State {
     fn due(&self) -> Option<u64> {
         let next = match self {
             State::Sip(sip) => sip.due().unwrap_or(NEVER),
-            State::Rtp([a, b], rtcp) => a
+            State::Rtp(streams, rtcp) => streams[0]
                 .next
-                .min(b.next)
+                .min(streams[1].next)
                 .min(rtcp.as_ref().map_or(NEVER, |r| r.next[0].min(r.next[1]))),
             State::Exchange { times, step, .. } => times.get(*step).copied().unwrap_or(NEVER),
             State::Quic(q) if q.phase == QuicPhase::Done => NEVER,
@@ -1812,7 +1812,7 @@ impl Voip {
             Some(call_id.clone()),
             "RTP",
             Some(Media::Audio),
-            State::Rtp(audio, audio_rtcp),
+            State::Rtp(Box::new(audio), audio_rtcp),
         );
         if let Some((_, start, port)) = moved_media {
             let mut ports = audio_port;
@@ -1835,7 +1835,7 @@ impl Voip {
                 Some(call_id.clone()),
                 "RTP",
                 Some(Media::Audio),
-                State::Rtp(moved, moved_rtcp),
+                State::Rtp(Box::new(moved), moved_rtcp),
             );
         }
         if let (Some(ends), Some(streams)) = (video_ends, video_streams) {
@@ -1845,7 +1845,7 @@ impl Voip {
                 Some(call_id),
                 "RTP",
                 Some(Media::Video),
-                State::Rtp(streams, video_rtcp.flatten()),
+                State::Rtp(Box::new(streams), video_rtcp.flatten()),
             );
         }
         Ok(())

@@ -616,7 +616,9 @@ impl Stream {
     fn clock_at(&self, ns: u64) -> u32 {
         // In 64 bits (a 128-bit division per packet costs the generator
         // more): exact for streams of up to 56 hours at 90 kHz.
-        (ns.saturating_sub(self.origin).saturating_mul(u64::from(self.clock_rate)) / S) as u32
+        (ns.saturating_sub(self.origin)
+            .saturating_mul(u64::from(self.clock_rate))
+            / S) as u32
     }
 
     /// The stream's truth, sent from `from` to `to` in call `call_id`.

@@ -2139,6 +2139,42 @@ mod tests {
         assert_eq!((words["ACK"], words["BYE"], words["200"]), (2_000, 2_000, 4_000));
     }
 
+    /// Sender reports give their stream's clock: between two SRs of a
+    /// source, the RTP timestamp advances by the NTP time passed at the
+    /// stream's rate (8 kHz audio, 90 kHz video), and the packet count
+    /// never goes back.
+    #[test]
+    fn sender_reports_follow_their_streams_clock() {
+        let frames = whole(frames_with(200_000, 3, &VoipOptions::default()));
+        let rtp_port = |port: u16| (RTP_PORTS.0..=RTP_PORTS.1 + 1).contains(&port);
+        let mut last: HashMap<u32, (u64, u32, u32)> = HashMap::new();
+        let mut pairs = 0;
+        for (_, frame) in &frames {
+            let p = parse(frame);
+            let is_sr = p.src.1 % 2 == 1 && rtp_port(p.src.1) && rtp_port(p.dst.1) && p.payload[1] == 200;
+            if !is_sr {
+                continue;
+            }
+            let word = |i: usize| u32::from_be_bytes(p.payload[i..i + 4].try_into().unwrap());
+            let ntp = u64::from(word(8)) << 32 | u64::from(word(12));
+            let ntp_ns = ((u128::from(ntp) * u128::from(S)) >> 32) as u64;
+            let (ssrc, timestamp, packets) = (word(4), word(16), word(20));
+            if let Some((ntp0, timestamp0, packets0)) = last.insert(ssrc, (ntp_ns, timestamp, packets)) {
+                let seconds = (ntp_ns - ntp0) as f64 / S as f64;
+                let ticks = f64::from(timestamp.wrapping_sub(timestamp0));
+                assert!(
+                    [8_000.0, 90_000.0]
+                        .iter()
+                        .any(|rate| (ticks - rate * seconds).abs() <= 2.0),
+                    "{ticks} ticks in {seconds} s"
+                );
+                assert!(packets >= packets0);
+                pairs += 1;
+            }
+        }
+        assert!(pairs > 100, "{pairs} pairs of sender reports");
+    }
+
     #[test]
     fn voip_is_deterministic() {
         let a = run(Profile::Voip, 20_000, 11);

@@ -208,6 +208,7 @@ def sluice_voip(sluice, work, trace, workers=2, extra=()):
         stream_map=ours,
         sip_messages=voip["tracker"]["sip_messages"],
         rtp_packets=voip["tracker"]["rtp_packets"],
+        rtcp_packets=voip["tracker"]["rtcp_packets"],
         untracked=voip["tracker"]["untracked_stream_packets"],
         warnings=voip["warnings"],
         outside=voip["outside_calls"],
@@ -226,7 +227,8 @@ def check_lossless(name, m, calls_generated):
         problems.append(f"{m['calls']} calls counted, {m['calls_written']} written, {calls_generated} generated")
     if m["streams_written"] != m["streams"]:
         problems.append(f"{m['streams']} streams counted, {m['streams_written']} written")
-    rtp = m["packets"] - m["sip_messages"] - m["single_packets"]
+    # The generator's phones send RTCP beside their RTP.
+    rtp = m["packets"] - m["sip_messages"] - m["rtcp_packets"] - m["single_packets"]
     if m["stream_packets"] != rtp or m["rtp_packets"] != rtp:
         problems.append(
             f"{rtp} RTP packets in streams of 2 or more, {m['rtp_packets']} tracked, {m['stream_packets']} in streams.jsonl"

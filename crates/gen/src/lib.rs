@@ -186,6 +186,15 @@ pub struct StreamTruth {
     pub jitter_sd_ms: f64,
     /// The Call-ID of the call whose descriptions named the stream's ends.
     pub call_id: String,
+    /// What the receiver's RTCP said about the stream (RFC 3550 §6.4):
+    /// its report blocks, the largest interarrival jitter they gave (in
+    /// timestamp units) and the last cumulative loss (none without a
+    /// block), and the call's round trip that the blocks with an LSR let
+    /// a tracker compute, in ms (none without such a block).
+    pub rtcp_reports: u64,
+    pub rtcp_jitter_max: Option<u32>,
+    pub rtcp_cumulative_lost: Option<i32>,
+    pub rtcp_rtt_ms: Option<f64>,
 }
 
 impl<F: FnMut(&TruthRow) -> io::Result<()>> TruthSink for F {

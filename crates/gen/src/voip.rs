@@ -74,6 +74,13 @@ const MAX_SILENCE_S: f64 = 10.0;
 const SIP_TCP_SHARE: f64 = 0.1;
 const SIP_FRAGMENTED_SHARE: f64 = 0.1;
 const REINVITE_SHARE: f64 = 0.1;
+/// Calls whose phones send RTCP.
+const RTCP_SHARE: f64 = 1.0;
+/// RTCP's report interval at these rates: RFC 3550 §6.2's 5 s minimum,
+/// each interval drawn from 0.5 to 1.5 times it (§6.3.1).
+const RTCP_INTERVAL_NS: u64 = 5 * S;
+/// Seconds from NTP's epoch (1900) to the Unix epoch.
+const NTP_UNIX_S: u64 = 2_208_988_800;
 /// The IP packets a link carries at most: bigger datagrams are fragmented.
 const MTU: usize = 1500;
 /// TCP's largest segment on that link (1500 - 20 - 20).
@@ -220,6 +227,8 @@ pub struct VoipOptions {
     pub sip_tcp: f64,
     pub sip_fragmented: f64,
     pub reinvite: f64,
+    /// The share of calls (0 to 1) whose phones send RTCP.
+    pub rtcp: f64,
 }
 
 impl Default for VoipOptions {
@@ -236,6 +245,7 @@ impl Default for VoipOptions {
             sip_tcp: SIP_TCP_SHARE,
             sip_fragmented: SIP_FRAGMENTED_SHARE,
             reinvite: REINVITE_SHARE,
+            rtcp: RTCP_SHARE,
         }
     }
 }
@@ -260,6 +270,7 @@ pub(crate) fn generate(
         ("SIP over TCP", options.sip_tcp),
         ("fragmented SIP", options.sip_fragmented),
         ("re-INVITE", options.reinvite),
+        ("RTCP", options.rtcp),
     ] {
         if !(0.0..=1.0).contains(&share) {
             return Err(io::Error::new(
@@ -354,14 +365,42 @@ struct Stream {
     captured: u64,
     lost: u64,
     lost_since: u64,
+    /// The RTP clock, in Hz.
+    clock_rate: u32,
+    /// The sender's counts (RFC 3550 §6.4.1): packets and payload octets
+    /// sent, a lost packet counted with the next one that reaches the
+    /// capture; the payload octets of those lost since the latest.
+    sent_packets: u64,
+    sent_octets: u64,
+    lost_octets: u64,
+    /// A receiver's view of the stream at the capture point (RFC 3550
+    /// A.1, A.8): the first sequence number, the extended highest, the
+    /// latest transit time and the interarrival jitter times 16, all in
+    /// timestamp units.
+    base_seq: u32,
+    max_seq: u32,
+    transit: u32,
+    jitter16: u32,
+    /// What RTCP said about the stream.
+    reported: Reported,
+}
+
+/// What the receiver's RTCP report blocks said about a stream.
+#[derive(Clone, Copy, Default)]
+struct Reported {
+    blocks: u64,
+    jitter_max: u32,
+    cumulative_lost: i32,
+    /// Blocks with an LSR, from which a round trip is computed.
+    round_trips: u64,
 }
 
 impl Stream {
     fn new(track: Track, origin: u64, end: u64, jitter_sd_ns: f64, rng: &mut Pcg64Mcg) -> Stream {
-        let (slot_ns, clock_step, parts, spurt_end) = match track {
+        let (slot_ns, clock_step, parts, spurt_end, clock_rate) = match track {
             Track::Audio { vad, .. } => {
                 let spurt_end = if vad { spurt_slots(rng) } else { u32::MAX };
-                (AUDIO_SLOT_NS, AUDIO_CLOCK_STEP, 1, spurt_end)
+                (AUDIO_SLOT_NS, AUDIO_CLOCK_STEP, 1, spurt_end, 8_000)
             }
             // RTP's video clock runs at 90 kHz (RFC 3551).
             Track::Video { fps } => (
@@ -369,6 +408,7 @@ impl Stream {
                 90_000 / fps,
                 between(rng, KEY_FRAME_PACKETS),
                 u32::MAX,
+                90_000,
             ),
         };
         let mut stream = Stream {
@@ -394,6 +434,15 @@ impl Stream {
             captured: 0,
             lost: 0,
             lost_since: 0,
+            clock_rate,
+            sent_packets: 0,
+            sent_octets: 0,
+            lost_octets: 0,
+            base_seq: 0,
+            max_seq: 0,
+            transit: 0,
+            jitter16: 0,
+            reported: Reported::default(),
         };
         stream.settle(rng);
         stream
@@ -410,6 +459,7 @@ impl Stream {
             // The lost packet took its sequence number, and the marker of
             // its talk spurt, with it.
             self.lost_since += 1;
+            self.lost_octets += self.payload_len as u64;
             self.seq = self.seq.wrapping_add(1);
             self.marker = false;
             self.step(rng);
@@ -537,15 +587,43 @@ impl Stream {
 
     /// The current packet reached the capture.
     fn captured(&mut self) {
+        self.sent_packets += self.lost_since + 1;
+        self.sent_octets += self.lost_octets + self.payload_len as u64;
+        self.lost_octets = 0;
+        // RFC 3550 A.8: the jitter from the packet's arrival at the
+        // capture point, in timestamp units.
+        let arrival = self.clock_at(self.next);
+        let timestamp = self.timestamp0.wrapping_add(self.slot.wrapping_mul(self.clock_step));
+        let transit = arrival.wrapping_sub(timestamp);
         if self.captured > 0 {
             self.lost += self.lost_since;
+            // No packet overtakes another, and no run of 65,536 is lost.
+            self.max_seq = self
+                .max_seq
+                .wrapping_add(u32::from(self.seq.wrapping_sub(self.max_seq as u16)));
+            let d = (transit.wrapping_sub(self.transit) as i32).unsigned_abs();
+            self.jitter16 = self.jitter16.wrapping_add(d).wrapping_sub((self.jitter16 + 8) >> 4);
+        } else {
+            self.base_seq = u32::from(self.seq);
+            self.max_seq = self.base_seq;
         }
+        self.transit = transit;
         self.lost_since = 0;
         self.captured += 1;
     }
 
+    /// The stream's RTP clock at `ns`, counted from its slot 0.
+    fn clock_at(&self, ns: u64) -> u32 {
+        // In 64 bits (a 128-bit division per packet costs the generator
+        // more): exact for streams of up to 56 hours at 90 kHz.
+        (ns.saturating_sub(self.origin)
+            .saturating_mul(u64::from(self.clock_rate))
+            / S) as u32
+    }
+
     /// The stream's truth, sent from `from` to `to` in call `call_id`.
-    fn truth(&self, from: (IpAddr, u16), to: (IpAddr, u16), call_id: &str) -> StreamTruth {
+    fn truth(&self, from: (IpAddr, u16), to: (IpAddr, u16), call_id: &str, rtt: Option<u64>) -> StreamTruth {
+        let reported = (self.reported.blocks > 0).then_some(self.reported);
         StreamTruth {
             src_ip: from.0,
             src_port: from.1,
@@ -560,6 +638,12 @@ impl Stream {
             lost: self.lost,
             jitter_sd_ms: self.jitter_sd_ns / MS as f64,
             call_id: call_id.to_owned(),
+            rtcp_reports: self.reported.blocks,
+            rtcp_jitter_max: reported.map(|r| r.jitter_max),
+            rtcp_cumulative_lost: reported.map(|r| r.cumulative_lost),
+            rtcp_rtt_ms: rtt
+                .filter(|_| self.reported.round_trips > 0)
+                .map(|r| r as f64 / MS as f64),
         }
     }
 
@@ -569,6 +653,161 @@ impl Stream {
         self.step(rng);
         self.settle(rng);
     }
+}
+
+/// The RTCP of a media flow (RFC 3550 §6): each side sends compound
+/// packets from its RTP port + 1 to the other's, every 5 s or so, and a
+/// BYE when its stream stops. Their report blocks hold what the capture
+/// point saw of the other side's stream, and an LSR/DLSR that make the
+/// round trip a tracker computes at the capture point (§6.4.1) the call's.
+struct Rtcp {
+    /// Each side's next compound packet; `NEVER` after its BYE.
+    next: [u64; 2],
+    /// When each side's stream stops: its BYE goes then.
+    end: [u64; 2],
+    /// Each side's address, its CNAME (§6.5.1: the host alone).
+    addr: [IpAddr; 2],
+    rtt: u64,
+    /// Each side's two latest sender reports, the latest first: when
+    /// captured and the middle 32 bits of their NTP time.
+    sender_reports: [[(u64, u32); 2]; 2],
+    /// At each side's last report, the other side's packets it expected
+    /// and received (RFC 3550 A.3), and its own packets sent.
+    prior: [(u64, u64); 2],
+    sent_prior: [u64; 2],
+    rng: Pcg64Mcg,
+}
+
+impl Rtcp {
+    fn new(streams: &[Stream; 2], end: [u64; 2], addr: [IpAddr; 2], rtt: u64, mut rng: Pcg64Mcg) -> Rtcp {
+        // The first report after a random fraction of an interval (§6.2).
+        let next = [0, 1].map(|side| {
+            let stream = &streams[side];
+            if stream.next == NEVER {
+                return NEVER;
+            }
+            let first = (rng.random::<f64>() * rtcp_interval(&mut rng) as f64) as u64;
+            (stream.origin + first).min(end[side])
+        });
+        Rtcp {
+            next,
+            end,
+            addr,
+            rtt,
+            sender_reports: [[(0, 0); 2]; 2],
+            prior: [(0, 0); 2],
+            sent_prior: [0; 2],
+            rng,
+        }
+    }
+
+    /// Side `r`'s compound packet due at `now`: SR if it sent RTP since its
+    /// last report, else RR, with a report block on the other side's
+    /// stream once it has one; SDES CNAME; BYE at its stream's end.
+    fn report(&mut self, r: usize, now: u64, streams: &mut [Stream; 2], out: &mut Vec<u8>) {
+        let [a, b] = streams;
+        let (sender, other) = if r == 0 { (a, b) } else { (b, a) };
+        let sr = sender.sent_packets > self.sent_prior[r];
+        let block = other.captured > 0;
+        out.clear();
+        out.extend_from_slice(&[0x80 | u8::from(block), if sr { 200 } else { 201 }, 0, 0]);
+        out.extend_from_slice(&sender.ssrc.to_be_bytes());
+        if sr {
+            // Sent a fixed network delay before the capture, on the
+            // sender's clock, which its RTP timestamps follow.
+            let wall = now.saturating_sub(sender.delay_ns);
+            let ntp_s = wall / S + NTP_UNIX_S;
+            let ntp_frac = (u128::from(wall % S) << 32) / u128::from(S);
+            let ntp = ntp_s << 32 | ntp_frac as u64;
+            out.extend_from_slice(&ntp.to_be_bytes());
+            let timestamp = sender.timestamp0.wrapping_add(sender.clock_at(wall));
+            out.extend_from_slice(&timestamp.to_be_bytes());
+            out.extend_from_slice(&(sender.sent_packets as u32).to_be_bytes());
+            out.extend_from_slice(&(sender.sent_octets as u32).to_be_bytes());
+            let reports = &mut self.sender_reports[r];
+            reports[1] = reports[0];
+            reports[0] = (now, (ntp >> 16) as u32);
+            self.sent_prior[r] = sender.sent_packets;
+        }
+        if block {
+            // RFC 3550 A.3.
+            let expected = u64::from(other.max_seq.wrapping_sub(other.base_seq)) + 1;
+            let received = other.captured;
+            let lost = expected as i64 - received as i64;
+            debug_assert_eq!(lost, other.lost as i64);
+            let (expected_prior, received_prior) = self.prior[r];
+            let expected_interval = expected - expected_prior;
+            let lost_interval = expected_interval as i64 - (received - received_prior) as i64;
+            let fraction = if expected_interval == 0 || lost_interval <= 0 {
+                0
+            } else {
+                ((lost_interval << 8) / expected_interval as i64) as u8
+            };
+            self.prior[r] = (expected, received);
+            let cumulative = lost.clamp(-0x80_0000, 0x7f_ffff) as i32;
+            let jitter = other.jitter16 >> 4;
+            // The latest sender report of the other side that reached this
+            // one: with the capture point halfway, a report captured at c
+            // arrives at c + rtt/2, and this one, sent DLSR later, is
+            // captured rtt/2 after that.
+            let (lsr, dlsr) = self.sender_reports[1 - r]
+                .iter()
+                .find(|&&(at, _)| at != 0 && at + self.rtt <= now)
+                .map_or((0, 0), |&(at, middle)| {
+                    let delay = u128::from(now - at - self.rtt);
+                    (middle, ((delay * 65_536 + u128::from(S / 2)) / u128::from(S)) as u32)
+                });
+            out.extend_from_slice(&other.ssrc.to_be_bytes());
+            out.push(fraction);
+            out.extend_from_slice(&(cumulative as u32).to_be_bytes()[1..]);
+            out.extend_from_slice(&other.max_seq.to_be_bytes());
+            out.extend_from_slice(&jitter.to_be_bytes());
+            out.extend_from_slice(&lsr.to_be_bytes());
+            out.extend_from_slice(&dlsr.to_be_bytes());
+            let reported = &mut other.reported;
+            reported.blocks += 1;
+            reported.jitter_max = reported.jitter_max.max(jitter);
+            reported.cumulative_lost = cumulative;
+            reported.round_trips += u64::from(lsr != 0);
+        }
+        set_rtcp_length(out, 0);
+        // SDES with the CNAME item, ended by a null and padded to 32 bits.
+        let sdes = out.len();
+        out.extend_from_slice(&[0x81, 202, 0, 0]);
+        out.extend_from_slice(&sender.ssrc.to_be_bytes());
+        out.extend_from_slice(&[1, 0]);
+        let text = out.len();
+        {
+            use std::io::Write;
+            write!(out, "{}", self.addr[r]).expect("writing to memory");
+        }
+        out[text - 1] = (out.len() - text) as u8;
+        out.push(0);
+        while !(out.len() - sdes).is_multiple_of(4) {
+            out.push(0);
+        }
+        set_rtcp_length(out, sdes);
+        let bye = now >= self.end[r];
+        if bye {
+            out.extend_from_slice(&[0x81, 203, 0, 1]);
+            out.extend_from_slice(&sender.ssrc.to_be_bytes());
+            self.next[r] = NEVER;
+        } else {
+            self.next[r] = (now + rtcp_interval(&mut self.rng)).min(self.end[r]);
+        }
+    }
+}
+
+/// An RTCP report interval: 0.5 to 1.5 times the nominal (RFC 3550 §6.3.1).
+fn rtcp_interval(rng: &mut Pcg64Mcg) -> u64 {
+    (RTCP_INTERVAL_NS as f64 * rng.random_range(0.5..1.5)) as u64
+}
+
+/// Sets the length field of the RTCP packet at `start`, which runs to the
+/// end of `out`: its length in 32-bit words, less one.
+fn set_rtcp_length(out: &mut [u8], start: usize) {
+    let words = ((out.len() - start) / 4 - 1) as u16;
+    out[start + 2..start + 4].copy_from_slice(&words.to_be_bytes());
 }
 
 /// The tones' peak: a quarter of full scale.
@@ -741,8 +980,8 @@ impl Quic {
 enum State {
     /// The messages of a call and when each is sent.
     Sip(Box<SipFlow>),
-    /// The two directions of a call's audio or video.
-    Rtp([Stream; 2]),
+    /// The two directions of a call's audio or video, and their RTCP.
+    Rtp(Box<[Stream; 2]>, Option<Box<Rtcp>>),
     /// A DNS or NTP request and its answer.
     Exchange {
         server_port: u16,
@@ -778,7 +1017,10 @@ impl State {
     fn due(&self) -> Option<u64> {
         let next = match self {
             State::Sip(sip) => sip.due().unwrap_or(NEVER),
-            State::Rtp([a, b]) => a.next.min(b.next),
+            State::Rtp(streams, rtcp) => streams[0]
+                .next
+                .min(streams[1].next)
+                .min(rtcp.as_ref().map_or(NEVER, |r| r.next[0].min(r.next[1]))),
             State::Exchange { times, step, .. } => times.get(*step).copied().unwrap_or(NEVER),
             State::Quic(q) if q.phase == QuicPhase::Done => NEVER,
             State::Quic(q) => q.next,
@@ -792,14 +1034,24 @@ impl State {
     /// the flow's initiator sent it, 1 if the other side did, and whether
     /// `scratch.payload` holds a whole frame rather than a UDP payload.
     fn emit(&mut self, now: u64, rng: &mut Pcg64Mcg, scratch: &mut Scratch) -> io::Result<(usize, bool)> {
+        scratch.rtcp = false;
         if let State::Sip(sip) = self {
             return sip.emit(now, scratch);
+        }
+        // RTCP goes before RTP only when strictly earlier.
+        if let State::Rtp(streams, Some(rtcp)) = self {
+            let r = usize::from(rtcp.next[1] < rtcp.next[0]);
+            if rtcp.next[r] < streams[0].next.min(streams[1].next) {
+                rtcp.report(r, now, streams, &mut scratch.payload);
+                scratch.rtcp = true;
+                return Ok((r, false));
+            }
         }
         let out = &mut scratch.payload;
         Ok((
             match self {
                 State::Sip(_) => unreachable!("emitted above"),
-                State::Rtp(streams) => {
+                State::Rtp(streams, _) => {
                     let i = usize::from(streams[1].next < streams[0].next);
                     streams[i].write(&scratch.noise, rng, out);
                     streams[i].captured();
@@ -886,11 +1138,12 @@ impl State {
 /// whose INVITE went out whole.
 fn flow_truths(flow: &Flow, truth: &mut impl TruthSink) -> io::Result<()> {
     match &flow.state {
-        State::Rtp(streams) => {
+        State::Rtp(streams, rtcp) => {
             for (i, stream) in streams.iter().enumerate() {
                 if stream.captured > 0 {
                     let call_id = flow.call_id.as_deref().unwrap_or_default();
-                    truth.stream(&stream.truth(flow.ends[i], flow.ends[1 - i], call_id))?;
+                    let rtt = rtcp.as_ref().map(|r| r.rtt);
+                    truth.stream(&stream.truth(flow.ends[i], flow.ends[1 - i], call_id, rtt))?;
                 }
             }
         }
@@ -1168,8 +1421,9 @@ struct Flow {
     call_id: Option<String>,
     class: &'static str,
     media: Option<Media>,
-    /// Whether a packet of the flow has been written.
+    /// Whether a packet of the flow has been written, and one of its RTCP.
     seen: bool,
+    rtcp_seen: bool,
     state: State,
 }
 
@@ -1179,6 +1433,9 @@ struct Scratch {
     body: Vec<u8>,
     /// Random bytes that payloads are cut from: cheaper than drawing each.
     noise: Vec<u8>,
+    /// The packet is the RTCP of a media flow: between the ports after
+    /// the flow's.
+    rtcp: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -1195,6 +1452,8 @@ struct Voip {
     /// TCP, fragments, re-INVITEs), apart, so that adding them left the
     /// other draws of a seed as they were.
     extras: Pcg64Mcg,
+    /// Draws for RTCP, apart for the same reason.
+    rtcp: Pcg64Mcg,
     /// (when, order of scheduling, what): the order breaks ties, so that
     /// events at the same nanosecond go in a reproducible order.
     heap: BinaryHeap<Reverse<(u64, u64, Event)>>,
@@ -1218,6 +1477,7 @@ impl Voip {
         Voip {
             rng,
             extras: Pcg64Mcg::seed_from_u64(seed ^ 0x5349_505f_4558_5452),
+            rtcp: Pcg64Mcg::seed_from_u64(seed ^ 0x5254_4350_5f52_5450),
             heap: BinaryHeap::new(),
             scheduled: 0,
             flows: Vec::new(),
@@ -1229,6 +1489,7 @@ impl Voip {
                 payload: Vec::with_capacity(1600),
                 body: Vec::with_capacity(1600),
                 noise,
+                rtcp: false,
             },
             frame: Vec::with_capacity(1600),
         }
@@ -1281,9 +1542,15 @@ impl Voip {
                 Event::Flow(i) => {
                     let flow = &mut self.flows[i];
                     let (sender, whole) = flow.state.emit(now, &mut self.rng, &mut self.scratch)?;
-                    let (from, to) = (flow.ends[sender], flow.ends[1 - sender]);
-                    if !flow.seen {
-                        flow.seen = true;
+                    let (mut from, mut to) = (flow.ends[sender], flow.ends[1 - sender]);
+                    let rtcp = self.scratch.rtcp;
+                    if rtcp {
+                        from.1 += 1;
+                        to.1 += 1;
+                    }
+                    let seen = if rtcp { &mut flow.rtcp_seen } else { &mut flow.seen };
+                    if !*seen {
+                        *seen = true;
                         summary.flows += 1;
                         truth.flow(&TruthRow {
                             src_ip: from.0,
@@ -1291,8 +1558,8 @@ impl Voip {
                             dst_ip: to.0,
                             dst_port: to.1,
                             l4: flow.l4,
-                            class: flow.class,
-                            media: flow.media,
+                            class: if rtcp { "RTCP" } else { flow.class },
+                            media: if rtcp { None } else { flow.media },
                         })?;
                     }
                     let frame = if whole {
@@ -1345,6 +1612,7 @@ impl Voip {
             class,
             media,
             seen: false,
+            rtcp_seen: false,
             state,
         };
         let i = match self.free.pop() {
@@ -1534,13 +1802,21 @@ impl Voip {
         if self.options.media == VoipMedia::None {
             return Ok(());
         }
+        let rtcp = self.rtcp.random_bool(self.options.rtcp);
+        let rtcp_rng = &mut self.rtcp;
+        let mut rtcp_of = |streams: &[Stream; 2], end: u64| {
+            let rng = Pcg64Mcg::seed_from_u64(rtcp_rng.random());
+            rtcp.then(|| Box::new(Rtcp::new(streams, [end; 2], [caller, callee], rtt, rng)))
+        };
+        let audio_rtcp = rtcp_of(&audio, audio_end);
+        let video_rtcp = video_streams.as_ref().map(|v| rtcp_of(v, bye));
         self.add_flow(
             audio_ends,
             L4::Udp,
             Some(call_id.clone()),
             "RTP",
             Some(Media::Audio),
-            State::Rtp(audio),
+            State::Rtp(Box::new(audio), audio_rtcp),
         );
         if let Some((_, start, port)) = moved_media {
             let mut ports = audio_port;
@@ -1553,13 +1829,17 @@ impl Voip {
             for (stream, hz) in moved.iter_mut().zip(VOIP_TONES_HZ) {
                 stream.tone_hz = hz;
             }
+            let moved_rtcp = rtcp.then(|| {
+                let rng = Pcg64Mcg::seed_from_u64(self.rtcp.random());
+                Box::new(Rtcp::new(&moved, [bye; 2], [caller, callee], rtt, rng))
+            });
             self.add_flow(
                 ends(ports),
                 L4::Udp,
                 Some(call_id.clone()),
                 "RTP",
                 Some(Media::Audio),
-                State::Rtp(moved),
+                State::Rtp(Box::new(moved), moved_rtcp),
             );
         }
         if let (Some(ends), Some(streams)) = (video_ends, video_streams) {
@@ -1569,7 +1849,7 @@ impl Voip {
                 Some(call_id),
                 "RTP",
                 Some(Media::Video),
-                State::Rtp(streams),
+                State::Rtp(Box::new(streams), video_rtcp.flatten()),
             );
         }
         Ok(())
@@ -1800,7 +2080,7 @@ mod tests {
         };
         let frames = whole(frames_with(300_000, 5, &options));
         let mut invites = Vec::new();
-        let mut rtp = 0;
+        let (mut rtp, mut rtcp) = (0, 0);
         for (ts, frame) in &frames {
             let p = parse(frame);
             assert!(p.src.0.is_ipv4(), "G.711 calls are over IPv4");
@@ -1808,6 +2088,10 @@ mod tests {
                 if p.payload.starts_with(b"INVITE ") {
                     invites.push(*ts);
                 }
+            } else if p.src.1 % 2 == 1 {
+                // RTCP, on the odd port after RTP's: SR or RR first.
+                assert!(matches!(p.payload[1], 200 | 201));
+                rtcp += 1;
             } else {
                 // 14 bytes of Ethernet, 200 of IP: 20 + 8 + 12 + 160.
                 assert_eq!(frame.len(), 214);
@@ -1816,6 +2100,9 @@ mod tests {
             }
         }
         assert!(rtp > 250_000, "{rtp} RTP packets");
+        // Each side of a call reports every 5 s on average, or 250 times
+        // less often than it sends RTP.
+        assert!((rtp / 400..rtp / 150).contains(&rtcp), "{rtcp} RTCP packets");
         let gaps = invites.len() as f64 - 1.0;
         let rate = gaps / ((invites[invites.len() - 1] - invites[0]) as f64 / S as f64);
         assert!(
@@ -1850,6 +2137,42 @@ mod tests {
         assert_eq!(frames.len(), 7 * 2_000);
         assert_eq!(words["INVITE"], 2_000);
         assert_eq!((words["ACK"], words["BYE"], words["200"]), (2_000, 2_000, 4_000));
+    }
+
+    /// Sender reports give their stream's clock: between two SRs of a
+    /// source, the RTP timestamp advances by the NTP time passed at the
+    /// stream's rate (8 kHz audio, 90 kHz video), and the packet count
+    /// never goes back.
+    #[test]
+    fn sender_reports_follow_their_streams_clock() {
+        let frames = whole(frames_with(200_000, 3, &VoipOptions::default()));
+        let rtp_port = |port: u16| (RTP_PORTS.0..=RTP_PORTS.1 + 1).contains(&port);
+        let mut last: HashMap<u32, (u64, u32, u32)> = HashMap::new();
+        let mut pairs = 0;
+        for (_, frame) in &frames {
+            let p = parse(frame);
+            let is_sr = p.src.1 % 2 == 1 && rtp_port(p.src.1) && rtp_port(p.dst.1) && p.payload[1] == 200;
+            if !is_sr {
+                continue;
+            }
+            let word = |i: usize| u32::from_be_bytes(p.payload[i..i + 4].try_into().unwrap());
+            let ntp = u64::from(word(8)) << 32 | u64::from(word(12));
+            let ntp_ns = ((u128::from(ntp) * u128::from(S)) >> 32) as u64;
+            let (ssrc, timestamp, packets) = (word(4), word(16), word(20));
+            if let Some((ntp0, timestamp0, packets0)) = last.insert(ssrc, (ntp_ns, timestamp, packets)) {
+                let seconds = (ntp_ns - ntp0) as f64 / S as f64;
+                let ticks = f64::from(timestamp.wrapping_sub(timestamp0));
+                assert!(
+                    [8_000.0, 90_000.0]
+                        .iter()
+                        .any(|rate| (ticks - rate * seconds).abs() <= 2.0),
+                    "{ticks} ticks in {seconds} s"
+                );
+                assert!(packets >= packets0);
+                pairs += 1;
+            }
+        }
+        assert!(pairs > 100, "{pairs} pairs of sender reports");
     }
 
     #[test]

@@ -101,8 +101,7 @@ pub struct GenTruth<'a, F> {
 
 impl<'a, F> GenTruth<'a, F> {
     /// The stream file's header: the fields of `sluice_gen::StreamTruth`.
-    pub const STREAMS_HEADER: &'static str =
-        "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms,call_id";
+    pub const STREAMS_HEADER: &'static str = "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms,call_id,rtcp_reports,rtcp_jitter_max,rtcp_cumulative_lost,rtcp_rtt_ms";
 
     /// With `streams` (NAME.streams.csv), the calls go to NAME.calls.csv beside it.
     pub fn new(flows: &'a mut F, streams: Option<PathBuf>) -> anyhow::Result<Self> {
@@ -151,10 +150,12 @@ impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSi
 
     fn stream(&mut self, t: &sluice_gen::StreamTruth) -> std::io::Result<()> {
         use std::io::Write;
+        // Values RTCP did not give are empty.
+        let text = |v: Option<String>| v.unwrap_or_default();
         match &mut self.streams {
             Some((_, out)) => writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 t.src_ip,
                 t.src_port,
                 t.dst_ip,
@@ -164,7 +165,11 @@ impl<F: FnMut(&sluice_gen::TruthRow) -> std::io::Result<()>> sluice_gen::TruthSi
                 t.packets,
                 t.lost,
                 t.jitter_sd_ms,
-                t.call_id
+                t.call_id,
+                t.rtcp_reports,
+                text(t.rtcp_jitter_max.map(|j| j.to_string())),
+                text(t.rtcp_cumulative_lost.map(|l| l.to_string())),
+                text(t.rtcp_rtt_ms.map(|r| r.to_string())),
             ),
             None => Ok(()),
         }
@@ -222,6 +227,13 @@ pub struct VoipGenArgs {
     /// [default: 0.1].
     #[arg(long, value_name = "SHARE")]
     reinvite: Option<f64>,
+    /// The share of calls (0 to 1) whose phones send RTCP: each side of
+    /// each media flow sends compound reports (SR or RR with a report block
+    /// on the other side's stream, SDES CNAME) from its RTP port + 1 to the
+    /// other's every 2.5 to 7.5 s, and a BYE when its stream stops
+    /// [default: 1].
+    #[arg(long, value_name = "SHARE")]
+    rtcp: Option<f64>,
 }
 
 impl VoipGenArgs {
@@ -240,6 +252,7 @@ impl VoipGenArgs {
             sip_tcp: self.sip_tcp.unwrap_or(default.sip_tcp),
             sip_fragmented: self.sip_fragmented.unwrap_or(default.sip_fragmented),
             reinvite: self.reinvite.unwrap_or(default.reinvite),
+            rtcp: self.rtcp.unwrap_or(default.rtcp),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! `sluice gen` writes beside each capture the truth about its flows
 //! (NAME.truth.csv). Every row must be a flow that `sluice analyze` finds,
 //! and the calls of the voip profile must come out as SIP, with the RTP
-//! streams their SDP announced labelled RTP from the announcement.
+//! streams their SDP announced labelled RTP from the announcement, and
+//! their RTCP flows RTCP.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -127,13 +128,17 @@ fn voip_truth_matches_the_analysed_flows() {
             ("SIP", "") => assert_eq!(label.0, "SIP", "{record}"),
             ("RTP", "audio" | "video") => assert_eq!(label, ("RTP", "dynamic-port"), "{record}"),
             ("RTP", media) => panic!("an RTP flow of media {media:?}"),
+            ("RTCP", "") => assert_eq!(label, ("RTCP", "dynamic-port"), "{record}"),
             (_, media) => assert_eq!(media, "", "only RTP streams are media"),
         }
     }
-    for class in [("SIP", ""), ("RTP", "audio"), ("RTP", "video")] {
+    for class in [("SIP", ""), ("RTP", "audio"), ("RTP", "video"), ("RTCP", "")] {
         assert!(counts.get(&class).is_some_and(|&n| n > 0), "{class:?} in {counts:?}");
     }
-    let not_media = rows.iter().filter(|r| r.class != "SIP" && r.class != "RTP").count();
+    let not_media = rows
+        .iter()
+        .filter(|r| !["SIP", "RTP", "RTCP"].contains(&r.class.as_str()))
+        .count();
     assert!(not_media > 0, "{counts:?}");
 }
 

@@ -32,11 +32,15 @@ impl FrameSink for Pcap {
     }
 }
 
+/// The truth of the streams, the calls and the RTCP flows.
 #[derive(Default)]
-struct Streams(Vec<StreamTruth>, Vec<CallTruth>);
+struct Streams(Vec<StreamTruth>, Vec<CallTruth>, Vec<TruthRow>);
 
 impl TruthSink for Streams {
-    fn flow(&mut self, _: &TruthRow) -> std::io::Result<()> {
+    fn flow(&mut self, row: &TruthRow) -> std::io::Result<()> {
+        if row.class == "RTCP" {
+            self.2.push(*row);
+        }
         Ok(())
     }
 
@@ -301,12 +305,15 @@ fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms,call_id")
+        Some(
+            "src_ip,src_port,dst_ip,dst_port,ssrc,media,packets,lost,jitter_sd_ms,call_id,\
+             rtcp_reports,rtcp_jitter_max,rtcp_cumulative_lost,rtcp_rtt_ms"
+        )
     );
     let rows: Vec<StreamTruth> = lines
         .map(|line| {
             let f: Vec<&str> = line.split(',').collect();
-            assert_eq!(f.len(), 10, "{line}");
+            assert_eq!(f.len(), 14, "{line}");
             StreamTruth {
                 src_ip: f[0].parse().unwrap(),
                 src_port: f[1].parse().unwrap(),
@@ -322,11 +329,19 @@ fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
                 lost: f[7].parse().unwrap(),
                 jitter_sd_ms: f[8].parse().unwrap(),
                 call_id: f[9].to_owned(),
+                rtcp_reports: f[10].parse().unwrap(),
+                rtcp_jitter_max: f[11].parse().ok(),
+                rtcp_cumulative_lost: f[12].parse().ok(),
+                rtcp_rtt_ms: f[13].parse().ok(),
             }
         })
         .collect();
     let expected = library_streams(100_000, 5);
     assert!(expected.0.len() > 20, "{} streams", expected.0.len());
+    assert!(
+        expected.0.iter().any(|s| s.rtcp_rtt_ms.is_some()),
+        "RTCP gave round trips"
+    );
     assert_eq!(rows, expected.0);
     let text = std::fs::read_to_string(tmp.path().join("calls.calls.csv")).unwrap();
     let calls: Vec<&str> = text.lines().collect();
@@ -348,4 +363,263 @@ fn sluice_gen_writes_each_streams_truth_beside_the_capture() {
     assert!(o.status.success());
     assert!(!tmp.path().join("mix.streams.csv").exists());
     assert!(!tmp.path().join("mix.calls.csv").exists());
+}
+
+/// The UDP frames of a pcap file written by [`generate_pcap`]: source and
+/// destination address and port.
+fn udp_frames(pcap: &Path) -> Vec<((std::net::IpAddr, u16), (std::net::IpAddr, u16))> {
+    use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+    let data = std::fs::read(pcap).unwrap();
+    let mut at = 24;
+    let mut frames = Vec::new();
+    while at + 16 <= data.len() {
+        let len = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        let frame = &data[at + 16..at + 16 + len];
+        at += 16 + len;
+        let Ok(p) = SlicedPacket::from_ethernet(frame) else {
+            continue;
+        };
+        let (Some(net), Some(TransportSlice::Udp(udp))) = (p.net, p.transport) else {
+            continue;
+        };
+        let (src, dst): (std::net::IpAddr, std::net::IpAddr) = match net {
+            NetSlice::Ipv4(ip) => (ip.header().source_addr().into(), ip.header().destination_addr().into()),
+            NetSlice::Ipv6(ip) => (ip.header().source_addr().into(), ip.header().destination_addr().into()),
+            _ => continue,
+        };
+        frames.push(((src, udp.source_port()), (dst, udp.destination_port())));
+    }
+    frames
+}
+
+/// The flow record of a truth flow, in either direction.
+fn record_of<'a>(records: &'a [Value], t: &TruthRow) -> Option<&'a Value> {
+    let end = |r: &Value, ip: &str, port: &str| (r[ip].as_str().unwrap().to_string(), r[port].as_u64().unwrap());
+    let (a, b) = (
+        (t.src_ip.to_string(), u64::from(t.src_port)),
+        (t.dst_ip.to_string(), u64::from(t.dst_port)),
+    );
+    records.iter().find(|r| {
+        let (s, d) = (end(r, "src_ip", "src_port"), end(r, "dst_ip", "dst_port"));
+        (s == a && d == b) || (s == b && d == a)
+    })
+}
+
+#[test]
+fn rtcp_reports_give_the_jitter_loss_and_round_trip_the_generator_put_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pcap = tmp.path().join("voip.pcap");
+    let truth = generate_pcap(&pcap, 200_000, 17, VoipOptions::default());
+    // DLSR is in 1/65536 s: the round trip a tracker computes is the
+    // call's to that, and streams.jsonl rounds it to the µs.
+    let tolerance_ms = 1e3 / 65_536.0 + 0.001;
+    for workers in ["2", "1"] {
+        let out = tmp.path().join(format!("out{workers}"));
+        let (calls, streams) = sluice_voip(&pcap, &out, workers);
+        let ours = by_stream(&streams);
+        let (mut reported, mut round_trips) = (0, 0);
+        // Per call and direction, the round trip its streams' RTCP gave.
+        let mut legs: HashMap<(String, String), f64> = HashMap::new();
+        for t in &truth.0 {
+            let Some(s) = ours.get(&(u64::from(t.ssrc), u64::from(t.src_port), u64::from(t.dst_port))) else {
+                assert!(t.packets < 2, "{t:?} not found");
+                continue;
+            };
+            assert_eq!(s["rtcp_reports"].as_u64(), Some(t.rtcp_reports), "{t:?}: {s}");
+            assert_eq!(
+                s["rtcp_jitter_max"].as_u64(),
+                t.rtcp_jitter_max.map(u64::from),
+                "{t:?}: {s}"
+            );
+            assert_eq!(
+                s["rtcp_cumulative_lost"].as_i64(),
+                t.rtcp_cumulative_lost.map(i64::from),
+                "{t:?}: {s}"
+            );
+            let rtt = s["rtcp_rtt_mean_ms"].as_f64();
+            assert_eq!(rtt.is_some(), t.rtcp_rtt_ms.is_some(), "{t:?}: {s}");
+            if let (Some(ours), Some(true_rtt)) = (rtt, t.rtcp_rtt_ms) {
+                assert!((ours - true_rtt).abs() <= tolerance_ms, "{t:?}: {s}");
+                let direction = s["direction"].as_str().unwrap().to_string();
+                legs.insert((t.call_id.clone(), direction), true_rtt);
+                round_trips += 1;
+            }
+            reported += usize::from(t.rtcp_reports > 0);
+        }
+        eprintln!(
+            "{workers} workers: {reported} streams of {} reported on by RTCP, {round_trips} with a round trip",
+            truth.0.len()
+        );
+        assert!(reported > 50 && round_trips > 30, "{reported} {round_trips}");
+        // The calls' round trips are their streams'.
+        for c in &calls {
+            let id = c["call_id"].as_str().unwrap();
+            for direction in ["c2s", "s2c"] {
+                let ours = c[format!("{direction}_rtt_ms")].as_f64();
+                match legs.get(&(id.to_string(), direction.to_string())) {
+                    Some(rtt) => assert!(ours.is_some_and(|r| (r - rtt).abs() <= tolerance_ms), "{rtt}: {c}"),
+                    None => assert_eq!(ours, None, "{c}"),
+                }
+            }
+        }
+        // Every RTCP flow is labelled RTCP from the description that
+        // announced it: but for calls whose INVITE went out in fragments,
+        // whose descriptions the classifier does not read, so that their
+        // RTP is not labelled from them either.
+        let records = jsonl(&out.join("flows.jsonl"));
+        let fragmented: Vec<&str> = truth
+            .1
+            .iter()
+            .filter(|c| c.fragmented)
+            .map(|c| c.call_id.as_str())
+            .collect();
+        let mut labelled = 0;
+        for t in &truth.2 {
+            let r = record_of(&records, t).unwrap_or_else(|| panic!("{t:?}: no flow record"));
+            let rtp = truth
+                .0
+                .iter()
+                .find(|s| {
+                    (s.src_port + 1, s.dst_port + 1) == (t.src_port, t.dst_port)
+                        || (s.dst_port + 1, s.src_port + 1) == (t.src_port, t.dst_port)
+                })
+                .unwrap_or_else(|| panic!("{t:?}: no RTP stream"));
+            if fragmented.contains(&rtp.call_id.as_str()) {
+                continue;
+            }
+            assert_eq!(
+                (r["master"].as_str(), r["classifier"].as_str()),
+                (Some("RTCP"), Some("dynamic-port")),
+                "{t:?}: {r}"
+            );
+            labelled += 1;
+        }
+        assert!(labelled > 50, "{labelled} RTCP flows labelled");
+    }
+    // tshark reads every RTCP packet the generator wrote (it knows their
+    // ports from the descriptions, as the tracker does), none malformed.
+    let rtcp_flows: std::collections::HashSet<_> = truth
+        .2
+        .iter()
+        .flat_map(|t| {
+            let (a, b) = ((t.src_ip, t.src_port), (t.dst_ip, t.dst_port));
+            [(a, b), (b, a)]
+        })
+        .collect();
+    let written = udp_frames(&pcap).iter().filter(|f| rtcp_flows.contains(f)).count();
+    let o = common::run(
+        "tshark",
+        &[
+            "-r",
+            pcap.to_str().unwrap(),
+            "-Y",
+            "rtcp",
+            "-T",
+            "fields",
+            "-E",
+            "separator=|",
+            "-e",
+            "rtcp.pt",
+            "-e",
+            "_ws.malformed",
+            "-e",
+            "_ws.expert",
+        ],
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(written > 500, "{written} RTCP packets");
+    assert_eq!(lines.len(), written, "tshark's RTCP packets");
+    for line in &lines {
+        let f: Vec<&str> = line.split('|').collect();
+        assert!(
+            f[0] == "200,202" || f[0] == "201,202" || f[0] == "200,202,203" || f[0] == "201,202,203",
+            "{line}"
+        );
+        assert!(f[1..].iter().all(|x| x.is_empty()), "{line}");
+    }
+}
+
+/// A media trace of the bench's kind (bench/voip.py's "media", shorter):
+/// every announced RTCP port is used up by its flow, and no announcement
+/// is dropped.
+#[test]
+fn a_media_trace_uses_up_its_rtcp_announcements() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pcap = tmp.path().join("media.pcap");
+    let o = sluice(&[
+        "gen",
+        "--profile",
+        "voip",
+        "--call-rate",
+        "2000",
+        "--hold",
+        "ig:117,19",
+        "--media",
+        "g711",
+        "--no-background",
+        "--sip-tcp",
+        "0",
+        "--sip-fragmented",
+        "0",
+        "--reinvite",
+        "0",
+        "--packets",
+        "2000000",
+        "-w",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = tmp.path().join("out");
+    let o = sluice(&["voip", "-q", "-r", pcap.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        summary["drops"]["dropped_port_announcements"].as_u64(),
+        Some(0),
+        "{summary}"
+    );
+    // The truth's RTCP flows, each labelled from its announcement.
+    let truth = std::fs::read_to_string(tmp.path().join("media.truth.csv")).unwrap();
+    let rtcp: Vec<(String, u64, String, u64)> = truth
+        .lines()
+        .filter(|l| l.contains(",RTCP,"))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    let records = jsonl(&out.join("flows.jsonl"));
+    let labelled: HashMap<(String, u64, String, u64), (String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                (
+                    r["src_ip"].as_str().unwrap().to_string(),
+                    r["src_port"].as_u64().unwrap(),
+                    r["dst_ip"].as_str().unwrap().to_string(),
+                    r["dst_port"].as_u64().unwrap(),
+                ),
+                (
+                    r["master"].as_str().unwrap().to_string(),
+                    r["classifier"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert!(rtcp.len() > 1_000, "{} RTCP flows", rtcp.len());
+    for t in &rtcp {
+        let swapped = (t.2.clone(), t.3, t.0.clone(), t.1);
+        let label = labelled.get(t).or_else(|| labelled.get(&swapped));
+        assert_eq!(
+            label.map(|(m, c)| (m.as_str(), c.as_str())),
+            Some(("RTCP", "dynamic-port")),
+            "{t:?}"
+        );
+    }
 }

@@ -350,7 +350,7 @@ fn announcements_used_up_by_their_flows_leave_room_and_identical_records_for_one
     // announces four endpoints (the caller's RTP and RTCP in the INVITE's
     // SDP, the callee's in the 200 OK's), 8,000 in all, all within their
     // 120 s; the table has room for 7,000. The RTP flow uses two of them
-    // up; nothing uses RTCP's (the generator sends none).
+    // up, the RTCP flow (each side's BYE at the latest) the other two.
     sluice(&[
         "gen",
         "--profile",
@@ -378,6 +378,8 @@ fn announcements_used_up_by_their_flows_leave_room_and_identical_records_for_one
     let truth = std::fs::read_to_string(tmp.path().join("calls.truth.csv")).unwrap();
     let media_flows = truth.lines().filter(|l| l.ends_with(",audio")).count();
     assert_eq!(media_flows, calls, "one RTP flow per call");
+    let rtcp_flows = truth.lines().filter(|l| l.contains(",RTCP,")).count();
+    assert_eq!(rtcp_flows, calls, "one RTCP flow per call");
     let mut sets = Vec::new();
     for workers in ["1", "2"] {
         let out = tmp.path().join(format!("out{workers}"));
@@ -396,11 +398,12 @@ fn announcements_used_up_by_their_flows_leave_room_and_identical_records_for_one
             serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["drops"]["dropped_port_announcements"], 0, "{workers} workers");
         assert_eq!(
-            summary["classifiers"]["dynamic-port"]["flows"], media_flows,
-            "{workers} workers: every RTP flow is labelled from its call's announcements"
+            summary["classifiers"]["dynamic-port"]["flows"],
+            media_flows + rtcp_flows,
+            "{workers} workers: every RTP and RTCP flow is labelled from its call's announcements"
         );
         sets.push(records(&out));
     }
-    assert_eq!(sets[0].len(), 2 * calls, "a SIP flow and an RTP flow per call");
+    assert_eq!(sets[0].len(), 3 * calls, "a SIP, an RTP and an RTCP flow per call");
     assert!(sets[0] == sets[1], "one and two workers wrote different records");
 }

@@ -86,7 +86,16 @@ struct Leg {
     jitter_max_ms: f64,
     max_delta_ms: f64,
     bytes: u64,
-    rtt_ms: Option<f64>,
+    /// The RTCP round trips of its streams: their sum and how many.
+    rtt_sum_ns: u64,
+    rtt_samples: u64,
+}
+
+impl Leg {
+    /// The mean RTCP round trip, whatever order its streams came in.
+    fn rtt_ms(&self) -> Option<f64> {
+        (self.rtt_samples > 0).then(|| self.rtt_sum_ns as f64 / self.rtt_samples as f64 / 1e6)
+    }
 }
 
 struct Call {
@@ -127,6 +136,10 @@ struct Call {
     recorded: bool,
     /// Where its media flows were recorded.
     media: Vec<MediaRef>,
+    /// Its media flows that ended, their streams written with the call:
+    /// RTCP on its own ports (RFC 3550 §11) is a flow apart from the RTP
+    /// it reports on, and may end after it.
+    ended: Vec<MediaEnd>,
 }
 
 /// A recorded media flow of a call: the file (relative to the output
@@ -393,6 +406,7 @@ impl CallTable {
                     .as_ref()
                     .is_some_and(|(s, _)| s.records(&e.call_id, &e.from.uri, &e.to.uri)),
                 media: Vec::new(),
+                ended: Vec::new(),
             };
             self.active.insert(call.deadline, call.call_id.clone());
             self.calls.insert(e.call_id.clone(), call);
@@ -501,27 +515,37 @@ impl CallTable {
     fn media_end(&mut self, end: MediaEnd, finishing: bool) -> std::io::Result<()> {
         let Some(call_id) = self.call_of(end.src, end.dst) else {
             if finishing || end.streams.is_empty() {
-                return self.write_streams(&end, None);
+                return self.write_streams(&end, None, None, &[]);
             }
             self.orphans.push(end);
             return Ok(());
         };
-        self.write_streams(&end, Some(&call_id))?;
-        if let (Some((file, record)), Some(call)) = (&end.recording, self.calls.get_mut(&call_id)) {
-            let m = MediaRef {
-                file: file.clone(),
-                record: *record,
-            };
-            if !call.media.contains(&m) {
-                call.media.push(m);
+        let last_ns = end.last_ns;
+        if let Some(call) = self.calls.get_mut(&call_id) {
+            if let Some((file, record)) = &end.recording {
+                let m = MediaRef {
+                    file: file.clone(),
+                    record: *record,
+                };
+                if !call.media.contains(&m) {
+                    call.media.push(m);
+                }
             }
+            call.ended.push(end);
         }
-        self.touch(&call_id, end.last_ns);
+        self.touch(&call_id, last_ns);
         Ok(())
     }
 
-    fn write_streams(&mut self, end: &MediaEnd, call_id: Option<&str>) -> std::io::Result<()> {
-        let mut call = call_id.and_then(|id| self.calls.get_mut(id));
+    /// Writes the streams of a flow that ended; `rtcp` has the reports of
+    /// the call's other flows, which a stream's own flow's go before.
+    fn write_streams(
+        &mut self,
+        end: &MediaEnd,
+        call_id: Option<&str>,
+        mut call: Option<&mut Call>,
+        rtcp: &[RtcpReport],
+    ) -> std::io::Result<()> {
         for report in &end.streams {
             let StreamReport { dir, stats } = report;
             let (src, dst) = if *dir == 0 {
@@ -556,7 +580,7 @@ impl CallTable {
             };
             let lost = stats.lost();
             let expected = lost + stats.packets as i64;
-            let rtcp: Option<&RtcpReport> = end.rtcp.iter().find(|r| r.ssrc == stats.ssrc);
+            let rtcp: Option<&RtcpReport> = end.rtcp.iter().chain(rtcp).find(|r| r.ssrc == stats.ssrc);
             let rtt_ms = rtcp
                 .filter(|r| r.rtt_samples > 0)
                 .map(|r| r.rtt_sum_ns as f64 / r.rtt_samples as f64 / 1e6);
@@ -628,8 +652,9 @@ impl CallTable {
                 leg.jitter_mean_sum += jitter.mean;
                 leg.jitter_max_ms = leg.jitter_max_ms.max(jitter.max);
                 leg.max_delta_ms = leg.max_delta_ms.max(stats.max_delta_ms);
-                if rtt_ms.is_some() {
-                    leg.rtt_ms = rtt_ms;
+                if let Some(r) = rtcp {
+                    leg.rtt_sum_ns += r.rtt_sum_ns;
+                    leg.rtt_samples += r.rtt_samples;
                 }
             }
         }
@@ -664,7 +689,15 @@ impl CallTable {
                 break;
             }
             let id = self.active.remove(&deadline).expect("first");
-            if let Some(call) = self.calls.remove(&id) {
+            if let Some(mut call) = self.calls.remove(&id) {
+                // In input order, whatever order the workers' flows
+                // ended in: the records do not depend on their number.
+                let mut ended = std::mem::take(&mut call.ended);
+                ended.sort_by_key(|m| m.order);
+                let rtcp: Vec<RtcpReport> = ended.iter().flat_map(|m| m.rtcp.iter().copied()).collect();
+                for m in &ended {
+                    self.write_streams(m, Some(&id), Some(&mut call), &rtcp)?;
+                }
                 for (addr, _) in &call.endpoints {
                     if let Some(ids) = self.endpoints.get_mut(addr) {
                         ids.retain(|(_, i)| *i != id);
@@ -713,7 +746,7 @@ impl CallTable {
                         loss,
                         ie,
                         bpl,
-                        emodel::one_way_delay_ms(l.rtt_ms, jitter),
+                        emodel::one_way_delay_ms(l.rtt_ms(), jitter),
                     )),
                     2,
                 )
@@ -756,7 +789,7 @@ impl CallTable {
             c2s_jitter_mean_ms: mean(c2s),
             c2s_jitter_max_ms: round(c2s.jitter_max_ms, 6),
             c2s_max_delta_ms: round(c2s.max_delta_ms, 6),
-            c2s_rtt_ms: c2s.rtt_ms.map(|r| round(r, 3)),
+            c2s_rtt_ms: c2s.rtt_ms().map(|r| round(r, 3)),
             c2s_mos,
             s2c_rtp_streams: s2c.streams,
             s2c_rtp_packets: s2c.packets,
@@ -765,7 +798,7 @@ impl CallTable {
             s2c_jitter_mean_ms: mean(s2c),
             s2c_jitter_max_ms: round(s2c.jitter_max_ms, 6),
             s2c_max_delta_ms: round(s2c.max_delta_ms, 6),
-            s2c_rtt_ms: s2c.rtt_ms.map(|r| round(r, 3)),
+            s2c_rtt_ms: s2c.rtt_ms().map(|r| round(r, 3)),
             s2c_mos,
             mos,
             media: c.media.clone(),

@@ -2,9 +2,9 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the integer and double columns that are never
-//! null through pages of its own (`fixed`), the others through the parquet
-//! crate's Arrow column writers, into the same row groups.
+//! rotated by size or age: the integer, timestamp and double columns that
+//! are never null through pages of its own (`fixed`), the others through
+//! the parquet crate's Arrow column writers, into the same row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
 use arrow_array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray, TimestampNanosecondArray,
 };
@@ -47,7 +47,7 @@ use sluice_wire::IpText;
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
 mod fixed;
-use fixed::{FixedChunk, PageEncoder};
+use fixed::{FixedChunk, PageEncoder, Ranges};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -710,8 +710,8 @@ pub struct Rotation {
 }
 
 /// A column of the row group being written: through the parquet
-/// crate's Arrow writer, or, for an integer or double column that is
-/// never null, through Sluice's own pages ([`fixed`]).
+/// crate's Arrow writer, or, for an integer, timestamp or double column
+/// that is never null, through Sluice's own pages ([`fixed`]).
 enum ColumnWriter {
     Arrow(Box<ArrowColumnWriter>),
     Fixed(Box<FixedChunk>),
@@ -747,8 +747,15 @@ impl Open {
                 .into_iter()
                 .zip(KINDS.iter())
                 .map(|(writer, &(name, kind, nullable))| {
-                    if kind == Kind::Int && !nullable {
-                        ColumnWriter::Fixed(Box::new(FixedChunk::new(PORTS.contains(&name))))
+                    if matches!(kind, Kind::Int | Kind::Timestamp) && !nullable {
+                        let ranges = if TIMESTAMPS.contains(&name) {
+                            Ranges::Pages
+                        } else if PORTS.contains(&name) {
+                            Ranges::Chunk
+                        } else {
+                            Ranges::None
+                        };
+                        ColumnWriter::Fixed(Box::new(FixedChunk::new(ranges)))
                     } else if kind == Kind::Float && !nullable {
                         ColumnWriter::Fixed(Box::new(FixedChunk::floats()))
                     } else {
@@ -769,6 +776,10 @@ impl Open {
             match column {
                 ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Float => {
                     chunk.write_floats(array.as_primitive::<Float64Type>().values(), &mut self.encoder)?;
+                }
+                ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Timestamp => {
+                    let values = array.as_primitive::<TimestampNanosecondType>().values();
+                    chunk.write(values, &mut self.encoder)?;
                 }
                 ColumnWriter::Fixed(chunk) => {
                     chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
@@ -844,15 +855,16 @@ pub struct ParquetError {
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
         // Parquet's dictionary pages pay a hash per value: worth it for
-        // the labels, whose values repeat, not for counters and times.
-        // Those are delta-encoded instead: a column that hardly changes
-        // (a flag counter, a VLAN) shrinks to a few bits a value before
-        // ZSTD sees it, where plain encoding would hand ZSTD eight bytes
-        // a value to compress. Statistics where readers skip by them: a
-        // page index on the times (a time range reads only its pages),
-        // per column chunk on the ports. The integer columns that are
+        // the labels, whose values repeat, not for counters. Those are
+        // delta-encoded instead: a column that hardly changes (a flag
+        // counter, a VLAN) shrinks to a few bits a value before ZSTD sees
+        // it, where plain encoding would hand ZSTD eight bytes a value to
+        // compress. The integer, timestamp and double columns that are
         // never null do not go through these settings but through
-        // `fixed`, which writes them the same way.
+        // `fixed`, which delta-encodes the integers and times the same
+        // way and keeps statistics where readers skip by them: a page
+        // index on the times (a time range reads only its pages), per
+        // column chunk on the ports.
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -863,15 +875,9 @@ impl ParquetFiles {
             let path = ColumnPath::from(name);
             properties = match kind {
                 Kind::Label => properties.set_column_dictionary_enabled(path, true),
-                Kind::Int | Kind::Timestamp => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+                Kind::Int => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
                 _ => properties,
             };
-        }
-        for name in TIMESTAMPS {
-            properties = properties.set_column_statistics_enabled(ColumnPath::from(*name), EnabledStatistics::Page);
-        }
-        for name in PORTS {
-            properties = properties.set_column_statistics_enabled(ColumnPath::from(*name), EnabledStatistics::Chunk);
         }
         let properties = properties.build();
         ParquetFiles {

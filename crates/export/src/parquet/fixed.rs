@@ -1,5 +1,5 @@
-//! The integer and double columns that are never null, written by
-//! Sluice itself: each page's integers delta-encoded
+//! The integer, timestamp and double columns that are never null,
+//! written by Sluice itself: each page's integers delta-encoded
 //! (`DELTA_BINARY_PACKED`, as the format defines it) and doubles in the
 //! plain encoding, straight from the batch's vector, compressed with
 //! ZSTD and laid out as a column chunk that the parquet crate's row group
@@ -13,11 +13,11 @@
 //! its values can be packed a miniblock at a time.
 
 use bytes::Bytes;
-use parquet::basic::{Compression, Encoding, PageType, ZstdLevel};
+use parquet::basic::{BoundaryOrder, Compression, Encoding, PageType, Type, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::{ParquetError, Result};
-use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder, PageEncodingStats};
+use parquet::file::metadata::{ColumnChunkMetaData, ColumnIndexBuilder, OffsetIndexBuilder, PageEncodingStats};
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -197,6 +197,30 @@ impl Filling {
     }
 }
 
+/// The min and max statistics an integer column has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ranges {
+    None,
+    /// The column chunk's, by which a reader skips row groups.
+    Chunk,
+    /// The chunk's and each page's (a column index), by which a reader
+    /// also skips pages.
+    Pages,
+}
+
+/// The smallest and largest of `values` and `range`.
+fn widen(range: Option<(i64, i64)>, values: &[i64]) -> Option<(i64, i64)> {
+    if values.is_empty() {
+        return range;
+    }
+    let (lo, hi) = values
+        .iter()
+        .fold(range.unwrap_or((i64::MAX, i64::MIN)), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    Some((lo, hi))
+}
+
 /// One column's chunk of a row group, being written: integers or
 /// doubles, never null.
 pub(super) struct FixedChunk {
@@ -207,15 +231,23 @@ pub(super) struct FixedChunk {
     pages: i32,
     rows: u64,
     uncompressed: u64,
-    /// Smallest and largest value, for a column with statistics.
+    ranges: Ranges,
+    /// Smallest and largest value of the page being filled and of the
+    /// pages written, for a column with statistics.
+    page_range: Option<(i64, i64)>,
     range: Option<(i64, i64)>,
-    statistics: bool,
+    /// The pages' ranges, and whether they rise or fall from page to
+    /// page, for a column with a column index.
+    index: Option<ColumnIndexBuilder>,
+    previous_page: Option<(i64, i64)>,
+    ascending: bool,
+    descending: bool,
 }
 
 impl FixedChunk {
-    /// An integer column's, with min and max statistics if
-    /// `statistics`.
-    pub(super) fn new(statistics: bool) -> FixedChunk {
+    /// An integer column's, with the min and max statistics `ranges`
+    /// says.
+    pub(super) fn new(ranges: Ranges) -> FixedChunk {
         FixedChunk {
             page: Filling::Ints(DeltaPage::default()),
             sink: TrackedWrite::new(Vec::new()),
@@ -223,8 +255,13 @@ impl FixedChunk {
             pages: 0,
             rows: 0,
             uncompressed: 0,
+            ranges,
+            page_range: None,
             range: None,
-            statistics,
+            index: (ranges == Ranges::Pages).then(|| ColumnIndexBuilder::new(Type::INT64)),
+            previous_page: None,
+            ascending: true,
+            descending: true,
         }
     }
 
@@ -232,7 +269,7 @@ impl FixedChunk {
     pub(super) fn floats() -> FixedChunk {
         FixedChunk {
             page: Filling::Floats(Vec::with_capacity(PAGE_ROWS * 8)),
-            ..FixedChunk::new(false)
+            ..FixedChunk::new(Ranges::None)
         }
     }
 
@@ -258,17 +295,12 @@ impl FixedChunk {
 
     /// Adds `values` to an integer column, writing each page as it fills.
     pub(super) fn write(&mut self, mut values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
-        if self.statistics && !values.is_empty() {
-            let (lo, hi) = values
-                .iter()
-                .fold(self.range.unwrap_or((i64::MAX, i64::MIN)), |(lo, hi), &v| {
-                    (lo.min(v), hi.max(v))
-                });
-            self.range = Some((lo, hi));
-        }
         while !values.is_empty() {
             let room = PAGE_ROWS - self.page.len();
             let (now, later) = values.split_at(room.min(values.len()));
+            if self.ranges != Ranges::None {
+                self.page_range = widen(self.page_range, now);
+            }
             let Filling::Ints(page) = &mut self.page else {
                 unreachable!("integers into a column of doubles")
             };
@@ -326,6 +358,17 @@ impl FixedChunk {
         self.uncompressed += spec.uncompressed_size as u64;
         self.pages += 1;
         self.rows += rows as u64;
+        if let Some((lo, hi)) = self.page_range.take() {
+            self.range = widen(self.range, &[lo, hi]);
+            if let Some(index) = &mut self.index {
+                index.append(false, lo.to_le_bytes().to_vec(), hi.to_le_bytes().to_vec(), 0, None);
+                if let Some((last_lo, last_hi)) = self.previous_page {
+                    self.ascending &= last_lo <= lo && last_hi <= hi;
+                    self.descending &= last_lo >= lo && last_hi >= hi;
+                }
+                self.previous_page = Some((lo, hi));
+            }
+        }
         Ok(())
     }
 
@@ -357,12 +400,25 @@ impl FixedChunk {
                 ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
             metadata = metadata.set_statistics(Statistics::Int64(statistics));
         }
+        // The order the parquet crate's column writer finds: pages whose
+        // ranges neither fall nor rise are ascending.
+        let column_index = match self.index {
+            Some(mut index) => {
+                index.set_boundary_order(match (self.ascending, self.descending) {
+                    (true, _) => BoundaryOrder::ASCENDING,
+                    (false, true) => BoundaryOrder::DESCENDING,
+                    (false, false) => BoundaryOrder::UNORDERED,
+                });
+                Some(index.build()?)
+            }
+            None => None,
+        };
         let close = ColumnCloseResult {
             bytes_written: bytes.len() as u64,
             rows_written: self.rows,
             metadata: metadata.build()?,
             bloom_filter: None,
-            column_index: None,
+            column_index,
             offset_index: Some(self.offsets.build()),
         };
         Ok((Bytes::from(bytes), close))
@@ -376,6 +432,7 @@ mod tests {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
     use parquet::file::properties::WriterProperties;
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::writer::SerializedFileWriter;
@@ -385,12 +442,12 @@ mod tests {
 
     /// `groups` written as row groups of one required INT64 column by
     /// [`FixedChunk`], then read back by the parquet crate's own reader.
-    fn round_trip(groups: &[Vec<i64>], statistics: bool) -> (Vec<i64>, Bytes) {
+    fn round_trip(groups: &[Vec<i64>], ranges: Ranges) -> (Vec<i64>, Bytes) {
         let schema = Arc::new(parse_message_type("message m { required int64 v; }").unwrap());
         let mut file = SerializedFileWriter::new(Vec::new(), schema, Arc::new(WriterProperties::default())).unwrap();
         let mut encoder = PageEncoder::new().unwrap();
         for values in groups {
-            let mut chunk = FixedChunk::new(statistics);
+            let mut chunk = FixedChunk::new(ranges);
             // In uneven slices, as batches come.
             for slice in values.chunks(777) {
                 chunk.write(slice, &mut encoder).unwrap();
@@ -438,7 +495,7 @@ mod tests {
             let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
             groups.push((0..len).map(|_| (random() & mask) as i64).collect());
         }
-        let (read, _) = round_trip(&groups, false);
+        let (read, _) = round_trip(&groups, Ranges::None);
         assert_eq!(read, groups.concat());
     }
 
@@ -481,7 +538,7 @@ mod tests {
     #[test]
     fn pages_statistics_and_offsets_are_those_of_the_values() {
         let values: Vec<i64> = (0..2 * PAGE_ROWS as i64 + 5).map(|i| (i * 7919) % 65_536).collect();
-        let (read, bytes) = round_trip(std::slice::from_ref(&values), true);
+        let (read, bytes) = round_trip(std::slice::from_ref(&values), Ranges::Pages);
         assert_eq!(read, values);
         let reader = SerializedFileReader::new(bytes.clone()).unwrap();
         let column = reader.metadata().row_group(0).column(0);
@@ -517,5 +574,40 @@ mod tests {
         let starts: Vec<i64> = locations.iter().map(|l| l.first_row_index).collect();
         assert_eq!(starts, first_rows);
         assert_eq!(locations[0].offset, column.data_page_offset());
+        // Each page's min and max, as the column index has them.
+        let Some(ColumnIndexMetaData::INT64(pages)) = index.column_index(0) else {
+            panic!("no column index of INT64");
+        };
+        for (page, values) in values.chunks(PAGE_ROWS).enumerate() {
+            let (min, max) = (values.iter().min().unwrap(), values.iter().max().unwrap());
+            assert_eq!((pages.min_value(page), pages.max_value(page)), (Some(min), Some(max)));
+        }
+        assert_eq!(pages.min_values().len(), 3);
+    }
+
+    #[test]
+    fn rising_pages_are_an_ascending_column_index_and_only_ranges_asked_for_are_kept() {
+        let values: Vec<i64> = (0..2 * PAGE_ROWS as i64 + 5)
+            .map(|i| 1_700_000_000_000_000_000 + i * 3)
+            .collect();
+        let options = || {
+            parquet::file::serialized_reader::ReadOptionsBuilder::new()
+                .with_page_index()
+                .build()
+        };
+        let (_, bytes) = round_trip(std::slice::from_ref(&values), Ranges::Pages);
+        let reader = SerializedFileReader::new_with_options(bytes, options()).unwrap();
+        let index = reader.metadata().page_index_for_row_group(0);
+        let column_index = index.column_index(0).expect("a column index");
+        assert_eq!(column_index.get_boundary_order(), Some(BoundaryOrder::ASCENDING));
+        for (ranges, chunk, pages) in [(Ranges::Chunk, true, false), (Ranges::None, false, false)] {
+            let (read, bytes) = round_trip(std::slice::from_ref(&values), ranges);
+            assert_eq!(read, values);
+            let reader = SerializedFileReader::new_with_options(bytes, options()).unwrap();
+            let column = reader.metadata().row_group(0).column(0);
+            assert_eq!(column.statistics().is_some(), chunk, "{ranges:?}");
+            let index = reader.metadata().page_index_for_row_group(0);
+            assert_eq!(index.column_index(0).is_some(), pages, "{ranges:?}");
+        }
     }
 }

@@ -2,9 +2,10 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the integer, timestamp and double columns that
-//! are never null through pages of its own (`fixed`), the others through
-//! the parquet crate's Arrow column writers, into the same row groups.
+//! rotated by size or age: the integer, timestamp, double and label
+//! columns that are never null through pages of its own (`fixed`), the
+//! others through the parquet crate's Arrow column writers, into the same
+//! row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -47,7 +48,7 @@ use sluice_wire::IpText;
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
 mod fixed;
-use fixed::{FixedChunk, PageEncoder, Ranges};
+use fixed::{FixedChunk, LabelChunk, PageEncoder, Ranges};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -710,11 +711,12 @@ pub struct Rotation {
 }
 
 /// A column of the row group being written: through the parquet
-/// crate's Arrow writer, or, for an integer, timestamp or double column
-/// that is never null, through Sluice's own pages ([`fixed`]).
+/// crate's Arrow writer, or, for an integer, timestamp, double or label
+/// column that is never null, through Sluice's own pages ([`fixed`]).
 enum ColumnWriter {
     Arrow(Box<ArrowColumnWriter>),
     Fixed(Box<FixedChunk>),
+    Labels(Box<LabelChunk>),
 }
 
 /// The row group being written.
@@ -758,6 +760,8 @@ impl Open {
                         ColumnWriter::Fixed(Box::new(FixedChunk::new(ranges)))
                     } else if kind == Kind::Float && !nullable {
                         ColumnWriter::Fixed(Box::new(FixedChunk::floats()))
+                    } else if kind == Kind::Label && !nullable {
+                        ColumnWriter::Labels(Box::new(LabelChunk::new()))
                     } else {
                         ColumnWriter::Arrow(Box::new(writer))
                     }
@@ -784,6 +788,11 @@ impl Open {
                 ColumnWriter::Fixed(chunk) => {
                     chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
                 }
+                ColumnWriter::Labels(chunk) => {
+                    let labels = array.as_dictionary::<Int32Type>();
+                    let dictionary = labels.values().as_string::<i32>();
+                    chunk.write(dictionary, labels.keys().values(), &mut self.encoder)?;
+                }
                 ColumnWriter::Arrow(writer) => {
                     for leaf in compute_leaves(SCHEMA.field(at), array)? {
                         writer.write(&leaf)?;
@@ -809,6 +818,10 @@ impl Open {
                     let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
                     writer.append_column(&bytes, close)?;
                 }
+                ColumnWriter::Labels(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
             }
         }
         writer.close()?;
@@ -824,6 +837,7 @@ impl Open {
                 .map(|column| match column {
                     ColumnWriter::Arrow(writer) => writer.get_estimated_total_bytes(),
                     ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
+                    ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
                 })
                 .sum()
         });
@@ -859,12 +873,12 @@ impl ParquetFiles {
         // delta-encoded instead: a column that hardly changes (a flag
         // counter, a VLAN) shrinks to a few bits a value before ZSTD sees
         // it, where plain encoding would hand ZSTD eight bytes a value to
-        // compress. The integer, timestamp and double columns that are
-        // never null do not go through these settings but through
-        // `fixed`, which delta-encodes the integers and times the same
-        // way and keeps statistics where readers skip by them: a page
-        // index on the times (a time range reads only its pages), per
-        // column chunk on the ports.
+        // compress. The integer, timestamp, double and label columns
+        // that are never null do not go through these settings but
+        // through `fixed`, which encodes them the same way and keeps
+        // statistics where readers skip by them: a page index on the
+        // times (a time range reads only its pages), per column chunk on
+        // the ports.
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))

@@ -73,6 +73,11 @@ const TIMESTAMPS: &[&str] = &["first_ts_ns", "last_ts_ns"];
 /// groups.
 const PORTS: &[&str] = &["src_port", "dst_port"];
 
+/// Lists whose items are delta-encoded (sizes and directions, whose
+/// deltas are small). The first gaps stay plain: their deltas vary as
+/// much as they do, and ZSTD finds more to shrink in their plain bytes.
+const DELTA_LISTS: &[&str] = &["first_sizes", "first_directions"];
+
 /// Rows in a row group: readers such as DuckDB and Spark split their work
 /// by row group, and a group of this many flows is some megabytes.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
@@ -869,11 +874,11 @@ pub struct ParquetError {
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
         // Parquet's dictionary pages pay a hash per value: worth it for
-        // the labels, whose values repeat, not for counters. Those are
-        // delta-encoded instead: a column that hardly changes (a flag
-        // counter, a VLAN) shrinks to a few bits a value before ZSTD sees
-        // it, where plain encoding would hand ZSTD eight bytes a value to
-        // compress. The integer, timestamp, double and label columns
+        // the labels, whose values repeat, not for counters. Those, and
+        // the items of the lists in `DELTA_LISTS`, are delta-encoded
+        // instead: a column that hardly changes (a flag counter, a VLAN)
+        // shrinks to a few bits a value before ZSTD sees it, where plain
+        // encoding would hand ZSTD eight bytes a value to compress. The integer, timestamp, double and label columns
         // that are never null do not go through these settings but
         // through `fixed`, which encodes them the same way and keeps
         // statistics where readers skip by them: a page index on the
@@ -890,6 +895,11 @@ impl ParquetFiles {
             properties = match kind {
                 Kind::Label => properties.set_column_dictionary_enabled(path, true),
                 Kind::Int => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+                // A list's items are the leaf column `name.list.item`.
+                Kind::Ints if DELTA_LISTS.contains(&name) => properties.set_column_encoding(
+                    ColumnPath::new(vec![name.into(), "list".into(), "item".into()]),
+                    Encoding::DELTA_BINARY_PACKED,
+                ),
                 _ => properties,
             };
         }

@@ -2,9 +2,10 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the integer and double columns that are never
-//! null through pages of its own (`fixed`), the others through the parquet
-//! crate's Arrow column writers, into the same row groups.
+//! rotated by size or age: the integer, timestamp, double and label
+//! columns that are never null through pages of its own (`fixed`), the
+//! others through the parquet crate's Arrow column writers, into the same
+//! row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 pub use arrow_array::RecordBatch;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
-use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
 use arrow_array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray, TimestampNanosecondArray,
 };
@@ -47,7 +48,7 @@ use sluice_wire::IpText;
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
 mod fixed;
-use fixed::{FixedChunk, PageEncoder};
+use fixed::{FixedChunk, LabelChunk, PageEncoder, Ranges};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -71,6 +72,11 @@ const TIMESTAMPS: &[&str] = &["first_ts_ns", "last_ts_ns"];
 /// Fields with statistics per column chunk, by which a reader skips row
 /// groups.
 const PORTS: &[&str] = &["src_port", "dst_port"];
+
+/// Lists whose items are delta-encoded (sizes and directions, whose
+/// deltas are small). The first gaps stay plain: their deltas vary as
+/// much as they do, and ZSTD finds more to shrink in their plain bytes.
+const DELTA_LISTS: &[&str] = &["first_sizes", "first_directions"];
 
 /// Rows in a row group: readers such as DuckDB and Spark split their work
 /// by row group, and a group of this many flows is some megabytes.
@@ -710,11 +716,12 @@ pub struct Rotation {
 }
 
 /// A column of the row group being written: through the parquet
-/// crate's Arrow writer, or, for an integer or double column that is
-/// never null, through Sluice's own pages ([`fixed`]).
+/// crate's Arrow writer, or, for an integer, timestamp, double or label
+/// column that is never null, through Sluice's own pages ([`fixed`]).
 enum ColumnWriter {
     Arrow(Box<ArrowColumnWriter>),
     Fixed(Box<FixedChunk>),
+    Labels(Box<LabelChunk>),
 }
 
 /// The row group being written.
@@ -747,10 +754,19 @@ impl Open {
                 .into_iter()
                 .zip(KINDS.iter())
                 .map(|(writer, &(name, kind, nullable))| {
-                    if kind == Kind::Int && !nullable {
-                        ColumnWriter::Fixed(Box::new(FixedChunk::new(PORTS.contains(&name))))
+                    if matches!(kind, Kind::Int | Kind::Timestamp) && !nullable {
+                        let ranges = if TIMESTAMPS.contains(&name) {
+                            Ranges::Pages
+                        } else if PORTS.contains(&name) {
+                            Ranges::Chunk
+                        } else {
+                            Ranges::None
+                        };
+                        ColumnWriter::Fixed(Box::new(FixedChunk::new(ranges)))
                     } else if kind == Kind::Float && !nullable {
                         ColumnWriter::Fixed(Box::new(FixedChunk::floats()))
+                    } else if kind == Kind::Label && !nullable {
+                        ColumnWriter::Labels(Box::new(LabelChunk::new()))
                     } else {
                         ColumnWriter::Arrow(Box::new(writer))
                     }
@@ -770,8 +786,17 @@ impl Open {
                 ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Float => {
                     chunk.write_floats(array.as_primitive::<Float64Type>().values(), &mut self.encoder)?;
                 }
+                ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Timestamp => {
+                    let values = array.as_primitive::<TimestampNanosecondType>().values();
+                    chunk.write(values, &mut self.encoder)?;
+                }
                 ColumnWriter::Fixed(chunk) => {
                     chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
+                }
+                ColumnWriter::Labels(chunk) => {
+                    let labels = array.as_dictionary::<Int32Type>();
+                    let dictionary = labels.values().as_string::<i32>();
+                    chunk.write(dictionary, labels.keys().values(), &mut self.encoder)?;
                 }
                 ColumnWriter::Arrow(writer) => {
                     for leaf in compute_leaves(SCHEMA.field(at), array)? {
@@ -798,6 +823,10 @@ impl Open {
                     let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
                     writer.append_column(&bytes, close)?;
                 }
+                ColumnWriter::Labels(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
             }
         }
         writer.close()?;
@@ -813,6 +842,7 @@ impl Open {
                 .map(|column| match column {
                     ColumnWriter::Arrow(writer) => writer.get_estimated_total_bytes(),
                     ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
+                    ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
                 })
                 .sum()
         });
@@ -844,15 +874,16 @@ pub struct ParquetError {
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
         // Parquet's dictionary pages pay a hash per value: worth it for
-        // the labels, whose values repeat, not for counters and times.
-        // Those are delta-encoded instead: a column that hardly changes
-        // (a flag counter, a VLAN) shrinks to a few bits a value before
-        // ZSTD sees it, where plain encoding would hand ZSTD eight bytes
-        // a value to compress. Statistics where readers skip by them: a
-        // page index on the times (a time range reads only its pages),
-        // per column chunk on the ports. The integer columns that are
-        // never null do not go through these settings but through
-        // `fixed`, which writes them the same way.
+        // the labels, whose values repeat, not for counters. Those, and
+        // the items of the lists in `DELTA_LISTS`, are delta-encoded
+        // instead: a column that hardly changes (a flag counter, a VLAN)
+        // shrinks to a few bits a value before ZSTD sees it, where plain
+        // encoding would hand ZSTD eight bytes a value to compress. The integer, timestamp, double and label columns
+        // that are never null do not go through these settings but
+        // through `fixed`, which encodes them the same way and keeps
+        // statistics where readers skip by them: a page index on the
+        // times (a time range reads only its pages), per column chunk on
+        // the ports.
         let mut properties = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
@@ -863,15 +894,14 @@ impl ParquetFiles {
             let path = ColumnPath::from(name);
             properties = match kind {
                 Kind::Label => properties.set_column_dictionary_enabled(path, true),
-                Kind::Int | Kind::Timestamp => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+                Kind::Int => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+                // A list's items are the leaf column `name.list.item`.
+                Kind::Ints if DELTA_LISTS.contains(&name) => properties.set_column_encoding(
+                    ColumnPath::new(vec![name.into(), "list".into(), "item".into()]),
+                    Encoding::DELTA_BINARY_PACKED,
+                ),
                 _ => properties,
             };
-        }
-        for name in TIMESTAMPS {
-            properties = properties.set_column_statistics_enabled(ColumnPath::from(*name), EnabledStatistics::Page);
-        }
-        for name in PORTS {
-            properties = properties.set_column_statistics_enabled(ColumnPath::from(*name), EnabledStatistics::Chunk);
         }
         let properties = properties.build();
         ParquetFiles {

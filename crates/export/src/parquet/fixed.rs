@@ -1,7 +1,8 @@
-//! The integer and double columns that are never null, written by
-//! Sluice itself: each page's integers delta-encoded
-//! (`DELTA_BINARY_PACKED`, as the format defines it) and doubles in the
-//! plain encoding, straight from the batch's vector, compressed with
+//! The integer, timestamp, double and label columns that are never null,
+//! written by Sluice itself: each page's integers delta-encoded
+//! (`DELTA_BINARY_PACKED`, as the format defines it), doubles in the
+//! plain encoding and labels as keys into the chunk's dictionary
+//! (`RLE_DICTIONARY`), straight from the batch's vectors, compressed with
 //! ZSTD and laid out as a column chunk that the parquet crate's row group
 //! writer splices into the file (`append_column`), with the chunk's
 //! metadata and offset index built here as the crate builds them.
@@ -10,14 +11,19 @@
 //! general path (levels, a mini batch at a time, statistics checks, a
 //! bit-packing call per value), which was the largest part of the
 //! Parquet writer's time; a column that is never null has no levels, and
-//! its values can be packed a miniblock at a time.
+//! its values can be packed a miniblock at a time. For a label, the
+//! crate hashes each row's text into its dictionary again, where the
+//! batch's keys need only be translated.
 
+use std::collections::HashMap;
+
+use arrow_array::StringArray;
 use bytes::Bytes;
-use parquet::basic::{Compression, Encoding, PageType, ZstdLevel};
+use parquet::basic::{BoundaryOrder, Compression, Encoding, PageType, Type, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::{ParquetError, Result};
-use parquet::file::metadata::{ColumnChunkMetaData, OffsetIndexBuilder, PageEncodingStats};
+use parquet::file::metadata::{ColumnChunkMetaData, ColumnIndexBuilder, OffsetIndexBuilder, PageEncodingStats};
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
@@ -197,6 +203,30 @@ impl Filling {
     }
 }
 
+/// The min and max statistics an integer column has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ranges {
+    None,
+    /// The column chunk's, by which a reader skips row groups.
+    Chunk,
+    /// The chunk's and each page's (a column index), by which a reader
+    /// also skips pages.
+    Pages,
+}
+
+/// The smallest and largest of `values` and `range`.
+fn widen(range: Option<(i64, i64)>, values: &[i64]) -> Option<(i64, i64)> {
+    if values.is_empty() {
+        return range;
+    }
+    let (lo, hi) = values
+        .iter()
+        .fold(range.unwrap_or((i64::MAX, i64::MIN)), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    Some((lo, hi))
+}
+
 /// One column's chunk of a row group, being written: integers or
 /// doubles, never null.
 pub(super) struct FixedChunk {
@@ -207,15 +237,23 @@ pub(super) struct FixedChunk {
     pages: i32,
     rows: u64,
     uncompressed: u64,
-    /// Smallest and largest value, for a column with statistics.
+    ranges: Ranges,
+    /// Smallest and largest value of the page being filled and of the
+    /// pages written, for a column with statistics.
+    page_range: Option<(i64, i64)>,
     range: Option<(i64, i64)>,
-    statistics: bool,
+    /// The pages' ranges, and whether they rise or fall from page to
+    /// page, for a column with a column index.
+    index: Option<ColumnIndexBuilder>,
+    previous_page: Option<(i64, i64)>,
+    ascending: bool,
+    descending: bool,
 }
 
 impl FixedChunk {
-    /// An integer column's, with min and max statistics if
-    /// `statistics`.
-    pub(super) fn new(statistics: bool) -> FixedChunk {
+    /// An integer column's, with the min and max statistics `ranges`
+    /// says.
+    pub(super) fn new(ranges: Ranges) -> FixedChunk {
         FixedChunk {
             page: Filling::Ints(DeltaPage::default()),
             sink: TrackedWrite::new(Vec::new()),
@@ -223,8 +261,13 @@ impl FixedChunk {
             pages: 0,
             rows: 0,
             uncompressed: 0,
+            ranges,
+            page_range: None,
             range: None,
-            statistics,
+            index: (ranges == Ranges::Pages).then(|| ColumnIndexBuilder::new(Type::INT64)),
+            previous_page: None,
+            ascending: true,
+            descending: true,
         }
     }
 
@@ -232,7 +275,7 @@ impl FixedChunk {
     pub(super) fn floats() -> FixedChunk {
         FixedChunk {
             page: Filling::Floats(Vec::with_capacity(PAGE_ROWS * 8)),
-            ..FixedChunk::new(false)
+            ..FixedChunk::new(Ranges::None)
         }
     }
 
@@ -258,17 +301,12 @@ impl FixedChunk {
 
     /// Adds `values` to an integer column, writing each page as it fills.
     pub(super) fn write(&mut self, mut values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
-        if self.statistics && !values.is_empty() {
-            let (lo, hi) = values
-                .iter()
-                .fold(self.range.unwrap_or((i64::MAX, i64::MIN)), |(lo, hi), &v| {
-                    (lo.min(v), hi.max(v))
-                });
-            self.range = Some((lo, hi));
-        }
         while !values.is_empty() {
             let room = PAGE_ROWS - self.page.len();
             let (now, later) = values.split_at(room.min(values.len()));
+            if self.ranges != Ranges::None {
+                self.page_range = widen(self.page_range, now);
+            }
             let Filling::Ints(page) = &mut self.page else {
                 unreachable!("integers into a column of doubles")
             };
@@ -326,6 +364,17 @@ impl FixedChunk {
         self.uncompressed += spec.uncompressed_size as u64;
         self.pages += 1;
         self.rows += rows as u64;
+        if let Some((lo, hi)) = self.page_range.take() {
+            self.range = widen(self.range, &[lo, hi]);
+            if let Some(index) = &mut self.index {
+                index.append(false, lo.to_le_bytes().to_vec(), hi.to_le_bytes().to_vec(), 0, None);
+                if let Some((last_lo, last_hi)) = self.previous_page {
+                    self.ascending &= last_lo <= lo && last_hi <= hi;
+                    self.descending &= last_lo >= lo && last_hi >= hi;
+                }
+                self.previous_page = Some((lo, hi));
+            }
+        }
         Ok(())
     }
 
@@ -357,12 +406,25 @@ impl FixedChunk {
                 ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
             metadata = metadata.set_statistics(Statistics::Int64(statistics));
         }
+        // The order the parquet crate's column writer finds: pages whose
+        // ranges neither fall nor rise are ascending.
+        let column_index = match self.index {
+            Some(mut index) => {
+                index.set_boundary_order(match (self.ascending, self.descending) {
+                    (true, _) => BoundaryOrder::ASCENDING,
+                    (false, true) => BoundaryOrder::DESCENDING,
+                    (false, false) => BoundaryOrder::UNORDERED,
+                });
+                Some(index.build()?)
+            }
+            None => None,
+        };
         let close = ColumnCloseResult {
             bytes_written: bytes.len() as u64,
             rows_written: self.rows,
             metadata: metadata.build()?,
             bloom_filter: None,
-            column_index: None,
+            column_index,
             offset_index: Some(self.offsets.build()),
         };
         Ok((Bytes::from(bytes), close))
@@ -376,6 +438,7 @@ mod tests {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::page_index::column_index::ColumnIndexMetaData;
     use parquet::file::properties::WriterProperties;
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::writer::SerializedFileWriter;
@@ -385,12 +448,12 @@ mod tests {
 
     /// `groups` written as row groups of one required INT64 column by
     /// [`FixedChunk`], then read back by the parquet crate's own reader.
-    fn round_trip(groups: &[Vec<i64>], statistics: bool) -> (Vec<i64>, Bytes) {
+    fn round_trip(groups: &[Vec<i64>], ranges: Ranges) -> (Vec<i64>, Bytes) {
         let schema = Arc::new(parse_message_type("message m { required int64 v; }").unwrap());
         let mut file = SerializedFileWriter::new(Vec::new(), schema, Arc::new(WriterProperties::default())).unwrap();
         let mut encoder = PageEncoder::new().unwrap();
         for values in groups {
-            let mut chunk = FixedChunk::new(statistics);
+            let mut chunk = FixedChunk::new(ranges);
             // In uneven slices, as batches come.
             for slice in values.chunks(777) {
                 chunk.write(slice, &mut encoder).unwrap();
@@ -438,7 +501,7 @@ mod tests {
             let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
             groups.push((0..len).map(|_| (random() & mask) as i64).collect());
         }
-        let (read, _) = round_trip(&groups, false);
+        let (read, _) = round_trip(&groups, Ranges::None);
         assert_eq!(read, groups.concat());
     }
 
@@ -481,7 +544,7 @@ mod tests {
     #[test]
     fn pages_statistics_and_offsets_are_those_of_the_values() {
         let values: Vec<i64> = (0..2 * PAGE_ROWS as i64 + 5).map(|i| (i * 7919) % 65_536).collect();
-        let (read, bytes) = round_trip(std::slice::from_ref(&values), true);
+        let (read, bytes) = round_trip(std::slice::from_ref(&values), Ranges::Pages);
         assert_eq!(read, values);
         let reader = SerializedFileReader::new(bytes.clone()).unwrap();
         let column = reader.metadata().row_group(0).column(0);
@@ -517,5 +580,322 @@ mod tests {
         let starts: Vec<i64> = locations.iter().map(|l| l.first_row_index).collect();
         assert_eq!(starts, first_rows);
         assert_eq!(locations[0].offset, column.data_page_offset());
+        // Each page's min and max, as the column index has them.
+        let Some(ColumnIndexMetaData::INT64(pages)) = index.column_index(0) else {
+            panic!("no column index of INT64");
+        };
+        for (page, values) in values.chunks(PAGE_ROWS).enumerate() {
+            let (min, max) = (values.iter().min().unwrap(), values.iter().max().unwrap());
+            assert_eq!((pages.min_value(page), pages.max_value(page)), (Some(min), Some(max)));
+        }
+        assert_eq!(pages.min_values().len(), 3);
+    }
+
+    #[test]
+    fn rising_pages_are_an_ascending_column_index_and_only_ranges_asked_for_are_kept() {
+        let values: Vec<i64> = (0..2 * PAGE_ROWS as i64 + 5)
+            .map(|i| 1_700_000_000_000_000_000 + i * 3)
+            .collect();
+        let options = || {
+            parquet::file::serialized_reader::ReadOptionsBuilder::new()
+                .with_page_index()
+                .build()
+        };
+        let (_, bytes) = round_trip(std::slice::from_ref(&values), Ranges::Pages);
+        let reader = SerializedFileReader::new_with_options(bytes, options()).unwrap();
+        let index = reader.metadata().page_index_for_row_group(0);
+        let column_index = index.column_index(0).expect("a column index");
+        assert_eq!(column_index.get_boundary_order(), Some(BoundaryOrder::ASCENDING));
+        for (ranges, chunk, pages) in [(Ranges::Chunk, true, false), (Ranges::None, false, false)] {
+            let (read, bytes) = round_trip(std::slice::from_ref(&values), ranges);
+            assert_eq!(read, values);
+            let reader = SerializedFileReader::new_with_options(bytes, options()).unwrap();
+            let column = reader.metadata().row_group(0).column(0);
+            assert_eq!(column.statistics().is_some(), chunk, "{ranges:?}");
+            let index = reader.metadata().page_index_for_row_group(0);
+            assert_eq!(index.column_index(0).is_some(), pages, "{ranges:?}");
+        }
+    }
+}
+
+/// `keys` (each below `1 << width`) in the RLE / bit-packing hybrid
+/// encoding, as one bit-packed run: groups of eight values, the last
+/// padded with zeros (a reader takes only the page's count of values).
+fn bit_packed(out: &mut Vec<u8>, keys: &[u32], width: u32) {
+    let groups = keys.len().div_ceil(8);
+    uleb(out, ((groups as u64) << 1) | 1);
+    let mut acc: u64 = 0;
+    let mut bits = 0;
+    for &key in keys {
+        acc |= (key as u64) << bits;
+        bits += width;
+        while bits >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            bits -= 8;
+        }
+    }
+    // Eight values of any width fill whole bytes: the padding's.
+    let padded = (groups * 8 - keys.len()) as u32 * width + bits;
+    for _ in 0..padded.div_ceil(8) {
+        out.push(acc as u8);
+        acc >>= 8;
+    }
+}
+
+/// One label column's chunk of a row group, never null, being written
+/// dictionary-encoded (`RLE_DICTIONARY`): the chunk's dictionary is the
+/// distinct labels of its batches, each batch's own dictionary mapped
+/// into it once (a few labels), its keys then translated a row at a
+/// time; a data page holds the keys bit-packed at the width of the
+/// page's largest, and the dictionary page (`PLAIN`) goes first in the
+/// chunk.
+pub(super) struct LabelChunk {
+    by_text: HashMap<Box<[u8]>, u32>,
+    /// The dictionary's values in the plain encoding: each a 4-byte
+    /// length and its bytes.
+    dictionary: Vec<u8>,
+    /// The chunk's key of each key of the batch being written.
+    mapped: Vec<u32>,
+    /// The page being filled.
+    keys: Vec<u32>,
+    /// The data pages written: their headers and compressed keys.
+    sink: TrackedWrite<Vec<u8>>,
+    /// Each data page's offset in `sink`, size and rows.
+    pages: Vec<(i64, i32, i64)>,
+    rows: u64,
+    uncompressed: u64,
+}
+
+impl LabelChunk {
+    pub(super) fn new() -> LabelChunk {
+        LabelChunk {
+            by_text: HashMap::new(),
+            dictionary: Vec::new(),
+            mapped: Vec::new(),
+            keys: Vec::with_capacity(PAGE_ROWS),
+            sink: TrackedWrite::new(Vec::new()),
+            pages: Vec::new(),
+            rows: 0,
+            uncompressed: 0,
+        }
+    }
+
+    /// Adds the rows of a batch's label column: `keys` into its
+    /// dictionary `labels`, writing each page as it fills.
+    pub(super) fn write(&mut self, labels: &StringArray, mut keys: &[i32], encoder: &mut PageEncoder) -> Result<()> {
+        self.mapped.clear();
+        for label in labels.iter() {
+            let label = label.unwrap_or_default().as_bytes();
+            let key = match self.by_text.get(label) {
+                Some(&key) => key,
+                None => {
+                    let key = self.by_text.len() as u32;
+                    self.dictionary.extend_from_slice(&(label.len() as u32).to_le_bytes());
+                    self.dictionary.extend_from_slice(label);
+                    self.by_text.insert(label.into(), key);
+                    key
+                }
+            };
+            self.mapped.push(key);
+        }
+        while !keys.is_empty() {
+            let room = PAGE_ROWS - self.keys.len();
+            let (now, later) = keys.split_at(room.min(keys.len()));
+            let mapped = &self.mapped;
+            self.keys.extend(now.iter().map(|&k| mapped[k as usize]));
+            keys = later;
+            if self.keys.len() == PAGE_ROWS {
+                self.page(encoder)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far and a bound on those of the page being
+    /// filled and the dictionary, for the file's rotation by size.
+    pub(super) fn estimated_bytes(&self) -> usize {
+        self.sink.bytes_written() + self.keys.len() + self.dictionary.len()
+    }
+
+    fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
+        let rows = self.keys.len();
+        if rows == 0 {
+            return Ok(());
+        }
+        let largest = self.keys.iter().copied().max().unwrap_or(0);
+        // At least one bit: some readers take a width of 0 badly.
+        let width = (32 - largest.leading_zeros()).max(1);
+        let encoded = &mut encoder.encoded;
+        encoded.clear();
+        encoded.push(width as u8);
+        bit_packed(encoded, &self.keys, width);
+        self.keys.clear();
+        let compressed = encoder
+            .zstd
+            .compress(encoded)
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        let page = Page::DataPage {
+            buf: Bytes::from(compressed),
+            num_values: rows as u32,
+            encoding: Encoding::RLE_DICTIONARY,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        let spec = SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, encoded.len()))?;
+        encoded.clear();
+        self.pages
+            .push((spec.offset as i64, spec.compressed_size as i32, rows as i64));
+        self.uncompressed += spec.uncompressed_size as u64;
+        self.rows += rows as u64;
+        Ok(())
+    }
+
+    /// The chunk's bytes, the dictionary page first, and what the row
+    /// group writer needs to splice them into the file.
+    pub(super) fn close(
+        mut self,
+        descr: ColumnDescPtr,
+        encoder: &mut PageEncoder,
+    ) -> Result<(Bytes, ColumnCloseResult)> {
+        self.page(encoder)?;
+        let mut chunk = TrackedWrite::new(Vec::new());
+        let compressed = encoder
+            .zstd
+            .compress(&self.dictionary)
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        let page = Page::DictionaryPage {
+            buf: Bytes::from(compressed),
+            num_values: self.by_text.len() as u32,
+            encoding: Encoding::PLAIN,
+            is_sorted: false,
+        };
+        let spec =
+            SerializedPageWriter::new(&mut chunk).write_page(CompressedPage::new(page, self.dictionary.len()))?;
+        let data_start = spec.compressed_size as i64;
+        let uncompressed = self.uncompressed + spec.uncompressed_size as u64;
+        let mut bytes = chunk.into_inner()?;
+        bytes.extend_from_slice(&self.sink.into_inner()?);
+        let mut offsets = OffsetIndexBuilder::new();
+        for &(offset, size, rows) in &self.pages {
+            offsets.append_offset_and_size(data_start + offset, size);
+            offsets.append_row_count(rows);
+        }
+        let metadata = ColumnChunkMetaData::builder(descr)
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
+            .set_encodings(vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY])
+            .set_page_encoding_stats(vec![
+                PageEncodingStats {
+                    page_type: PageType::DICTIONARY_PAGE,
+                    encoding: Encoding::PLAIN,
+                    count: 1,
+                },
+                PageEncodingStats {
+                    page_type: PageType::DATA_PAGE,
+                    encoding: Encoding::RLE_DICTIONARY,
+                    count: self.pages.len() as i32,
+                },
+            ])
+            .set_total_compressed_size(bytes.len() as i64)
+            .set_total_uncompressed_size(uncompressed as i64)
+            .set_num_values(self.rows as i64)
+            .set_dictionary_page_offset(Some(0))
+            .set_data_page_offset(data_start);
+        let close = ColumnCloseResult {
+            bytes_written: bytes.len() as u64,
+            rows_written: self.rows,
+            metadata: metadata.build()?,
+            bloom_filter: None,
+            column_index: None,
+            offset_index: Some(offsets.build()),
+        };
+        Ok((Bytes::from(bytes), close))
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::parser::parse_message_type;
+
+    use super::*;
+
+    /// Batches of (dictionary, keys) written as row groups of one label
+    /// column, and the labels each row reads back as.
+    #[test]
+    fn labels_read_back_through_the_chunks_dictionary() {
+        let schema = Arc::new(parse_message_type("message m { required binary v (STRING); }").unwrap());
+        let mut file = SerializedFileWriter::new(Vec::new(), schema, Arc::new(WriterProperties::default())).unwrap();
+        let mut encoder = PageEncoder::new().unwrap();
+        // Each batch has its own dictionary, in another order; some
+        // labels in none but one batch; a group of one label only; and
+        // enough rows for several pages and every key width up to 9 bits.
+        let many: Vec<String> = (0..300).map(|i| format!("label{i}")).collect();
+        let groups: Vec<Vec<(Vec<&str>, Vec<i32>)>> = vec![
+            vec![
+                (vec!["TLS", "DNS"], vec![0, 1, 1, 0]),
+                (vec!["DNS", "", "TLS"], vec![2, 0, 1, 1, 2]),
+            ],
+            vec![(vec!["only"], vec![0; 3 * PAGE_ROWS / 2])],
+            vec![
+                (
+                    many.iter().map(String::as_str).collect(),
+                    (0..PAGE_ROWS as i32 + 7).map(|i| (i * 7) % 300).collect(),
+                ),
+                (vec!["label5", "new"], (0..1001).map(|i| i % 2).collect()),
+            ],
+        ];
+        let mut expected: Vec<String> = Vec::new();
+        for group in &groups {
+            let mut chunk = LabelChunk::new();
+            for (labels, keys) in group {
+                let labels = StringArray::from(labels.clone());
+                chunk.write(&labels, keys, &mut encoder).unwrap();
+                expected.extend(keys.iter().map(|&k| labels.value(k as usize).to_string()));
+            }
+            let (bytes, close) = chunk.close(file.schema_descr().column(0), &mut encoder).unwrap();
+            let mut group = file.next_row_group().unwrap();
+            group.append_column(&bytes, close).unwrap();
+            group.close().unwrap();
+        }
+        let bytes = Bytes::from(file.into_inner().unwrap());
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut read: Vec<String> = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            read.extend(
+                batch
+                    .column(0)
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.unwrap().to_string()),
+            );
+        }
+        assert_eq!(read.len(), expected.len());
+        assert!(read == expected, "the labels read back differ");
+        let reader = SerializedFileReader::new(bytes).unwrap();
+        let column = reader.metadata().row_group(2).column(0);
+        assert_eq!(column.dictionary_page_offset(), Some(column.byte_range().0 as i64));
+        let pages: Vec<_> = reader
+            .get_row_group(2)
+            .unwrap()
+            .get_column_page_reader(0)
+            .unwrap()
+            .map(|p| p.unwrap())
+            .collect();
+        assert_eq!(pages[0].page_type(), PageType::DICTIONARY_PAGE);
+        assert_eq!(pages[0].num_values(), 301);
+        assert!(pages[1..].iter().all(|p| p.encoding() == Encoding::RLE_DICTIONARY));
+        assert_eq!(pages.len(), 3);
     }
 }

@@ -39,6 +39,9 @@ from /proc/PID/task/*/stat) move much less. `sustained` is what two
 dedicated cores would do: the work over max(busiest thread, all threads
 / 2).
 
+Traces are made once in --dir and reused while their generator arguments
+are the same; after changing the generator, remove the directory.
+
 usage: bench/voip.py [--sluice target/release/sluice] [--dir /dev/shm/sluice-bench-voip]
                      [--runs 3] [--only signalling,held,media,tshark,floor]
 """
@@ -144,14 +147,17 @@ def generate(sluice, work, name):
     path = os.path.join(work, f"{name}.pcap")
     done = path + ".done"
     streams = path[: -len(".pcap")] + ".streams.csv"
-    if not (os.path.exists(done) and os.path.exists(streams)):
-        args = TRACES[name][0].split()
+    args = TRACES[name][0].split()
+    # A trace is reused only if made with the same arguments (its marker's
+    # first line): after a change to the generator itself, remove --dir.
+    made_with = open(done).readline().strip() if os.path.exists(done) else None
+    if made_with != " ".join(args) or not os.path.exists(streams):
         print(f"generating {path}", file=sys.stderr)
         out = subprocess.run(
             [sluice, "gen", "--profile", "voip", *args, "-w", path], capture_output=True, text=True, check=True
         ).stderr
         with open(done, "w") as f:
-            f.write(out)
+            f.write(" ".join(args) + "\n" + out)
     truth = path[: -len(".pcap")] + ".truth.csv"
     with open(truth) as f:
         calls = sum(1 for line in f if ",SIP," in line)

@@ -337,9 +337,6 @@ impl CallTable {
             }
         }
         self.expire(false)?;
-        if let Some(db) = &mut self.db {
-            db.tick().map_err(|e| db_error(db, e))?;
-        }
         Ok(())
     }
 
@@ -816,8 +813,10 @@ impl CallTable {
         self.expire(true)?;
         self.calls_out.flush()?;
         self.streams_out.flush()?;
-        if let Some(db) = &mut self.db {
-            db.commit().map_err(|e| db_error(db, e))?;
+        if let Some(db) = self.db.take() {
+            let path = db.path().to_path_buf();
+            db.finish()
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))?;
         }
         Ok(self.counters)
     }

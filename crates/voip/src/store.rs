@@ -9,7 +9,7 @@
 //! table is indexed by caller (`from`), callee (`to`), time
 //! (`invite_ts_ns`) and `call_id`. The database runs in WAL mode, so that
 //! a search may read it while a probe writes; rows go in by batched
-//! transactions.
+//! transactions, on a thread of the database's own.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -17,6 +17,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use rusqlite::types::{Value as Sql, ValueRef};
 use rusqlite::{Connection, OpenFlags, params_from_iter};
 use serde_json::{Map, Value};
@@ -182,10 +183,24 @@ fn quoted(name: &str) -> String {
 /// SQLite's page cache for `calls.sqlite`, in KiB.
 const DB_CACHE_KIB: i64 = 64 * 1024;
 
-/// Writes call records into `calls.sqlite`.
+/// Rows queued to the database's thread before the call table waits.
+const QUEUED_ROWS: usize = 4096;
+
+/// Writes call records into `calls.sqlite`, on a thread of its own: the
+/// call table makes each record's row and queues it, so that SQLite's
+/// inserts (most of a call's cost in the call table) run beside the
+/// writing of `calls.jsonl` and `streams.jsonl`, not after it, when a
+/// file's end writes out every call still held. The queue never drops:
+/// a call table that finds it full waits.
 pub struct CallDb {
-    conn: Connection,
     path: PathBuf,
+    rows: Option<Sender<(String, Vec<Sql>)>>,
+    writer: Option<std::thread::JoinHandle<rusqlite::Result<()>>>,
+}
+
+/// The database's thread's side.
+struct DbWriter {
+    conn: Connection,
     tables: BTreeSet<String>,
     insert_sql: String,
     pending: usize,
@@ -194,7 +209,7 @@ pub struct CallDb {
 
 impl CallDb {
     /// Creates the database at `path`, replacing one left by an earlier run
-    /// (as `calls.jsonl` is).
+    /// (as `calls.jsonl` is), and starts its thread.
     pub fn create(path: &Path) -> rusqlite::Result<CallDb> {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let mut p = path.as_os_str().to_owned();
@@ -215,18 +230,80 @@ impl CallDb {
         // hundred thousand rows. The cache is per connection, so this bounds
         // the run's memory for it (negative: KiB).
         conn.pragma_update(None, "cache_size", -DB_CACHE_KIB)?;
-        Ok(CallDb {
+        let mut writer = DbWriter {
             conn,
-            path: path.to_path_buf(),
             tables: BTreeSet::new(),
             insert_sql: String::new(),
             pending: 0,
             since: None,
+        };
+        let (rows, queued) = bounded(QUEUED_ROWS);
+        let writer = std::thread::Builder::new()
+            .name("sluice-calls-db".into())
+            .spawn(move || writer.run(&queued))
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        Ok(CallDb {
+            path: path.to_path_buf(),
+            rows: Some(rows),
+            writer: Some(writer),
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Queues one record's row for the open batch.
+    pub fn insert(&mut self, record: &CallRecord) -> rusqlite::Result<()> {
+        let mut row = Row(Vec::with_capacity(COLUMNS.len()));
+        serde::Serialize::serialize(record, &mut row)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        if row.0.len() != COLUMNS.len() {
+            let e = format!("a call record has {} fields for {} columns", row.0.len(), COLUMNS.len());
+            return Err(rusqlite::Error::ToSqlConversionFailure(e.into()));
+        }
+        let table = day_table(record.invite_ts_ns);
+        let sent = self.rows.as_ref().map(|rows| rows.send((table, row.0)));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            // The thread stopped: on an error, which is this row's too.
+            _ => self.stop(),
+        }
+    }
+
+    /// Commits what is queued and stops the thread: its first error, if
+    /// it had one.
+    pub fn finish(mut self) -> rusqlite::Result<()> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> rusqlite::Result<()> {
+        self.rows = None;
+        match self.writer.take() {
+            Some(writer) => writer.join().expect("the calls.sqlite thread panicked"),
+            None => Err(rusqlite::Error::ToSqlConversionFailure(
+                "calls.sqlite's thread stopped on an earlier error".into(),
+            )),
+        }
+    }
+}
+
+impl DbWriter {
+    /// Inserts the rows as they come, a transaction a batch; a batch open
+    /// longer than [`BATCH_AGE`] is committed even while no row comes, so
+    /// that a live probe's calls show up in searches.
+    fn run(&mut self, rows: &Receiver<(String, Vec<Sql>)>) -> rusqlite::Result<()> {
+        loop {
+            let next = match self.since {
+                Some(since) => rows.recv_timeout(BATCH_AGE.saturating_sub(since.elapsed())),
+                None => rows.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match next {
+                Ok((table, row)) => self.insert(&table, row)?,
+                Err(RecvTimeoutError::Timeout) => self.commit()?,
+                Err(RecvTimeoutError::Disconnected) => return self.commit(),
+            }
+        }
     }
 
     fn table(&mut self, table: &str) -> rusqlite::Result<()> {
@@ -260,17 +337,8 @@ impl CallDb {
         Ok(())
     }
 
-    /// Adds one record, inside the open batch.
-    pub fn insert(&mut self, record: &CallRecord) -> rusqlite::Result<()> {
-        let mut row = Row(Vec::with_capacity(COLUMNS.len()));
-        serde::Serialize::serialize(record, &mut row)
-            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-        if row.0.len() != COLUMNS.len() {
-            let e = format!("a call record has {} fields for {} columns", row.0.len(), COLUMNS.len());
-            return Err(rusqlite::Error::ToSqlConversionFailure(e.into()));
-        }
-        let table = day_table(record.invite_ts_ns);
-        self.table(&table)?;
+    fn insert(&mut self, table: &str, row: Vec<Sql>) -> rusqlite::Result<()> {
+        self.table(table)?;
         if self.pending == 0 {
             self.conn.execute_batch("BEGIN")?;
             self.since = Some(Instant::now());
@@ -280,8 +348,8 @@ impl CallDb {
             let marks = vec!["?"; COLUMNS.len()].join(", ");
             self.insert_sql = format!("INSERT INTO {{}} ({}) VALUES ({marks})", names.join(", "));
         }
-        let sql = self.insert_sql.replacen("{}", &table, 1);
-        self.conn.prepare_cached(&sql)?.execute(params_from_iter(row.0))?;
+        let sql = self.insert_sql.replacen("{}", table, 1);
+        self.conn.prepare_cached(&sql)?.execute(params_from_iter(row))?;
         self.pending += 1;
         if self.pending >= BATCH_ROWS {
             self.commit()?;
@@ -289,16 +357,7 @@ impl CallDb {
         Ok(())
     }
 
-    /// Commits the batch if it is old enough.
-    pub fn tick(&mut self) -> rusqlite::Result<()> {
-        if self.since.is_some_and(|t| t.elapsed() >= BATCH_AGE) {
-            self.commit()?;
-        }
-        Ok(())
-    }
-
-    /// Commits the open batch.
-    pub fn commit(&mut self) -> rusqlite::Result<()> {
+    fn commit(&mut self) -> rusqlite::Result<()> {
         if self.pending > 0 {
             self.conn.execute_batch("COMMIT")?;
             self.pending = 0;

@@ -75,8 +75,9 @@ fn generate_pcap(pcap: &Path, packets: u64, seed: u64, options: VoipOptions) -> 
 }
 
 /// `sluice voip -r pcap -o out --workers N`: its calls and streams.
-fn sluice_voip(pcap: &Path, out: &Path, workers: &str) -> (Vec<Value>, Vec<Value>) {
-    let o = sluice(&[
+/// `sluice voip` with `extra` arguments: the calls and streams it wrote.
+fn sluice_voip(pcap: &Path, out: &Path, workers: &str, extra: &[&str]) -> (Vec<Value>, Vec<Value>) {
+    let mut args = vec![
         "voip",
         "-q",
         "--workers",
@@ -85,7 +86,9 @@ fn sluice_voip(pcap: &Path, out: &Path, workers: &str) -> (Vec<Value>, Vec<Value
         pcap.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend(extra);
+    let o = sluice(&args);
     assert!(
         matches!(o.status.code(), Some(0 | 3)),
         "{}",
@@ -163,7 +166,7 @@ fn calls_over_tcp_fragments_and_re_invites_are_found_to_the_nanosecond() {
     // first must reach the worker of its first.
     let mut calls = Vec::new();
     for workers in ["2", "1"] {
-        let (found, streams) = sluice_voip(&pcap, &tmp.path().join(format!("out{workers}")), workers);
+        let (found, streams) = sluice_voip(&pcap, &tmp.path().join(format!("out{workers}")), workers, &[]);
         let (tcp, fragmented, moved) = score_calls(&truth, &found, &streams);
         eprintln!(
             "{workers} workers: {} calls found: {tcp} over TCP, {fragmented} fragmented, {moved} re-INVITEd",
@@ -204,7 +207,7 @@ fn streams_have_the_packets_loss_and_jitter_the_generator_gave_them() {
     let tmp = tempfile::tempdir().unwrap();
     let pcap = tmp.path().join("voip.pcap");
     let truth = generate_pcap(&pcap, 200_000, 11, VoipOptions::default());
-    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"), "2");
+    let (calls, streams) = sluice_voip(&pcap, &tmp.path().join("out"), "2", &[]);
     // The default profile's calls, a few over TCP, fragmented or moved.
     let (tcp, fragmented, moved) = score_calls(&truth, &calls, &streams);
     eprintln!("default profile: {tcp} calls over TCP, {fragmented} fragmented, {moved} re-INVITEd");
@@ -415,7 +418,8 @@ fn rtcp_reports_give_the_jitter_loss_and_round_trip_the_generator_put_in() {
     let tolerance_ms = 1e3 / 65_536.0 + 0.001;
     for workers in ["2", "1"] {
         let out = tmp.path().join(format!("out{workers}"));
-        let (calls, streams) = sluice_voip(&pcap, &out, workers);
+        // With flow records, so classified flows: their labels are checked below.
+        let (calls, streams) = sluice_voip(&pcap, &out, workers, &["--format", "jsonl"]);
         let ours = by_stream(&streams);
         let (mut reported, mut round_trips) = (0, 0);
         // Per call and direction, the round trip its streams' RTCP gave.
@@ -571,7 +575,16 @@ fn a_media_trace_uses_up_its_rtcp_announcements() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = tmp.path().join("out");
-    let o = sluice(&["voip", "-q", "-r", pcap.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let o = sluice(&[
+        "voip",
+        "-q",
+        "-r",
+        pcap.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--format",
+        "jsonl",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(

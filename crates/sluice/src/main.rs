@@ -45,9 +45,9 @@ use run::Printing;
 /// freed when its record is written: with glibc's allocator that churn was
 /// a sixth of what classification cost on the realistic mix. mimalloc's
 /// per-thread free lists make it a few instructions. Built without its
-/// transparent huge pages (`no_thp`): backing its arenas with 2 MiB pages
-/// raised the mix's peak RSS from 81 to 115 MB. Live flow tables still ask
-/// for huge pages themselves.
+/// transparent huge pages (`no_thp`): 2 MiB pages behind its arenas raise
+/// the peak RSS of small runs by a third or more (docs/benchmarks.md,
+/// Memory). Live flow tables still ask for huge pages themselves.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

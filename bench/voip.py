@@ -98,36 +98,43 @@ def threads(pid):
     return {tid: (name, user + system) for tid, (name, user, system) in per_thread.threads(pid).items()}
 
 
-def peak_rss_kb(pid):
-    """The process's peak resident size so far (VmHWM), in KiB."""
+def child_of(pid):
+    """The first child of a running process (the command GNU time runs), or
+    None before it has one."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
     except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0
+        return None
+    return int(children[0]) if children else None
 
 
 def measure(cmd, stdout=subprocess.DEVNULL):
-    """Runs cmd; its wall and CPU (user + system) from wait4, its peak RSS
-    (VmHWM, sampled: wait4's ru_maxrss of a child Python spawned can be
-    another child's) and the CPU of each thread as last sampled."""
+    """Runs cmd under GNU time; its wall and CPU (user + system) from wait4,
+    its peak RSS from GNU time (%M: wait4's ru_maxrss of a child Python
+    forks counts the pages it shared with Python before its exec, and
+    VmHWM sampled every 20 ms can miss a short run's peak) and the CPU of
+    each thread as last sampled."""
     start = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"voip-bench-rss-{os.getpid()}")
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd], stdout=stdout, stderr=subprocess.PIPE)
     last = {}
-    rss_kb = 0
+    child = None
     while True:
         pid, status, usage = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
-        last.update(threads(p.pid))
-        rss_kb = max(rss_kb, peak_rss_kb(p.pid))
+        if child is None:
+            child = child_of(p.pid)
+        if child is not None:
+            last.update(threads(child))
         time.sleep(0.02)
     wall = time.monotonic() - start
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode(errors="replace")
+    with open(rss_file) as f:
+        rss_kb = int(f.read().split()[-1])
+    os.unlink(rss_file)
     if p.returncode != 0:
         sys.exit(f"voip.py: {' '.join(cmd)} failed ({p.returncode}):\n{err}")
     by_name = {}

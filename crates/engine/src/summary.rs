@@ -127,6 +127,11 @@ pub struct Drops {
     /// Later IP fragments whose first fragment was never seen: counted in a
     /// flow without ports.
     pub unresolved_fragments: u64,
+    /// Fragmented datagrams the classifier could not put together (timed
+    /// out, evicted, overlapping, malformed, too large, or incomplete at
+    /// the end): their payload was not inspected. Their packets are
+    /// counted in their flows all the same.
+    pub unreassembled_datagrams: u64,
     /// Flows pushed out of a full table before their time.
     pub evicted_flows: u64,
     /// Files that could not be read at all.
@@ -454,6 +459,9 @@ pub(crate) fn merge(outputs: Vec<WorkerOutput>, files: Vec<FileReport>, mut drop
         for (kind, c) in Media::ALL.iter().zip(&out.media).filter(|(_, c)| c.flows > 0) {
             media.entry(kind.name().to_string()).or_default().add(c);
         }
+        let f = &out.defrag;
+        drops.unreassembled_datagrams +=
+            f.timed_out + f.evicted + f.overlaps + f.too_large + f.malformed + f.incomplete_at_end;
         records += out.records;
         first = first.min(out.first_ts_ns);
         last = last.max(out.last_ts_ns);
@@ -714,6 +722,7 @@ impl Summary {
             (d.too_deeply_tunnelled, "too deeply tunnelled"),
             (d.encrypted_frames, "encrypted below IP"),
             (d.unresolved_fragments, "unresolved fragments"),
+            (d.unreassembled_datagrams, "unreassembled datagrams"),
             (d.evicted_flows, "evicted flows"),
             (d.unreadable_files, "unreadable files"),
             (d.read_warnings, "read warnings"),

@@ -9,8 +9,9 @@ use sluice_classify::{
     finish_flow, prior, use_announced,
 };
 use sluice_export::schema::Record;
-use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
-use sluice_wire::l4_name;
+use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
+use sluice_flow::{Direction, EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
+use sluice_wire::{Fragment, LinkType, l4_name};
 
 use crate::listen::{FlowListener, PacketBytes};
 use crate::order::InputOrder;
@@ -50,6 +51,8 @@ pub(crate) struct WorkerOutput {
     pub records: u64,
     pub first_ts_ns: u64,
     pub last_ts_ns: u64,
+    /// What became of the fragmented datagrams put together for the chain.
+    pub defrag: DefragCounters,
     /// The worker thread's time, taken when it finished.
     pub time: ThreadTime,
 }
@@ -207,6 +210,10 @@ impl Sink {
 pub(crate) struct Worker {
     table: FlowTable<FlowClass>,
     chain: Chain,
+    /// Fragmented datagrams, put together for the chain: a dissector reads
+    /// a datagram's payload whole (a SIP INVITE whose SDP body is in a
+    /// later fragment announces its media ports), never a fragment's piece.
+    defrag: Defragmenter,
     sink: Sink,
 }
 
@@ -224,6 +231,7 @@ impl Worker {
         Worker {
             table: FlowTable::new(flow_config),
             chain: Chain::new(classify),
+            defrag: Defragmenter::new(DefragConfig::default()),
             sink: Sink {
                 packets_seen: listeners.iter().any(|l| l.sees_packets()),
                 prefetching: listeners.iter().any(|l| l.prefetches()),
@@ -244,6 +252,7 @@ impl Worker {
                     records: 0,
                     first_ts_ns: u64::MAX,
                     last_ts_ns: 0,
+                    defrag: DefragCounters::default(),
                     time: ThreadTime::default(),
                 },
                 waits: Waits::default(),
@@ -255,7 +264,12 @@ impl Worker {
     /// the i-th.
     #[inline]
     pub(crate) fn process<'f>(&mut self, packets: &[PacketDesc], frame: impl Fn(usize, &PacketDesc) -> &'f [u8]) {
-        let Worker { table, chain, sink } = self;
+        let Worker {
+            table,
+            chain,
+            defrag,
+            sink,
+        } = self;
         for (i, p) in packets.iter().enumerate() {
             // Flow lookups are cache misses: ask for the index bucket of a
             // packet 16 ahead and for the flow of a packet 8 ahead, so the
@@ -328,7 +342,11 @@ impl Worker {
             let start = (d.payload_offset as usize).min(frame.len());
             let end = (start + d.payload_captured as usize).min(frame.len());
             let payload = &frame[start..end];
-            chain.on_packet(flow, dir, d, payload, p.order);
+            if d.fragment == Fragment::None {
+                chain.on_packet(flow, dir, d, payload, p.order);
+            } else {
+                inspect_fragment(defrag, chain, flow, dir, p, frame);
+            }
             if sink.packets_seen {
                 let bytes = PacketBytes { dir, frame, payload };
                 for listener in &mut sink.listeners {
@@ -377,7 +395,7 @@ impl Worker {
     /// first flow on its endpoint in input order: a flow may ask only once
     /// every flow before it has said what it used (`learned.rs`).
     fn ask_before(&mut self, order: u64) {
-        let Worker { table, chain, sink } = self;
+        let Worker { table, chain, sink, .. } = self;
         // Everything taught before `order` is in the tables by now: if they
         // are empty, no flow waiting has anything to be told, and its slot,
         // most likely out of cache, need not be looked at.
@@ -431,7 +449,7 @@ impl Worker {
     /// Ends the flows idle or too long by `now_ns`: on a live link, time
     /// passes even when no packet comes to say so.
     pub(crate) fn advance(&mut self, now_ns: u64) {
-        let Worker { table, chain, sink } = self;
+        let Worker { table, chain, sink, .. } = self;
         table.advance(now_ns, &mut |flow: &mut Flow<FlowClass>, end| {
             sink.end(flow, end, chain)
         });
@@ -470,7 +488,14 @@ impl Worker {
                 .time(|| std::thread::sleep(std::time::Duration::from_millis(1)));
             self.ask_before(u64::MAX);
         }
-        let Worker { table, chain, sink } = &mut self;
+        let Worker {
+            table,
+            chain,
+            defrag,
+            sink,
+        } = &mut self;
+        defrag.finish();
+        sink.out.defrag = *defrag.counters();
         table.flush(&mut |flow: &mut Flow<FlowClass>, end| sink.end(flow, end, chain));
         for listener in &mut sink.listeners {
             listener.finish(table, &mut sink.waits);
@@ -482,6 +507,35 @@ impl Worker {
         self.sink.out.time = self.sink.waits.report(0.0);
         self.sink.out
     }
+}
+
+/// Shows the chain a fragment's datagram once it is whole, as one packet
+/// of the flow its fragments are in (they share its ports: see
+/// `FragmentResolver`); the fragments before it show no payload.
+#[cold]
+#[inline(never)]
+fn inspect_fragment(
+    defrag: &mut Defragmenter,
+    chain: &mut Chain,
+    flow: &mut Flow<FlowClass>,
+    dir: Direction,
+    p: &PacketDesc,
+    frame: &[u8],
+) {
+    defrag.expire(p.ts_ns);
+    if let Defrag::Complete(datagram) = defrag.push(p.ts_ns, &p.decoded, frame)
+        && let Ok(mut whole) = sluice_wire::decode(LinkType::RawIp, datagram)
+    {
+        // The datagram has no link header: the flow's VLAN and tunnel are
+        // the fragment's.
+        whole.key = p.decoded.key;
+        whole.tunnel = p.decoded.tunnel;
+        let start = usize::from(whole.payload_offset).min(datagram.len());
+        let end = (start + usize::from(whole.payload_captured)).min(datagram.len());
+        chain.on_packet(flow, dir, &whole, &datagram[start..end], p.order);
+        return;
+    }
+    chain.on_packet(flow, dir, &p.decoded, &[], p.order);
 }
 
 /// The name a summary uses for an IP protocol number.

@@ -1,7 +1,8 @@
 //! What the decoder finds reaches the run's records and counters: flows in
 //! the newer tunnels are named in the record, frames encrypted below IP
-//! have a counter of their own, the newer link types are read, and a link
-//! type that carries no IP is refused with an error that names it.
+//! have a counter of their own, fragmented datagrams are classified whole,
+//! the newer link types are read, and a link type that carries no IP is
+//! refused with an error that names it.
 
 use std::path::Path;
 
@@ -13,7 +14,7 @@ use common::{analyze, analyze_all, flow_records};
 #[path = "../../wire/src/test_frames.rs"]
 mod test_frames;
 
-use test_frames::{cases, ethernet};
+use test_frames::{cases, eth_ipv4_fragment, ethernet, udp};
 
 /// A little-endian microsecond pcap of `frames`, one a second.
 fn pcap(linktype: u32, frames: &[Vec<u8>]) -> Vec<u8> {
@@ -75,6 +76,44 @@ fn tunnels_are_named_and_encrypted_frames_counted() {
     // by its first packet.
     let expected = [("ERSPAN", 0, 2), ("Geneve", 0xabcd, 1), ("VXLAN", 7, 1)].map(|(t, id, n)| (t.to_owned(), id, n));
     assert_eq!(tunnels, expected);
+}
+
+/// The classifier is shown a fragmented datagram once it is whole (here
+/// sent last fragment first); one whose last fragment never comes is
+/// counted as not put together.
+#[test]
+fn fragmented_datagrams_are_put_together_for_the_classifier_or_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let datagram = udp(
+        5060,
+        b"OPTIONS sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP 10.0.0.1:12345\r\n\
+          From: <sip:alice@example.com>;tag=1\r\nTo: <sip:bob@example.com>\r\nCall-ID: 1@10.0.0.1\r\n\
+          CSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n",
+    );
+    let (head, tail) = datagram.split_at(24);
+    let frames = vec![
+        eth_ipv4_fragment(17, 7, 24, false, tail),
+        eth_ipv4_fragment(17, 7, 0, true, head),
+        eth_ipv4_fragment(17, 8, 0, true, head),
+    ];
+    let input = dir.path().join("fragments.pcap");
+    std::fs::write(&input, pcap(1, &frames)).unwrap();
+    let out = dir.path().join("out");
+    analyze(&input, &out, &[]);
+    let drops = &summary(&out)["drops"];
+    assert_eq!(drops["unreassembled_datagrams"].as_u64(), Some(1), "{drops}");
+    assert_eq!(drops["unresolved_fragments"].as_u64(), Some(0), "{drops}");
+    let records = flow_records(&out);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let r = &records[0];
+    assert_eq!(r["packets"].as_u64(), Some(3), "{r}");
+    // The SIP dissector read the request whole: the first fragment's 16
+    // bytes of it leave the port's guess.
+    assert_eq!(
+        (r["app"].as_str(), r["classifier"].as_str()),
+        (Some("SIP"), Some("dissector")),
+        "{r}"
+    );
 }
 
 #[test]

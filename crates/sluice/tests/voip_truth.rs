@@ -467,9 +467,8 @@ fn rtcp_reports_give_the_jitter_loss_and_round_trip_the_generator_put_in() {
             }
         }
         // Every RTCP flow is labelled RTCP from the description that
-        // announced it: but for calls whose INVITE went out in fragments,
-        // whose descriptions the classifier does not read, so that their
-        // RTP is not labelled from them either.
+        // announced it, also when the INVITE went out in fragments (the
+        // classifier reads the datagram put together).
         let records = jsonl(&out.join("flows.jsonl"));
         let fragmented: Vec<&str> = truth
             .1
@@ -477,7 +476,7 @@ fn rtcp_reports_give_the_jitter_loss_and_round_trip_the_generator_put_in() {
             .filter(|c| c.fragmented)
             .map(|c| c.call_id.as_str())
             .collect();
-        let mut labelled = 0;
+        let (mut labelled, mut of_fragmented) = (0, 0);
         for t in &truth.2 {
             let r = record_of(&records, t).unwrap_or_else(|| panic!("{t:?}: no flow record"));
             let rtp = truth
@@ -488,16 +487,15 @@ fn rtcp_reports_give_the_jitter_loss_and_round_trip_the_generator_put_in() {
                         || (s.dst_port + 1, s.src_port + 1) == (t.src_port, t.dst_port)
                 })
                 .unwrap_or_else(|| panic!("{t:?}: no RTP stream"));
-            if fragmented.contains(&rtp.call_id.as_str()) {
-                continue;
-            }
             assert_eq!(
                 (r["master"].as_str(), r["classifier"].as_str()),
                 (Some("RTCP"), Some("dynamic-port")),
                 "{t:?}: {r}"
             );
             labelled += 1;
+            of_fragmented += usize::from(fragmented.contains(&rtp.call_id.as_str()));
         }
+        assert!(of_fragmented > 0, "no RTCP flow of a call with a fragmented INVITE");
         assert!(labelled > 50, "{labelled} RTCP flows labelled");
     }
     // tshark reads every RTCP packet the generator wrote (it knows their

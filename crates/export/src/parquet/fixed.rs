@@ -667,7 +667,11 @@ mod tests {
         let mut encoder = PageEncoder::new().unwrap();
         let rows = 2 * PAGE_ROWS + 300;
         let valid = |r: usize| {
-            if r < PAGE_ROWS { r % 3 != 0 } else { r >= 2 * PAGE_ROWS }
+            if r < PAGE_ROWS {
+                !r.is_multiple_of(3)
+            } else {
+                r >= 2 * PAGE_ROWS
+            }
         };
         let ints = Int64Array::from_iter((0..rows).map(|r| valid(r).then_some(r as i64 * 7 - 1000)));
         let doubles = Float64Array::from_iter((0..rows).map(|r| valid(r).then_some(r as f64 / 3.0)));

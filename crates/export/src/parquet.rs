@@ -2,10 +2,9 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the integer, timestamp, double and label
-//! columns that are never null through pages of its own (`fixed`), the
-//! others through the parquet crate's Arrow column writers, into the same
-//! row groups.
+//! rotated by size or age: the lists through the parquet crate's Arrow
+//! column writers, every other column through pages of its own
+//! (`fixed`), into the same row groups.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -19,7 +18,6 @@
 //! and renamed when it is complete, so that a reader that lists
 //! `*.parquet` never opens half a file.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -31,7 +29,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use arrow_array::types::{Float64Type, Int64Type, TimestampNanosecondType};
 use arrow_array::{
-    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray, TimestampNanosecondArray,
+    Array, ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, ListArray, StringArray,
+    TimestampNanosecondArray,
 };
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -42,6 +41,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnDescPtr;
 use parquet::schema::types::ColumnPath;
+use rustc_hash::FxHashMap;
 use sluice_classify::Text;
 use sluice_wire::IpText;
 
@@ -197,20 +197,41 @@ type Valid = Option<Vec<bool>>;
 
 /// Fills a column that can be absent with nulls up to `row`, before a
 /// value is written at `row` (or the batch ends there).
+#[inline]
 fn fill_nulls<T: Copy + Default>(values: &mut Vec<T>, valid: &mut Valid, row: usize) {
-    if let Some(valid) = valid {
-        values.resize(row, T::default());
-        valid.resize(row, false);
+    if let Some(valid) = valid
+        && valid.len() < row
+    {
+        fill_gap(values, valid, row);
     }
 }
 
+/// Out of the line of [`fill_nulls`]: the walk calls its caller for
+/// each of a record's fields, which then save and restore only the few
+/// registers of a push.
+#[cold]
+#[inline(never)]
+fn fill_gap<T: Copy + Default>(values: &mut Vec<T>, valid: &mut Vec<bool>, row: usize) {
+    values.resize(row, T::default());
+    valid.resize(row, false);
+}
+
 /// The same for a column of strings: empty strings up to `row`.
+#[inline]
 fn fill_null_strings(offsets: &mut Vec<i32>, valid: &mut Valid, row: usize) {
-    if let Some(valid) = valid {
-        let end = *offsets.last().expect("offsets start with 0");
-        offsets.resize(row + 1, end);
-        valid.resize(row, false);
+    if let Some(valid) = valid
+        && valid.len() < row
+    {
+        fill_string_gap(offsets, valid, row);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn fill_string_gap(offsets: &mut Vec<i32>, valid: &mut Vec<bool>, row: usize) {
+    let end = *offsets.last().expect("offsets start with 0");
+    offsets.resize(row + 1, end);
+    valid.resize(row, false);
 }
 
 /// A column's values as plain vectors, filled one row at a time and made
@@ -272,9 +293,17 @@ fn take_offsets(offsets: &mut Vec<i32>, rows: usize) -> OffsetBuffer<i32> {
     OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, fresh)))
 }
 
+#[allow(unsafe_code)]
 fn strings(offsets: &mut Vec<i32>, bytes: &mut Vec<u8>, rows: usize, nulls: Option<NullBuffer>) -> StringArray {
     let bytes = std::mem::replace(bytes, Vec::with_capacity(bytes.capacity()));
-    StringArray::new(take_offsets(offsets, rows), Buffer::from_vec(bytes), nulls)
+    let offsets = take_offsets(offsets, rows);
+    debug_assert!(std::str::from_utf8(&bytes).is_ok());
+    // SAFETY: `bytes` holds only whole `&str`s, one after another (a
+    // dotted label's two with a '.' between), and `offsets` starts at 0
+    // and ends at its length, rising, at the end of each: the text
+    // between two offsets is UTF-8, which the array would check again
+    // byte by byte.
+    unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(bytes), nulls) }
 }
 
 fn list_field(kind: Kind) -> Arc<Field> {
@@ -402,7 +431,7 @@ struct Labels {
     /// The distinct labels, in the order of their keys.
     offsets: Vec<i32>,
     bytes: Vec<u8>,
-    by_text: HashMap<Box<str>, i32>,
+    by_text: FxHashMap<Box<str>, i32>,
     /// (address and length of each part, key); a key of -1 is empty.
     slots: [(usize, usize, usize, usize, i32); LABEL_SLOTS],
     joined: String,
@@ -413,7 +442,7 @@ impl Default for Labels {
         Labels {
             offsets: vec![0],
             bytes: Vec::new(),
-            by_text: HashMap::new(),
+            by_text: FxHashMap::default(),
             slots: [(0, 0, 0, 0, -1); LABEL_SLOTS],
             joined: String::new(),
         }
@@ -715,9 +744,9 @@ pub struct Rotation {
     pub age: Option<Duration>,
 }
 
-/// A column of the row group being written: through the parquet
-/// crate's Arrow writer, or, for an integer, timestamp, double or label
-/// column that is never null, through Sluice's own pages ([`fixed`]).
+/// A column of the row group being written: a list through the parquet
+/// crate's Arrow writer, any other column through Sluice's own pages
+/// ([`fixed`]).
 enum ColumnWriter {
     Arrow(Box<ArrowColumnWriter>),
     Fixed(Box<FixedChunk>),
@@ -754,22 +783,21 @@ impl Open {
                 .into_iter()
                 .zip(KINDS.iter())
                 .map(|(writer, &(name, kind, nullable))| {
-                    if matches!(kind, Kind::Int | Kind::Timestamp) && !nullable {
-                        let ranges = if TIMESTAMPS.contains(&name) {
+                    let chunk = match kind {
+                        Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
                             Ranges::Pages
                         } else if PORTS.contains(&name) {
                             Ranges::Chunk
                         } else {
                             Ranges::None
-                        };
-                        ColumnWriter::Fixed(Box::new(FixedChunk::new(ranges)))
-                    } else if kind == Kind::Float && !nullable {
-                        ColumnWriter::Fixed(Box::new(FixedChunk::floats()))
-                    } else if kind == Kind::Label && !nullable {
-                        ColumnWriter::Labels(Box::new(LabelChunk::new()))
-                    } else {
-                        ColumnWriter::Arrow(Box::new(writer))
-                    }
+                        }),
+                        Kind::Int | Kind::Timestamp => FixedChunk::new(Ranges::None),
+                        Kind::Float => FixedChunk::floats(),
+                        Kind::Str => FixedChunk::strings(),
+                        Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
+                        Kind::Ints | Kind::Strs => return ColumnWriter::Arrow(Box::new(writer)),
+                    };
+                    ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
                 })
                 .collect();
             self.group = Some(Group { columns, rows: 0 });
@@ -783,20 +811,27 @@ impl Open {
         for (at, column) in group.columns.iter_mut().enumerate() {
             let array = batch.column(at);
             match column {
-                ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Float => {
-                    chunk.write_floats(array.as_primitive::<Float64Type>().values(), &mut self.encoder)?;
-                }
-                ColumnWriter::Fixed(chunk) if KINDS[at].1 == Kind::Timestamp => {
-                    let values = array.as_primitive::<TimestampNanosecondType>().values();
-                    chunk.write(values, &mut self.encoder)?;
-                }
-                ColumnWriter::Fixed(chunk) => {
-                    chunk.write(array.as_primitive::<Int64Type>().values(), &mut self.encoder)?;
-                }
+                ColumnWriter::Fixed(chunk) => match KINDS[at].1 {
+                    Kind::Float => {
+                        let values = array.as_primitive::<Float64Type>().values();
+                        chunk.write_floats(values, array.nulls(), &mut self.encoder)?
+                    }
+                    Kind::Timestamp => {
+                        let values = array.as_primitive::<TimestampNanosecondType>().values();
+                        chunk.write(values, array.nulls(), &mut self.encoder)?
+                    }
+                    Kind::Int => {
+                        let values = array.as_primitive::<Int64Type>().values();
+                        chunk.write(values, array.nulls(), &mut self.encoder)?
+                    }
+                    Kind::Str => chunk.write_strings(array.as_string::<i32>(), &mut self.encoder)?,
+                    Kind::Label | Kind::Ints | Kind::Strs => unreachable!("a column of its own kind of chunk"),
+                },
                 ColumnWriter::Labels(chunk) => {
                     let labels = array.as_dictionary::<Int32Type>();
                     let dictionary = labels.values().as_string::<i32>();
-                    chunk.write(dictionary, labels.keys().values(), &mut self.encoder)?;
+                    let keys = labels.keys();
+                    chunk.write(dictionary, keys.values(), keys.nulls(), &mut self.encoder)?;
                 }
                 ColumnWriter::Arrow(writer) => {
                     for leaf in compute_leaves(SCHEMA.field(at), array)? {
@@ -873,35 +908,32 @@ pub struct ParquetError {
 
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
-        // Parquet's dictionary pages pay a hash per value: worth it for
-        // the labels, whose values repeat, not for counters. Those, and
-        // the items of the lists in `DELTA_LISTS`, are delta-encoded
-        // instead: a column that hardly changes (a flag counter, a VLAN)
-        // shrinks to a few bits a value before ZSTD sees it, where plain
-        // encoding would hand ZSTD eight bytes a value to compress. The integer, timestamp, double and label columns
-        // that are never null do not go through these settings but
-        // through `fixed`, which encodes them the same way and keeps
+        // Only the lists go through the parquet crate's column writers
+        // and these settings; every other column through `fixed`, which
+        // delta-encodes integers and timestamps (a column that hardly
+        // changes, a flag counter or a VLAN, shrinks to a few bits a
+        // value before ZSTD sees it, where plain encoding would hand ZSTD
+        // eight bytes a value), keeps labels as dictionaries and keeps
         // statistics where readers skip by them: a page index on the
         // times (a time range reads only its pages), per column chunk on
-        // the ports.
+        // the ports. The items of the lists in `DELTA_LISTS` are
+        // delta-encoded the same way.
         let mut properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("a valid level")))
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(fixed::ZSTD_LEVEL).expect("a valid level"),
+            ))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(false)
             .set_statistics_enabled(EnabledStatistics::None)
             .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")));
         for &(name, kind, _) in KINDS.iter() {
-            let path = ColumnPath::from(name);
-            properties = match kind {
-                Kind::Label => properties.set_column_dictionary_enabled(path, true),
-                Kind::Int => properties.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED),
+            if kind == Kind::Ints && DELTA_LISTS.contains(&name) {
                 // A list's items are the leaf column `name.list.item`.
-                Kind::Ints if DELTA_LISTS.contains(&name) => properties.set_column_encoding(
+                properties = properties.set_column_encoding(
                     ColumnPath::new(vec![name.into(), "list".into(), "item".into()]),
                     Encoding::DELTA_BINARY_PACKED,
-                ),
-                _ => properties,
-            };
+                );
+            }
         }
         let properties = properties.build();
         ParquetFiles {

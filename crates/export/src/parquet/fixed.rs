@@ -1,23 +1,28 @@
-//! The integer, timestamp, double and label columns that are never null,
-//! written by Sluice itself: each page's integers delta-encoded
-//! (`DELTA_BINARY_PACKED`, as the format defines it), doubles in the
-//! plain encoding and labels as keys into the chunk's dictionary
+//! The integer, timestamp, double, string and label columns, written by
+//! Sluice itself: each page's integers delta-encoded
+//! (`DELTA_BINARY_PACKED`, as the format defines it), doubles and strings
+//! in the plain encoding and labels as keys into the chunk's dictionary
 //! (`RLE_DICTIONARY`), straight from the batch's vectors, compressed with
 //! ZSTD and laid out as a column chunk that the parquet crate's row group
 //! writer splices into the file (`append_column`), with the chunk's
-//! metadata and offset index built here as the crate builds them.
+//! metadata and offset index built here as the crate builds them. A
+//! column that can be null has a definition level a row (1 where the row
+//! has a value) ahead of its page's values, which are those of the rows
+//! that have one.
 //!
 //! Why: the crate's column writer takes such a column through its
-//! general path (levels, a mini batch at a time, statistics checks, a
-//! bit-packing call per value), which was the largest part of the
-//! Parquet writer's time; a column that is never null has no levels, and
-//! its values can be packed a miniblock at a time. For a label, the
-//! crate hashes each row's text into its dictionary again, where the
-//! batch's keys need only be translated.
+//! general path (levels computed from the array, a mini batch at a time,
+//! statistics checks, a bit-packing call per value, buffers grown as
+//! each page fills and a compressor made for each page), which was the
+//! largest part of the Parquet writer's time; here the levels are the
+//! batch's validity as it is, the values are packed a miniblock at a
+//! time, and the buffers and the compressor are kept from page to page.
+//! For a label, the crate hashes each row's text into its dictionary
+//! again, where the batch's keys need only be translated.
 
-use std::collections::HashMap;
-
-use arrow_array::StringArray;
+use arrow_array::{Array, StringArray};
+use arrow_buffer::bit_iterator::BitIndexIterator;
+use arrow_buffer::{BooleanBufferBuilder, NullBuffer};
 use bytes::Bytes;
 use parquet::basic::{BoundaryOrder, Compression, Encoding, PageType, Type, ZstdLevel};
 use parquet::column::page::{CompressedPage, Page, PageWriter};
@@ -27,6 +32,7 @@ use parquet::file::metadata::{ColumnChunkMetaData, ColumnIndexBuilder, OffsetInd
 use parquet::file::statistics::{Statistics, ValueStatistics};
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
+use rustc_hash::FxHashMap;
 
 /// Values in a block of the delta encoding, and miniblocks in a block:
 /// the parquet crate's own choice, which readers are tested with.
@@ -114,10 +120,6 @@ pub(super) struct DeltaPage {
 }
 
 impl DeltaPage {
-    pub(super) fn len(&self) -> usize {
-        self.count
-    }
-
     pub(super) fn push(&mut self, values: &[i64]) {
         let mut values = match (self.count, values.split_first()) {
             (_, None) => return,
@@ -161,6 +163,7 @@ impl DeltaPage {
         out.extend_from_slice(&self.blocks);
         self.blocks.clear();
         self.count = 0;
+        self.first = 0;
     }
 }
 
@@ -181,26 +184,54 @@ impl PageEncoder {
 }
 
 /// The page being filled: integers delta-encoded as they come, doubles
-/// in the plain encoding (their bytes, which ZSTD then compresses).
+/// and strings in the plain encoding (their bytes, strings each after
+/// its length, which ZSTD then compresses).
 enum Filling {
     Ints(DeltaPage),
     Floats(Vec<u8>),
+    Strings(Vec<u8>),
 }
 
 impl Filling {
-    fn len(&self) -> usize {
-        match self {
-            Filling::Ints(page) => page.len(),
-            Filling::Floats(bytes) => bytes.len() / 8,
-        }
-    }
-
     fn encoding(&self) -> Encoding {
         match self {
             Filling::Ints(_) => Encoding::DELTA_BINARY_PACKED,
-            Filling::Floats(_) => Encoding::PLAIN,
+            Filling::Floats(_) | Filling::Strings(_) => Encoding::PLAIN,
         }
     }
+}
+
+/// Definition levels of the rows `rows` of a column that can be null:
+/// 1 where a row has a value. They are the bits of the batch's validity
+/// as they lie, which is how the format packs levels of one bit.
+fn push_levels(levels: &mut BooleanBufferBuilder, nulls: Option<&NullBuffer>, rows: std::ops::Range<usize>) {
+    match nulls {
+        None => levels.append_n(rows.len(), true),
+        Some(nulls) => levels.append_buffer(&nulls.inner().slice(rows.start, rows.len())),
+    }
+}
+
+/// A page's definition levels, ahead of its values as the format puts
+/// them in a data page: their length in 4 bytes, then one bit-packed run
+/// of 1-bit levels, a byte for each 8 (the last padded with zeros).
+fn write_levels(out: &mut Vec<u8>, levels: &BooleanBufferBuilder) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    uleb(out, ((levels.len().div_ceil(8) as u64) << 1) | 1);
+    out.extend_from_slice(levels.as_slice());
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// The rows of `rows` that have a value, by `nulls`.
+fn present(nulls: &NullBuffer, rows: std::ops::Range<usize>) -> impl Iterator<Item = usize> + '_ {
+    let bits = nulls.inner();
+    BitIndexIterator::new(bits.values(), bits.offset() + rows.start, rows.len()).map(move |i| rows.start + i)
+}
+
+/// Whether `nulls` leaves any of the rows `rows` without a value.
+fn has_nulls(nulls: Option<&NullBuffer>) -> Option<&NullBuffer> {
+    nulls.filter(|nulls| nulls.null_count() > 0)
 }
 
 /// The min and max statistics an integer column has.
@@ -227,10 +258,17 @@ fn widen(range: Option<(i64, i64)>, values: &[i64]) -> Option<(i64, i64)> {
     Some((lo, hi))
 }
 
-/// One column's chunk of a row group, being written: integers or
-/// doubles, never null.
+/// One column's chunk of a row group, being written: integers, doubles
+/// or strings.
 pub(super) struct FixedChunk {
     page: Filling,
+    /// Rows in the page being filled.
+    page_rows: usize,
+    /// The definition levels of the page being filled, for a column that
+    /// can be null.
+    levels: Option<BooleanBufferBuilder>,
+    /// The values of a slice's rows that have one.
+    present: Vec<i64>,
     /// The pages written: their headers and compressed values.
     sink: TrackedWrite<Vec<u8>>,
     offsets: OffsetIndexBuilder,
@@ -252,10 +290,13 @@ pub(super) struct FixedChunk {
 
 impl FixedChunk {
     /// An integer column's, with the min and max statistics `ranges`
-    /// says.
+    /// says (of a column that is never null).
     pub(super) fn new(ranges: Ranges) -> FixedChunk {
         FixedChunk {
             page: Filling::Ints(DeltaPage::default()),
+            page_rows: 0,
+            levels: None,
+            present: Vec::new(),
             sink: TrackedWrite::new(Vec::new()),
             offsets: OffsetIndexBuilder::new(),
             pages: 0,
@@ -279,44 +320,117 @@ impl FixedChunk {
         }
     }
 
-    /// Adds `values` to a column of doubles, writing each page as it
-    /// fills.
-    pub(super) fn write_floats(&mut self, mut values: &[f64], encoder: &mut PageEncoder) -> Result<()> {
-        while !values.is_empty() {
-            let room = PAGE_ROWS - self.page.len();
-            let (now, later) = values.split_at(room.min(values.len()));
-            let Filling::Floats(bytes) = &mut self.page else {
-                unreachable!("doubles into an integer column")
-            };
-            for v in now {
-                bytes.extend_from_slice(&v.to_le_bytes());
+    /// A column of strings'.
+    pub(super) fn strings() -> FixedChunk {
+        FixedChunk {
+            page: Filling::Strings(Vec::new()),
+            ..FixedChunk::new(Ranges::None)
+        }
+    }
+
+    /// The same chunk, of a column that can be null.
+    pub(super) fn nullable(self) -> FixedChunk {
+        FixedChunk {
+            levels: Some(BooleanBufferBuilder::new(PAGE_ROWS)),
+            ..self
+        }
+    }
+
+    /// Adds `rows` rows, `put` adding the values of those of them that
+    /// have one (all, in a column that is never null) to the page, which
+    /// is written as it fills.
+    fn add_rows(
+        &mut self,
+        rows: usize,
+        nulls: Option<&NullBuffer>,
+        encoder: &mut PageEncoder,
+        mut put: impl FnMut(&mut Self, std::ops::Range<usize>),
+    ) -> Result<()> {
+        let mut at = 0;
+        while at < rows {
+            let now = at..rows.min(at + PAGE_ROWS - self.page_rows);
+            if let Some(levels) = &mut self.levels {
+                push_levels(levels, nulls, now.clone());
             }
-            values = later;
-            if self.page.len() == PAGE_ROWS {
+            self.page_rows += now.len();
+            at = now.end;
+            put(self, now);
+            if self.page_rows == PAGE_ROWS {
                 self.page(encoder)?;
             }
         }
         Ok(())
     }
 
-    /// Adds `values` to an integer column, writing each page as it fills.
-    pub(super) fn write(&mut self, mut values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
-        while !values.is_empty() {
-            let room = PAGE_ROWS - self.page.len();
-            let (now, later) = values.split_at(room.min(values.len()));
-            if self.ranges != Ranges::None {
-                self.page_range = widen(self.page_range, now);
-            }
-            let Filling::Ints(page) = &mut self.page else {
-                unreachable!("integers into a column of doubles")
+    /// Adds `values` to a column of doubles; where `nulls` has no value,
+    /// the slot's value is not written.
+    pub(super) fn write_floats(
+        &mut self,
+        values: &[f64],
+        nulls: Option<&NullBuffer>,
+        encoder: &mut PageEncoder,
+    ) -> Result<()> {
+        let nulls = has_nulls(nulls);
+        self.add_rows(values.len(), nulls, encoder, |chunk, now| {
+            let Filling::Floats(bytes) = &mut chunk.page else {
+                unreachable!("doubles into another column")
             };
-            page.push(now);
-            values = later;
-            if self.page.len() == PAGE_ROWS {
-                self.page(encoder)?;
+            match nulls {
+                None => bytes.extend(values[now].iter().flat_map(|v| v.to_le_bytes())),
+                Some(nulls) => bytes.extend(present(nulls, now).flat_map(|row| values[row].to_le_bytes())),
             }
-        }
-        Ok(())
+        })
+    }
+
+    /// Adds `values` to an integer column; where `nulls` has no value,
+    /// the slot's value is not written.
+    pub(super) fn write(
+        &mut self,
+        values: &[i64],
+        nulls: Option<&NullBuffer>,
+        encoder: &mut PageEncoder,
+    ) -> Result<()> {
+        let nulls = has_nulls(nulls);
+        self.add_rows(values.len(), nulls, encoder, |chunk, rows| {
+            let Filling::Ints(page) = &mut chunk.page else {
+                unreachable!("integers into another column")
+            };
+            match nulls {
+                None => {
+                    let now = &values[rows];
+                    if chunk.ranges != Ranges::None {
+                        chunk.page_range = widen(chunk.page_range, now);
+                    }
+                    page.push(now);
+                }
+                Some(nulls) => {
+                    chunk.present.clear();
+                    chunk.present.extend(present(nulls, rows).map(|row| values[row]));
+                    page.push(&chunk.present);
+                }
+            }
+        })
+    }
+
+    /// Adds a batch's column of strings.
+    pub(super) fn write_strings(&mut self, strings: &StringArray, encoder: &mut PageEncoder) -> Result<()> {
+        let nulls = has_nulls(strings.nulls());
+        let offsets = strings.value_offsets();
+        let data = strings.value_data();
+        self.add_rows(strings.len(), nulls, encoder, |chunk, now| {
+            let Filling::Strings(bytes) = &mut chunk.page else {
+                unreachable!("strings into another column")
+            };
+            let mut put = |row: usize| {
+                let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+                bytes.extend_from_slice(&((end - start) as u32).to_le_bytes());
+                bytes.extend_from_slice(&data[start..end]);
+            };
+            match nulls {
+                None => now.for_each(&mut put),
+                Some(nulls) => present(nulls, now).for_each(&mut put),
+            }
+        })
     }
 
     /// Bytes written so far and a bound on those of the page being
@@ -325,39 +439,31 @@ impl FixedChunk {
         self.sink.bytes_written()
             + match &self.page {
                 Filling::Ints(page) => page.blocks.len() + page.deltas.len(),
-                Filling::Floats(bytes) => bytes.len(),
+                Filling::Floats(bytes) | Filling::Strings(bytes) => bytes.len(),
             }
     }
 
     fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
-        let rows = self.page.len();
+        let rows = self.page_rows;
         if rows == 0 {
             return Ok(());
         }
         let encoding = self.page.encoding();
-        let encoded = match &mut self.page {
-            Filling::Ints(page) => {
-                encoder.encoded.clear();
-                page.finish(&mut encoder.encoded);
-                &mut encoder.encoded
-            }
-            Filling::Floats(bytes) => bytes,
-        };
-        let compressed = encoder
-            .zstd
-            .compress(encoded)
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
-        let uncompressed = encoded.len();
+        let encoded = &mut encoder.encoded;
         encoded.clear();
-        let page = Page::DataPage {
-            buf: Bytes::from(compressed),
-            num_values: rows as u32,
-            encoding,
-            def_level_encoding: Encoding::RLE,
-            rep_level_encoding: Encoding::RLE,
-            statistics: None,
-        };
-        let spec = SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, uncompressed))?;
+        if let Some(levels) = &mut self.levels {
+            write_levels(encoded, levels);
+            levels.truncate(0);
+        }
+        match &mut self.page {
+            Filling::Ints(page) => page.finish(encoded),
+            Filling::Floats(bytes) | Filling::Strings(bytes) => {
+                encoded.extend_from_slice(bytes);
+                bytes.clear();
+            }
+        }
+        let spec = write_page(&mut self.sink, &mut encoder.zstd, encoded, rows, encoding)?;
+        self.page_rows = 0;
         self.offsets
             .append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
         self.offsets.append_row_count(rows as i64);
@@ -388,19 +494,18 @@ impl FixedChunk {
         self.page(encoder)?;
         let encoding = self.page.encoding();
         let bytes = self.sink.into_inner()?;
-        let mut metadata = ColumnChunkMetaData::builder(descr)
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
-            .set_encodings(vec![Encoding::RLE, encoding])
-            .set_page_encoding_stats(vec![PageEncodingStats {
+        let mut metadata = chunk_metadata(
+            descr,
+            vec![Encoding::RLE, encoding],
+            vec![PageEncodingStats {
                 page_type: PageType::DATA_PAGE,
                 encoding,
                 count: self.pages,
-            }])
-            .set_total_compressed_size(bytes.len() as i64)
-            .set_total_uncompressed_size(self.uncompressed as i64)
-            .set_num_values(self.rows as i64)
-            .set_data_page_offset(0)
-            .set_dictionary_page_offset(None);
+            }],
+            (bytes.len(), self.uncompressed, self.rows),
+        )?
+        .set_data_page_offset(0)
+        .set_dictionary_page_offset(None);
         if let Some((lo, hi)) = self.range {
             let statistics =
                 ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
@@ -431,6 +536,47 @@ impl FixedChunk {
     }
 }
 
+/// `encoded` compressed and written into `sink` as a data page of `rows`
+/// rows.
+fn write_page(
+    sink: &mut TrackedWrite<Vec<u8>>,
+    zstd: &mut zstd::bulk::Compressor<'static>,
+    encoded: &[u8],
+    rows: usize,
+    encoding: Encoding,
+) -> Result<parquet::column::page::PageWriteSpec> {
+    let compressed = zstd
+        .compress(encoded)
+        .map_err(|e| ParquetError::External(Box::new(e)))?;
+    let page = Page::DataPage {
+        buf: Bytes::from(compressed),
+        num_values: rows as u32,
+        encoding,
+        def_level_encoding: Encoding::RLE,
+        rep_level_encoding: Encoding::RLE,
+        statistics: None,
+    };
+    SerializedPageWriter::new(sink).write_page(CompressedPage::new(page, encoded.len()))
+}
+
+/// What the metadata of both kinds of chunk have alike: the column, its
+/// compression, encodings and sizes (compressed and not) and its count
+/// of values (rows, nulls included).
+fn chunk_metadata(
+    descr: ColumnDescPtr,
+    encodings: Vec<Encoding>,
+    pages: Vec<PageEncodingStats>,
+    (compressed, uncompressed, rows): (usize, u64, u64),
+) -> Result<parquet::file::metadata::ColumnChunkMetaDataBuilder> {
+    Ok(ColumnChunkMetaData::builder(descr)
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
+        .set_encodings(encodings)
+        .set_page_encoding_stats(pages)
+        .set_total_compressed_size(compressed as i64)
+        .set_total_uncompressed_size(uncompressed as i64)
+        .set_num_values(rows as i64))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -456,7 +602,7 @@ mod tests {
             let mut chunk = FixedChunk::new(ranges);
             // In uneven slices, as batches come.
             for slice in values.chunks(777) {
-                chunk.write(slice, &mut encoder).unwrap();
+                chunk.write(slice, None, &mut encoder).unwrap();
             }
             let descr = file.schema_descr().column(0);
             let (bytes, close) = chunk.close(descr, &mut encoder).unwrap();
@@ -505,6 +651,75 @@ mod tests {
         assert_eq!(read, groups.concat());
     }
 
+    /// Columns that can be null, of each kind, in slices of larger
+    /// arrays as the writer takes a batch's: nulls in the first page
+    /// every third row, a page of nulls only, then none; read back by
+    /// the parquet crate's reader.
+    #[test]
+    fn columns_that_can_be_null_read_back_with_their_nulls() {
+        use arrow_array::{Float64Array, Int32Array, Int64Array};
+        let schema = parse_message_type(
+            "message m { optional int64 i; optional double d; optional binary s (STRING); optional binary l (STRING); }",
+        )
+        .unwrap();
+        let mut file =
+            SerializedFileWriter::new(Vec::new(), Arc::new(schema), Arc::new(WriterProperties::default())).unwrap();
+        let mut encoder = PageEncoder::new().unwrap();
+        let rows = 2 * PAGE_ROWS + 300;
+        let valid = |r: usize| {
+            if r < PAGE_ROWS {
+                !r.is_multiple_of(3)
+            } else {
+                r >= 2 * PAGE_ROWS
+            }
+        };
+        let ints = Int64Array::from_iter((0..rows).map(|r| valid(r).then_some(r as i64 * 7 - 1000)));
+        let doubles = Float64Array::from_iter((0..rows).map(|r| valid(r).then_some(r as f64 / 3.0)));
+        let strings = StringArray::from_iter((0..rows).map(|r| valid(r).then(|| format!("s{r}"))));
+        let keys = Int32Array::from_iter((0..rows).map(|r| valid(r).then_some((r % 2) as i32)));
+        let dictionary = StringArray::from(vec!["DNS", "TLS"]);
+        let mut i = FixedChunk::new(Ranges::None).nullable();
+        let mut d = FixedChunk::floats().nullable();
+        let mut s = FixedChunk::strings().nullable();
+        let mut l = LabelChunk::new(true);
+        for start in (0..rows).step_by(1000) {
+            let len = 1000.min(rows - start);
+            let part = ints.slice(start, len);
+            i.write(part.values(), part.nulls(), &mut encoder).unwrap();
+            let part = doubles.slice(start, len);
+            d.write_floats(part.values(), part.nulls(), &mut encoder).unwrap();
+            s.write_strings(&strings.slice(start, len), &mut encoder).unwrap();
+            let part = keys.slice(start, len);
+            l.write(&dictionary, part.values(), part.nulls(), &mut encoder).unwrap();
+        }
+        let descr = |c| file.schema_descr().column(c);
+        let chunks = [
+            i.close(descr(0), &mut encoder).unwrap(),
+            d.close(descr(1), &mut encoder).unwrap(),
+            s.close(descr(2), &mut encoder).unwrap(),
+            l.close(descr(3), &mut encoder).unwrap(),
+        ];
+        let mut group = file.next_row_group().unwrap();
+        for (bytes, close) in chunks {
+            group.append_column(&bytes, close).unwrap();
+        }
+        group.close().unwrap();
+        let bytes = Bytes::from(file.into_inner().unwrap());
+        let mut reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .with_batch_size(rows)
+            .build()
+            .unwrap();
+        let batch = reader.next().unwrap().unwrap();
+        assert_eq!(batch.num_rows(), rows);
+        assert_eq!(batch.column(0).as_primitive::<Int64Type>(), &ints);
+        assert_eq!(batch.column(1).as_primitive::<Float64Type>(), &doubles);
+        assert_eq!(batch.column(2).as_string::<i32>(), &strings);
+        let labels: Vec<Option<&str>> = batch.column(3).as_string::<i32>().iter().collect();
+        let expected: Vec<Option<&str>> = keys.iter().map(|k| k.map(|k| dictionary.value(k as usize))).collect();
+        assert_eq!(labels, expected);
+    }
+
     #[test]
     fn doubles_read_back_bit_for_bit() {
         let schema = Arc::new(parse_message_type("message m { required double v; }").unwrap());
@@ -514,7 +729,7 @@ mod tests {
         values.extend((0..PAGE_ROWS + 100).map(|i| i as f64 / 7.0));
         let mut chunk = FixedChunk::floats();
         for slice in values.chunks(1000) {
-            chunk.write_floats(slice, &mut encoder).unwrap();
+            chunk.write_floats(slice, None, &mut encoder).unwrap();
         }
         let (bytes, close) = chunk.close(file.schema_descr().column(0), &mut encoder).unwrap();
         let mut group = file.next_row_group().unwrap();
@@ -643,21 +858,25 @@ fn bit_packed(out: &mut Vec<u8>, keys: &[u32], width: u32) {
     }
 }
 
-/// One label column's chunk of a row group, never null, being written
+/// One label column's chunk of a row group, being written
 /// dictionary-encoded (`RLE_DICTIONARY`): the chunk's dictionary is the
 /// distinct labels of its batches, each batch's own dictionary mapped
 /// into it once (a few labels), its keys then translated a row at a
-/// time; a data page holds the keys bit-packed at the width of the
-/// page's largest, and the dictionary page (`PLAIN`) goes first in the
-/// chunk.
+/// time; a data page holds the definition levels (of a column that can
+/// be null), then the keys of the rows that have one bit-packed at the
+/// width of the page's largest, and the dictionary page (`PLAIN`) goes
+/// first in the chunk.
 pub(super) struct LabelChunk {
-    by_text: HashMap<Box<[u8]>, u32>,
+    by_text: FxHashMap<Box<[u8]>, u32>,
     /// The dictionary's values in the plain encoding: each a 4-byte
     /// length and its bytes.
     dictionary: Vec<u8>,
     /// The chunk's key of each key of the batch being written.
     mapped: Vec<u32>,
-    /// The page being filled.
+    /// The page being filled: its rows, their definition levels (of a
+    /// column that can be null) and the keys of those that have one.
+    page_rows: usize,
+    levels: Option<BooleanBufferBuilder>,
     keys: Vec<u32>,
     /// The data pages written: their headers and compressed keys.
     sink: TrackedWrite<Vec<u8>>,
@@ -668,11 +887,14 @@ pub(super) struct LabelChunk {
 }
 
 impl LabelChunk {
-    pub(super) fn new() -> LabelChunk {
+    /// A chunk of a label column, which can be null if `nullable`.
+    pub(super) fn new(nullable: bool) -> LabelChunk {
         LabelChunk {
-            by_text: HashMap::new(),
+            by_text: FxHashMap::default(),
             dictionary: Vec::new(),
             mapped: Vec::new(),
+            page_rows: 0,
+            levels: nullable.then(|| BooleanBufferBuilder::new(PAGE_ROWS)),
             keys: Vec::with_capacity(PAGE_ROWS),
             sink: TrackedWrite::new(Vec::new()),
             pages: Vec::new(),
@@ -682,8 +904,15 @@ impl LabelChunk {
     }
 
     /// Adds the rows of a batch's label column: `keys` into its
-    /// dictionary `labels`, writing each page as it fills.
-    pub(super) fn write(&mut self, labels: &StringArray, mut keys: &[i32], encoder: &mut PageEncoder) -> Result<()> {
+    /// dictionary `labels` (none where `nulls` has no value), writing
+    /// each page as it fills.
+    pub(super) fn write(
+        &mut self,
+        labels: &StringArray,
+        keys: &[i32],
+        nulls: Option<&NullBuffer>,
+        encoder: &mut PageEncoder,
+    ) -> Result<()> {
         self.mapped.clear();
         for label in labels.iter() {
             let label = label.unwrap_or_default().as_bytes();
@@ -699,13 +928,23 @@ impl LabelChunk {
             };
             self.mapped.push(key);
         }
-        while !keys.is_empty() {
-            let room = PAGE_ROWS - self.keys.len();
-            let (now, later) = keys.split_at(room.min(keys.len()));
+        let nulls = has_nulls(nulls);
+        let mut at = 0;
+        while at < keys.len() {
+            let now = at..keys.len().min(at + PAGE_ROWS - self.page_rows);
+            if let Some(levels) = &mut self.levels {
+                push_levels(levels, nulls, now.clone());
+            }
             let mapped = &self.mapped;
-            self.keys.extend(now.iter().map(|&k| mapped[k as usize]));
-            keys = later;
-            if self.keys.len() == PAGE_ROWS {
+            match nulls {
+                None => self.keys.extend(keys[now.clone()].iter().map(|&k| mapped[k as usize])),
+                Some(nulls) => self
+                    .keys
+                    .extend(present(nulls, now.clone()).map(|row| mapped[keys[row] as usize])),
+            }
+            self.page_rows += now.len();
+            at = now.end;
+            if self.page_rows == PAGE_ROWS {
                 self.page(encoder)?;
             }
         }
@@ -719,32 +958,33 @@ impl LabelChunk {
     }
 
     fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
-        let rows = self.keys.len();
+        let rows = self.page_rows;
         if rows == 0 {
             return Ok(());
+        }
+        let encoded = &mut encoder.encoded;
+        encoded.clear();
+        if let Some(levels) = &mut self.levels {
+            write_levels(encoded, levels);
+            levels.truncate(0);
         }
         let largest = self.keys.iter().copied().max().unwrap_or(0);
         // At least one bit: some readers take a width of 0 badly.
         let width = (32 - largest.leading_zeros()).max(1);
-        let encoded = &mut encoder.encoded;
-        encoded.clear();
         encoded.push(width as u8);
-        bit_packed(encoded, &self.keys, width);
+        // A page of nulls only has no keys, and no run of them.
+        if !self.keys.is_empty() {
+            bit_packed(encoded, &self.keys, width);
+        }
         self.keys.clear();
-        let compressed = encoder
-            .zstd
-            .compress(encoded)
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
-        let page = Page::DataPage {
-            buf: Bytes::from(compressed),
-            num_values: rows as u32,
-            encoding: Encoding::RLE_DICTIONARY,
-            def_level_encoding: Encoding::RLE,
-            rep_level_encoding: Encoding::RLE,
-            statistics: None,
-        };
-        let spec = SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, encoded.len()))?;
-        encoded.clear();
+        self.page_rows = 0;
+        let spec = write_page(
+            &mut self.sink,
+            &mut encoder.zstd,
+            encoded,
+            rows,
+            Encoding::RLE_DICTIONARY,
+        )?;
         self.pages
             .push((spec.offset as i64, spec.compressed_size as i32, rows as i64));
         self.uncompressed += spec.uncompressed_size as u64;
@@ -782,10 +1022,10 @@ impl LabelChunk {
             offsets.append_offset_and_size(data_start + offset, size);
             offsets.append_row_count(rows);
         }
-        let metadata = ColumnChunkMetaData::builder(descr)
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
-            .set_encodings(vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY])
-            .set_page_encoding_stats(vec![
+        let metadata = chunk_metadata(
+            descr,
+            vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY],
+            vec![
                 PageEncodingStats {
                     page_type: PageType::DICTIONARY_PAGE,
                     encoding: Encoding::PLAIN,
@@ -796,12 +1036,11 @@ impl LabelChunk {
                     encoding: Encoding::RLE_DICTIONARY,
                     count: self.pages.len() as i32,
                 },
-            ])
-            .set_total_compressed_size(bytes.len() as i64)
-            .set_total_uncompressed_size(uncompressed as i64)
-            .set_num_values(self.rows as i64)
-            .set_dictionary_page_offset(Some(0))
-            .set_data_page_offset(data_start);
+            ],
+            (bytes.len(), uncompressed, self.rows),
+        )?
+        .set_dictionary_page_offset(Some(0))
+        .set_data_page_offset(data_start);
         let close = ColumnCloseResult {
             bytes_written: bytes.len() as u64,
             rows_written: self.rows,
@@ -854,10 +1093,10 @@ mod label_tests {
         ];
         let mut expected: Vec<String> = Vec::new();
         for group in &groups {
-            let mut chunk = LabelChunk::new();
+            let mut chunk = LabelChunk::new(false);
             for (labels, keys) in group {
                 let labels = StringArray::from(labels.clone());
-                chunk.write(&labels, keys, &mut encoder).unwrap();
+                chunk.write(&labels, keys, None, &mut encoder).unwrap();
                 expected.extend(keys.iter().map(|&k| labels.value(k as usize).to_string()));
             }
             let (bytes, close) = chunk.close(file.schema_descr().column(0), &mut encoder).unwrap();

@@ -24,7 +24,7 @@ use regex_syntax::hir::{Hir, HirKind, Repetition};
 use serde::Deserialize;
 
 use crate::Label;
-use crate::dissectors::{Side, Transport};
+use crate::dissectors::{ByteSet, Side, Transport};
 
 /// The rules shipped with Sluice; `--rules FILE` adds to them.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.yaml");
@@ -271,6 +271,10 @@ fn prefix_only(hir: Hir) -> Hir {
 struct DirectionMatcher {
     dfa: dense::DFA<Vec<u32>>,
     start: StateID,
+    /// The first bytes that take the start state to the dead state: no
+    /// pattern begins with them, and a direction (or datagram) that does is
+    /// settled without a walk.
+    refused_first: ByteSet,
     rule_of_pattern: Vec<u32>,
 }
 
@@ -373,9 +377,13 @@ impl RuleSet {
                 let start = dfa
                     .start_state(&start::Config::new().anchored(Anchored::Yes))
                     .expect("anchored start states are built");
+                let refused_first = (0..=u8::MAX)
+                    .filter(|&b| dfa.is_dead_state(dfa.next_state(start, b)))
+                    .fold(ByteSet::NONE, ByteSet::with);
                 matchers[i] = Some(DirectionMatcher {
                     dfa,
                     start,
+                    refused_first,
                     rule_of_pattern,
                 });
             }
@@ -451,6 +459,15 @@ impl RuleSet {
             (false, Some(s)) => s,
             (false, None) => return false,
         };
+        // What the walk would find: the first step lands in the dead state,
+        // which matches nothing, and the side is done.
+        if state == matcher.start
+            && let Some(&first) = bytes.first()
+            && matcher.refused_first.contains(first)
+        {
+            cursor.state[i] = None;
+            return false;
+        }
         let dfa = &matcher.dfa;
         let mut found = false;
         let mut note = |state: StateID, matched: &mut Vec<u32>| {

@@ -680,6 +680,23 @@ dns_udp:
     }
 
     #[test]
+    fn a_direction_no_pattern_begins_with_is_settled_at_once() {
+        let set = RuleSet::default_rules();
+        let mut cursor = set.cursor(Transport::Tcp);
+        assert!(!set.feed(Transport::Tcp, &mut cursor, Side::Up, &[0; 10], false));
+        assert_eq!(cursor.state[0], None);
+        assert!(cursor.matched[0].is_empty());
+        let mut cursor = set.cursor(Transport::Tcp);
+        set.feed(Transport::Tcp, &mut cursor, Side::Up, b"AM", false);
+        assert!(cursor.state[0].is_some(), "AMQP's opening begins so");
+        // The bytes the automaton refuses at its start are those no pattern
+        // begins with, and only those.
+        let matcher = set.tcp.matchers[0].as_ref().unwrap();
+        assert!(matcher.refused_first.contains(0) && !matcher.refused_first.contains(b'A'));
+        assert!(!matcher.refused_first.contains(0xf9) && !matcher.refused_first.contains(0x0b));
+    }
+
+    #[test]
     fn port_only_rules_are_a_guess_for_their_transport() {
         let set = figure_3();
         assert_eq!(set.by_port(Transport::Udp, 5353, 53).unwrap().name, "dns_udp");

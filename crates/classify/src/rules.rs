@@ -24,7 +24,7 @@ use regex_syntax::hir::{Hir, HirKind, Repetition};
 use serde::Deserialize;
 
 use crate::Label;
-use crate::dissectors::{Side, Transport};
+use crate::dissectors::{ByteSet, Side, Transport};
 
 /// The rules shipped with Sluice; `--rules FILE` adds to them.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.yaml");
@@ -271,6 +271,10 @@ fn prefix_only(hir: Hir) -> Hir {
 struct DirectionMatcher {
     dfa: dense::DFA<Vec<u32>>,
     start: StateID,
+    /// The first bytes that take the start state to the dead state: no
+    /// pattern begins with them, and a direction (or datagram) that does is
+    /// settled without a walk.
+    refused_first: ByteSet,
     rule_of_pattern: Vec<u32>,
 }
 
@@ -373,9 +377,13 @@ impl RuleSet {
                 let start = dfa
                     .start_state(&start::Config::new().anchored(Anchored::Yes))
                     .expect("anchored start states are built");
+                let refused_first = (0..=u8::MAX)
+                    .filter(|&b| dfa.is_dead_state(dfa.next_state(start, b)))
+                    .fold(ByteSet::NONE, ByteSet::with);
                 matchers[i] = Some(DirectionMatcher {
                     dfa,
                     start,
+                    refused_first,
                     rule_of_pattern,
                 });
             }
@@ -451,6 +459,15 @@ impl RuleSet {
             (false, Some(s)) => s,
             (false, None) => return false,
         };
+        // What the walk would find: the first step lands in the dead state,
+        // which matches nothing, and the side is done.
+        if state == matcher.start
+            && let Some(&first) = bytes.first()
+            && matcher.refused_first.contains(first)
+        {
+            cursor.state[i] = None;
+            return false;
+        }
         let dfa = &matcher.dfa;
         let mut found = false;
         let mut note = |state: StateID, matched: &mut Vec<u32>| {
@@ -660,6 +677,23 @@ dns_udp:
         set.feed(Transport::Tcp, &mut cursor, Side::Up, b"\x16\x03\x01", false);
         set.feed(Transport::Tcp, &mut cursor, Side::Down, b"\x16\x03\x03", false);
         assert!(cursor.exhausted());
+    }
+
+    #[test]
+    fn a_direction_no_pattern_begins_with_is_settled_at_once() {
+        let set = RuleSet::default_rules();
+        let mut cursor = set.cursor(Transport::Tcp);
+        assert!(!set.feed(Transport::Tcp, &mut cursor, Side::Up, &[0; 10], false));
+        assert_eq!(cursor.state[0], None);
+        assert!(cursor.matched[0].is_empty());
+        let mut cursor = set.cursor(Transport::Tcp);
+        set.feed(Transport::Tcp, &mut cursor, Side::Up, b"AM", false);
+        assert!(cursor.state[0].is_some(), "AMQP's opening begins so");
+        // The bytes the automaton refuses at its start are those no pattern
+        // begins with, and only those.
+        let matcher = set.tcp.matchers[0].as_ref().unwrap();
+        assert!(matcher.refused_first.contains(0) && !matcher.refused_first.contains(b'A'));
+        assert!(!matcher.refused_first.contains(0xf9) && !matcher.refused_first.contains(0x0b));
     }
 
     #[test]

@@ -114,7 +114,10 @@ impl Found {
 pub enum Verdict {
     /// Not this protocol: the chain will not ask again for this flow.
     No,
-    /// Could be: show me the next packet.
+    /// Could be: show me the next packet. Only while the bytes that have
+    /// arrived could still begin the protocol: a field that rules it out
+    /// calls for `No` at once, whole message or not, or the flow stays
+    /// inspected, its state held, to the chain's depth.
     Maybe,
     /// It is. After a `Yes` with `more`, the chain keeps calling only this
     /// dissector; a later `Yes` replaces the label, `No` or `Maybe` stop it.

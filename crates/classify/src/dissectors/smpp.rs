@@ -29,23 +29,33 @@ fn inspect(pkt: &Packet, _ctx: &mut Context) -> Verdict {
     if data.first() != Some(&0) {
         return Verdict::No;
     }
+    // The header's fields are judged as they arrive: a length, command or
+    // status that no bind (or its response) has refuses the stream before
+    // the whole header is in, which is what the whole header would say.
+    let len = be32(data, 0);
+    let command = be32(data, 4);
+    let response = match pkt.side {
+        Side::Up => 0,
+        Side::Down => RESPONSE,
+    };
+    let arrived_ok = len.is_none_or(|len| (HEADER as u32 + 1..=MAX_PDU).contains(&len))
+        && command.is_none_or(|command| matches!(command & !RESPONSE, 1 | 2 | 9) && command & RESPONSE == response)
+        && (pkt.side == Side::Down || be32(data, 8).is_none_or(|status| status == 0));
+    if !arrived_ok {
+        return Verdict::No;
+    }
     if data.len() < HEADER {
         return Verdict::Maybe;
     }
-    let (Some(len), Some(command), Some(status), Some(sequence)) =
-        (be32(data, 0), be32(data, 4), be32(data, 8), be32(data, 12))
-    else {
+    let (Some(len), Some(sequence)) = (len, be32(data, 12)) else {
         return Verdict::No;
     };
-    let bind = command & !RESPONSE;
-    let header_ok = (HEADER as u32 + 1..=MAX_PDU).contains(&len)
-        && matches!(bind, 1 | 2 | 9)
-        && sequence != 0
-        && sequence < 0x8000_0000;
-    let ok = match pkt.side {
-        Side::Up => header_ok && command & RESPONSE == 0 && status == 0 && bind_body(&data[HEADER..], len),
-        Side::Down => header_ok && command & RESPONSE != 0 && c_string(&data[HEADER..], 16).is_some(),
-    };
+    let ok = sequence != 0
+        && sequence < 0x8000_0000
+        && match pkt.side {
+            Side::Up => bind_body(&data[HEADER..], len),
+            Side::Down => c_string(&data[HEADER..], 16).is_some(),
+        };
     if !ok {
         Verdict::No
     } else if data.len() < len as usize {
@@ -103,6 +113,22 @@ mod tests {
         ];
         assert_eq!(run(Side::Down, &response), Verdict::Yes(Found::new("SMPP")));
         assert_eq!(run(Side::Up, &bind()[..10]), Verdict::Maybe);
+        assert_eq!(run(Side::Down, &response[..9]), Verdict::Maybe);
+    }
+
+    #[test]
+    fn a_header_is_refused_as_soon_as_its_fields_arrive() {
+        assert_eq!(run(Side::Up, &[0; 10]), Verdict::No, "a length of 0");
+        assert_eq!(run(Side::Down, &[0, 0, 0, 21]), Verdict::Maybe);
+        assert_eq!(run(Side::Down, &[0, 0, 0, 16]), Verdict::No, "no body");
+        assert_eq!(run(Side::Up, &bind()[..8]), Verdict::Maybe);
+        let mut command = bind();
+        command[7] = 4;
+        assert_eq!(run(Side::Up, &command[..8]), Verdict::No, "submit_sm opens no session");
+        assert_eq!(run(Side::Down, &bind()[..8]), Verdict::No, "a bind from the centre");
+        let mut status = bind();
+        status[11] = 1;
+        assert_eq!(run(Side::Up, &status[..12]), Verdict::No);
     }
 
     #[test]

@@ -384,7 +384,7 @@ fn tshark_reads_the_ipfix_file_without_a_warning() {
     let Some(tshark) = tool("tshark") else {
         return;
     };
-    tshark_reads(&tshark, &[MIX.clone()]);
+    tshark_reads(&tshark, std::slice::from_ref(&*MIX));
     if let Some(captures) = ndpi_captures() {
         tshark_reads(&tshark, &captures);
     }
@@ -1065,7 +1065,7 @@ fn check(same: bool, bytes: &[u8], what: &Value) -> Result<(), String> {
 #[test]
 fn every_field_reads_back_from_its_template_as_the_json_record_has_it() {
     let mut variants = std::collections::BTreeSet::new();
-    variants.extend(read_back_and_compare(&[MIX.clone()]));
+    variants.extend(read_back_and_compare(std::slice::from_ref(&*MIX)));
     let Some(captures) = ndpi_captures() else {
         return;
     };

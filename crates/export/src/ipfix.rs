@@ -788,6 +788,7 @@ fn end_reason_code(end: EndReason) -> u8 {
     }
 }
 
+#[inline(always)]
 fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
     string(out, s.unwrap_or(""));
 }
@@ -978,8 +979,9 @@ pub fn varlen_prefix(out: &mut Vec<u8>, len: usize) {
 
 /// A string element, cut at the longest a field holds. Inlined, with the
 /// empty string (an absent value) a byte: most string elements of most
-/// records are empty.
-#[inline]
+/// records are empty. Always: in the layout's copy for each variant the
+/// compiler otherwise calls it, a call per string element.
+#[inline(always)]
 fn string(out: &mut Vec<u8>, s: &str) {
     let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
     if s.is_empty() {

@@ -231,7 +231,7 @@ pub struct FlowsConfig {
     /// The path MTU to the IPFIX collector: no message is longer than an
     /// IP packet of this size holds (`--ipfix-mtu`) [default: over UDP the
     /// path's as the kernel has it, 65,536 to a local collector; 1500 over
-    /// TCP and in files].
+    /// TCP; in a file, messages of up to 65,535 bytes].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ipfix_mtu: Option<u16>,
     /// Send IPFIX messages no faster than this (`20kpps`: messages a

@@ -5,8 +5,13 @@
 //! order and documented in `docs/ipfix.md`: IANA's where IANA defines the
 //! quantity, the server-to-client side of those as RFC 5103 reverse
 //! elements (enterprise number 29305), and the rest under
-//! [`ENTERPRISE_NUMBER`]. Two templates carry them, one for IPv4 flows and
-//! one for IPv6 flows; they differ only in the address elements.
+//! [`ENTERPRISE_NUMBER`]. The full templates carry them all, one for IPv4
+//! flows and one for IPv6 flows (they differ only in the address
+//! elements); beside them, templates of the same elements in fewer bytes
+//! ([`Variant`]) carry the records whose values allow it: counters and
+//! times in 4 bytes (RFC 7011, 6.2's reduced-size encoding), means and
+//! deviations as float32, and without the TCP or the metadata elements
+//! when the record's are all absent.
 //!
 //! [`IpfixEncoder`] turns a record into the bytes of one data record, in a
 //! worker; [`Packer`] puts data records into messages of at most a given
@@ -14,10 +19,10 @@
 //! the exporter's thread.
 
 use sluice_classify::{Metadata, Text};
-use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS};
+use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Summary};
 use sluice_wire::IpVersion;
 
-use crate::schema::{NO_METADATA, Record};
+use crate::schema::Record;
 
 /// The enterprise number of Sluice's own information elements. It is
 /// RFC 5612's number for documentation use, a placeholder until Sluice has
@@ -328,28 +333,225 @@ const fn all_elements() -> [Element; 17 + 26 + 26 + 34] {
 /// order: a field's elements follow one another.
 pub static ELEMENTS: [Element; 103] = all_elements();
 
-/// The templates: their ids, and whether each is the IPv6 one.
-pub const TEMPLATES: [(u16, bool); 2] = [(TEMPLATE_V4, false), (TEMPLATE_V6, true)];
+/// How a flow template writes [`ELEMENTS`]: the full templates (256 and
+/// 257) write every element at its full length; the others, chosen for a
+/// record when its values allow, write the same values in fewer bytes.
+/// Each is a set of these bits:
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant(pub u8);
 
-/// Appends a template set holding `templates`.
-pub fn template_set(out: &mut Vec<u8>, templates: &[(u16, bool)]) {
-    let start = out.len();
-    out.extend_from_slice(&2u16.to_be_bytes());
-    out.extend_from_slice(&0u16.to_be_bytes());
-    for &(template, v6) in templates {
-        flow_template_record(out, template, v6);
+impl Variant {
+    pub const FULL: Variant = Variant(0);
+    /// Every 8-byte unsigned element in 4 bytes: the record's counters,
+    /// duration, gaps and round-trip times are all below 2^32 - 1.
+    pub const NARROW: u8 = 1;
+    /// The directions' means and deviations as float32: each is one
+    /// exactly (the record's values are rounded to thousandths or to the
+    /// nanosecond, which small values keep in 24 bits).
+    pub const FLOAT32: u8 = 2;
+    /// Without the elements only TCP sets (flag counts, retransmissions,
+    /// out of order, zero windows, MSS, window scale, round-trip times,
+    /// `tcpControlBits`): a flow of another protocol with all of them
+    /// absent or zero.
+    pub const NO_TCP: u8 = 4;
+    /// Without the protocol metadata elements (`host` to `commands`): a
+    /// flow with no metadata.
+    pub const NO_META: u8 = 8;
+    /// Every variant.
+    pub const ALL: std::ops::Range<u8> = 0..16;
+
+    #[inline(always)]
+    pub const fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
     }
-    let len = (out.len() - start) as u16;
-    out[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+
+    /// The variant's template for IPv4 or IPv6 flows: 256 and 257 for the
+    /// full ones, `272 + 2 * bits` and one more for the others.
+    pub fn template(self, v6: bool) -> u16 {
+        let base = if self.0 == 0 {
+            TEMPLATE_V4
+        } else {
+            272 + 2 * u16::from(self.0)
+        };
+        base + u16::from(v6)
+    }
+
+    /// The variant and address family of a flow template.
+    pub fn of_template(template: u16) -> Option<(Variant, bool)> {
+        match template {
+            TEMPLATE_V4 | TEMPLATE_V6 => Some((Variant::FULL, template == TEMPLATE_V6)),
+            274..304 => Some((Variant(((template - 272) / 2) as u8), template % 2 == 1)),
+            _ => None,
+        }
+    }
+
+    /// The variant a record is written in: the most compact whose
+    /// templates hold its values exactly.
+    pub fn of(record: &Record) -> Variant {
+        let d = &record.flow.directions;
+        Variant::choose(record, &[Figures::of(&d[0]), Figures::of(&d[1])])
+    }
+
+    #[inline(always)]
+    fn choose(record: &Record, figures: &[Figures; 2]) -> Variant {
+        let f = record.flow;
+        let mut bits = 0;
+        let rtts = [f.tcp.handshake_rtt_ns(), f.tcp.client_rtt_ns(), f.tcp.server_rtt_ns()];
+        let mut widest = f.bytes().max(f.packets()).max(f.last_ns.saturating_sub(f.first_ns));
+        for (d, figures) in f.directions.iter().zip(figures) {
+            let gaps = &figures.gaps;
+            widest = widest
+                .max(d.payload_bytes)
+                .max(d.bytes)
+                .max(d.packets)
+                .max(gaps.max)
+                .max(gaps.min);
+        }
+        for rtt in rtts.into_iter().flatten() {
+            widest = widest.max(rtt);
+        }
+        if widest < u64::from(u32::MAX) {
+            bits |= Variant::NARROW;
+        }
+        let fits = |x: f64| (x as f32) as f64 == x;
+        if figures.iter().flat_map(|f| f.floats).all(fits) {
+            bits |= Variant::FLOAT32;
+        }
+        let no_tcp = f.key.proto != 6
+            && rtts.iter().all(Option::is_none)
+            && f.directions.iter().all(|d| {
+                d.flag_counts.iter().all(|&n| n == 0)
+                    && d.retransmissions == 0
+                    && d.out_of_order == 0
+                    && d.zero_windows == 0
+                    && d.mss == 0
+                    && d.window_scale.is_none()
+            });
+        if no_tcp {
+            bits |= Variant::NO_TCP;
+        }
+        if f.ext.meta.is_none() {
+            bits |= Variant::NO_META;
+        }
+        Variant(bits)
+    }
+}
+
+/// What a direction's elements hold besides its fields: the summaries of
+/// its sizes and gaps, and their means and deviations as the record has
+/// them (sizes to the thousandth, gaps to the nanosecond). Worked out once
+/// for both the variant's choice and the elements.
+struct Figures {
+    sizes: Summary,
+    gaps: Summary,
+    floats: [f64; 4],
+}
+
+impl Figures {
+    #[inline(always)]
+    fn of(d: &DirectionStats) -> Figures {
+        let sizes = d.sizes();
+        let gaps = d.inter_arrivals();
+        Figures {
+            floats: [
+                thousandths(sizes.mean),
+                thousandths(sizes.stddev),
+                round(gaps.mean),
+                round(gaps.stddev),
+            ],
+            sizes,
+            gaps,
+        }
+    }
+}
+
+/// A direction's elements only TCP sets, and the flow's: those a
+/// [`Variant::NO_TCP`] template leaves out, with `tcpControlBits`.
+const TCP_ONLY_DIRECTION: [&str; 13] = [
+    "fin",
+    "syn",
+    "rst",
+    "psh",
+    "ack",
+    "urg",
+    "ece",
+    "cwr",
+    "retransmissions",
+    "out_of_order",
+    "zero_windows",
+    "mss",
+    "window_scale",
+];
+const TCP_ONLY: [&str; 3] = ["handshake_rtt_ns", "client_rtt_ns", "server_rtt_ns"];
+
+/// The protocol metadata's fields, `host` to `commands`: those a
+/// [`Variant::NO_META`] template leaves out.
+const METADATA: [&str; 17] = [
+    "host",
+    "http_method",
+    "http_uri",
+    "http_user_agent",
+    "http_status",
+    "http_content_type",
+    "tls_version",
+    "tls_alpn",
+    "ja3",
+    "ja4",
+    "quic_version",
+    "dns_qtype",
+    "dns_rcode",
+    "dns_answers",
+    "client_banner",
+    "server_banner",
+    "commands",
+];
+
+impl Element {
+    /// The length in a variant's template, or `None` when the variant
+    /// leaves the element out.
+    pub fn length_in(&self, variant: Variant, v6: bool) -> Option<u16> {
+        if variant.has(Variant::NO_TCP) && self.is_tcp_only() {
+            return None;
+        }
+        if variant.has(Variant::NO_META) && METADATA.contains(&self.field) {
+            return None;
+        }
+        Some(match self.encoding {
+            Encoding::Unsigned(8) if variant.has(Variant::NARROW) => 4,
+            Encoding::Float64 if variant.has(Variant::FLOAT32) && self.is_direction_float() => 4,
+            _ => self.length(v6),
+        })
+    }
+
+    fn is_tcp_only(&self) -> bool {
+        matches!(self.encoding, Encoding::Flags(_))
+            || TCP_ONLY.contains(&self.field)
+            || self
+                .field
+                .strip_prefix("c2s_")
+                .or_else(|| self.field.strip_prefix("s2c_"))
+                .is_some_and(|rest| TCP_ONLY_DIRECTION.contains(&rest))
+    }
+
+    /// A direction's mean or deviation (the floats [`Variant::FLOAT32`]
+    /// shortens), not a confidence.
+    fn is_direction_float(&self) -> bool {
+        self.encoding == Encoding::Float64 && (self.field.starts_with("c2s_") || self.field.starts_with("s2c_"))
+    }
+}
+
+/// Every flow template: its id, whether it is for IPv6 flows, its variant.
+pub fn flow_templates() -> impl Iterator<Item = (u16, bool, Variant)> {
+    Variant::ALL.flat_map(|bits| [false, true].map(|v6| (Variant(bits).template(v6), v6, Variant(bits))))
 }
 
 /// Appends the template record of a flow template.
-fn flow_template_record(out: &mut Vec<u8>, template: u16, v6: bool) {
-    template_record(
-        out,
-        template,
-        ELEMENTS.iter().map(|e| (e.id(v6), e.length(v6), e.enterprise)),
-    );
+fn flow_template_record(out: &mut Vec<u8>, template: u16, v6: bool, variant: Variant) {
+    let fields: Vec<(u16, u16, u32)> = ELEMENTS
+        .iter()
+        .filter_map(|e| Some((e.id(v6), e.length_in(variant, v6)?, e.enterprise)))
+        .collect();
+    template_record(out, template, fields.into_iter());
 }
 
 /// Appends a template record (RFC 7011, 3.4.1): its id, its field count,
@@ -448,6 +650,12 @@ impl<'a, const N: usize> Fixed<'a, N> {
     }
 
     #[inline(always)]
+    fn put_slice(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+
+    #[inline(always)]
     fn put<const M: usize>(&mut self, bytes: &[u8; M]) {
         self.buf[self.at..self.at + M].copy_from_slice(bytes);
         self.at += M;
@@ -471,10 +679,19 @@ impl<'a, const N: usize> Fixed<'a, N> {
     fn u64(&mut self, v: Option<u64>) {
         self.put(&v.unwrap_or(u64::MAX).to_be_bytes());
     }
-    /// An absent value is a NaN.
+    /// A counter or time: in 4 bytes in a [`Variant::NARROW`] template.
     #[inline(always)]
-    fn f64(&mut self, v: Option<f64>) {
-        self.put(&v.unwrap_or(f64::NAN).to_be_bytes());
+    fn count(&mut self, narrow: bool, v: Option<u64>) {
+        if narrow { self.u32(v) } else { self.u64(v) }
+    }
+    /// A mean or deviation: a float32 in a [`Variant::FLOAT32`] template.
+    #[inline(always)]
+    fn float(&mut self, float32: bool, v: f64) {
+        if float32 {
+            self.put(&(v as f32).to_be_bytes());
+        } else {
+            self.put(&v.to_be_bytes());
+        }
     }
 }
 
@@ -502,48 +719,62 @@ fn thousandths(value: f64) -> f64 {
     round(value * 1000.0) / 1000.0
 }
 
-/// A direction's elements, and the `tcpControlBits` of the flags it saw.
+/// A direction's elements in a variant's template, and the
+/// `tcpControlBits` of the flags it saw.
 #[inline(always)]
-fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats) -> u16 {
-    b.u64(Some(d.packets));
-    b.u64(Some(d.bytes));
-    b.u64(Some(d.payload_bytes));
-    let sizes = d.sizes();
+fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v: Variant) -> u16 {
+    let (sizes, gaps, floats) = (&figures.sizes, &figures.gaps, &figures.floats);
+    let narrow = v.has(Variant::NARROW);
+    let float32 = v.has(Variant::FLOAT32);
+    let tcp = !v.has(Variant::NO_TCP);
+    b.count(narrow, Some(d.packets));
+    b.count(narrow, Some(d.bytes));
+    b.count(narrow, Some(d.payload_bytes));
     b.u16(Some(sizes.min));
     b.u16(Some(sizes.max));
-    b.f64(Some(thousandths(sizes.mean)));
-    b.f64(Some(thousandths(sizes.stddev)));
-    let gaps = d.inter_arrivals();
-    b.u64(Some(gaps.min));
-    b.u64(Some(gaps.max));
-    b.f64(Some(round(gaps.mean)));
-    b.f64(Some(round(gaps.stddev)));
+    b.float(float32, floats[0]);
+    b.float(float32, floats[1]);
+    b.count(narrow, Some(gaps.min));
+    b.count(narrow, Some(gaps.max));
+    b.float(float32, floats[2]);
+    b.float(float32, floats[3]);
     // Counts in bit order FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, which is
     // `tcpControlBits`' order too.
     let mut flags = 0u16;
     for (bit, &count) in d.flag_counts.iter().enumerate() {
-        b.u64(Some(count.into()));
+        if tcp {
+            b.count(narrow, Some(count.into()));
+        }
         flags |= u16::from(count > 0) << bit;
     }
-    b.u32(Some(d.retransmissions.into()));
-    b.u32(Some(d.out_of_order.into()));
-    b.u32(Some(d.zero_windows.into()));
+    if tcp {
+        b.u32(Some(d.retransmissions.into()));
+        b.u32(Some(d.out_of_order.into()));
+        b.u32(Some(d.zero_windows.into()));
+    }
     b.u8(Some(d.ttl_min.into()));
     b.u8(Some(d.ttl_max.into()));
-    b.u16((d.mss != 0).then_some(d.mss.into()));
-    b.u8(d.window_scale.map(u64::from));
+    if tcp {
+        b.u16((d.mss != 0).then_some(d.mss.into()));
+        b.u8(d.window_scale.map(u64::from));
+    }
     flags
 }
 
-/// The elements of a direction without packets, which are the same in
-/// every record (only a direction's own packets change its figures).
-static EMPTY_DIRECTION: std::sync::LazyLock<[u8; DIRECTION_LEN]> = std::sync::LazyLock::new(|| {
-    let mut bytes = Vec::new();
-    let mut b = Fixed::<MIDDLE_LEN>::open(&mut bytes);
-    direction(&mut b, &DirectionStats::default());
-    let mut out = [0; DIRECTION_LEN];
-    out.copy_from_slice(&bytes[..DIRECTION_LEN]);
-    out
+/// The elements of a direction without packets in each variant's
+/// template (only the bits that change a direction's elements count),
+/// which are the same in every record: only a direction's own packets
+/// change its figures.
+static EMPTY_DIRECTION: std::sync::LazyLock<[Vec<u8>; 8]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|bits| {
+        let empty = DirectionStats::default();
+        let mut bytes = Vec::new();
+        let mut b = Fixed::<MIDDLE_LEN>::open(&mut bytes);
+        direction(&mut b, &empty, &Figures::of(&empty), Variant(bits as u8));
+        let at = b.at;
+        bytes.truncate(at);
+        bytes
+    })
 });
 
 /// `flowEndReason`'s code (RFC 7011's registry) of an end reason.
@@ -557,6 +788,7 @@ fn end_reason_code(end: EndReason) -> u8 {
     }
 }
 
+#[inline(always)]
 fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
     string(out, s.unwrap_or(""));
 }
@@ -574,108 +806,143 @@ fn string_list(out: &mut Vec<u8>, items: &[Text]) {
 }
 
 impl IpfixEncoder {
-    /// Appends `record` as a data record to `out` and returns its template.
+    /// Appends `record` as a data record to `out` and returns its
+    /// template, the most compact that holds it ([`Variant::of`]).
     pub fn encode(&mut self, record: &Record, out: &mut Vec<u8>) -> u16 {
-        let f = record.flow;
-        let k = &f.key;
-        let v6 = k.version == IpVersion::V6;
-        // Room for the fixed-size elements and the usual strings: their
-        // pushes then never grow the buffer.
-        out.reserve(HEAD_LEN + MIDDLE_LEN + LISTS_LEN + 256);
+        let directions = &record.flow.directions;
+        let figures = [Figures::of(&directions[0]), Figures::of(&directions[1])];
+        let variant = Variant::choose(record, &figures);
+        // One copy of the layout per variant, each with its offsets known
+        // when compiling and no test of the variant's bits left in it.
+        match variant.0 {
+            0 => encode_as::<0>(record, &figures, out),
+            1 => encode_as::<1>(record, &figures, out),
+            2 => encode_as::<2>(record, &figures, out),
+            3 => encode_as::<3>(record, &figures, out),
+            4 => encode_as::<4>(record, &figures, out),
+            5 => encode_as::<5>(record, &figures, out),
+            6 => encode_as::<6>(record, &figures, out),
+            7 => encode_as::<7>(record, &figures, out),
+            8 => encode_as::<8>(record, &figures, out),
+            9 => encode_as::<9>(record, &figures, out),
+            10 => encode_as::<10>(record, &figures, out),
+            11 => encode_as::<11>(record, &figures, out),
+            12 => encode_as::<12>(record, &figures, out),
+            13 => encode_as::<13>(record, &figures, out),
+            14 => encode_as::<14>(record, &figures, out),
+            _ => encode_as::<15>(record, &figures, out),
+        }
+    }
+}
 
-        // flowId to ipVersion and vlanId.
-        let mut head = Fixed::<HEAD_LEN>::open(out);
-        head.u64(Some(f.id()));
-        if v6 {
-            head.put(&k.src);
+/// [`IpfixEncoder::encode`] in the template of variant `BITS`.
+fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut Vec<u8>) -> u16 {
+    let variant = Variant(BITS);
+    let f = record.flow;
+    let k = &f.key;
+    let v6 = k.version == IpVersion::V6;
+    let narrow = variant.has(Variant::NARROW);
+    let tcp = !variant.has(Variant::NO_TCP);
+    // Room for the fixed-size elements and the usual strings: their
+    // pushes then never grow the buffer.
+    out.reserve(HEAD_LEN + MIDDLE_LEN + LISTS_LEN + 256);
+
+    // flowId to ipVersion and vlanId.
+    let mut head = Fixed::<HEAD_LEN>::open(out);
+    head.u64(Some(f.id()));
+    if v6 {
+        head.put(&k.src);
+    } else {
+        head.put(&[k.src[0], k.src[1], k.src[2], k.src[3]]);
+    }
+    head.u16(Some(k.src_port.into()));
+    if v6 {
+        head.put(&k.dst);
+    } else {
+        head.put(&[k.dst[0], k.dst[1], k.dst[2], k.dst[3]]);
+    }
+    head.u16(Some(k.dst_port.into()));
+    head.put(&[k.proto]);
+    head.u8(Some(k.version as u64));
+    head.u16(Some(k.vlan.into()));
+    let unused = head.unused();
+    out.truncate(out.len() - unused);
+    string(out, f.tunnel.name());
+
+    // tunnelId to serverRttNs.
+    let mut mid = Fixed::<MIDDLE_LEN>::open(out);
+    mid.u32(Some(k.tunnel_id.into()));
+    for ns in [f.first_ns, f.last_ns] {
+        mid.u64(Some(ns / 1_000_000));
+        mid.u64(Some(ntp_time(ns)));
+    }
+    mid.count(narrow, Some(f.last_ns.saturating_sub(f.first_ns)));
+    mid.count(narrow, Some(f.packets()));
+    mid.count(narrow, Some(f.bytes()));
+    let mut flags = [0u16; 2];
+    for (d, stats) in f.directions.iter().enumerate() {
+        if stats.packets == 0 {
+            mid.put_slice(&EMPTY_DIRECTION[usize::from(variant.0 & 7)]);
         } else {
-            head.put(&[k.src[0], k.src[1], k.src[2], k.src[3]]);
+            flags[d] = direction(&mut mid, stats, &figures[d], variant);
         }
-        head.u16(Some(k.src_port.into()));
-        if v6 {
-            head.put(&k.dst);
-        } else {
-            head.put(&[k.dst[0], k.dst[1], k.dst[2], k.dst[3]]);
-        }
-        head.u16(Some(k.dst_port.into()));
-        head.put(&[k.proto]);
-        head.u8(Some(k.version as u64));
-        head.u16(Some(k.vlan.into()));
-        let unused = head.unused();
-        out.truncate(out.len() - unused);
-        string(out, f.tunnel.name());
+    }
+    if tcp {
+        mid.count(narrow, f.tcp.handshake_rtt_ns());
+        mid.count(narrow, f.tcp.client_rtt_ns());
+        mid.count(narrow, f.tcp.server_rtt_ns());
+    }
+    let unused = mid.unused();
+    out.truncate(out.len() - unused);
 
-        // tunnelId to serverRttNs.
-        let mut mid = Fixed::<MIDDLE_LEN>::open(out);
-        mid.u32(Some(k.tunnel_id.into()));
-        for ns in [f.first_ns, f.last_ns] {
-            mid.u64(Some(ns / 1_000_000));
-            mid.u64(Some(ntp_time(ns)));
-        }
-        mid.u64(Some(f.last_ns.saturating_sub(f.first_ns)));
-        mid.u64(Some(f.packets()));
-        mid.u64(Some(f.bytes()));
-        let mut flags = [0u16; 2];
-        for (d, stats) in f.directions.iter().enumerate() {
-            if stats.packets == 0 {
-                mid.put(&EMPTY_DIRECTION);
-            } else {
-                flags[d] = direction(&mut mid, stats);
-            }
-        }
-        mid.u64(f.tcp.handshake_rtt_ns());
-        mid.u64(f.tcp.client_rtt_ns());
-        mid.u64(f.tcp.server_rtt_ns());
-        debug_assert_eq!(mid.at, MIDDLE_LEN);
+    // The first packets: sizes, directions, gaps.
+    let n = usize::from(f.first_count).min(FIRST_PACKETS);
+    let mut lists = Fixed::<LISTS_LEN>::open(out);
+    lists.put(&[(n * 2) as u8]);
+    for &size in &f.first_sizes[..n] {
+        lists.put(&size.to_be_bytes());
+    }
+    lists.put(&[n as u8]);
+    for i in 0..n {
+        lists.put(&[((f.first_directions >> i) & 1) as u8]);
+    }
+    lists.put(&[(n * 8) as u8]);
+    for &gap in &f.first_inter_arrivals[..n] {
+        lists.put(&gap.to_be_bytes());
+    }
+    lists.put(&[end_reason_code(record.end)]);
+    let unused = lists.unused();
+    out.truncate(out.len() - unused);
+    string(out, record.end.name());
 
-        // The first packets: sizes, directions, gaps.
-        let n = usize::from(f.first_count).min(FIRST_PACKETS);
-        let mut lists = Fixed::<LISTS_LEN>::open(out);
-        lists.put(&[(n * 2) as u8]);
-        for &size in &f.first_sizes[..n] {
-            lists.put(&size.to_be_bytes());
+    let class = &f.ext;
+    let label = &class.label;
+    match label.app {
+        Some(app) => {
+            varlen_prefix(out, label.master.len() + 1 + app.len());
+            out.extend_from_slice(label.master.as_bytes());
+            out.push(b'.');
+            out.extend_from_slice(app.as_bytes());
         }
-        lists.put(&[n as u8]);
-        for i in 0..n {
-            lists.put(&[((f.first_directions >> i) & 1) as u8]);
-        }
-        lists.put(&[(n * 8) as u8]);
-        for &gap in &f.first_inter_arrivals[..n] {
-            lists.put(&gap.to_be_bytes());
-        }
-        lists.put(&[end_reason_code(record.end)]);
-        let unused = lists.unused();
-        out.truncate(out.len() - unused);
-        string(out, record.end.name());
+        None => string(out, label.master),
+    }
+    string(out, label.master);
+    string(out, class.classifier.name());
+    out.extend_from_slice(&thousandths(class.confidence as f64).to_be_bytes());
+    opt_string(out, record.stats.map(|s| s.class));
+    let stats_confidence = record.stats.map_or(f64::NAN, |s| thousandths(s.confidence as f64));
+    out.extend_from_slice(&stats_confidence.to_be_bytes());
+    opt_string(out, record.media);
 
-        let class = &f.ext;
-        let label = &class.label;
-        match label.app {
-            Some(app) => {
-                varlen_prefix(out, label.master.len() + 1 + app.len());
-                out.extend_from_slice(label.master.as_bytes());
-                out.push(b'.');
-                out.extend_from_slice(app.as_bytes());
-            }
-            None => string(out, label.master),
-        }
-        string(out, label.master);
-        string(out, class.classifier.name());
-        out.extend_from_slice(&thousandths(class.confidence as f64).to_be_bytes());
-        opt_string(out, record.stats.map(|s| s.class));
-        let stats_confidence = record.stats.map_or(f64::NAN, |s| thousandths(s.confidence as f64));
-        out.extend_from_slice(&stats_confidence.to_be_bytes());
-        opt_string(out, record.media);
-
-        match class.meta.as_deref() {
-            Some(m) => metadata(out, m),
-            None => out.extend_from_slice(&NO_METADATA_ELEMENTS),
-        }
+    if let Some(m) = class.meta.as_deref() {
+        metadata(out, m);
+    }
+    if tcp {
         // The reverse flags first, as the templates have them.
         out.extend_from_slice(&flags[1].to_be_bytes());
         out.extend_from_slice(&flags[0].to_be_bytes());
-        if v6 { TEMPLATE_V6 } else { TEMPLATE_V4 }
     }
+    variant.template(v6)
 }
 
 /// The elements of the protocol metadata, from `host` to `commands`.
@@ -700,13 +967,6 @@ fn metadata(out: &mut Vec<u8>, m: &Metadata) {
     string_list(out, &m.commands);
 }
 
-/// The metadata elements of a flow with none, most flows: written once.
-static NO_METADATA_ELEMENTS: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
-    let mut out = Vec::new();
-    metadata(&mut out, &NO_METADATA);
-    out
-});
-
 /// A variable-length field's length prefix (RFC 7011, 7).
 pub fn varlen_prefix(out: &mut Vec<u8>, len: usize) {
     if len < 255 {
@@ -719,8 +979,9 @@ pub fn varlen_prefix(out: &mut Vec<u8>, len: usize) {
 
 /// A string element, cut at the longest a field holds. Inlined, with the
 /// empty string (an absent value) a byte: most string elements of most
-/// records are empty.
-#[inline]
+/// records are empty. Always: in the layout's copy for each variant the
+/// compiler otherwise calls it, a call per string element.
+#[inline(always)]
 fn string(out: &mut Vec<u8>, s: &str) {
     let s = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
     if s.is_empty() {
@@ -744,9 +1005,21 @@ pub struct Packer {
     set: Option<(usize, u16)>,
     records: u32,
     export_time: u32,
-    /// The template records sent by [`Packer::templates`].
+    /// The template records [`Packer::templates`] sends after the flows'.
     templates: Vec<Vec<u8>>,
 }
+
+/// The template records of the flow templates, made once: the exporter
+/// makes a [`Packer`] often (`Packer::new(0, 0)` to take its own out).
+static FLOW_TEMPLATE_RECORDS: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::LazyLock::new(|| {
+    flow_templates()
+        .map(|(id, v6, variant)| {
+            let mut out = Vec::new();
+            flow_template_record(&mut out, id, v6, variant);
+            out
+        })
+        .collect()
+});
 
 impl Packer {
     pub fn new(max_len: usize, domain: u32) -> Packer {
@@ -758,14 +1031,7 @@ impl Packer {
             set: None,
             records: 0,
             export_time: 0,
-            templates: TEMPLATES
-                .iter()
-                .map(|&(id, v6)| {
-                    let mut out = Vec::new();
-                    flow_template_record(&mut out, id, v6);
-                    out
-                })
-                .collect(),
+            templates: Vec::new(),
         }
     }
 
@@ -818,7 +1084,7 @@ impl Packer {
         self.flush(send);
         self.begin(export_time);
         let templates = std::mem::take(&mut self.templates);
-        for record in &templates {
+        for record in FLOW_TEMPLATE_RECORDS.iter().chain(&templates) {
             if self.set.is_some() && self.message.len() + record.len() > self.max_len {
                 self.flush(send);
                 self.begin(export_time);
@@ -877,6 +1143,44 @@ mod tests {
         let before = ids.len();
         ids.dedup();
         assert_eq!(ids.len(), before, "an element appears twice in the template");
+    }
+
+    /// Each variant has its two templates, distinct from every other
+    /// template of the session, and each saves what it says.
+    #[test]
+    fn variants_have_templates_of_their_own() {
+        let mut ids: Vec<u16> = flow_templates().map(|(id, _, _)| id).collect();
+        assert_eq!(ids.len(), 32);
+        for (id, v6, variant) in flow_templates() {
+            assert_eq!(Variant::of_template(id), Some((variant, v6)));
+        }
+        assert_eq!(Variant::of_template(crate::ipfix_lines::TEMPLATE_STATS), None);
+        ids.extend([258, 259, 260, 261]);
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 36);
+        let total = |bits: u8| -> u32 {
+            ELEMENTS
+                .iter()
+                .filter_map(|e| e.length_in(Variant(bits), false))
+                .filter(|&l| l != VARIABLE)
+                .map(u32::from)
+                .sum()
+        };
+        let count = |bits: u8| {
+            ELEMENTS
+                .iter()
+                .filter(|e| e.length_in(Variant(bits), false).is_some())
+                .count()
+        };
+        // The flow's duration, packets and bytes, 13 counters and gaps a
+        // direction and 3 round-trip times in 4 bytes instead of 8; the 8
+        // means and deviations too.
+        assert_eq!(total(0) - total(Variant::NARROW), (3 + 2 * 13 + 3) * 4);
+        assert_eq!(total(0) - total(Variant::FLOAT32), 8 * 4);
+        // 13 elements a direction, 3 round-trip times, 2 `tcpControlBits`.
+        assert_eq!(count(0) - count(Variant::NO_TCP), 13 * 2 + 3 + 2);
+        assert_eq!(count(0) - count(Variant::NO_META), 17);
     }
 
     #[test]
@@ -956,11 +1260,14 @@ mod tests {
         let record = Record::idle(&flow);
         let mut out = Vec::new();
         let template = IpfixEncoder::default().encode(&record, &mut out);
-        let v6 = template == TEMPLATE_V6;
+        let (variant, v6) = Variant::of_template(template).unwrap();
         let mut at = 0;
         let mut app = None;
         for e in &ELEMENTS {
-            let len = match e.length(v6) {
+            let Some(len) = e.length_in(variant, v6) else {
+                continue;
+            };
+            let len = match len {
                 VARIABLE => {
                     let (n, prefix) = match out[at] {
                         255 => (u16::from_be_bytes([out[at + 1], out[at + 2]]) as usize, 3),

@@ -623,7 +623,9 @@ mod tests {
             }
             assert_eq!(at, m.len());
         }
-        assert_eq!(ids, [256, 257, 258, 259, 260, 261]);
+        let mut expected: Vec<u16> = crate::ipfix::flow_templates().map(|(id, _, _)| id).collect();
+        expected.extend([258, 259, 260, 261]);
+        assert_eq!(ids, expected);
         assert!(messages.len() >= 2, "{}", messages.len());
     }
 

@@ -2,13 +2,16 @@
 //! [`crate::ipfix`] replaced, kept as the tests' reference: it walks the
 //! schema ([`write_record`]) and writes each field's elements as
 //! [`ELEMENTS`] describes them, so the two agree only if the fixed layout
-//! follows the templates element by element.
+//! follows the templates element by element. It takes the variant of each
+//! record from [`Variant::of`] and writes each element at the length that
+//! variant's template gives it, leaving out those it leaves out (whose
+//! values must then be absent or zero).
 
 use std::net::IpAddr;
 
 use sluice_classify::Text;
 
-use crate::ipfix::{ELEMENTS, Element, Encoding, TEMPLATE_V4, TEMPLATE_V6, ntp_time, varlen_prefix};
+use crate::ipfix::{ELEMENTS, Element, Encoding, Variant, ntp_time, varlen_prefix};
 use crate::schema::{FieldSink, Record, write_record};
 
 /// Writes records as IPFIX data records.
@@ -19,6 +22,7 @@ pub(crate) struct ReferenceEncoder {
     /// The record's fields seen so far: the index in [`PLAN`].
     call: usize,
     v6: bool,
+    variant: Variant,
     /// TCP flags seen, per direction.
     flags: [u16; 2],
     out: Vec<u8>,
@@ -89,17 +93,25 @@ impl ReferenceEncoder {
         self.next = 0;
         self.call = 0;
         self.flags = [0; 2];
+        self.variant = Variant::of(record);
+        self.v6 = record.flow.key.version == sluice_wire::IpVersion::V6;
         write_record(record, self);
         // The derived elements at the end.
         while let Some(e) = ELEMENTS.get(self.next) {
             match e.encoding {
-                Encoding::Flags(d) => self.out.extend_from_slice(&self.flags[d as usize].to_be_bytes()),
+                Encoding::Flags(d) => {
+                    if e.length_in(self.variant, self.v6).is_some() {
+                        self.out.extend_from_slice(&self.flags[d as usize].to_be_bytes());
+                    } else {
+                        assert_eq!(self.flags[d as usize], 0, "TCP flags in a template without them");
+                    }
+                }
                 _ => unreachable!("{} has no field to come from", e.name),
             }
             self.next += 1;
         }
         std::mem::swap(&mut self.out, out);
-        if self.v6 { TEMPLATE_V6 } else { TEMPLATE_V4 }
+        self.variant.template(self.v6)
     }
 
     /// Writes every element of `field`, the record's next field.
@@ -112,7 +124,11 @@ impl ReferenceEncoder {
             "{field} out of order"
         );
         while self.next < step.end {
-            write_value(&mut self.out, &ELEMENTS[self.next], &value, &mut self.v6);
+            let e = &ELEMENTS[self.next];
+            match e.length_in(self.variant, self.v6) {
+                Some(length) => write_value(&mut self.out, e, length, &value),
+                None => assert!(absent(&value), "{field}: a value in a template without it"),
+            }
             self.next += 1;
         }
         if let (Some((d, bit)), Value::Unsigned(Some(n))) = (step.flag, &value)
@@ -123,27 +139,15 @@ impl ReferenceEncoder {
     }
 }
 
-impl ReferenceEncoder {
-    /// An integer field: most are one integer element, written here
-    /// without going through [`write_value`]'s match.
-    #[inline]
-    fn unsigned_field(&mut self, field: &'static str, value: Option<u64>) {
-        let step = &PLAN[self.call];
-        if step.end == self.next + 1
-            && let Encoding::Unsigned(n) = ELEMENTS[self.next].encoding
-        {
-            debug_assert!(ELEMENTS[self.next].field == field, "{field} out of order");
-            self.call += 1;
-            self.next += 1;
-            unsigned(&mut self.out, n, value);
-            if let (Some((d, bit)), Some(v)) = (step.flag, value)
-                && v > 0
-            {
-                self.flags[d] |= bit;
-            }
-            return;
-        }
-        self.field(field, Value::Unsigned(value));
+/// A value a template may leave out: absent, zero or empty.
+fn absent(value: &Value) -> bool {
+    match value {
+        Value::Unsigned(v) => v.is_none_or(|v| v == 0),
+        Value::Float(v) => v.is_none(),
+        Value::Str(s) => s.is_none_or(str::is_empty),
+        Value::Strings(items) => items.is_empty(),
+        Value::List(items) => items.is_empty(),
+        Value::Dotted(..) | Value::Ip(_) => false,
     }
 }
 
@@ -185,12 +189,20 @@ fn string(out: &mut Vec<u8>, s: &str) {
 // Out of line: inlined into the loop over a field's elements, the work of
 // every arm (conversions, string lengths) is hoisted ahead of the loop and
 // done for every field, whatever its element.
+/// Writes an element of `length` bytes (its template's).
 #[inline(never)]
-fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
+fn write_value(out: &mut Vec<u8>, e: &Element, length: u16, value: &Value) {
     match (e.encoding, value) {
-        (Encoding::Unsigned(n), Value::Unsigned(v)) => unsigned(out, n, *v),
-        (Encoding::Unsigned(n), Value::Float(v)) => unsigned(out, n, v.map(|f| f as u64)),
-        (Encoding::Float64, Value::Float(v)) => out.extend_from_slice(&v.unwrap_or(f64::NAN).to_be_bytes()),
+        (Encoding::Unsigned(_), Value::Unsigned(v)) => unsigned(out, length, *v),
+        (Encoding::Unsigned(_), Value::Float(v)) => unsigned(out, length, v.map(|f| f as u64)),
+        (Encoding::Float64, Value::Float(v)) => {
+            let v = v.unwrap_or(f64::NAN);
+            if length == 4 {
+                out.extend_from_slice(&(v as f32).to_be_bytes());
+            } else {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+        }
         (Encoding::Utf8, Value::Str(s)) => string(out, s.unwrap_or("")),
         (Encoding::Utf8, Value::Dotted(first, second)) => {
             let len = first.len() + second.map_or(0, |s| s.len() + 1);
@@ -212,14 +224,8 @@ fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
             }
         }
         (Encoding::Address, Value::Ip(ip)) => match ip {
-            IpAddr::V4(a) => {
-                *v6 = false;
-                out.extend_from_slice(&a.octets());
-            }
-            IpAddr::V6(a) => {
-                *v6 = true;
-                out.extend_from_slice(&a.octets());
-            }
+            IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+            IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
         },
         (Encoding::NtpTime | Encoding::Milliseconds, Value::Unsigned(Some(ns))) => time(out, e.encoding, *ns),
         (Encoding::HexId, Value::Str(Some(hex))) => {
@@ -239,10 +245,10 @@ fn write_value(out: &mut Vec<u8>, e: &Element, value: &Value, v6: &mut bool) {
 
 impl FieldSink for ReferenceEncoder {
     fn u64(&mut self, name: &'static str, value: u64) {
-        self.unsigned_field(name, Some(value));
+        self.field(name, Value::Unsigned(Some(value)));
     }
     fn opt_u64(&mut self, name: &'static str, value: Option<u64>) {
-        self.unsigned_field(name, value);
+        self.field(name, Value::Unsigned(value));
     }
     fn f64(&mut self, name: &'static str, value: f64) {
         self.field(name, Value::Float(Some(value)));
@@ -371,6 +377,7 @@ mod tests {
         let (mut fixed, mut reference) = (IpfixEncoder::default(), ReferenceEncoder::default());
         let (mut a, mut b) = (Vec::new(), Vec::new());
         let (mut records, mut v6, mut with_meta, mut both_ways) = (0u64, 0u64, 0u64, 0u64);
+        let mut variants = std::collections::BTreeSet::new();
         for path in &paths {
             for (i, (flow, end)) in flows_of(path).iter().enumerate() {
                 let record = Record {
@@ -388,12 +395,22 @@ mod tests {
                 let tb = reference.encode(&record, &mut b);
                 assert_eq!((ta, &a), (tb, &b), "{}: flow {i} ({:?})", path.display(), flow.key);
                 records += 1;
-                v6 += u64::from(ta == crate::ipfix::TEMPLATE_V6);
+                let (variant, is_v6) = Variant::of_template(ta).expect("a flow template");
+                v6 += u64::from(is_v6);
+                variants.insert(variant.0);
                 with_meta += u64::from(flow.ext.meta.is_some());
                 both_ways += u64::from(flow.directions[1].packets > 0);
             }
         }
-        eprintln!("{records} records: {v6} IPv6, {with_meta} with metadata, {both_ways} with packets both ways");
+        eprintln!(
+            "{records} records: {v6} IPv6, {with_meta} with metadata, {both_ways} with packets both ways, variants {variants:?}"
+        );
         assert!(records > 1000 && v6 > 0 && with_meta > 100 && both_ways > 100);
+        // The full templates, and each way of saving bytes.
+        assert!(variants.contains(&0), "{variants:?}");
+        for bit in [Variant::NARROW, Variant::FLOAT32, Variant::NO_TCP, Variant::NO_META] {
+            assert!(variants.iter().any(|v| v & bit != 0), "{bit}: {variants:?}");
+            assert!(variants.iter().any(|v| v & bit == 0), "{bit}: {variants:?}");
+        }
     }
 }

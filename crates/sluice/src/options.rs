@@ -28,8 +28,8 @@ pub struct RunArgs {
     pub ipfix: Option<String>,
     /// The path MTU to the IPFIX collector: no message is longer than one
     /// IP packet of this size holds [default: over UDP the path's as the
-    /// kernel has it (65536 to a local collector); 1500 over TCP and in
-    /// files].
+    /// kernel has it (65536 to a local collector); 1500 over TCP; in a
+    /// file, messages of up to 65535 bytes].
     #[arg(long, value_name = "BYTES", requires = "ipfix", value_parser = clap::value_parser!(u16).range(576..))]
     pub ipfix_mtu: Option<u16>,
     /// Send IPFIX messages no faster than this: messages a second (20kpps)

@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use common::{flow_records, shared_mix, sluice};
 use serde_json::Value;
-use sluice_export::ipfix::ntp_to_unix_ns;
+use serde_json::json;
+use sluice_export::ipfix::{ELEMENTS, Element, Encoding, VARIABLE, Variant, ntp_to_unix_ns};
 use sluice_export::ipfix_lines::{LineElement, LineEncoding, LineKind, TEMPLATE_CALLS_V4, TEMPLATE_CALLS_V6};
 
 /// A generated mix of some 2,600 flows, IPv4 and IPv6, made once.
@@ -375,23 +376,54 @@ fn goflow2_decodes_the_flows_of_the_records() {
 
 /// tshark reads an IPFIX file (`file:PATH`) with no warning of any kind,
 /// and finds every flow: one source port per record, and the forward and
-/// reverse octets and packets adding up to the records' totals.
+/// reverse octets and packets adding up to the records' totals. Of the
+/// generated mix, and of nDPI's captures, whose records use every flow
+/// template, full and shortened.
 #[test]
 fn tshark_reads_the_ipfix_file_without_a_warning() {
     let Some(tshark) = tool("tshark") else {
         return;
     };
+    tshark_reads(&tshark, std::slice::from_ref(&*MIX));
+    if let Some(captures) = ndpi_captures() {
+        tshark_reads(&tshark, &captures);
+    }
+}
+
+/// nDPI's reference captures but the fuzzers' (cut short, which fails a
+/// run), in name order.
+fn ndpi_captures() -> Option<Vec<PathBuf>> {
+    let mut captures: Vec<PathBuf> = std::fs::read_dir(common::ndpi_pcaps()?)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_str().unwrap().starts_with("fuzz"))
+        .collect();
+    captures.sort();
+    Some(captures)
+}
+
+/// `sluice analyze INPUTS -q -o OUT EXTRA...`, which must succeed.
+fn analyze_inputs(inputs: &[PathBuf], out: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["analyze", "-q", "-o", s(out)];
+    args.extend(inputs.iter().map(|p| s(p)));
+    args.extend_from_slice(extra);
+    let output = sluice(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
+}
+
+fn tshark_reads(tshark: &Path, inputs: &[PathBuf]) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let file = dir.path().join("flows.ipfix");
     let destination = format!("file:{}", file.display());
-    let summary = analyze(&out, &["--ipfix", &destination]);
+    let summary = analyze_inputs(inputs, &out, &["--ipfix", &destination]);
     let records = flow_records(&out);
     assert_eq!(u(&summary["exports"][0]["records"]), records.len() as u64);
-    let text = tshark_verbose(&tshark, &file);
+    let text = tshark_verbose(tshark, &file);
     assert!(text.contains("applicationName") || text.contains("APPLICATION_NAME"));
 
-    let fields = Command::new(&tshark)
+    let fields = Command::new(tshark)
         .args(TSHARK_PREFS)
         .arg("-r")
         .arg(&file)
@@ -552,7 +584,9 @@ fn tcp_messages_are_framed_and_numbered_and_backpressure_is_counted() {
             }
         }
     }
-    assert_eq!(templates.keys().copied().collect::<Vec<_>>(), [256, 257]);
+    let mut flow_templates: Vec<u16> = sluice_export::ipfix::flow_templates().map(|(id, _, _)| id).collect();
+    flow_templates.sort_unstable();
+    assert_eq!(templates.keys().copied().collect::<Vec<_>>(), flow_templates);
     assert_eq!(expected_sequence as usize, records.len());
 }
 
@@ -931,4 +965,188 @@ fn stats_alarms_and_calls_go_through_ipfix_as_their_lines() {
     for id in ["258", "259", "260", "261"] {
         assert!(seen.contains(id), "tshark does not see template {id}: {seen:?}");
     }
+}
+
+/// A flow element's value as a data record holds it, `length` bytes
+/// (its template's), compared with the JSON record's field. Absent values
+/// (all ones, NaN, empty) stand for null, which the JSON record leaves
+/// out.
+fn same_flow_value(e: &Element, length: u16, bytes: &[u8], r: &Value) -> Result<(), String> {
+    let be = |b: &[u8]| b.iter().fold(0u64, |n, &x| n << 8 | u64::from(x));
+    let field = &r[e.field];
+    let got: Value = match e.encoding {
+        Encoding::Unsigned(_) => {
+            let v = be(bytes);
+            let all_ones = if length >= 8 { u64::MAX } else { (1 << (8 * length)) - 1 };
+            if v == all_ones && field.is_null() {
+                Value::Null
+            } else {
+                v.into()
+            }
+        }
+        Encoding::Float64 => {
+            let f = match length {
+                4 => f64::from(f32::from_bits(be(bytes) as u32)),
+                _ => f64::from_bits(be(bytes)),
+            };
+            return match field.as_f64() {
+                Some(json) if json == f => Ok(()),
+                None if f.is_nan() => Ok(()),
+                json => Err(format!("{f} in IPFIX ({length} bytes), {json:?} in JSON")),
+            };
+        }
+        Encoding::Utf8 => {
+            let s = String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?;
+            if s.is_empty() && field.is_null() {
+                Value::Null
+            } else {
+                s.into()
+            }
+        }
+        Encoding::Utf8List => {
+            let s = String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())?;
+            // The items joined by `;` (an item may hold one too); the JSON
+            // record leaves out an empty list.
+            let items: Vec<&str> = field
+                .as_array()
+                .map_or(Vec::new(), |a| a.iter().map(|v| v.as_str().unwrap()).collect());
+            return check(s == items.join(";"), bytes, field);
+        }
+        Encoding::Address => match bytes.len() {
+            4 => Ipv4Addr::from(<[u8; 4]>::try_from(bytes).unwrap()).to_string().into(),
+            _ => Ipv6Addr::from(<[u8; 16]>::try_from(bytes).unwrap()).to_string().into(),
+        },
+        Encoding::NtpTime => ntp_to_unix_ns(be(bytes)).into(),
+        Encoding::Milliseconds => return check(be(bytes) == u(field) / 1_000_000, bytes, field),
+        Encoding::HexId => format!("{:016x}", be(bytes)).into(),
+        Encoding::Protocol => {
+            let l4 = match field.as_str().unwrap() {
+                "ICMP" => 1,
+                "IGMP" => 2,
+                "SCTP" => 132,
+                "TCP" => 6,
+                "UDP" => 17,
+                "ICMPV6" => 58,
+                other => other.parse().unwrap(),
+            };
+            return check(be(bytes) == l4, bytes, field);
+        }
+        Encoding::EndReason => {
+            let code = match field.as_str().unwrap() {
+                "idle" => 1,
+                "active_timeout" => 2,
+                "fin" | "rst" => 3,
+                "end_of_input" => 4,
+                _ => 5,
+            };
+            return check(be(bytes) == code, bytes, field);
+        }
+        Encoding::List(n) => bytes.chunks(usize::from(n)).map(be).collect::<Vec<_>>().into(),
+        Encoding::Flags(d) => return check(be(bytes) == flags(r, ["c2s", "s2c"][usize::from(d)]), bytes, r),
+    };
+    check(&got == field, bytes, &got)
+}
+
+fn check(same: bool, bytes: &[u8], what: &Value) -> Result<(), String> {
+    if same {
+        Ok(())
+    } else {
+        Err(format!("{bytes:02x?} in IPFIX: {what}"))
+    }
+}
+
+/// Read back from the IPFIX file with the templates the file holds, every
+/// element of every flow's data record is the value of its field in the
+/// JSON record, to the bit: the counters and times a template shortens to
+/// 4 bytes, the means and deviations it sends as float32, the strings and
+/// lists; and the elements a template leaves out are the ones whose
+/// fields are zero, null or empty. The generated mix and nDPI's captures
+/// between them use the full templates and those of every kind of saving.
+#[test]
+fn every_field_reads_back_from_its_template_as_the_json_record_has_it() {
+    let mut variants = std::collections::BTreeSet::new();
+    variants.extend(read_back_and_compare(std::slice::from_ref(&*MIX)));
+    let Some(captures) = ndpi_captures() else {
+        return;
+    };
+    variants.extend(read_back_and_compare(&captures));
+    for bit in [Variant::NARROW, Variant::FLOAT32, Variant::NO_TCP, Variant::NO_META] {
+        assert!(variants.iter().any(|&v| Variant(v).has(bit)), "{bit}: {variants:?}");
+        assert!(variants.iter().any(|&v| !Variant(v).has(bit)), "{bit}: {variants:?}");
+    }
+}
+
+/// Analyzes `inputs` into JSON records and an IPFIX file, reads every
+/// flow's data record back and compares it with its JSON record; the
+/// variants the records used.
+fn read_back_and_compare(inputs: &[PathBuf]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = dir.path().join("flows.ipfix");
+    analyze_inputs(inputs, &out, &["--ipfix", &format!("file:{}", file.display())]);
+    let records = flow_records(&out);
+    let by_id: BTreeMap<&str, &Value> = records.iter().map(|r| (r["flow_id"].as_str().unwrap(), r)).collect();
+    let bytes = std::fs::read(&file).unwrap();
+    let mut templates: BTreeMap<u16, Fields> = BTreeMap::new();
+    let mut seen: BTreeMap<u16, usize> = BTreeMap::new();
+    let mut checked = 0;
+    for m in messages(&bytes) {
+        for (id, set) in &m.sets {
+            if *id == 2 {
+                read_templates(set, &mut templates);
+                continue;
+            }
+            let (variant, v6) = Variant::of_template(*id).expect("a flow template");
+            // The template the file holds is the variant's.
+            let fields = &templates[id];
+            let elements: Vec<(&Element, u16)> = ELEMENTS
+                .iter()
+                .filter_map(|e| Some((e, e.length_in(variant, v6)?)))
+                .collect();
+            let described: Fields = elements.iter().map(|(e, len)| (e.enterprise, e.id(v6), *len)).collect();
+            assert_eq!(fields, &described, "template {id}");
+            let mut at = 0;
+            while at < set.len() {
+                let mut values = Vec::new();
+                for &(e, len) in &elements {
+                    let n = match len {
+                        VARIABLE => match set[at] {
+                            255 => {
+                                at += 3;
+                                usize::from(u16::from_be_bytes([set[at - 2], set[at - 1]]))
+                            }
+                            short => {
+                                at += 1;
+                                usize::from(short)
+                            }
+                        },
+                        fixed => usize::from(fixed),
+                    };
+                    values.push((e, len, &set[at..at + n]));
+                    at += n;
+                }
+                let id_bytes = values[0].2;
+                let flow_id = format!("{:016x}", u64::from_be_bytes(id_bytes.try_into().unwrap()));
+                let r = by_id[flow_id.as_str()];
+                for (e, len, value) in values {
+                    if let Err(why) = same_flow_value(e, len, value, r) {
+                        panic!("template {id}, {} ({}): {why}\n{r}", e.field, e.name);
+                    }
+                }
+                // What the template leaves out is zero, null or empty.
+                for e in ELEMENTS.iter().filter(|e| e.length_in(variant, v6).is_none()) {
+                    let v = if e.field.is_empty() { &json!(0) } else { &r[e.field] };
+                    let empty =
+                        v.is_null() || v.as_u64() == Some(0) || v.as_array().is_some_and(Vec::is_empty) || v == "";
+                    assert!(empty, "template {id} leaves out {} ({v})\n{r}", e.field);
+                }
+                checked += 1;
+                *seen.entry(*id).or_default() += 1;
+            }
+            assert_eq!(at, set.len(), "records fill their set exactly");
+        }
+    }
+    assert_eq!(checked, records.len());
+    eprintln!("{} input(s), records by template: {seen:?}", inputs.len());
+    seen.keys().map(|&id| Variant::of_template(id).unwrap().0.0).collect()
 }

@@ -38,8 +38,8 @@ use crate::publish::Published;
 /// How often the templates are sent again over UDP.
 pub(crate) const TEMPLATE_REFRESH: Duration = Duration::from_secs(30);
 
-/// The MTU messages are sized to over TCP, in files, and over UDP when
-/// the kernel does not say the path's.
+/// The MTU messages are sized to over TCP, and over UDP when the kernel
+/// does not say the path's.
 pub(crate) const DEFAULT_MTU: usize = 1500;
 
 /// The MTU of the route of a connected UDP socket, as the kernel knows it
@@ -159,12 +159,17 @@ impl Ipfix {
             _ => 20,
         };
         let mtu = match (mtu, &transport) {
-            (Some(mtu), _) => mtu,
-            (None, Transport::Udp(socket)) => path_mtu(socket).unwrap_or(DEFAULT_MTU),
-            (None, _) => DEFAULT_MTU,
+            (Some(mtu), _) => Some(mtu),
+            (None, Transport::Udp(socket)) => Some(path_mtu(socket).unwrap_or(DEFAULT_MTU)),
+            // A file's messages are no packets: as long as a message can
+            // be, so that headers and writes are few.
+            (None, Transport::File(_)) => None,
+            (None, Transport::Tcp(..)) => Some(DEFAULT_MTU),
         };
         // An IPv4 datagram's total length, header included, is 16 bits.
-        let max_len = mtu.min(u16::MAX as usize).saturating_sub(ip_header + 8).max(512);
+        let max_len = mtu.map_or(u16::MAX as usize, |mtu| {
+            mtu.min(u16::MAX as usize).saturating_sub(ip_header + 8).max(512)
+        });
         let (queue, inbox) = queue(workers, lossless);
         let mut packer = Packer::new(max_len, 1);
         let mut report = ExportReport {

@@ -794,6 +794,8 @@ fn opt_string(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 /// A list of strings as one string, items joined by `;`.
+/// A list of strings as one string, items joined by `;`; a `;` inside an
+/// item would be ambiguous, so it is written as `,`, as CSV writes it.
 fn string_list(out: &mut Vec<u8>, items: &[Text]) {
     let len = items.iter().map(|s| s.len()).sum::<usize>() + items.len().saturating_sub(1);
     varlen_prefix(out, len);
@@ -801,7 +803,12 @@ fn string_list(out: &mut Vec<u8>, items: &[Text]) {
         if i > 0 {
             out.push(b';');
         }
-        out.extend_from_slice(item.as_bytes());
+        let item = item.as_bytes();
+        if item.contains(&b';') {
+            out.extend(item.iter().map(|&b| if b == b';' { b',' } else { b }));
+        } else {
+            out.extend_from_slice(item);
+        }
     }
 }
 
@@ -1143,6 +1150,16 @@ mod tests {
         let before = ids.len();
         ids.dedup();
         assert_eq!(ids.len(), before, "an element appears twice in the template");
+    }
+
+    /// A `;` inside an item of a list of strings is written as `,`, so
+    /// that the items split again at each `;`, as in CSV.
+    #[test]
+    fn a_semicolon_in_an_item_of_a_string_list_is_a_comma() {
+        let items: Vec<Text> = ["SITE EXEC a;b", "", "QUIT"].into_iter().map(Text::from).collect();
+        let mut out = Vec::new();
+        string_list(&mut out, &items);
+        assert_eq!(out, b"\x13SITE EXEC a,b;;QUIT");
     }
 
     /// Each variant has its two templates, distinct from every other

@@ -220,7 +220,7 @@ fn write_value(out: &mut Vec<u8>, e: &Element, length: u16, value: &Value) {
                 if i > 0 {
                     out.push(b';');
                 }
-                out.extend_from_slice(item.as_bytes());
+                out.extend(item.replace(';', ",").bytes());
             }
         }
         (Encoding::Address, Value::Ip(ip)) => match ip {

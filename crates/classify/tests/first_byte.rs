@@ -1,8 +1,10 @@
 //! Each dissector's `first_byte` set is a promise: for a first byte outside
 //! it, `inspect` answers `No`, whatever follows, on either side, at any
-//! packet index, on any ports. The chain relies on it to skip the call.
-//! Checked here on random bytes and mutated real messages, and on every
-//! payload of nDPI's reference captures (`../shared/data/ndpi-dev`, or
+//! packet index, on any ports. So are the fields of its `prefix`: for data
+//! that holds one with a value out of its range, `inspect` answers `No` and
+//! notes nothing. The chain relies on both to skip the call. Checked here
+//! on random bytes and mutated real messages, and on every payload of
+//! nDPI's reference captures (`../shared/data/ndpi-dev`, or
 //! `$NDPI_DEV_DIR`) seen as the first bytes of a direction.
 
 use std::net::IpAddr;
@@ -45,9 +47,30 @@ fn transports(d: &Dissector) -> impl Iterator<Item = Transport> + '_ {
         .filter(|&t| d.wants.accepts(t))
 }
 
+/// The dissectors that fix fields of their data's first bytes.
+fn fixing() -> Vec<Dissector> {
+    registry()
+        .iter()
+        .copied()
+        .filter(|d| transports(d).any(|t| !d.prefix.on(t).is_empty()))
+        .collect()
+}
+
 /// `d`'s verdict on `data` as the first bytes of the client's or the
 /// server's direction.
 fn ask(d: &Dissector, transport: Transport, side: Side, ports: (u16, u16), data: &[u8], index: (u32, u32)) -> Verdict {
+    ask_noting(d, transport, side, ports, data, index).0
+}
+
+/// [`ask`], and whether `inspect` noted or announced anything.
+fn ask_noting(
+    d: &Dissector,
+    transport: Transport,
+    side: Side,
+    ports: (u16, u16),
+    data: &[u8],
+    index: (u32, u32),
+) -> (Verdict, bool) {
     let packet = Packet {
         transport,
         side,
@@ -62,7 +85,9 @@ fn ask(d: &Dissector, transport: Transport, side: Side, ports: (u16, u16), data:
     let mut meta = Metadata::default();
     let (mut expect, mut resolved) = (Vec::new(), Vec::new());
     let mut ctx = Context::new(&mut meta, &mut expect, &mut resolved);
-    (d.inspect)(&packet, &mut ctx)
+    let verdict = (d.inspect)(&packet, &mut ctx);
+    let noted = ctx.meta.written() || !expect.is_empty() || !resolved.is_empty();
+    (verdict, noted)
 }
 
 /// Starts of real messages: with their first byte changed, the rest of a
@@ -172,6 +197,108 @@ proptest! {
             }
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    /// Data whose first bytes break a field of a dissector's prefix: a real
+    /// message or random bytes, some of the first bytes replaced by random
+    /// ones, the first byte one the dissector accepts.
+    #[test]
+    fn data_a_prefix_rules_out_is_always_refused(
+        pick in any::<prop::sample::Index>(),
+        first in any::<prop::sample::Index>(),
+        rest in tail(),
+        changes in proptest::collection::vec((0usize..16, any::<u8>()), 0..4),
+        cut in any::<prop::sample::Index>(),
+        up in any::<bool>(),
+        ports in (port(), port()),
+        index in (0u32..4, 0u32..4),
+    ) {
+        let fixing = fixing();
+        prop_assume!(!fixing.is_empty());
+        let d = fixing[pick.index(fixing.len())];
+        let side = if up { Side::Up } else { Side::Down };
+        for transport in transports(&d) {
+            let firsts: Vec<u8> = (0..=255).filter(|&b| d.first_byte.on(transport).contains(b)).collect();
+            prop_assume!(!firsts.is_empty());
+            let mut data = vec![firsts[first.index(firsts.len())]];
+            data.extend_from_slice(&rest);
+            for &(at, b) in &changes {
+                if let Some(byte) = data.get_mut(at) {
+                    *byte = b;
+                }
+            }
+            data.truncate(1 + cut.index(data.len()));
+            if !d.prefix.admits(transport, &data) {
+                let (verdict, noted) = ask_noting(&d, transport, side, ports, &data, index);
+                prop_assert_eq!(verdict, Verdict::No, "{} on {:?} {:?} {:?}", d.name, transport, side, &data[..data.len().min(24)]);
+                prop_assert!(!noted, "{} noted something about {:?}", d.name, &data[..data.len().min(24)]);
+            }
+        }
+    }
+}
+
+#[test]
+fn real_payloads_a_prefix_rules_out_are_refused() {
+    let Some(paths) = reference_captures() else {
+        return;
+    };
+    let fixing = fixing();
+    let (mut checked, mut admitted) = (0u64, 0u64);
+    let mut failures = Vec::new();
+    for path in &paths {
+        let Ok(file) = CaptureFile::open(path) else {
+            continue;
+        };
+        let Ok(reader) = file.reader() else {
+            continue;
+        };
+        for raw in reader {
+            let Ok(decoded) = sluice_wire::decode(raw.link, raw.data) else {
+                continue;
+            };
+            let transport = match decoded.key.proto {
+                6 => Transport::Tcp,
+                17 => Transport::Udp,
+                _ => continue,
+            };
+            let start = (decoded.payload_offset as usize).min(raw.data.len());
+            let end = (start + decoded.payload_captured as usize).min(raw.data.len());
+            let data = &raw.data[start..end];
+            if data.is_empty() {
+                continue;
+            }
+            let (src, dst) = (decoded.key.src_port, decoded.key.dst_port);
+            for d in fixing.iter().filter(|d| d.wants.accepts(transport)) {
+                if d.prefix.admits(transport, data) {
+                    admitted += 1;
+                    continue;
+                }
+                for (side, ports) in [(Side::Up, (src, dst)), (Side::Down, (dst, src))] {
+                    for index in [(0, 0), (1, 1), (0, 1)] {
+                        checked += 1;
+                        let (verdict, noted) = ask_noting(d, transport, side, ports, data, index);
+                        if (verdict != Verdict::No || noted) && failures.len() < 20 {
+                            failures.push(format!(
+                                "{}: {} said {verdict:?} (noting: {noted}) to {:?} {side:?} {:?} at {index:?}",
+                                path.display(),
+                                d.name,
+                                transport,
+                                &data[..data.len().min(24)]
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{checked} refusals checked, {admitted} payloads admitted, over {} captures",
+        paths.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 fn reference_captures() -> Option<Vec<PathBuf>> {

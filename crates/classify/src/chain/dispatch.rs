@@ -42,7 +42,7 @@ impl Chain {
         'dissectors: for d in guess.into_iter().chain(others) {
             let mut noted = false;
             for &(side, data, other_index) in sides.iter().filter(|s| !s.1.is_empty()) {
-                if !self.dissectors[d].first_byte.on(transport).contains(data[0]) {
+                if !self.dissectors[d].admits(transport, data) {
                     break;
                 }
                 let packet = view(transport, side, (client, server), data, (0, other_index));
@@ -397,24 +397,38 @@ impl Chain {
                 Verdict::No => next = Next::Finish,
             }
         } else {
-            let table = &self.first_byte[(transport == Transport::Udp) as usize];
+            let t = (transport == Transport::Udp) as usize;
+            let table = &self.first_byte[t];
             for (live, accepting) in candidates.iter_mut().zip(&table[data[0] as usize]) {
                 *live &= accepting;
             }
+            // The fields the protocols fix are tested, for all the
+            // dissectors the first byte leaves at once, when the walk first
+            // meets one with fields: those it reaches are mostly refused
+            // on a field of the first bytes, and a call costs several times
+            // the test; a flow decided before (TLS, HTTP, QUIC, DNS) pays
+            // nothing for them.
+            let mut struck = false;
             let mut decided = None;
             let guess = guess.filter(|&g| candidates[g / 64] & (1 << (g % 64)) != 0);
             if let Some(g) = guess {
-                match self.ask(g, class, packet, service) {
-                    Asked::Decided(found) => decided = Some((g, found)),
-                    Asked::No => candidates[g / 64] &= !(1 << (g % 64)),
-                    Asked::Maybe => {}
+                if self.gates.fixes(g, t) {
+                    self.gates.strike(t, data, candidates);
+                    struck = true;
+                }
+                if candidates[g / 64] & (1 << (g % 64)) != 0 {
+                    match self.ask(g, class, packet, service) {
+                        Asked::Decided(found) => decided = Some((g, found)),
+                        Asked::No => candidates[g / 64] &= !(1 << (g % 64)),
+                        Asked::Maybe => {}
+                    }
                 }
             }
-            'words: for (w, live) in candidates.iter_mut().enumerate() {
+            'words: for w in 0..candidates.len() {
                 if decided.is_some() {
                     break;
                 }
-                let mut word = *live;
+                let mut word = candidates[w];
                 while word != 0 {
                     let bit = word.trailing_zeros() as usize;
                     word &= word - 1;
@@ -422,12 +436,20 @@ impl Chain {
                     if Some(d) == guess {
                         continue;
                     }
+                    if !struck && self.gates.fixes(d, t) {
+                        self.gates.strike(t, data, candidates);
+                        struck = true;
+                        word &= candidates[w];
+                        if candidates[w] & (1 << bit) == 0 {
+                            continue;
+                        }
+                    }
                     match self.ask(d, class, packet, service) {
                         Asked::Decided(found) => {
                             decided = Some((d, found));
                             break 'words;
                         }
-                        Asked::No => *live &= !(1 << bit),
+                        Asked::No => candidates[w] &= !(1 << bit),
                         Asked::Maybe => {}
                     }
                 }

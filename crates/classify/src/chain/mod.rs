@@ -3,6 +3,7 @@
 
 mod dispatch;
 mod finish;
+mod gates;
 mod media_watch;
 mod prior;
 mod spares;
@@ -11,6 +12,7 @@ mod tests;
 
 use finish::finish;
 pub use finish::finish_flow;
+use gates::Gates;
 use media_watch::{media_from_packet, named_without_media, watch_media};
 pub use prior::{Prior, prior, use_announced};
 use spares::Spares;
@@ -207,6 +209,11 @@ pub struct Chain {
     /// that may answer other than `No` to it: the others are struck off
     /// unasked.
     first_byte: Box<[[Candidates; 256]; 2]>,
+    /// The fields of their data's first bytes the dissectors' protocols
+    /// fix (`Dissector::prefix`), by transport and first byte: tested in
+    /// one pass when the walk over a flow's candidates first meets a
+    /// dissector with fields.
+    gates: Gates,
     /// Scratch for the announcements of one dissector call.
     expect: Vec<Expectation>,
     /// Scratch for the addresses a DNS answer gave in one dissector call.
@@ -288,6 +295,7 @@ impl Chain {
             tcp,
             udp,
             first_byte,
+            gates: Gates::new(dissectors),
             expect: Vec::new(),
             resolved: Vec::new(),
             scratch: Box::default(),

@@ -44,6 +44,7 @@ const fn test_dissector(name: &'static str, inspect: fn(&Packet, &mut Context) -
         name,
         wants: dissectors::Wants::Both,
         first_byte: dissectors::FirstByte::ANY,
+        prefix: dissectors::Prefix::ANY,
         inspect,
     }
 }

@@ -3,12 +3,17 @@
 //! error code or data offset, a total data length and a reserved zero word; the
 //! header and its data must end on the stream head or be followed by another.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "AFP",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte {
+        tcp: ByteSet::of(&[0, 1]),
+        udp: ByteSet::NONE,
+    },
+    // DSI's flags (request or reply) and command.
+    prefix: Prefix::is(&[Field::u8(1, 1, 8)]),
     inspect,
 }];
 

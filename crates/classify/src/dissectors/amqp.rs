@@ -12,7 +12,7 @@
 //! one, and a method of the specification's classes, a content header or
 //! a heartbeat decides; body frames alone prove little and wait for one.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "AMQP",
@@ -21,6 +21,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[METHOD, HEADER, BODY, HEARTBEAT]),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -474,6 +474,150 @@ impl FirstByte {
     }
 }
 
+/// A field of the first [`Prefix::BYTES`] bytes of a direction's data (a TCP
+/// stream's head, a UDP datagram): `width` bytes (1, 2 or 4) from `offset`,
+/// big-endian unless `little`, ANDed with `mask`, must lie in `min..=max`
+/// once the data holds `from` bytes (the field's end, unless the dissector
+/// waits for more before it reads the field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub offset: u8,
+    pub width: u8,
+    pub little: bool,
+    pub from: u8,
+    pub mask: u32,
+    pub min: u32,
+    pub max: u32,
+}
+
+impl Field {
+    /// The byte at `offset` equals `value`.
+    pub const fn byte(offset: u8, value: u8) -> Field {
+        Field::u8(offset, value, value)
+    }
+
+    /// The byte at `offset` lies in `min..=max`.
+    pub const fn u8(offset: u8, min: u8, max: u8) -> Field {
+        Field::masked(offset, 1, 0xFF, min as u32, max as u32)
+    }
+
+    /// The 16-bit number at `offset` lies in `min..=max`.
+    pub const fn u16(offset: u8, min: u16, max: u16) -> Field {
+        Field::masked(offset, 2, 0xFFFF, min as u32, max as u32)
+    }
+
+    /// The 32-bit number at `offset` lies in `min..=max`.
+    pub const fn u32(offset: u8, min: u32, max: u32) -> Field {
+        Field::masked(offset, 4, u32::MAX, min, max)
+    }
+
+    /// The little-endian 16-bit number at `offset` lies in `min..=max`.
+    pub const fn le16(offset: u8, min: u16, max: u16) -> Field {
+        Field::u16(offset, min, max).little()
+    }
+
+    /// The little-endian 32-bit number at `offset` lies in `min..=max`.
+    pub const fn le32(offset: u8, min: u32, max: u32) -> Field {
+        Field::u32(offset, min, max).little()
+    }
+
+    /// The four bytes at `offset` are `bytes`.
+    pub const fn bytes(offset: u8, bytes: &[u8; 4]) -> Field {
+        let value = u32::from_be_bytes(*bytes);
+        Field::u32(offset, value, value)
+    }
+
+    /// The bits of `mask` of the `width`-byte number at `offset` lie in
+    /// `min..=max`.
+    pub const fn masked(offset: u8, width: u8, mask: u32, min: u32, max: u32) -> Field {
+        assert!(matches!(width, 1 | 2 | 4) && offset as usize + width as usize <= Prefix::BYTES);
+        assert!(min <= max && max & !mask == 0 && (width == 4 || mask >> (8 * width as u32) == 0));
+        Field {
+            offset,
+            width,
+            little: false,
+            from: offset + width,
+            mask,
+            min,
+            max,
+        }
+    }
+
+    const fn little(mut self) -> Field {
+        self.little = true;
+        self
+    }
+
+    /// The field is judged only once the data holds `len` bytes: before,
+    /// the dissector waits for more whatever the field holds.
+    pub const fn once(mut self, len: u8) -> Field {
+        assert!(len >= self.offset + self.width);
+        self.from = len;
+        self
+    }
+
+    /// False when `data` is long enough for the field to be judged and its
+    /// value is out of range.
+    #[inline(always)]
+    pub fn admits(&self, data: &[u8]) -> bool {
+        if data.len() < usize::from(self.from) {
+            return true;
+        }
+        let at = usize::from(self.offset);
+        let value = match (data.get(at..at + usize::from(self.width)), self.little) {
+            (Some(&[a]), _) => u32::from(a),
+            (Some(&[a, b]), false) => u32::from(u16::from_be_bytes([a, b])),
+            (Some(&[a, b]), true) => u32::from(u16::from_le_bytes([a, b])),
+            (Some(&[a, b, c, d]), false) => u32::from_be_bytes([a, b, c, d]),
+            (Some(&[a, b, c, d]), true) => u32::from_le_bytes([a, b, c, d]),
+            _ => return true,
+        };
+        (value & self.mask).wrapping_sub(self.min) <= self.max - self.min
+    }
+}
+
+/// Per transport, fields of the first bytes of a direction's data (a TCP
+/// stream's head, a UDP datagram) that the protocol's definition fixes: when
+/// the data is long enough for a field to be judged and its value lies
+/// outside the field's range, `inspect` answers `No` and notes nothing, on
+/// either side, at any packet index, on any ports. Of shorter data the
+/// field says nothing. The chain tests the fields of many dissectors before it asks
+/// any, and never asks those whose fields rule the data out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prefix {
+    pub tcp: &'static [Field],
+    pub udp: &'static [Field],
+}
+
+impl Prefix {
+    /// The longest prefix a field may reach into.
+    pub const BYTES: usize = 16;
+
+    /// No field is fixed.
+    pub const ANY: Prefix = Prefix { tcp: &[], udp: &[] };
+
+    /// The same fields on either transport.
+    pub const fn is(fields: &'static [Field]) -> Prefix {
+        Prefix {
+            tcp: fields,
+            udp: fields,
+        }
+    }
+
+    pub const fn on(self, transport: Transport) -> &'static [Field] {
+        match transport {
+            Transport::Tcp => self.tcp,
+            Transport::Udp => self.udp,
+        }
+    }
+
+    /// False when some field rules `data` out.
+    #[inline(always)]
+    pub fn admits(self, transport: Transport, data: &[u8]) -> bool {
+        self.on(transport).iter().all(|f| f.admits(data))
+    }
+}
+
 /// One protocol dissector. `inspect` must never panic, loop without bound
 /// or allocate more than the metadata it stores, whatever the bytes.
 #[derive(Clone, Copy, Debug)]
@@ -492,7 +636,22 @@ pub struct Dissector {
     /// may accept: `tests/first_byte.rs` checks it on random and on real
     /// payloads.
     pub first_byte: FirstByte,
+    /// The fields of its data's first bytes the protocol fixes: the chain
+    /// takes the `No` to data they rule out as given, as it does for a
+    /// first byte outside `first_byte`. The first is tested for every
+    /// flow, the others only while the first admits the data: the most
+    /// selective (a magic, a type, a length that must hold a header) comes
+    /// first. `tests/first_byte.rs` checks them too.
+    pub prefix: Prefix,
     pub inspect: fn(&Packet, &mut Context) -> Verdict,
+}
+
+impl Dissector {
+    /// False when `first_byte` or `prefix` rules `data` out: `inspect`
+    /// would answer `No`.
+    pub fn admits(&self, transport: Transport, data: &[u8]) -> bool {
+        data.first().is_none_or(|&b| self.first_byte.on(transport).contains(b)) && self.prefix.admits(transport, data)
+    }
 }
 
 /// The dissectors read numbers with the wire layer's readers.

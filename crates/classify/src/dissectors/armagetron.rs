@@ -13,7 +13,7 @@
 //! `Maybe`, so being asked about a later datagram means every earlier one
 //! parsed.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Armagetron",
@@ -23,6 +23,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         // The descriptor's high byte.
         udp: ByteSet::range(0, (MAX_DESCRIPTOR >> 8) as u8),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! format), a 3-digit function code, a 2-digit tank number, optional data, and
 //! CR LF. The gauge's reply repeats SOH and the function code.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "ATG",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[SOH])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

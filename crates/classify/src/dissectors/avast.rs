@@ -2,12 +2,13 @@
 //! `NOSA` and a 16-bit big-endian length that counts the whole message, so the
 //! stream head must be one message or a chain of them.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "AVAST",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[MAGIC[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! Functions that carry an NPDU (forwarded, distribute-broadcast, original unicast
 //! and broadcast) must have NPDU version 1 where it belongs.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BACnet",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,17 @@
 //! flags, data length, error code, invoke id); the AMS/TCP length must be the AMS
 //! header plus its data.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BeckhoffADS",
     wants: Wants::Tcp,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte {
+        tcp: ByteSet::of(&[0]),
+        udp: ByteSet::NONE,
+    },
+    // The AMS/TCP header: reserved, then a length that holds the AMS header.
+    prefix: Prefix::is(&[Field::le32(2, AMS_HEADER, AMS_HEADER + MAX_DATA), Field::byte(1, 0)]),
     inspect,
 }];
 

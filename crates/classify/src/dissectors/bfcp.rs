@@ -12,13 +12,14 @@
 //! capture's snap length) and judged on what is there. As one message could
 //! be chance, the flow is BFCP at its second message that reads as one.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BFCP",
     wants: Wants::Both,
     // Version 1 with no flag; version 2 with or without R and F.
     first_byte: FirstByte::is(ByteSet::of(&[0x20, 0x40, 0x48, 0x50, 0x58])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,7 +5,7 @@
 //! datagram), a discriminator of the sender's that is not 0, the receiver's
 //! (0 until learned), and three intervals.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BFD",
@@ -14,6 +14,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::range(0x20, 0x28),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -10,7 +10,8 @@ use std::sync::LazyLock;
 use memchr::memmem::Finder;
 
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32,
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Transport, Verdict, Wants, be16,
+    be32,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
@@ -20,6 +21,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"\x13G"),
         udp: ByteSet::of(b"d\x00\x41B"),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

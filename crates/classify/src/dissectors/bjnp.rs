@@ -6,7 +6,7 @@
 //! get id, ...), a sequence number, a session id and the length of the
 //! payload that follows, which ends the datagram.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "BJNP",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(b"BM"),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -9,12 +9,13 @@
 //! that carries the EPSEM. A TCP stream's first message is checked once
 //! it has arrived whole; a UDP datagram must be one message.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "ANSI_C1222",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[AARQ])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -6,7 +6,7 @@
 //! of data, the extended-identifier flag and the remote-request flag (0
 //! or 1 each). Reserved options may follow the frames.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Controller_Area_Network",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[MAGIC[0]]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

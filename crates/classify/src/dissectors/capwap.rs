@@ -9,7 +9,7 @@
 //! zero flags byte) whose element length (the flags byte and the message
 //! elements) reaches the end of the datagram.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "CAPWAP",
@@ -18,6 +18,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0, 1]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

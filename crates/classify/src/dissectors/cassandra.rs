@@ -5,7 +5,7 @@
 //! class name, a QUERY/PREPARE text or an ERROR. Also the internode protocol
 //! (TCP 7000), whose connections start with the magic 0xCA552DFA.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Cassandra",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(RESPONSE_BIT | 3, RESPONSE_BIT | 6))
             .with((INTERNODE_MAGIC >> 24) as u8),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -2,7 +2,7 @@
 //! TCP ports 6789 and 3300 (monitors) and 6800 onwards (daemons): both sides
 //! open with a banner, "ceph v027" for msgr v1 and "ceph v2\n" for msgr v2.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Ceph",
@@ -11,6 +11,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"c"),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

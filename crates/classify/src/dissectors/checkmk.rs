@@ -1,12 +1,13 @@
 //! Checkmk agent output (TCP port 6556): the monitored host's agent speaks first
 //! and its output opens with the section header `<<<check_mk>>>`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "CHECKMK",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[HEADER[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

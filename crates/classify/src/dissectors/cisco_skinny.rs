@@ -4,12 +4,14 @@
 //! (station messages below 0x0200, or the 0x8000 range). On the SCCP ports (2000,
 //! secure 2443) one message decides; elsewhere two must follow each other.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "CiscoSkinny",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The first message's length and header version (little-endian).
+    prefix: Prefix::is(&[Field::le32(0, 4, MAX_LEN), Field::le32(4, 0, 0x17)]),
     inspect,
 }];
 

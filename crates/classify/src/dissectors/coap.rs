@@ -4,13 +4,14 @@
 //! 0xFF; the whole datagram must parse. Off the CoAP ports (5683, 5684 and the
 //! 6LoWPAN range 61616..=61631) only a request naming a path, host or query counts.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "COAP",
     wants: Wants::Udp,
     // Version 1 in the top two bits.
     first_byte: FirstByte::is(ByteSet::range(0x40, 0x7f)),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -6,7 +6,7 @@
 //! length of 4 or more that counts the part's own header; the parts tile the
 //! datagram. Signed and encrypted datagrams start with their part.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "collectd",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0, 1, 2]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -6,7 +6,7 @@
 //! filler: 16 or 20 bytes before the opcode's own fields. On its port, the magic
 //! number, an opcode in range and a datagram that holds the whole header decide.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "CPHA",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0x1a]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

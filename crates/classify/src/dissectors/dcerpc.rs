@@ -16,7 +16,7 @@
 //! (DEA00001 to DEA00004-6C97-11D1-8271-00A02442DF7D: device, controller,
 //! supervisor, parameter server) is `DCERPC.PROFINET_IO` (IEC 61158-6-10).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DCERPC",
@@ -25,6 +25,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[5]),
         udp: ByteSet::of(&[4]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

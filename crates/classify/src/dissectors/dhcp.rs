@@ -4,13 +4,14 @@
 //! message type, then options (code, length) that must tile the datagram exactly; the
 //! client FQDN option (39) becomes the host.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "DHCP",
         wants: Wants::Udp,
         first_byte: FirstByte::is(ByteSet::of(&[1, 2])),
+        prefix: Prefix::ANY,
         inspect: inspect_dhcp,
     },
     Dissector {
@@ -23,6 +24,7 @@ pub const DISSECTORS: &[Dissector] = &[
                 .with(RELAY_FORW)
                 .with(RELAY_REPL),
         ),
+        prefix: Prefix::ANY,
         inspect: inspect_dhcpv6,
     },
 ];

@@ -4,12 +4,13 @@
 //! hop-by-hop and end-to-end ids; the first AVP's header (code, flags with
 //! reserved bits clear, length of at least 8) must fit the message.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Diameter",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[VERSION])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

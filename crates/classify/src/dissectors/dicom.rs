@@ -6,7 +6,7 @@
 //! the application context (0x10). A peer that accepts answers with an
 //! A-ASSOCIATE-AC (2) of the same shape.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Dicom",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[1, 2]),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,13 +3,14 @@
 //! empty in the request and the client's public IP in the response, and a port), and the
 //! 8-byte keep-alive that starts with 0x1337CAFE.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Discord",
     wants: Wants::Udp,
     // Discovery (type 1 or 2, 16 bits) or the keep-alive magic.
     first_byte: FirstByte::is(ByteSet::of(&[0x00, 0x13])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

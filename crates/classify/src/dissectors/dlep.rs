@@ -5,12 +5,17 @@
 //! (16-bit type 1..=31, 16-bit length, value) must tile the signal or message.
 //! TCP messages carry no magic, so there the port is required.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DLEP",
     wants: Wants::Both,
     first_byte: FirstByte::ANY,
+    // Over TCP a signal type; over UDP the magic.
+    prefix: Prefix {
+        tcp: &[Field::u16(0, 1, 20).once(4)],
+        udp: &[Field::bytes(0, b"DLEP")],
+    },
     inspect,
 }];
 

@@ -6,12 +6,13 @@
 //! reflected, complemented, sent least significant byte first): a check
 //! that random bytes pass once in 65,536.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DNP3",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[0x05])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -9,25 +9,31 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use sluice_wire::IpText;
 
-use super::{Context, Dissector, FirstByte, Found, MAX_LIST, Metadata, Packet, Transport, Verdict, Wants, be16};
+use super::{
+    Context, Dissector, Field, FirstByte, Found, MAX_LIST, Metadata, Packet, Prefix, Transport, Verdict, Wants, be16,
+};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "MDNS",
         wants: Wants::Udp,
         first_byte: FirstByte::ANY,
+        prefix: Prefix::ANY,
         inspect: inspect_mdns,
     },
     Dissector {
         name: "LLMNR",
         wants: Wants::Both,
         first_byte: FirstByte::ANY,
+        // A TCP message's length counts its header at least.
+        prefix: TCP_LENGTH,
         inspect: inspect_llmnr,
     },
     Dissector {
         name: "DNS",
         wants: Wants::Both,
         first_byte: FirstByte::ANY,
+        prefix: TCP_LENGTH,
         inspect: inspect_dns,
     },
 ];
@@ -43,6 +49,12 @@ const MAX_HOPS: usize = 16;
 /// Smallest question (root name, type, class) and resource record on the wire.
 const MIN_QUESTION: usize = 5;
 const MIN_RECORD: usize = 11;
+
+/// A TCP message's length counts its header at least.
+const TCP_LENGTH: Prefix = Prefix {
+    tcp: &[Field::u16(0, HEADER as u16, u16::MAX)],
+    udp: &[],
+};
 
 const TYPE_A: u16 = 1;
 const TYPE_NS: u16 = 2;

@@ -4,12 +4,13 @@
 //! responses start with the fixed resolver magic "r6fnvWj8". Encrypted queries start
 //! with a magic chosen by each resolver, so those flows are decided on the response.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DNScrypt",
     wants: Wants::Both,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

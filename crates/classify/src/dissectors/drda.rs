@@ -4,12 +4,14 @@
 //! object's own 16-bit length (the DSS length minus 6) and a code point in the
 //! DDM ranges (0x1000..=0x2FFF, or 0xC000..=0xDFFF).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "DRDA",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The DSS header's magic.
+    prefix: Prefix::is(&[Field::byte(2, MAGIC)]),
     inspect,
 }];
 

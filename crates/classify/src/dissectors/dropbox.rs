@@ -3,7 +3,7 @@
 //! control messages to 17500 are CoAP (RFC 7252) requests to the path `Bus17Cmd`.
 //! The port is required: it names the service, and the payload confirms it.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Dropbox",
@@ -11,6 +11,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
     // A CoAP header (version 1 in the top two bits), or the LAN sync
     // announcement's JSON object (`{`, 0x7b, among them).
     first_byte: FirstByte::is(ByteSet::range(0x40, 0x7f)),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

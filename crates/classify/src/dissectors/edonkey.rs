@@ -3,12 +3,13 @@
 //! opcode and data, and an opcode. The first message of a connection must be a
 //! hello (0x01), hello answer (0x4C) or a server login/ID change (0x40/0x38).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "eDonkey",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(PROTOCOLS)),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

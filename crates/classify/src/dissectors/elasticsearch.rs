@@ -4,12 +4,13 @@
 //! (major * 1000000 + minor * 10000 + revision * 100 + build). A ping is "ES" and
 //! a length of -1. Either side may be seen first.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Elasticsearch",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"E")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! S-Bus telegram with its station address and command. The framing is thin, so
 //! the port is required.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Ether-S-Bus",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -12,13 +12,14 @@
 
 use tiny_keccak::{Hasher, Keccak};
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Ethereum",
     wants: Wants::Udp,
     // The packet opens with a hash.
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,13 +3,14 @@
 //! address, which must be the sender's), exchange id, timestamp, status, config
 //! signature and a reserved word, followed by the exchanged data.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 use std::net::IpAddr;
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "EthernetGlobalData",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(&[PDU_TYPE])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

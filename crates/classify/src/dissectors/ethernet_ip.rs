@@ -11,7 +11,7 @@
 //! address and a data item). A ListIdentity reply names the device: its
 //! product name goes into `server_banner`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "EthernetIP",
@@ -25,6 +25,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         SEND_RR_DATA as u8,
         SEND_UNIT_DATA as u8,
     ])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

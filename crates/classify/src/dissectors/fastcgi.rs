@@ -10,7 +10,7 @@
 //! protocol status of 0 to 3, 3 reserved bytes), FCGI_GET_VALUES_RESULT
 //! or FCGI_UNKNOWN_TYPE. Every record in the stream's head must parse.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "FastCGI",
@@ -19,6 +19,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[VERSION]),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

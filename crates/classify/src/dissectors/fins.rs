@@ -10,7 +10,7 @@
 //! (0 and 1 exchange node addresses when the connection opens, 2 carries a
 //! FINS frame, 3 reports an error, 6 confirms a connection) and an error code.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "FINS",
@@ -19,6 +19,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"F"),
         udp: ByteSet::of(&ICF),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! BodyLength, each field closed by SOH (0x01). The BeginString goes into the
 //! sender's banner.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "FIX",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"8")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

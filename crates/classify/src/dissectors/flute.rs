@@ -13,7 +13,7 @@
 //! and those have transport object id 0 (RFC 6726 §3.4.1). A valid LCT
 //! header without it waits for one that has it.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "FLUTE",
@@ -23,6 +23,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         // LCT version 1 in the top four bits.
         udp: ByteSet::range(0x10, 0x1f),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -9,14 +9,15 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::lines::{Greeting, Kind, Lines, MAX_LINE, TEXT, greeting, is_text};
 use super::{
-    Context, Dissector, Expectation, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Text, Transport,
-    Verdict, Wants,
+    Context, Dissector, Expectation, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Prefix, Side, Text,
+    Transport, Verdict, Wants,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "FTP_CONTROL",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(TEXT),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

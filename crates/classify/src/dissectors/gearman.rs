@@ -2,12 +2,14 @@
 //! magic of `\0REQ` (request) or `\0RES` (response), a 32-bit packet type
 //! 1..=43, and a 32-bit data size.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Gearman",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"\0")),
+    // The magic, `\0REQ` or `\0RES`.
+    prefix: Prefix::is(&[Field::byte(1, b'R'), Field::byte(2, b'E'), Field::u8(3, b'Q', b'S')]),
     inspect,
 }];
 

@@ -4,13 +4,14 @@
 //! the constant 1234567890 (0x499602D2), and the trailer 0xFFFFFFFF on connect or
 //! 0x14514545 on accept.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "GenshinImpact",
     wants: Wants::Udp,
     // A 32-bit command, 0xff or 0x145.
     first_byte: FirstByte::is(ByteSet::of(&[0])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,7 +3,7 @@
 //! (`git-upload-pack`, `git-receive-pack`, `git-upload-archive`), a space and the
 //! repository path, NUL, and `host=` parameters; the host is kept.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Git",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(b'a', b'f'))
             .union(ByteSet::range(b'A', b'F')),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

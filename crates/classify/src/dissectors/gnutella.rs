@@ -5,7 +5,9 @@
 //! (TLS_DH_anon_WITH_AES_128_CBC_SHA). UDP: the "GND" reliable-UDP header, and bare
 //! messages whose 23-byte header's payload length matches the datagram.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Transport, Verdict, Wants, be16,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Gnutella",
@@ -14,6 +16,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"G\x16\x80"),
         udp: ByteSet::ANY,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -12,7 +12,7 @@
 //! the length must reach its end exactly (a GTPv2 message may carry another
 //! piggybacked after it).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "GTP_U",
@@ -24,6 +24,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(0x40, 0x5f))
             .union(ByteSet::of(&[0x0e, 0x0f, 0x2e, 0x2f, 0x4e, 0x4f])),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

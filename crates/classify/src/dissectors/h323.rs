@@ -6,7 +6,7 @@
 //! PROCEEDING, ALERTING, CONNECT, RELEASE COMPLETE, FACILITY, PROGRESS,
 //! NOTIFY, INFORMATION or STATUS.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "H323",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[3]),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

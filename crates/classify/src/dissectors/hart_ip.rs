@@ -9,12 +9,13 @@
 //! keep-alive requests carry nothing; a token-passing PDU is a HART frame,
 //! whose delimiter names it a BACK (1), STX (2) or ACK (6) frame.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "HART-IP",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[1, 2])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! bytes (the keep-alive). The same test nDPI makes; the ports keep it from
 //! matching the many binary protocols that share such bytes by chance.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Heroes_of_the_Storm",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

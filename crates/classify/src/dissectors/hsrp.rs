@@ -5,12 +5,13 @@
 //! and the virtual IPv4 address.
 //! Version 2 is a list of TLVs whose group-state TLV (type 1) carries version 2.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "HSRP",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -7,12 +7,13 @@
 //! request line are passed over (RFC 9112 section 2.2). The cleartext HTTP/2
 //! connection preface (`PRI * HTTP/2.0`, RFC 9113 section 3.4) is `HTTP2`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "HTTP",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::range(b'A', b'Z').union(ByteSet::of(b"\r\n"))),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -2,13 +2,14 @@
 //! speak: a 16-bit type (1 request, 2 reply), a 16-bit length of the rest (0x46)
 //! and the session constant 0x0003CFA8.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "i3D",
     wants: Wants::Udp,
     // A 16-bit type, 1 or 2.
     first_byte: FirstByte::is(ByteSet::of(&[0])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

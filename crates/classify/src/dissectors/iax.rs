@@ -6,7 +6,7 @@
 //! (1), a registration with REGREQ (13), a qualify with POKE (30), all with
 //! destination call number 0 and both sequence numbers 0.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IAX",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::range(0x80, 0xff),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

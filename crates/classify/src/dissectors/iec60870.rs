@@ -5,12 +5,13 @@
 //! I-frame carries an ASDU with a type id 1..=127 and a cause of transmission.
 //! U-frames are rigid enough to decide anywhere; I- and S-frames only on 2404.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IEC60870",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[START])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

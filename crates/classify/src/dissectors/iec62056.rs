@@ -5,12 +5,14 @@
 //! checksums must match; or, on port 4059, the wrapper (IEC 62056-47: version 1,
 //! source and destination wPorts, a length of the APDU that follows).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IEC62056",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[FLAG, 0])),
+    // The wrapper's version, 1, or an HDLC frame's flag and format.
+    prefix: Prefix::is(&[Field::u16(0, 1, 0x7eff).once(WRAPPER_HEADER as u8 + 1)]),
     inspect,
 }];
 

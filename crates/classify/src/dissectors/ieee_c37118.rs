@@ -3,12 +3,13 @@
 //! 0..=5 with version 1..=3, a frame size, and a CRC-CCITT over the frame that
 //! must match its last two bytes.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IEEE-C37118",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[SYNC])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

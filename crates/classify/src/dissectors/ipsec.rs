@@ -3,12 +3,13 @@
 //! first payload (else `Maybe`), and a length equal to the message — directly on the datagram
 //! (port 500) or after the four zero bytes of the non-ESP marker (RFC 3948, port 4500).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IPSec",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! IRCv3 `CAP LS`/`CAP REQ`; a leading `PASS` line is skipped. The server's side
 //! decides with a prefixed line `:<server> NOTICE ...` or a 3-digit numeric reply.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "IRC",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"PNUC:")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,13 +5,14 @@
 //! `<iq>`, `<presence>` or `<message>` stanza carrying an XMPP namespace. The stream
 //! header's `to` (client) or `from` (server) domain goes into `host`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Jabber",
     wants: Wants::Tcp,
     // The declaration, the stream tag and its end, and the stanzas.
     first_byte: FirstByte::is(ByteSet::of(b"<")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,7 +4,7 @@
 //! SingleOpProtocol (0x4C) or MultiplexProtocol (0x4D). The server
 //! acknowledges with ProtocolAck (0x4E) or ProtocolNotSupported (0x4F).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "JRMI",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"J"),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

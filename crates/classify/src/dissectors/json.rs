@@ -10,12 +10,13 @@
 //! that a stray `{}` or `[1]` names nothing. A TCP text not yet complete
 //! is waited for while the head can still hold it.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "JSON",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(b"{[")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -2,12 +2,13 @@
 //! array of them) whose `"jsonrpc"` member is `"2.0"` and that carries `"method"`
 //! (a call) or `"result"`/`"error"` (a response). The method goes into `commands`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "JSON-RPC",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"{[ \t\n\x0c\r")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,18 @@
 //! printable client id (a 2-byte length and its bytes) that fits in the request.
 //! The client id (`rdkafka`, `console-producer`, ...) goes into `client_banner`.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants, be16, be32};
+use super::{Context, Dissector, Field, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Kafka",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The request's size, API key and version.
+    prefix: Prefix::is(&[
+        Field::u32(0, HEADER as u32 + 1, MAX_REQUEST),
+        Field::u16(4, 0, MAX_API_KEY - 1).once(8),
+        Field::u16(6, 0, MAX_API_VERSION - 1),
+    ]),
     inspect,
 }];
 

@@ -4,12 +4,14 @@
 //! little-endian. A datagram may pack several segments of one conversation; they
 //! must tile it exactly. Over TCP the stream head must be such segments too.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "KCP",
     wants: Wants::Both,
     first_byte: FirstByte::ANY,
+    // The first segment's command.
+    prefix: Prefix::is(&[Field::u8(4, 81, 84)]),
     inspect,
 }];
 

@@ -3,7 +3,7 @@
 //! (30) whose length spans the message, a SEQUENCE spanning the rest, and then pvno 5 and a
 //! msg-type equal to n — tagged [1] and [2] in requests, [0] and [1] in the others.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Kerberos",
@@ -11,6 +11,12 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
     first_byte: FirstByte {
         tcp: ByteSet::ANY,
         udp: ByteSet::of(&[0x6a, 0x6b, 0x6c, 0x6d, 0x6e, 0x7e]),
+    },
+    // Over TCP, a record mark within the longest record read, before a
+    // message's application tag.
+    prefix: Prefix {
+        tcp: &[Field::u8(4, 0x6a, 0x7e), Field::u32(0, 0, MAX_RECORD as u32)],
+        udp: &[],
     },
     inspect,
 }];

@@ -2,12 +2,13 @@
 //! line `*KISMET: <version> <start time> ...`, and the following lines are
 //! `*<SENTENCE>: ` records.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Kismet",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[GREETING[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

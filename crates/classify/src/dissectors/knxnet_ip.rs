@@ -4,12 +4,13 @@
 //! 0x05, remote logging 0x06, remote configuration 0x07, object server 0x08,
 //! security 0x09) and a total length that ends on the datagram or next frame.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "KNXnet_IP",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[HEADER_LEN])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -9,7 +9,7 @@
 //! bytes (0xff 0x03) and a protocol number PPP assigns; with L set its Length is the
 //! datagram's.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "L2TP",
@@ -18,6 +18,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: first_bytes(),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

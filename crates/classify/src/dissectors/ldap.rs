@@ -3,12 +3,13 @@
 //! tagged [APPLICATION n] with one of the operations the RFC defines, whose length
 //! fits inside the message. A bind request must carry version 2 or 3.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "LDAP",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[SEQUENCE])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,17 @@
 //! label space, then messages (a type from the RFC's families, a length, a message
 //! id) that must tile the PDU. Over TCP a PDU cut short waits for more.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "LDP",
     wants: Wants::Both,
-    first_byte: FirstByte::ANY,
+    first_byte: FirstByte::is(ByteSet::of(&[0])),
+    // Version 1, and a PDU length that holds the LSR id and a message header.
+    prefix: Prefix::is(&[
+        Field::byte(1, VERSION as u8),
+        Field::u16(2, PDU_HEADER as u16 - 4 + 8, u16::MAX),
+    ]),
     inspect,
 }];
 

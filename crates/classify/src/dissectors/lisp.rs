@@ -16,7 +16,7 @@
 //! packet, whose header must give the rest of the datagram as its length (and, for
 //! IPv4, check out). Packets with the K bits set (RFC 8061) are encrypted and refused.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 use sluice_wire::bytes::internet_checksum;
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
@@ -26,6 +26,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: first_bytes(),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

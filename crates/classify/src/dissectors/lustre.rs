@@ -9,7 +9,7 @@
 
 use std::net::IpAddr;
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Lustre",
@@ -18,6 +18,8 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[0x00, 0xac, 0x63, 0x45]),
         udp: ByteSet::NONE,
     },
+    // Either magic, in either byte order.
+    prefix: Prefix::is(&[Field::u32(0, ACCEPTOR_MAGIC.swap_bytes(), ACCEPTOR_MAGIC)]),
     inspect,
 }];
 

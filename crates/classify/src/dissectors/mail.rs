@@ -7,7 +7,8 @@
 
 use super::lines::{Greeting, Kind, Lines, MAX_LINE, TEXT, greeting, is_text};
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants,
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Prefix, Side, Text, Verdict,
+    Wants,
 };
 
 pub const DISSECTORS: &[Dissector] = &[
@@ -15,6 +16,7 @@ pub const DISSECTORS: &[Dissector] = &[
         name: "SMTP",
         wants: Wants::Tcp,
         first_byte: FirstByte::is(TEXT),
+        prefix: Prefix::ANY,
         inspect: smtp,
     },
     Dissector {
@@ -26,12 +28,14 @@ pub const DISSECTORS: &[Dissector] = &[
                 .union(ByteSet::range(b'A', b'Z'))
                 .union(ByteSet::range(b'a', b'z')),
         ),
+        prefix: Prefix::ANY,
         inspect: pop3,
     },
     Dissector {
         name: "IMAP",
         wants: Wants::Tcp,
         first_byte: FirstByte::is(TEXT),
+        prefix: Prefix::ANY,
         inspect: imap,
     },
 ];

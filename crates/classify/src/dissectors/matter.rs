@@ -21,7 +21,7 @@
 //!   of codes (and perhaps data), for a standalone acknowledgement nothing,
 //!   its acknowledged counter set.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Matter",
@@ -31,6 +31,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         // Version 0, bit 3 clear, a destination size other than 3.
         udp: ByteSet::of(&[0x00, 0x01, 0x02, 0x04, 0x05, 0x06]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

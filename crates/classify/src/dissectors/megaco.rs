@@ -3,12 +3,13 @@
 //! separator and the sender's mId: an address in brackets, a `<domain name>`, or
 //! a device name.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Megaco",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(b"M!")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -15,12 +15,13 @@
 //! not 0, the 9 bytes of error information alone. The whole message must
 //! be there and end where its length says (on TCP, another may follow).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MELSEC",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(&[0x50, 0x54, 0xd0, 0xd4])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,7 +5,9 @@
 //! <bytes>` decides; other commands (`get`, `stats`, `version`, ...) and replies
 //! (`VALUE`, `STAT`, `END`, `STORED`, ...) decide on port 11211 only.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants, be16, be32};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Transport, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Memcached",
@@ -14,6 +16,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"sarpcgditvfqmVSENDT \x80\x81"),
         udp: ByteSet::ANY,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

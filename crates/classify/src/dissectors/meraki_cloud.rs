@@ -2,12 +2,13 @@
 //! datagrams start with the magic 0xFEF72891, a 16-bit message type and a 16-bit
 //! length equal to the datagram's.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MerakiCloud",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(&[MAGIC[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

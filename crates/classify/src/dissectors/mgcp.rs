@@ -4,12 +4,13 @@
 //! datagram comes from or goes to an MGCP port (2427 gateway, 2727 call agent).
 //! The command verb and endpoint go into `commands`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MGCP",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(b"ECMDRNA0123458")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

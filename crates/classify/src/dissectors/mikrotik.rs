@@ -7,12 +7,13 @@
 //! bytes), interface name (16), IPv4 address (17, 4 bytes). The router's
 //! software version goes into `client_banner`.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Mikrotik",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! `eth_submitLogin`, ...), or, in the Monero/CryptoNote dialect, `login` with
 //! `login` and `pass` parameters. The method goes into `commands`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Mining",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"{")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

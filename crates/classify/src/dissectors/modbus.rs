@@ -4,12 +4,14 @@
 //! exception (0x80 + code) or Schneider's UMAS (0x5A, reported as Modbus.UMAS).
 //! On port 502 one ADU decides; elsewhere two must follow each other.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Modbus",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The MBAP header: protocol 0, a length that holds a unit and a function.
+    prefix: Prefix::is(&[Field::u16(4, 2, 254), Field::byte(2, 0), Field::byte(3, 0).once(6)]),
     inspect,
 }];
 

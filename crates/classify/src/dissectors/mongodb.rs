@@ -5,12 +5,14 @@
 //! OP_COMPRESSED (2012), or the server's OP_REPLY (1). The command name (the first
 //! BSON key) goes into `commands`. See MongoDB's "Legacy Opcodes" and "OP_MSG" docs.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, Field, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MongoDB",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The message length (little-endian).
+    prefix: Prefix::is(&[Field::le32(0, HEADER as u32 + 4, MAX_MESSAGE as u32)]),
     inspect,
 }];
 

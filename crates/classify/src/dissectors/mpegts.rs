@@ -4,7 +4,7 @@
 //! transport error bit set. Two packets at least, so that the sync byte
 //! repeats where it must.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MPEG_TS",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[SYNC]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

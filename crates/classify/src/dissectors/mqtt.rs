@@ -6,13 +6,15 @@
 //! Either side may be first: captures often start mid-session.
 
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Text, Verdict, Wants, be16,
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Prefix, Text, Verdict, Wants,
+    be16,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MQTT",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::range(CONNECT << 4, DISCONNECT << 4 | 0x0f)),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -12,7 +12,7 @@
 //! travels inside the TLS records, where no dissector reads it (the TLS dissector names
 //! the flow).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Mumble",
@@ -21,6 +21,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

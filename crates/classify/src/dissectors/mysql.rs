@@ -5,12 +5,18 @@
 //! CLIENT_PROTOCOL_41. A refusal sent instead of the greeting (0xff, an error number
 //! and its message) also counts. The version or the refusal goes into `server_banner`.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, Field, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MySQL",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The greeting's length (three bytes, little-endian) and sequence number 0.
+    prefix: Prefix::is(&[
+        Field::le16(0, 8, MAX_GREETING as u16).once(3),
+        Field::byte(2, 0),
+        Field::byte(3, 0),
+    ]),
     inspect,
 }];
 

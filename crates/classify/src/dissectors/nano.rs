@@ -4,12 +4,13 @@
 //! 0x02..=0x0F (keepalive, publish, confirm_req/ack, bulk pull/push, node id
 //! handshake, telemetry, ...) and 16 bits of extensions.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Nano",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"R")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

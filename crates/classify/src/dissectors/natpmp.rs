@@ -5,7 +5,7 @@
 //! answers with the opcode plus 128, a result code from 0 to 5 and the
 //! seconds since its epoch (12 bytes for an address, 16 for a mapping).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NAT-PMP",
@@ -14,6 +14,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

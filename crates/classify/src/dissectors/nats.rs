@@ -2,12 +2,13 @@
 //! `INFO {` and a JSON object carrying `"server_id"`; the client answers with
 //! `CONNECT {` and its JSON options. Either opening decides.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Nats",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"CI")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

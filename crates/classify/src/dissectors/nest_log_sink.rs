@@ -4,12 +4,18 @@
 //! (version 1, source and destination node ids present) and 0x00 or 0x10 in its
 //! low byte. The port is required; the framing of the first message confirms it.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NestLogSink",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The first message's length (little-endian), flags and type, read together.
+    prefix: Prefix::is(&[
+        Field::byte(3, 0x13),
+        Field::le16(0, MIN_MESSAGE as u16, u16::MAX).once(4),
+        Field::masked(2, 1, 0xef, 0, 0).once(4),
+    ]),
     inspect,
 }];
 

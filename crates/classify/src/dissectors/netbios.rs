@@ -4,7 +4,7 @@
 //! letters 'A'..'P', two per name byte. That label, at the place each message type
 //! puts it, plus sane header fields, is what we recognise, whatever the port.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Transport, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NetBIOS",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::range(0x81, 0x84),
         udp: ByteSet::ANY,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

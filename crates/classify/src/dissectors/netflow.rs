@@ -3,12 +3,13 @@
 //! 7011), whose flowsets (16-bit set id 0, 1, 2, 3 or >= 256, 16-bit length of at
 //! least 4) must tile the rest of the datagram; IPFIX also states the total length.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NetFlow",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

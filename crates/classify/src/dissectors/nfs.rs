@@ -4,12 +4,18 @@
 //! defines. Over TCP the call follows a record mark whose last-fragment bit is
 //! set; nDPI files all three programs under "NFS".
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be32};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NFS",
     wants: Wants::Both,
     first_byte: FirstByte::ANY,
+    // Over TCP, a record mark of a last fragment that holds a reply header
+    // at least.
+    prefix: Prefix {
+        tcp: &[Field::u32(0, LAST_FRAGMENT | 24, u32::MAX)],
+        udp: &[],
+    },
     inspect,
 }];
 

@@ -2,12 +2,13 @@
 //! transport over UDP: the 4-byte magic 0x32AB9864 followed by protocol version
 //! byte 0x02, on datagrams long enough to carry PIA's encrypted message block.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Nintendo",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(&[PIA_HEADER[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

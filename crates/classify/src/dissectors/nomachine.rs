@@ -2,12 +2,13 @@
 //! the server with `NXD-`, each followed by a dotted version number; the line is
 //! kept as the sender's banner.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NoMachine",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"N")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

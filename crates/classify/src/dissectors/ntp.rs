@@ -4,7 +4,7 @@
 //! most 16; mode 6 is a control message whose count fits; mode 7 is ntpd's private
 //! "monlist" family with a known implementation byte.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "NTP",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(0x88, 0xa7))
             .union(ByteSet::range(0xc8, 0xe7)),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

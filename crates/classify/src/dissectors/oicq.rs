@@ -3,12 +3,13 @@
 //! and a 16-bit sequence number, and that ends with the tag byte 0x03. The command
 //! must be one QQ clients are known to send (0x0001..=0x00b5, or 0x03f7).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OICQ",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(&[STX])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,7 +5,7 @@
 //! version 0, buffer sizes, the endpoint URL, 32 bytes at least) and the
 //! server answers with Acknowledge ("ACKF", 28 bytes) or Error ("ERRF").
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OPC-UA",
@@ -14,6 +14,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(b"HAER"),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

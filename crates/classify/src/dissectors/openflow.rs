@@ -4,7 +4,7 @@
 //! to 6), type 0, the message's length (8, more with hello elements from
 //! 1.3.1 on) and a transaction id.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OpenFlow",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::range(1, 6),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,7 +5,9 @@
 //! the client's session id before its own packet id 0. Over TCP, the client's next packet
 //! repeating its session id also counts.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be16, be32};
+use super::{
+    ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Transport, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OpenVPN",
@@ -13,6 +15,16 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
     first_byte: FirstByte {
         tcp: ByteSet::ANY,
         udp: OPCODES,
+    },
+    // Over TCP, a packet length that holds a reset or a control packet at
+    // least, before an opcode this dissector reads, key id 0.
+    prefix: Prefix {
+        tcp: &[
+            Field::u16(0, CLIENT_BARE as u16, u16::MAX),
+            Field::masked(2, 1, 0x07, 0, 0),
+            Field::u8(2, CLIENT_RESETS[0] << 3, CLIENT_RESETS[2] << 3),
+        ],
+        udp: &[],
     },
     inspect,
 }];

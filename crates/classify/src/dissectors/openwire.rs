@@ -4,7 +4,7 @@
 //! type. Both ends open with a WireFormatInfo command (type 1), whose body
 //! begins with the magic `ActiveMQ` and the wire format's version.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "OpenWire",
@@ -14,6 +14,13 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[0]),
         udp: ByteSet::NONE,
     },
+    // The opening WireFormatInfo: a size under 64 KiB, type 1, the magic.
+    prefix: Prefix::is(&[
+        Field::byte(4, 1),
+        Field::bytes(5, b"Acti"),
+        Field::bytes(9, b"veMQ"),
+        Field::byte(1, 0),
+    ]),
     inspect,
 }];
 

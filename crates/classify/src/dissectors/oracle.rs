@@ -12,7 +12,7 @@
 //! same version and byte-order fields), Refuse (4) or Redirect (5) with a
 //! parameter list of its own, or Resend (11, the bare header).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Oracle",
@@ -22,6 +22,14 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::range(0, (MAX_OPENING >> 8) as u8),
         udp: ByteSet::NONE,
     },
+    // The TNS header: length, zero checksums, a packet type this dissector reads.
+    prefix: Prefix::is(&[
+        Field::u8(4, CONNECT, RESEND),
+        Field::u16(0, HEADER as u16, MAX_OPENING as u16).once(HEADER as u8),
+        Field::byte(2, 0),
+        Field::byte(3, 0),
+        Field::u16(6, 0, 0),
+    ]),
     inspect,
 }];
 

@@ -5,7 +5,7 @@
 //! follows the first 4 bytes, which is the rest of the datagram (less any
 //! message that follows with FO set).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "PFCP",
@@ -14,6 +14,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::range(0x20, 0x27),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,13 +5,20 @@
 //! The user and database names go into `commands`.
 
 use super::{
-    Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants, be32,
+    Context, Dissector, Field, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Prefix, Side, Text, Verdict,
+    Wants, be32,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "PostgreSQL",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The first message's length and code: an SSL, GSSAPI or cancel request,
+    // or a startup message of protocol 3.
+    prefix: Prefix::is(&[
+        Field::u32(0, 8, MAX_STARTUP as u32).once(8),
+        Field::u32(4, 0x0003_0000, GSSENC_REQUEST),
+    ]),
     inspect,
 }];
 

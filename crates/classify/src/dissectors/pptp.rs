@@ -5,7 +5,7 @@
 //! bytes), the server answers with a Start-Control-Connection-Reply (type 2,
 //! 156 bytes).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "PPTP",
@@ -14,6 +14,8 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[0]),
         udp: ByteSet::NONE,
     },
+    // The Start-Control-Connection message's length, 156.
+    prefix: Prefix::is(&[Field::byte(1, START_LEN as u8)]),
     inspect,
 }];
 

@@ -6,7 +6,7 @@
 //! least, the whole datagram or less), a domain number and a reserved zero
 //! byte.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "PTPv2",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: MESSAGE_TYPES,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

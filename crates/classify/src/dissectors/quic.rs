@@ -15,12 +15,15 @@ use hkdf::Hkdf;
 use sha2::Sha256;
 
 use super::tls::{Hello, parse_client_hello};
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Text, Verdict, Wants, be16, be32};
+use super::{
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Text, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "QUIC",
     wants: Wants::Udp,
     first_byte: FirstByte::is(GQUIC_PUBLIC_FLAGS.union(ByteSet::range(0xc0, 0xff))),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

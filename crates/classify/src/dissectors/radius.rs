@@ -3,7 +3,7 @@
 //! that end exactly with it. Only on the registered ports (1812/1813, the old 1645/1646, 3799
 //! for CoA), since twenty bytes of header say little.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Radius",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(11, 13))
             .union(ByteSet::range(40, 45)),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

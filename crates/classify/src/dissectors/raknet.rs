@@ -5,7 +5,7 @@
 //! tile the datagram, or an ACK/NACK (0xc0/0xa0) whose records must. Frame sets
 //! and NACKs are believed from the second datagram of a flow on.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RakNet",
@@ -14,6 +14,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
     first_byte: FirstByte::is(
         ByteSet::of(&[0x01, 0x02, 0x05, 0x06, 0x07, 0x08, 0x19, 0x1c, 0xa0, 0xc0]).union(ByteSet::range(0x84, 0x8d)),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

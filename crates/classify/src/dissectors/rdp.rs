@@ -6,7 +6,8 @@
 //! the SYN / SYN+ACK datagrams on port 3389, with MTUs in the 1132..=1232 range.
 
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32,
+    ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Transport, Verdict, Wants, be16,
+    be32,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
@@ -16,6 +17,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[3]),
         udp: ByteSet::ANY,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,7 +5,7 @@
 //! seen, with its first argument (none for AUTH), goes into `commands`.
 
 use super::{
-    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Side, Verdict, Wants,
+    ByteSet, Context, Dissector, FirstByte, Found, MAX_LIST, MAX_TEXT, Metadata, Packet, Prefix, Side, Verdict, Wants,
 };
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
@@ -18,6 +18,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(b'A', b'Z'))
             .union(ByteSet::range(b'a', b'z')),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! datagrams, or from the 53-byte connect datagram whose last 8 bytes are the
 //! constant 0x3CB11F2D 0xEA23460C.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RiotGames",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! message class (ASF 6, IPMI 7, OEM 8; bit 7 marks an ACK). ASF messages must
 //! carry the ASF IANA number 4542; IPMI messages a known session auth type.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RMCP",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! padded with 0x00 or 0xFF) in strictly increasing order, such as NONC, PAD,
 //! SIG, SREP, CERT, INDX. The IETF framing puts `ROUGHTIM` and a length first.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Roughtime",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

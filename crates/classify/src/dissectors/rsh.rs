@@ -11,7 +11,7 @@
 //! command itself writes later. A stream that stops inside a string that is still
 //! valid is waited for; the server's byte alone is only waited through.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RSH",
@@ -20,6 +20,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::range(b'0', b'9').with(0).with(1),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

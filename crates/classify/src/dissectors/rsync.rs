@@ -2,12 +2,13 @@
 //! `@RSYNCD: ` followed by the protocol version (`30.0`), which is kept as the
 //! sender's banner.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RSYNC",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"@")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -6,7 +6,9 @@
 //! direction; over TCP for two framed RTP packets of one SSRC with advancing sequence numbers
 //! (or two RTCP packets).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be16, be32};
+use super::{
+    ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
@@ -16,6 +18,7 @@ pub const DISSECTORS: &[Dissector] = &[
             tcp: ByteSet::ANY,
             udp: RTP_VERSION_2,
         },
+        prefix: TCP_FRAME,
         inspect: inspect_rtp,
     },
     Dissector {
@@ -25,6 +28,7 @@ pub const DISSECTORS: &[Dissector] = &[
             tcp: ByteSet::ANY,
             udp: RTP_VERSION_2,
         },
+        prefix: TCP_FRAME,
         inspect: inspect_rtcp,
     },
 ];
@@ -35,6 +39,12 @@ const UDP_EVIDENCE: u32 = 2;
 const MAX_FRAMES: usize = 16;
 /// How far the sequence number may move between two framed packets of one stream.
 const MAX_SEQ_STEP: u16 = 64;
+
+/// Over TCP, an RFC 4571 frame long enough for RTP or RTCP, of version 2.
+const TCP_FRAME: Prefix = Prefix {
+    tcp: &[Field::u16(0, 8, u16::MAX), Field::masked(2, 1, 0xc0, 0x80, 0x80)],
+    udp: &[],
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {

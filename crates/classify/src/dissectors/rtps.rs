@@ -3,12 +3,13 @@
 //! version (major 2; 1 for older implementations), a vendor id and a 12-byte
 //! GUID prefix, then submessages, each an id, flags and a length.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RTPS",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(b"R")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,12 +5,15 @@
 //! reply carry a `Transport` header whose `client_port` and `server_port`
 //! ranges announce the RTP and RTCP flows of the stream.
 
-use super::{ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants};
+use super::{
+    ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Prefix, Transport, Verdict, Wants,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RTSP",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"ODSPTGAR")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

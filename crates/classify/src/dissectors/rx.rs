@@ -3,12 +3,13 @@
 //! numbers, then a packet type 1..=13, flags valid for that type and a security
 //! index 0..=3. The header alone is loose, so an AFS port (7000..=7009) is required.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "RX",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -7,7 +7,7 @@
 //! ISO transport's, and only wait for the first data TPDU. S7comm-plus
 //! (protocol id 0x72) has its own dissector.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "S7Comm",
@@ -16,6 +16,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[3]),
         udp: ByteSet::NONE,
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

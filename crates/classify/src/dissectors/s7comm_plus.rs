@@ -4,12 +4,13 @@
 //! `SIMATIC-` endpoint decides, as does a COTP data PDU (0xF0) whose payload
 //! starts with the S7CommPlus protocol id 0x72.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "S7CommPlus",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[TPKT_VERSION])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

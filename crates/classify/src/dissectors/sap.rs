@@ -5,7 +5,7 @@
 //! originating source (4 or 16 bytes), then, unless encrypted or compressed,
 //! an optional payload type ending in a NUL and an SDP description ("v=0").
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SAP",
@@ -14,6 +14,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::range(0x20, 0x3f),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! property `\x04SNI` at offset 12, followed by a 16-bit length, a zero byte and
 //! the edge server name, which is kept as the flow's host.
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SD-RTN",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,7 +4,7 @@
 //! uptime and the number of samples that follow, each a format and a length
 //! that must tile the rest of the datagram.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "sFlow",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -9,12 +9,15 @@ use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
 
-use super::{ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants};
+use super::{
+    ByteSet, Context, Dissector, Expectation, FirstByte, Found, Metadata, Packet, Prefix, Transport, Verdict, Wants,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SIP",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::range(b'A', b'Z').union(ByteSet::of(b" \t\n\x0c\r"))),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

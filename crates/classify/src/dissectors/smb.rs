@@ -5,19 +5,21 @@
 //! SMB3 transform/compression ids "\xfdSMB", "\xfcSMB") SMBv2/3. As in nDPI, both
 //! are labelled under NetBIOS: `NetBIOS.SMBv1`, `NetBIOS.SMBv23`.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "SMBv1",
         wants: Wants::Tcp,
         first_byte: FirstByte::ANY,
+        prefix: SESSION_HEADER,
         inspect: inspect_v1,
     },
     Dissector {
         name: "SMBv23",
         wants: Wants::Tcp,
         first_byte: FirstByte::ANY,
+        prefix: SESSION_HEADER,
         inspect: inspect_v23,
     },
 ];
@@ -30,6 +32,12 @@ const SMB1_NEGOTIATE: u8 = 0x72;
 /// An SMB1 header is 32 bytes; SMB2's is 64.
 const MIN_SMB: usize = 32;
 const MAX_MESSAGES: usize = 8;
+
+/// The first session message's type, flags and length read as one number:
+/// a session message of an SMB header at least (type 0x00, a length from
+/// 32), a session request (0x81, its 68 bytes) or a positive response or
+/// keep-alive (0x82, 0x85, empty).
+const SESSION_HEADER: Prefix = Prefix::is(&[Field::u32(0, MIN_SMB as u32, (KEEP_ALIVE as u32) << 24)]);
 
 #[derive(Debug, PartialEq, Eq)]
 enum Walk {

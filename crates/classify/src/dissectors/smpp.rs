@@ -8,7 +8,7 @@
 //! interface version (0x33, 0x34 or 0x50); the centre answers with the
 //! command id's response (0x80000000 set) and a system id.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SMPP",
@@ -17,6 +17,11 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[0]),
         udp: ByteSet::NONE,
     },
+    // The first PDU's length and a bind command or its response.
+    prefix: Prefix::is(&[
+        Field::u32(0, HEADER as u32 + 1, MAX_PDU),
+        Field::masked(4, 4, !RESPONSE, 1, 9),
+    ]),
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! context tag suits the version and whose length ends the datagram; v3 has its
 //! header SEQUENCE (msgGlobalData) starting with the message id.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SNMP",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(&[SEQUENCE])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! and address) decides. The v5 greeting (version, method count, methods) is too
 //! short to decide alone: it waits for the server's 2-byte method choice.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SOCKS",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[4, 5])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

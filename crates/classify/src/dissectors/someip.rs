@@ -5,12 +5,14 @@
 //! return code 0x00..=0x5E. Messages packed together must tile the datagram;
 //! SOME/IP-SD is the service 0xFFFF method 0x8100.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SOMEIP",
     wants: Wants::Both,
     first_byte: FirstByte::ANY,
+    // The first message's length.
+    prefix: Prefix::is(&[Field::u32(4, 8, MAX_LEN)]),
     inspect,
 }];
 

@@ -3,13 +3,14 @@
 //! Requests: A2S_INFO `T` with "Source Engine Query", A2S_PLAYER `U` and A2S_RULES
 //! `V` with a 4-byte challenge. Replies: challenge `A`, info `I`, players `D`, rules `E`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Source_Engine",
     wants: Wants::Udp,
     // The connectionless header, four 0xff.
     first_byte: FirstByte::is(ByteSet::of(&[0xff])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,7 +4,9 @@
 //! and a protobuf whose first field is BuildInfo (tag 0x52) starting with its
 //! product field (tag 0x50).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Transport, Verdict, Wants, be32};
+use super::{
+    ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Transport, Verdict, Wants, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Spotify",
@@ -12,6 +14,10 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
     first_byte: FirstByte {
         tcp: ByteSet::of(&[AP_VERSION[0]]),
         udp: ByteSet::of(&[DISCOVERY[0]]),
+    },
+    prefix: Prefix {
+        tcp: &[Field::byte(1, AP_VERSION[1])],
+        udp: &[Field::bytes(0, b"Spot"), Field::bytes(4, b"Udp0")],
     },
     inspect,
 }];

@@ -4,19 +4,21 @@
 //! an ST, USN or NT header. Also SLP version 2 (RFC 2608 §8): its binary header's
 //! version, function, length, flags and language tag must all be consistent.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "SSDP",
         wants: Wants::Udp,
         first_byte: FirstByte::is(ByteSet::of(b"MNH")),
+        prefix: Prefix::ANY,
         inspect: inspect_ssdp,
     },
     Dissector {
         name: "Service_Location_Protocol",
         wants: Wants::Both,
         first_byte: FirstByte::is(ByteSet::of(&[2])),
+        prefix: Prefix::ANY,
         inspect: inspect_slp,
     },
 ];

@@ -4,12 +4,13 @@
 //! speaks both) and 1.x are accepted. Each side's line goes into `client_banner` or
 //! `server_banner`; the flow is decided on the first and followed for the other.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "SSH",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"S")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

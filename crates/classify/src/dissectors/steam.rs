@@ -3,19 +3,21 @@
 //! discovery magic 0x214C5FA0. SteamDatagramRelay (Steam Datagram Relay pings to
 //! Valve's relays): message byte 0x01, a flags byte, then the tag `sdping`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[
     Dissector {
         name: "Steam",
         wants: Wants::Udp,
         first_byte: FirstByte::is(ByteSet::of(&[DISCOVERY[0]])),
+        prefix: Prefix::ANY,
         inspect: inspect_discovery,
     },
     Dissector {
         name: "SteamDatagramRelay",
         wants: Wants::Udp,
         first_byte: FirstByte::is(ByteSet::of(&[RELAY_MESSAGE])),
+        prefix: Prefix::ANY,
         inspect: inspect_relay,
     },
 ];

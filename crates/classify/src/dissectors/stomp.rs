@@ -3,12 +3,13 @@
 //! CONNECTED, MESSAGE, RECEIPT, ERROR) then `name:value` header lines. The first
 //! frame's command and first header decide; the command goes into `commands`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "STOMP",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"CSUANBDMRE")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -7,12 +7,20 @@
 
 use std::net::IpAddr;
 
-use super::{Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Transport, Verdict, Wants, be16, be32};
+use super::{
+    Context, Dissector, Field, FirstByte, Found, Metadata, Packet, Prefix, Side, Transport, Verdict, Wants, be16, be32,
+};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "STUN",
     wants: Wants::Both,
     first_byte: FirstByte::ANY,
+    // Over TCP the magic cookie fills bytes 4 to 7, or 6 to 9 behind an
+    // RFC 4571 length: bytes 6 and 7 are 0xA442 or 0x2112.
+    prefix: Prefix {
+        tcp: &[Field::u16(6, 0x2112, 0xA442)],
+        udp: &[],
+    },
     inspect,
 }];
 

@@ -6,7 +6,7 @@
 //! and its instance id (field 3, a varint). Syncthing's own connections
 //! are TLS and are named by their host names.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Syncthing",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[MAGIC[0]]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

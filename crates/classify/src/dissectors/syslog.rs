@@ -3,7 +3,7 @@
 //! (BSD timestamp, RFC 5424 version, Cisco sequence number, tag...). Over TCP a message
 //! may be preceded by its length and a space (RFC 6587 octet counting).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Syslog",
@@ -12,6 +12,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::range(b'0', b'9').with(b'<'),
         udp: ByteSet::of(b"<"),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

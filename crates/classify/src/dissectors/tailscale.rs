@@ -3,12 +3,13 @@
 //! 0xF0 0x9F 0x92 0xAC), then the sender's 32-byte disco key and a 24-byte nonce
 //! before the sealed payload.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Tailscale",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::of(&[MAGIC[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -5,12 +5,13 @@
 //! 0x10) with a matching length and a TDS 7.x version. The server's version from
 //! its PRELOGIN answer goes into `server_banner`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "MsSQL-TDS",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[PRELOGIN, LOGIN7, RESPONSE])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

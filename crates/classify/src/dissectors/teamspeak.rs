@@ -7,7 +7,7 @@
 //! steps (0, 2, 4) carry its version before the step number, the server's
 //! (1, 3, and 127 to start over) only the step.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TeamSpeak",
@@ -16,6 +16,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(b"T"),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! little-endian length of the data that follows; the frames must tile the stream
 //! head (the last may still be arriving).
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TeamViewer",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[MAGIC[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

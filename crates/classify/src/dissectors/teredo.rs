@@ -4,12 +4,13 @@
 //! version 6, a payload length that ends exactly at the datagram's end, and a
 //! next header Teredo carries (ICMPv6, TCP, UDP, no-next-header).
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Teredo",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,14 @@
 //! a 32-bit message kind, and a second 32-bit length counting what follows it;
 //! both lengths must agree with each other and with the message.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be32};
+use super::{Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TES_Online",
     wants: Wants::Tcp,
     first_byte: FirstByte::ANY,
+    // The login message's outer length.
+    prefix: Prefix::is(&[Field::u32(0, MIN_LEN, MAX_LEN)]),
     inspect,
 }];
 

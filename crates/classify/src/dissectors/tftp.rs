@@ -3,13 +3,14 @@
 //! at once. DATA, ACK and ERROR packets, which go to the transfer's own ports,
 //! decide once both directions have spoken in TFTP's shapes.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TFTP",
     wants: Wants::Udp,
     // A 16-bit opcode from 1 to 6.
     first_byte: FirstByte::is(ByteSet::of(&[0])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -12,7 +12,7 @@
 //! multiplexed protocol's `Service:method` and `.`); the first field
 //! header after the message header, when there, must name a defined type.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Thrift",
@@ -22,6 +22,8 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::of(&[BINARY, COMPACT, 0x00]),
         udp: ByteSet::NONE,
     },
+    // A frame is never empty.
+    prefix: Prefix::is(&[Field::u32(0, 1, u32::MAX)]),
     inspect,
 }];
 

@@ -5,12 +5,13 @@
 //! `services`. The beacon's `machine`, the name its owner gave the device,
 //! goes into `client_banner` with its `platform`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TiVoConnect",
     wants: Wants::Both,
     first_byte: FirstByte::is(ByteSet::of(b"tT")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

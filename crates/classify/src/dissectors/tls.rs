@@ -11,8 +11,8 @@ use md5::Md5;
 use sha2::{Digest, Sha256};
 
 use super::{
-    ByteSet, Context, Dissector, Fingerprint, FirstByte, Found, MAX_TEXT, Metadata, Packet, Side, Text, Verdict, Wants,
-    be16,
+    ByteSet, Context, Dissector, Fingerprint, FirstByte, Found, MAX_TEXT, Metadata, Packet, Prefix, Side, Text,
+    Verdict, Wants, be16,
 };
 
 pub const DISSECTORS: &[Dissector] = &[
@@ -20,12 +20,14 @@ pub const DISSECTORS: &[Dissector] = &[
         name: "TLS",
         wants: Wants::Tcp,
         first_byte: FirstByte::is(ByteSet::range(CHANGE_CIPHER_SPEC, HEARTBEAT)),
+        prefix: Prefix::ANY,
         inspect: inspect_tls,
     },
     Dissector {
         name: "DTLS",
         wants: Wants::Udp,
         first_byte: FirstByte::is(ByteSet::range(CHANGE_CIPHER_SPEC, HEARTBEAT)),
+        prefix: Prefix::ANY,
         inspect: inspect_dtls,
     },
 ];

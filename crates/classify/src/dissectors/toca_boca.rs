@@ -4,12 +4,13 @@
 //! a channel, flags and a 32-bit length that covers the command; the lengths must
 //! add up to the datagram. Photon's 8-byte `0x7d` filler ping is accepted too.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TocaBoca",
     wants: Wants::Udp,
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

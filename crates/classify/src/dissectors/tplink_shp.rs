@@ -3,7 +3,7 @@
 //! cipher byte. Over TCP a 32-bit big-endian length comes first. The plaintext
 //! must open with `{"` or `{}` and stay printable; a complete message must end in `}`.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TPLINK_SHP",
@@ -12,6 +12,11 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         // Over TCP, a 32-bit length under 1 MiB.
         tcp: ByteSet::of(&[0]),
         udp: ByteSet::ANY,
+    },
+    // Over TCP, the message's length, then its first byte, `{` encrypted.
+    prefix: Prefix {
+        tcp: &[Field::u32(0, 2, MAX_MESSAGE), Field::byte(4, b'{' ^ FIRST_KEY)],
+        udp: &[],
     },
     inspect,
 }];

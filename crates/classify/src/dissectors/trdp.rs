@@ -8,13 +8,14 @@
 //! CRC-32 of the 36 bytes before it, least significant byte first. A message data
 //! header is 116 bytes, its CRC-32 last; its dataset follows. The CRC decides.
 
-use super::{Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be32};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TRDP",
     wants: Wants::Udp,
     // A sequence counter opens the header.
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

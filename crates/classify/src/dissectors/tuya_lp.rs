@@ -4,13 +4,15 @@
 //! which ends with the suffix 0x0000AA55. Seen as UDP broadcasts (6666/6667) and
 //! as TCP control sessions (6668); over TCP a frame cut short waits for more.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Transport, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, Field, FirstByte, Found, Packet, Prefix, Transport, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "TuyaLP",
     wants: Wants::Both,
     // The prefix 0x000055aa.
     first_byte: FirstByte::is(ByteSet::of(&[0])),
+    // The frame's prefix, 0x000055aa.
+    prefix: Prefix::is(&[Field::byte(2, 0x55), Field::byte(3, 0xaa), Field::byte(1, 0)]),
     inspect,
 }];
 

@@ -3,13 +3,14 @@
 //! (type byte, 16-bit length, value: MAC/IP, firmware, hostname, model, ...) that
 //! must end exactly at the end. The bare 4-byte v1 query counts only on port 10001.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "UBNTAC2",
     wants: Wants::Udp,
     // The version, 1 or 2.
     first_byte: FirstByte::is(ByteSet::of(&[1, 2])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -9,7 +9,7 @@
 //! signature's and the ciphertext's lengths, which with its 12 bytes of header
 //! account for the rest of the datagram exactly.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "UFTP",
@@ -18,6 +18,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[VERSION_4, VERSION_5]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,7 +3,7 @@
 //! commands (`MODE READER`, `AUTHINFO`, `GROUP`, `ARTICLE`, `XOVER`, ...) decide
 //! on their own. A bare 200/201 greeting waits for the client.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Usenet",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
             .union(ByteSet::range(b'A', b'Z'))
             .union(ByteSet::range(b'a', b'z')),
     ),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -2,7 +2,7 @@
 //! only the I bit set, 24 reserved bits, the 24-bit network identifier and
 //! 8 more reserved bits, all zero) before an inner Ethernet frame.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "VXLAN",
@@ -11,6 +11,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0x08]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -3,12 +3,13 @@
 //! length, or, for the Noise-based protocol, the edge-routing preamble `ED` 0x00
 //! 0x01, a 3-byte length and that many routing bytes, followed by the `WA` header.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "WhatsApp",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(b"EW")),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -4,12 +4,13 @@
 //! counter is still small. TunnelBear's variant appends 56 bytes to the initiation and 8 to the
 //! response.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "WireGuard",
     wants: Wants::Udp,
     first_byte: FirstByte::is(ByteSet::range(1, 4)),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

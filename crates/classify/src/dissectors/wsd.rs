@@ -3,7 +3,7 @@
 //! printers, scanners and other devices. A message is an XML document whose
 //! envelope names the discovery namespace.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "WSD",
@@ -13,6 +13,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         // An XML declaration or element, perhaps after a byte order mark.
         udp: ByteSet::of(&[b'<', 0xef]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

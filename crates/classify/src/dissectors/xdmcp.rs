@@ -3,7 +3,7 @@
 //! KeepAlive/Alive 13 and 14) and the length of the data that follows,
 //! which is the rest of the datagram.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Verdict, Wants, be16};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Verdict, Wants, be16};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "XDMCP",
@@ -12,6 +12,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[0]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

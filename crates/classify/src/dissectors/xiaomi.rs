@@ -4,12 +4,13 @@
 //! byte-tag, byte-length pairs after offset 16; the host (tag 0x3A, without port)
 //! and user agent (tag 0x12) are kept.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Side, Verdict, Wants, be32};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Metadata, Packet, Prefix, Side, Verdict, Wants, be32};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Xiaomi",
     wants: Wants::Tcp,
     first_byte: FirstByte::is(ByteSet::of(&[MAGIC[0]])),
+    prefix: Prefix::ANY,
     inspect,
 }];
 

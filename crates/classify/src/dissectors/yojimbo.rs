@@ -6,7 +6,7 @@
 //! 1024 bytes of the encrypted private connect token: 1078 bytes in all.
 //! Every other packet is encrypted, so the flow is named from that one.
 
-use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{ByteSet, Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Yojimbo",
@@ -15,6 +15,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
         tcp: ByteSet::NONE,
         udp: ByteSet::of(&[CONNECTION_REQUEST]),
     },
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -23,7 +23,7 @@
 //! such datagram is enough on any port.
 
 use super::rtp::{is_rtcp, is_rtp_packet};
-use super::{Context, Dissector, FirstByte, Found, Packet, Side, Verdict, Wants};
+use super::{Context, Dissector, FirstByte, Found, Packet, Prefix, Side, Verdict, Wants};
 
 pub const DISSECTORS: &[Dissector] = &[Dissector {
     name: "Zoom",
@@ -31,6 +31,7 @@ pub const DISSECTORS: &[Dissector] = &[Dissector {
     // The SFU encapsulation's types other than 5 are not described: any first byte may open
     // a datagram on Zoom's ports.
     first_byte: FirstByte::ANY,
+    prefix: Prefix::ANY,
     inspect,
 }];
 

@@ -406,8 +406,8 @@ impl Chain {
             // dissectors the first byte leaves at once, when the walk first
             // meets one with fields: those it reaches are mostly refused
             // on a field of the first bytes, and a call costs several times
-            // the test; a flow decided before (TLS, HTTP, QUIC, DNS) pays
-            // nothing for them.
+            // the test; a flow decided before (TLS, HTTP, QUIC, and over
+            // UDP DNS) pays nothing for them.
             let mut struck = false;
             let mut decided = None;
             let guess = guess.filter(|&g| candidates[g / 64] & (1 << (g % 64)) != 0);

@@ -14,15 +14,18 @@
 //! when the record's are all absent.
 //!
 //! [`IpfixEncoder`] turns a record into the bytes of one data record, in a
-//! worker; [`Packer`] puts data records into messages of at most a given
-//! size (an MTU), with their sets, sequence numbers and template sets, in
-//! the exporter's thread.
+//! worker, and [`Messages`] writes it there into a message of at most a
+//! given size (an MTU), in a set of its template; [`Packer`] numbers the
+//! messages in the exporter's thread, and makes the template sets.
 
 use sluice_classify::{Metadata, Text};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Summary};
 use sluice_wire::IpVersion;
 
+use std::mem::MaybeUninit;
+
 use crate::schema::Record;
+use crate::text::{put, set_len};
 
 /// The enterprise number of Sluice's own information elements. It is
 /// RFC 5612's number for documentation use, a placeholder until Sluice has
@@ -622,42 +625,37 @@ const LISTS_LEN: usize = 3 + FIRST_PACKETS * (2 + 1 + 8) + 1;
 const _: () = assert!(FIRST_PACKETS * 8 < 255, "the lists' length prefixes are one byte");
 
 /// Fixed-size big-endian values written one after another into `N`
-/// bytes at the end of the output. Inlined with offsets known when
-/// compiling, each is a store, with no bounds check left and no capacity
-/// check of the vector.
+/// bytes of the output's spare capacity. Inlined with offsets known when
+/// compiling, each is a store, with no bounds check left, no capacity
+/// check of the vector and no zeroing of the room first.
 struct Fixed<'a, const N: usize> {
-    buf: &'a mut [u8; N],
+    buf: &'a mut [MaybeUninit<u8>; N],
     at: usize,
 }
 
 impl<'a, const N: usize> Fixed<'a, N> {
-    /// Room for `N` bytes at the end of `out`, to be cut to what was
-    /// written by [`Fixed::done`].
+    /// Room for `N` bytes after the end of `out`, of which what was
+    /// written is taken by `text::set_len(out, fixed.at)`.
     #[inline(always)]
     fn open(out: &'a mut Vec<u8>) -> Self {
-        let start = out.len();
-        out.resize(start + N, 0);
+        out.reserve(N);
         Fixed {
-            buf: (&mut out[start..]).try_into().expect("N bytes at the end"),
+            buf: (&mut out.spare_capacity_mut()[..N])
+                .try_into()
+                .expect("N bytes of room"),
             at: 0,
         }
     }
 
-    /// How many of the `N` bytes were not written, for `out.truncate`.
-    #[inline(always)]
-    fn unused(&self) -> usize {
-        N - self.at
-    }
-
     #[inline(always)]
     fn put_slice(&mut self, bytes: &[u8]) {
-        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.buf[self.at..self.at + bytes.len()].write_copy_of_slice(bytes);
         self.at += bytes.len();
     }
 
     #[inline(always)]
     fn put<const M: usize>(&mut self, bytes: &[u8; M]) {
-        self.buf[self.at..self.at + M].copy_from_slice(bytes);
+        self.buf[self.at..self.at + M].write_copy_of_slice(bytes);
         self.at += M;
     }
 
@@ -772,10 +770,22 @@ static EMPTY_DIRECTION: std::sync::LazyLock<[Vec<u8>; 8]> = std::sync::LazyLock:
         let mut b = Fixed::<MIDDLE_LEN>::open(&mut bytes);
         direction(&mut b, &empty, &Figures::of(&empty), Variant(bits as u8));
         let at = b.at;
-        bytes.truncate(at);
+        set_len(&mut bytes, at);
         bytes
     })
 });
+
+/// The bytes of a direction's elements in a variant's template.
+const fn direction_len(v: Variant) -> usize {
+    let count = if v.has(Variant::NARROW) { 4 } else { 8 };
+    let float = if v.has(Variant::FLOAT32) { 4 } else { 8 };
+    let tcp = if v.has(Variant::NO_TCP) {
+        0
+    } else {
+        8 * count + 3 * 4 + 2 + 1
+    };
+    3 * count + 2 * 2 + 4 * float + 2 * count + 2 + tcp
+}
 
 /// `flowEndReason`'s code (RFC 7011's registry) of an end reason.
 fn end_reason_code(end: EndReason) -> u8 {
@@ -812,38 +822,72 @@ fn string_list(out: &mut Vec<u8>, items: &[Text]) {
     }
 }
 
+/// A record's template and what its elements need besides its fields,
+/// worked out before it is written ([`IpfixEncoder::prepare`]).
+pub struct Prepared {
+    variant: Variant,
+    v6: bool,
+    figures: [Figures; 2],
+}
+
+impl Prepared {
+    /// The record's template, the most compact that holds it
+    /// ([`Variant::of`]).
+    pub fn template(&self) -> u16 {
+        self.variant.template(self.v6)
+    }
+}
+
 impl IpfixEncoder {
     /// Appends `record` as a data record to `out` and returns its
     /// template, the most compact that holds it ([`Variant::of`]).
     pub fn encode(&mut self, record: &Record, out: &mut Vec<u8>) -> u16 {
+        let prepared = self.prepare(record);
+        self.write(record, &prepared, out);
+        prepared.template()
+    }
+
+    /// The record's template and figures, before [`IpfixEncoder::write`]:
+    /// the caller may write a set header for the template first.
+    #[inline]
+    pub fn prepare(&self, record: &Record) -> Prepared {
         let directions = &record.flow.directions;
         let figures = [Figures::of(&directions[0]), Figures::of(&directions[1])];
-        let variant = Variant::choose(record, &figures);
+        Prepared {
+            variant: Variant::choose(record, &figures),
+            v6: record.flow.key.version == IpVersion::V6,
+            figures,
+        }
+    }
+
+    /// Appends `record` as a data record of the template `prepared` has.
+    pub fn write(&mut self, record: &Record, prepared: &Prepared, out: &mut Vec<u8>) {
+        let figures = &prepared.figures;
         // One copy of the layout per variant, each with its offsets known
         // when compiling and no test of the variant's bits left in it.
-        match variant.0 {
-            0 => encode_as::<0>(record, &figures, out),
-            1 => encode_as::<1>(record, &figures, out),
-            2 => encode_as::<2>(record, &figures, out),
-            3 => encode_as::<3>(record, &figures, out),
-            4 => encode_as::<4>(record, &figures, out),
-            5 => encode_as::<5>(record, &figures, out),
-            6 => encode_as::<6>(record, &figures, out),
-            7 => encode_as::<7>(record, &figures, out),
-            8 => encode_as::<8>(record, &figures, out),
-            9 => encode_as::<9>(record, &figures, out),
-            10 => encode_as::<10>(record, &figures, out),
-            11 => encode_as::<11>(record, &figures, out),
-            12 => encode_as::<12>(record, &figures, out),
-            13 => encode_as::<13>(record, &figures, out),
-            14 => encode_as::<14>(record, &figures, out),
-            _ => encode_as::<15>(record, &figures, out),
+        match prepared.variant.0 {
+            0 => encode_as::<0>(record, figures, out),
+            1 => encode_as::<1>(record, figures, out),
+            2 => encode_as::<2>(record, figures, out),
+            3 => encode_as::<3>(record, figures, out),
+            4 => encode_as::<4>(record, figures, out),
+            5 => encode_as::<5>(record, figures, out),
+            6 => encode_as::<6>(record, figures, out),
+            7 => encode_as::<7>(record, figures, out),
+            8 => encode_as::<8>(record, figures, out),
+            9 => encode_as::<9>(record, figures, out),
+            10 => encode_as::<10>(record, figures, out),
+            11 => encode_as::<11>(record, figures, out),
+            12 => encode_as::<12>(record, figures, out),
+            13 => encode_as::<13>(record, figures, out),
+            14 => encode_as::<14>(record, figures, out),
+            _ => encode_as::<15>(record, figures, out),
         }
     }
 }
 
-/// [`IpfixEncoder::encode`] in the template of variant `BITS`.
-fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut Vec<u8>) -> u16 {
+/// [`IpfixEncoder::write`] in the template of variant `BITS`.
+fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut Vec<u8>) {
     let variant = Variant(BITS);
     let f = record.flow;
     let k = &f.key;
@@ -872,8 +916,8 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
     head.put(&[k.proto]);
     head.u8(Some(k.version as u64));
     head.u16(Some(k.vlan.into()));
-    let unused = head.unused();
-    out.truncate(out.len() - unused);
+    let written = head.at;
+    set_len(out, written);
     string(out, f.tunnel.name());
 
     // tunnelId to serverRttNs.
@@ -889,7 +933,9 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
     let mut flags = [0u16; 2];
     for (d, stats) in f.directions.iter().enumerate() {
         if stats.packets == 0 {
-            mid.put_slice(&EMPTY_DIRECTION[usize::from(variant.0 & 7)]);
+            // Its length known when compiling, the offsets after it are.
+            let len = direction_len(variant);
+            mid.put_slice(&EMPTY_DIRECTION[usize::from(variant.0 & 7)][..len]);
         } else {
             flags[d] = direction(&mut mid, stats, &figures[d], variant);
         }
@@ -899,8 +945,8 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
         mid.count(narrow, f.tcp.client_rtt_ns());
         mid.count(narrow, f.tcp.server_rtt_ns());
     }
-    let unused = mid.unused();
-    out.truncate(out.len() - unused);
+    let written = mid.at;
+    set_len(out, written);
 
     // The first packets: sizes, directions, gaps.
     let n = usize::from(f.first_count).min(FIRST_PACKETS);
@@ -918,8 +964,8 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
         lists.put(&gap.to_be_bytes());
     }
     lists.put(&[end_reason_code(record.end)]);
-    let unused = lists.unused();
-    out.truncate(out.len() - unused);
+    let written = lists.at;
+    set_len(out, written);
     string(out, record.end.name());
 
     let class = &f.ext;
@@ -927,9 +973,9 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
     match label.app {
         Some(app) => {
             varlen_prefix(out, label.master.len() + 1 + app.len());
-            out.extend_from_slice(label.master.as_bytes());
+            put(out, label.master.as_bytes());
             out.push(b'.');
-            out.extend_from_slice(app.as_bytes());
+            put(out, app.as_bytes());
         }
         None => string(out, label.master),
     }
@@ -949,7 +995,6 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
         out.extend_from_slice(&flags[1].to_be_bytes());
         out.extend_from_slice(&flags[0].to_be_bytes());
     }
-    variant.template(v6)
 }
 
 /// The elements of the protocol metadata, from `host` to `commands`.
@@ -996,28 +1041,147 @@ fn string(out: &mut Vec<u8>, s: &str) {
         return;
     }
     varlen_prefix(out, s.len());
-    out.extend_from_slice(s);
+    put(out, s);
 }
 
-/// Puts data records into messages of at most `max_len` bytes, for one
-/// observation domain. A record longer than a message can hold goes alone
-/// in a message of its own, longer than `max_len`.
+/// Writes data records into whole messages of at most `max_len` bytes as
+/// they come, in a worker's chunk, which the exporter then sends as it
+/// lies: each record is written once, where it is sent from. A record
+/// longer than a message can hold goes alone in a message of its own,
+/// longer than `max_len`. The headers' export time, sequence number and
+/// observation domain are left for the exporter ([`Packer::stamp`]), which
+/// alone knows the order the workers' messages go out in; until then a
+/// header's sequence number holds its message's record count.
+pub struct Messages {
+    max_len: usize,
+    /// The open message's start, and its open set's start and template.
+    open: Option<(usize, usize, u16)>,
+    /// Records in the open message.
+    records: u32,
+}
+
+/// Appends a message header to be stamped ([`Packer::stamp`]).
+fn message_header(out: &mut Vec<u8>) {
+    out.extend_from_slice(&VERSION.to_be_bytes());
+    out.extend_from_slice(&[0; MESSAGE_HEADER - 2]);
+}
+
+fn set_header(out: &mut Vec<u8>, template: u16) {
+    out.extend_from_slice(&template.to_be_bytes());
+    out.extend_from_slice(&[0; 2]);
+}
+
+/// Writes the length of the set at `start` that ends at `end`.
+fn close_set(out: &mut [u8], start: usize, end: usize) {
+    out[start + 2..start + 4].copy_from_slice(&((end - start) as u16).to_be_bytes());
+}
+
+/// Writes the length and record count of the message at `start` that
+/// ends at `end`.
+fn close_message(out: &mut [u8], start: usize, end: usize, records: u32) {
+    out[start + 2..start + 4].copy_from_slice(&((end - start) as u16).to_be_bytes());
+    out[start + 8..start + 12].copy_from_slice(&records.to_be_bytes());
+}
+
+/// The smallest message size a [`Messages`] or [`Packer`] is given: room
+/// for a header, a set header and a short record.
+const MIN_MESSAGE: usize = MESSAGE_HEADER + SET_HEADER + 64;
+
+impl Messages {
+    pub fn new(max_len: usize) -> Messages {
+        Messages {
+            max_len: max_len.clamp(MIN_MESSAGE, u16::MAX as usize),
+            open: None,
+            records: 0,
+        }
+    }
+
+    /// Appends a data record of `template`, which `write` appends to the
+    /// vector it is given: in the open message, in a set of its own when
+    /// the open set's template differs, or in a new message when the open
+    /// one would grow past `max_len`. A record too long for any message
+    /// (its length is 16 bits) is refused: nothing is written, and false
+    /// returned.
+    #[inline]
+    pub fn push(&mut self, chunk: &mut Vec<u8>, template: u16, write: impl FnOnce(&mut Vec<u8>)) -> bool {
+        let start = chunk.len();
+        let before = (self.open, self.records);
+        let (message, set) = match self.open {
+            Some((message, set, open)) if open == template => (message, set),
+            Some((message, set, _)) => {
+                close_set(chunk, set, start);
+                set_header(chunk, template);
+                (message, start)
+            }
+            None => {
+                message_header(chunk);
+                set_header(chunk, template);
+                self.records = 0;
+                (start, start + MESSAGE_HEADER)
+            }
+        };
+        let at = chunk.len();
+        write(chunk);
+        let len = chunk.len() - at;
+        if len > u16::MAX as usize - MESSAGE_HEADER - SET_HEADER {
+            chunk.truncate(start);
+            (self.open, self.records) = before;
+            return false;
+        }
+        if self.records > 0 && chunk.len() - message > self.max_len {
+            // The open message ends before the record, and before the
+            // set opened for it; the record moves into a new message.
+            let end = if set >= start { set } else { at };
+            if set < start {
+                close_set(chunk, set, end);
+            }
+            close_message(chunk, message, end, self.records);
+            let moved = end + MESSAGE_HEADER + SET_HEADER;
+            chunk.resize(moved + len, 0);
+            chunk.copy_within(at..at + len, moved);
+            chunk[end..end + 2].copy_from_slice(&VERSION.to_be_bytes());
+            chunk[end + 2..end + MESSAGE_HEADER].fill(0);
+            chunk[end + MESSAGE_HEADER..end + MESSAGE_HEADER + 2].copy_from_slice(&template.to_be_bytes());
+            chunk[end + MESSAGE_HEADER + 2..moved].fill(0);
+            self.open = Some((end, end + MESSAGE_HEADER, template));
+            self.records = 1;
+            return true;
+        }
+        self.open = Some((message, set, template));
+        self.records += 1;
+        true
+    }
+
+    /// Closes the open message, if any: the chunk then holds whole
+    /// messages only.
+    pub fn close(&mut self, chunk: &mut [u8]) {
+        if let Some((message, set, _)) = self.open.take() {
+            let end = chunk.len();
+            close_set(chunk, set, end);
+            close_message(chunk, message, end, self.records);
+        }
+        self.records = 0;
+    }
+}
+
+/// The length of the message that `bytes` begins with.
+pub fn message_len(bytes: &[u8]) -> usize {
+    usize::from(u16::from_be_bytes([bytes[2], bytes[3]]))
+}
+
+/// A session's messages, for one observation domain: numbers the data
+/// records' messages the workers wrote ([`Messages`]) in the order they
+/// are sent, and makes the template messages, of at most `max_len` bytes.
 pub struct Packer {
     max_len: usize,
     domain: u32,
     /// Data records sent in earlier messages (RFC 7011's sequence number).
     sequence: u32,
-    message: Vec<u8>,
-    /// The open data set: where it starts and its template.
-    set: Option<(usize, u16)>,
-    records: u32,
-    export_time: u32,
     /// The template records [`Packer::templates`] sends after the flows'.
     templates: Vec<Vec<u8>>,
 }
 
-/// The template records of the flow templates, made once: the exporter
-/// makes a [`Packer`] often (`Packer::new(0, 0)` to take its own out).
+/// The template records of the flow templates, made once.
 static FLOW_TEMPLATE_RECORDS: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::LazyLock::new(|| {
     flow_templates()
         .map(|(id, v6, variant)| {
@@ -1031,13 +1195,9 @@ static FLOW_TEMPLATE_RECORDS: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::Laz
 impl Packer {
     pub fn new(max_len: usize, domain: u32) -> Packer {
         Packer {
-            max_len: max_len.max(MESSAGE_HEADER + SET_HEADER + 64),
+            max_len: max_len.clamp(MIN_MESSAGE, u16::MAX as usize),
             domain,
             sequence: 0,
-            message: Vec::with_capacity(max_len),
-            set: None,
-            records: 0,
-            export_time: 0,
             templates: Vec::new(),
         }
     }
@@ -1053,80 +1213,57 @@ impl Packer {
         self.sequence
     }
 
-    fn begin(&mut self, export_time: u32) {
-        self.message.clear();
-        self.message.extend_from_slice(&VERSION.to_be_bytes());
-        self.message.extend_from_slice(&0u16.to_be_bytes());
-        self.message.extend_from_slice(&export_time.to_be_bytes());
-        self.message.extend_from_slice(&self.sequence.to_be_bytes());
-        self.message.extend_from_slice(&self.domain.to_be_bytes());
-        self.export_time = export_time;
-        self.records = 0;
-        self.set = None;
-    }
-
-    fn close_set(&mut self) {
-        if let Some((start, _)) = self.set.take() {
-            let len = (self.message.len() - start) as u16;
-            self.message[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
-        }
-    }
-
-    /// Sends the open message, if it holds anything.
-    pub fn flush(&mut self, send: &mut impl FnMut(&[u8], u32)) {
-        if self.message.len() <= MESSAGE_HEADER {
-            return;
-        }
-        self.close_set();
-        let len = (self.message.len().min(u16::MAX as usize)) as u16;
-        self.message[2..4].copy_from_slice(&len.to_be_bytes());
-        send(&self.message, self.records);
-        self.sequence = self.sequence.wrapping_add(self.records);
-        self.message.clear();
+    /// Fills in the header of a message [`Messages`] wrote, as the next
+    /// to be sent: its export time, sequence number and observation
+    /// domain. Returns its record count.
+    pub fn stamp(&mut self, message: &mut [u8], export_time: u32) -> u32 {
+        let records = u32::from_be_bytes(message[8..12].try_into().expect("4 bytes"));
+        message[4..8].copy_from_slice(&export_time.to_be_bytes());
+        message[8..12].copy_from_slice(&self.sequence.to_be_bytes());
+        message[12..16].copy_from_slice(&self.domain.to_be_bytes());
+        self.sequence = self.sequence.wrapping_add(records);
+        records
     }
 
     /// Sends the templates in messages of their own, as many in each as
     /// fit.
     pub fn templates(&mut self, export_time: u32, send: &mut impl FnMut(&[u8], u32)) {
-        self.flush(send);
-        self.begin(export_time);
+        let mut message = Vec::with_capacity(self.max_len);
+        let mut set = None;
         let templates = std::mem::take(&mut self.templates);
         for record in FLOW_TEMPLATE_RECORDS.iter().chain(&templates) {
-            if self.set.is_some() && self.message.len() + record.len() > self.max_len {
-                self.flush(send);
-                self.begin(export_time);
+            if let Some(start) = set
+                && message.len() + record.len() > self.max_len
+            {
+                self.send_templates(&mut message, start, export_time, send);
+                set = None;
             }
-            if self.set.is_none() {
-                self.set = Some((self.message.len(), 2));
-                self.message.extend_from_slice(&2u16.to_be_bytes());
-                self.message.extend_from_slice(&0u16.to_be_bytes());
+            if set.is_none() {
+                message_header(&mut message);
+                set = Some(message.len());
+                set_header(&mut message, 2);
             }
-            self.message.extend_from_slice(record);
+            message.extend_from_slice(record);
         }
-        self.flush(send);
+        if let Some(start) = set {
+            self.send_templates(&mut message, start, export_time, send);
+        }
         self.templates = templates;
     }
 
-    /// Adds a data record of `template`, sending the open message first if
-    /// the record would not fit in it. `send` gets each message and the
-    /// number of data records in it.
-    pub fn push(&mut self, template: u16, record: &[u8], export_time: u32, send: &mut impl FnMut(&[u8], u32)) {
-        let needs_set = self.set.is_none_or(|(_, t)| t != template);
-        let grows = record.len() + if needs_set { SET_HEADER } else { 0 };
-        if !self.message.is_empty() && self.message.len() + grows > self.max_len {
-            self.flush(send);
-        }
-        if self.message.is_empty() {
-            self.begin(export_time);
-        }
-        if self.set.is_none_or(|(_, t)| t != template) {
-            self.close_set();
-            self.set = Some((self.message.len(), template));
-            self.message.extend_from_slice(&template.to_be_bytes());
-            self.message.extend_from_slice(&0u16.to_be_bytes());
-        }
-        self.message.extend_from_slice(record);
-        self.records += 1;
+    fn send_templates(
+        &mut self,
+        message: &mut Vec<u8>,
+        set: usize,
+        export_time: u32,
+        send: &mut impl FnMut(&[u8], u32),
+    ) {
+        let end = message.len();
+        close_set(message, set, end);
+        close_message(message, 0, end, 0);
+        self.stamp(message, export_time);
+        send(message, 0);
+        message.clear();
     }
 }
 
@@ -1198,6 +1335,23 @@ mod tests {
         // 13 elements a direction, 3 round-trip times, 2 `tcpControlBits`.
         assert_eq!(count(0) - count(Variant::NO_TCP), 13 * 2 + 3 + 2);
         assert_eq!(count(0) - count(Variant::NO_META), 17);
+    }
+
+    /// A direction's elements take what the templates say, with packets
+    /// or without.
+    #[test]
+    fn directions_take_their_templates_lengths() {
+        for bits in Variant::ALL {
+            let variant = Variant(bits);
+            let template: usize = ELEMENTS
+                .iter()
+                .filter(|e| e.field.starts_with("s2c_"))
+                .filter_map(|e| e.length_in(variant, false))
+                .map(usize::from)
+                .sum();
+            assert_eq!(direction_len(variant), template, "{bits}");
+            assert_eq!(EMPTY_DIRECTION[usize::from(bits & 7)].len(), template, "{bits}");
+        }
     }
 
     #[test]
@@ -1304,35 +1458,90 @@ mod tests {
         assert_eq!(app.as_deref(), Some("Unknown.YouTube"));
     }
 
+    /// Records written into chunks come out of the stamped messages
+    /// whole and in order, in sets of their templates, each message under
+    /// the limit but for a record longer than it, alone; a record too long
+    /// for any message is refused and leaves nothing behind.
     #[test]
     fn messages_stay_under_the_limit_and_number_their_records() {
         let mut packer = Packer::new(1400, 7);
         let mut messages: Vec<(Vec<u8>, u32)> = Vec::new();
-        let mut send = |m: &[u8], n: u32| messages.push((m.to_vec(), n));
-        packer.templates(1, &mut send);
+        packer.templates(1, &mut |m: &[u8], n: u32| messages.push((m.to_vec(), n)));
+        let templates = messages.len();
+        // Each record begins with its length and its number.
+        let record = |i: u32| {
+            let len = match i {
+                500 => 2_000,
+                _ => 40 + (i as usize % 200),
+            };
+            let mut r = vec![i as u8; len];
+            r[..2].copy_from_slice(&(len as u16).to_be_bytes());
+            r[2..6].copy_from_slice(&i.to_be_bytes());
+            r
+        };
+        let template = |i: u32| {
+            if i.is_multiple_of(3) || i.is_multiple_of(7) {
+                TEMPLATE_V6
+            } else {
+                TEMPLATE_V4
+            }
+        };
+        let mut writer = Messages::new(1400);
+        let mut sent = Vec::new();
+        let mut chunk = Vec::new();
         for i in 0..1000u32 {
-            let template = if i % 3 == 0 { TEMPLATE_V6 } else { TEMPLATE_V4 };
-            let record = vec![i as u8; 40 + (i as usize % 200)];
-            packer.push(template, &record, 1, &mut send);
+            assert!(writer.push(&mut chunk, template(i), |out| out.extend_from_slice(&record(i))));
+            sent.push(i);
+            if i == 700 {
+                let before = chunk.len();
+                assert!(!writer.push(&mut chunk, TEMPLATE_V4, |out| out.resize(out.len() + 70_000, 1)));
+                assert_eq!(chunk.len(), before);
+            }
+            // Chunks end at any record.
+            if i.is_multiple_of(97) || i == 999 {
+                writer.close(&mut chunk);
+                let mut at = 0;
+                while at < chunk.len() {
+                    let len = message_len(&chunk[at..]);
+                    let n = packer.stamp(&mut chunk[at..at + len], 9);
+                    messages.push((chunk[at..at + len].to_vec(), n));
+                    at += len;
+                }
+                assert_eq!(at, chunk.len());
+                chunk.clear();
+            }
         }
-        packer.flush(&mut send);
         let mut expected_sequence = 0u32;
-        for (m, n) in &messages {
-            assert!(m.len() <= 1400, "{}", m.len());
+        let mut received = Vec::new();
+        for (m, n) in &messages[templates..] {
+            assert!(m.len() <= 1400 || *n == 1, "{}", m.len());
             assert_eq!(u16::from_be_bytes([m[0], m[1]]), 10);
             assert_eq!(u16::from_be_bytes([m[2], m[3]]) as usize, m.len());
+            assert_eq!(u32::from_be_bytes(m[4..8].try_into().unwrap()), 9);
             assert_eq!(u32::from_be_bytes(m[8..12].try_into().unwrap()), expected_sequence);
             assert_eq!(u32::from_be_bytes(m[12..16].try_into().unwrap()), 7);
-            // The sets fill the message exactly.
+            // The sets fill the message exactly, and the records their sets.
             let mut at = MESSAGE_HEADER;
+            let mut records = 0;
             while at < m.len() {
-                let len = u16::from_be_bytes([m[at + 2], m[at + 3]]) as usize;
-                assert!(len >= SET_HEADER);
-                at += len;
+                let set = u16::from_be_bytes([m[at], m[at + 1]]);
+                let end = at + u16::from_be_bytes([m[at + 2], m[at + 3]]) as usize;
+                at += SET_HEADER;
+                assert!(end > at);
+                while at < end {
+                    let i = u32::from_be_bytes(m[at + 2..at + 6].try_into().unwrap());
+                    assert_eq!(set, template(i));
+                    assert_eq!(&m[at..at + record(i).len()], &record(i));
+                    at += record(i).len();
+                    received.push(i);
+                    records += 1;
+                }
+                assert_eq!(at, end);
             }
-            assert_eq!(at, m.len());
+            assert_eq!(records, *n);
             expected_sequence += n;
         }
+        assert_eq!(received, sent);
         assert_eq!(expected_sequence, 1000);
         assert_eq!(packer.sequence(), 1000);
     }

@@ -34,7 +34,11 @@ pub(crate) struct Chunk {
 
 /// Encodes one record into a chunk, framed as the sink's thread reads it.
 pub(crate) trait ChunkEncoder: Send {
-    fn encode(&mut self, record: &Record, chunk: &mut Vec<u8>);
+    /// False when the record cannot be encoded (too long for the format):
+    /// nothing was written, and it is counted as refused.
+    fn encode(&mut self, record: &Record, chunk: &mut Vec<u8>) -> bool;
+    /// Finishes the chunk before it goes to the sink's thread.
+    fn seal(&mut self, _chunk: &mut Vec<u8>) {}
 }
 
 /// What a sink counted, shared between its workers' parts and its thread.
@@ -150,6 +154,7 @@ impl<E: ChunkEncoder> ExportWorker<E> {
         if self.chunk.records == 0 {
             return;
         }
+        self.encoder.seal(&mut self.chunk.bytes);
         let fresh = self
             .empty
             .try_recv()
@@ -181,7 +186,10 @@ impl<E: ChunkEncoder> ExportWorker<E> {
 
 impl<E: ChunkEncoder> FlowListener for ExportWorker<E> {
     fn record(&mut self, record: &Record, waits: &mut Waits) {
-        self.encoder.encode(record, &mut self.chunk.bytes);
+        if !self.encoder.encode(record, &mut self.chunk.bytes) {
+            self.counters.refused.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         self.chunk.records += 1;
         if self.chunk.bytes.len() >= CHUNK {
             self.flush(waits);

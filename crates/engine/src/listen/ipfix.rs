@@ -1,9 +1,9 @@
 //! The `flows` listener's IPFIX sink (`flows: {ipfix: udp://HOST:PORT}`,
 //! `--ipfix`): each worker encodes its records as IPFIX data records
-//! (`sluice_export::ipfix`), and an exporter thread packs them into
-//! messages of at most an MTU and sends them to a collector over UDP or
-//! TCP, or writes them to a file (RFC 5655's IPFIX file: messages one
-//! after another).
+//! (`sluice_export::ipfix`) straight into messages of at most an MTU, and
+//! an exporter thread numbers the messages and sends them as they lie to
+//! a collector over UDP or TCP, or writes them to a file (RFC 5655's IPFIX
+//! file: messages one after another).
 //!
 //! Over UDP the templates go out first and again every
 //! [`TEMPLATE_REFRESH`] (a collector that starts late, or lost them, learns
@@ -27,7 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::RecvTimeoutError;
-use sluice_export::ipfix::{IpfixEncoder, Packer};
+use sluice_export::ipfix::{IpfixEncoder, MESSAGE_HEADER, Messages, Packer, message_len};
 use sluice_export::ipfix_lines::{LineKind, encode_line};
 use sluice_export::schema::Record;
 
@@ -104,24 +104,31 @@ impl std::fmt::Display for Destination {
     }
 }
 
-/// Each record framed as the exporter reads it: its template, its
-/// length, its bytes.
-struct Framed(IpfixEncoder);
+/// A worker's records written into whole messages in its chunks, which
+/// the exporter stamps and sends as they lie.
+struct Framed {
+    encoder: IpfixEncoder,
+    messages: Messages,
+}
 
 impl ChunkEncoder for Framed {
-    fn encode(&mut self, record: &Record, chunk: &mut Vec<u8>) {
-        let start = chunk.len();
-        chunk.extend_from_slice(&[0; 4]);
-        let template = self.0.encode(record, chunk);
-        let len = (chunk.len() - start - 4) as u16;
-        chunk[start..start + 2].copy_from_slice(&template.to_be_bytes());
-        chunk[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    fn encode(&mut self, record: &Record, chunk: &mut Vec<u8>) -> bool {
+        let prepared = self.encoder.prepare(record);
+        let encoder = &mut self.encoder;
+        self.messages
+            .push(chunk, prepared.template(), |out| encoder.write(record, &prepared, out))
+    }
+
+    fn seal(&mut self, chunk: &mut Vec<u8>) {
+        self.messages.close(chunk);
     }
 }
 
 /// The sink: its queue and its exporter thread.
 pub(crate) struct Ipfix {
     queue: Queue,
+    /// The longest message, but for a record longer alone.
+    max_len: usize,
     thread: thread::JoinHandle<ExportReport>,
 }
 
@@ -199,11 +206,14 @@ impl Ipfix {
             .name("sluice-ipfix".into())
             .spawn(move || exporter.run(inbox))
             .map_err(|source| RunError::Threads { source })?;
-        Ok(Ipfix { queue, thread })
+        Ok(Ipfix { queue, max_len, thread })
     }
 
     pub(crate) fn worker_part(&self) -> impl crate::listen::FlowListener + use<> {
-        let part: ExportWorker<Framed> = self.queue.worker_part(Framed(IpfixEncoder::default()));
+        let part: ExportWorker<Framed> = self.queue.worker_part(Framed {
+            encoder: IpfixEncoder::default(),
+            messages: Messages::new(self.max_len),
+        });
         part
     }
 
@@ -253,16 +263,15 @@ impl IpfixLines {
     /// Sends one record, a JSON object as its file's line holds it. One
     /// too long for an IPFIX message is counted as failed.
     pub(crate) fn send(&self, line: &serde_json::Value) {
-        let mut bytes = Vec::with_capacity(1024);
-        bytes.extend_from_slice(&[0; 4]);
-        match encode_line(self.kind, line, &mut bytes) {
-            Some(template) => {
-                let len = (bytes.len() - 4) as u16;
-                bytes[0..2].copy_from_slice(&template.to_be_bytes());
-                bytes[2..4].copy_from_slice(&len.to_be_bytes());
+        let mut record = Vec::with_capacity(1024);
+        let mut bytes = Vec::new();
+        let mut message = Messages::new(u16::MAX as usize);
+        match encode_line(self.kind, line, &mut record) {
+            Some(template) if message.push(&mut bytes, template, |out| out.extend_from_slice(&record)) => {
+                message.close(&mut bytes);
                 self.end.send(Chunk { bytes, records: 1 });
             }
-            None => {
+            _ => {
                 self.end.counters.refused.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -352,7 +361,9 @@ impl Transport {
             }
             Destination::File(path) => {
                 let file = std::fs::File::create(path)?;
-                Ok(Transport::File(std::io::BufWriter::with_capacity(1 << 20, file)))
+                // Chunks of messages, longer than the buffer, are written
+                // as they lie; only the template messages are gathered.
+                Ok(Transport::File(std::io::BufWriter::with_capacity(64 << 10, file)))
             }
         }
     }
@@ -420,7 +431,7 @@ impl Exporter {
         loop {
             match inbox.chunks.recv_timeout(Duration::from_secs(1)) {
                 Ok(mut chunk) => {
-                    self.export(&chunk.bytes);
+                    self.export(&mut chunk.bytes);
                     chunk.bytes.clear();
                     let _ = inbox.empty.try_send(chunk.bytes);
                 }
@@ -432,8 +443,6 @@ impl Exporter {
                 last_publish = Instant::now();
             }
         }
-        let mut sent = std::mem::replace(&mut self.packer, Packer::new(0, 0));
-        sent.flush(&mut |m, n| self.send(m, n));
         if let Transport::File(file) = &mut self.transport
             && let Err(e) = file.flush()
         {
@@ -470,7 +479,7 @@ impl Exporter {
         };
         if due {
             let mut packer = std::mem::replace(&mut self.packer, Packer::new(0, 0));
-            packer.templates(unix_seconds(), &mut |m, n| self.send(m, n));
+            packer.templates(unix_seconds(), &mut |m, n| self.send(m, 1, n));
             self.packer = packer;
             self.templates_sent = Some(Instant::now());
             *self.report.counters.entry("template_messages").or_default() += 1;
@@ -492,24 +501,33 @@ impl Exporter {
         }
     }
 
-    /// Packs and sends the framed records of a chunk.
-    fn export(&mut self, mut framed: &[u8]) {
+    /// Stamps and sends the messages of a chunk: to a file in one write
+    /// (unless paced), else one by one.
+    fn export(&mut self, chunk: &mut [u8]) {
         self.templates_if_due();
         let now = unix_seconds();
-        let mut packer = std::mem::replace(&mut self.packer, Packer::new(0, 0));
-        while framed.len() >= 4 {
-            let template = u16::from_be_bytes([framed[0], framed[1]]);
-            let len = u16::from_be_bytes([framed[2], framed[3]]) as usize;
-            packer.push(template, &framed[4..4 + len], now, &mut |m, n| self.send(m, n));
-            if let Some((kind, _)) = LineKind::of_template(template) {
-                self.pending[kind_index(kind)] += 1;
+        let whole = matches!(self.transport, Transport::File(_)) && self.pace.is_none();
+        let (mut at, mut messages, mut records) = (0, 0, 0);
+        while at + MESSAGE_HEADER <= chunk.len() {
+            let len = message_len(&chunk[at..]);
+            let message = &mut chunk[at..at + len];
+            let n = self.packer.stamp(message, now);
+            // The probe's other records come one to a message.
+            let first_set = u16::from_be_bytes([message[MESSAGE_HEADER], message[MESSAGE_HEADER + 1]]);
+            if let Some((kind, _)) = LineKind::of_template(first_set) {
+                self.pending[kind_index(kind)] += n;
             }
-            framed = &framed[4 + len..];
+            if whole {
+                messages += 1;
+                records += n;
+            } else {
+                self.send(message, 1, n);
+            }
+            at += len;
         }
-        // A chunk's records go out as they came, not when the next chunk
-        // fills the message.
-        packer.flush(&mut |m, n| self.send(m, n));
-        self.packer = packer;
+        if whole && messages > 0 {
+            self.send(chunk, messages, records);
+        }
     }
 
     fn fail(&mut self, records: u32, error: std::io::Error) {
@@ -517,19 +535,21 @@ impl Exporter {
         self.report.last_error = Some(error.to_string());
     }
 
-    fn send(&mut self, message: &[u8], records: u32) {
+    /// Sends `messages` messages, one after another in `bytes`, holding
+    /// `records` records.
+    fn send(&mut self, bytes: &[u8], messages: u64, records: u32) {
         if let Some(pace) = &mut self.pace {
-            pace.wait(message.len());
+            pace.wait(bytes.len());
         }
         let lines = std::mem::take(&mut self.pending);
         let result = match &mut self.transport {
-            Transport::Udp(socket) => socket.send(message).map(|_| ()),
-            Transport::File(file) => file.write_all(message),
+            Transport::Udp(socket) => socket.send(bytes).map(|_| ()),
+            Transport::File(file) => file.write_all(bytes),
             Transport::Tcp(stream, _, retry_at) => match stream {
                 None => Err(std::io::Error::other("not connected to the collector")),
                 Some(s) => {
                     let started = Instant::now();
-                    let written = s.write_all(message);
+                    let written = s.write_all(bytes);
                     let waited = started.elapsed();
                     if waited >= BACKPRESSURE {
                         *self.report.counters.entry("backpressure_waits").or_default() += 1;
@@ -553,8 +573,8 @@ impl Exporter {
                         *self.report.counters.entry(kind_counter(kind)).or_default() += u64::from(n);
                     }
                 }
-                self.report.messages += 1;
-                self.report.bytes += message.len() as u64;
+                self.report.messages += messages;
+                self.report.bytes += bytes.len() as u64;
             }
             Err(e) => self.fail(records, e),
         }

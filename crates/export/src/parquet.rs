@@ -2,9 +2,9 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the lists through the parquet crate's Arrow
-//! column writers, every other column through pages of its own
-//! (`fixed`), into the same row groups.
+//! rotated by size or age: every column through pages of Sluice's own
+//! (`fixed`), spliced into the row groups of the parquet crate's file
+//! writer.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -35,12 +35,9 @@ use arrow_array::{
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_writer::{ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves};
-use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnDescPtr;
-use parquet::schema::types::ColumnPath;
 use rustc_hash::FxHashMap;
 use sluice_classify::Text;
 use sluice_wire::IpText;
@@ -48,7 +45,7 @@ use sluice_wire::IpText;
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
 mod fixed;
-use fixed::{FixedChunk, LabelChunk, PageEncoder, Ranges};
+use fixed::{FixedChunk, Items, LabelChunk, ListChunk, PageEncoder, Ranges};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -744,13 +741,12 @@ pub struct Rotation {
     pub age: Option<Duration>,
 }
 
-/// A column of the row group being written: a list through the parquet
-/// crate's Arrow writer, any other column through Sluice's own pages
+/// A column of the row group being written, through Sluice's own pages
 /// ([`fixed`]).
 enum ColumnWriter {
-    Arrow(Box<ArrowColumnWriter>),
     Fixed(Box<FixedChunk>),
     Labels(Box<LabelChunk>),
+    List(Box<ListChunk>),
 }
 
 /// The row group being written.
@@ -761,7 +757,6 @@ struct Group {
 
 struct Open {
     file: SerializedFileWriter<File>,
-    groups: ArrowRowGroupWriterFactory,
     /// The file's column descriptors, in schema order.
     descriptors: Vec<ColumnDescPtr>,
     group: Option<Group>,
@@ -774,15 +769,13 @@ struct Open {
 
 impl Open {
     /// The row group being written, begun if none is.
-    fn group(&mut self) -> parquet::errors::Result<&mut Group> {
+    fn group(&mut self) -> &mut Group {
         if self.group.is_none() {
-            let index = self.file.flushed_row_groups().len();
             let columns = self
-                .groups
-                .create_column_writers(index)?
-                .into_iter()
+                .descriptors
+                .iter()
                 .zip(KINDS.iter())
-                .map(|(writer, &(name, kind, nullable))| {
+                .map(|(descriptor, &(name, kind, nullable))| {
                     let chunk = match kind {
                         Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
                             Ranges::Pages
@@ -795,14 +788,21 @@ impl Open {
                         Kind::Float => FixedChunk::floats(),
                         Kind::Str => FixedChunk::strings(),
                         Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
-                        Kind::Ints | Kind::Strs => return ColumnWriter::Arrow(Box::new(writer)),
+                        Kind::Ints | Kind::Strs => {
+                            let items = match kind {
+                                Kind::Strs => Items::Strings,
+                                _ if DELTA_LISTS.contains(&name) => Items::Delta,
+                                _ => Items::Plain,
+                            };
+                            return ColumnWriter::List(Box::new(ListChunk::new(descriptor, items)));
+                        }
                     };
                     ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
                 })
                 .collect();
             self.group = Some(Group { columns, rows: 0 });
         }
-        Ok(self.group.as_mut().expect("just begun"))
+        self.group.as_mut().expect("just begun")
     }
 
     /// Adds `batch`'s rows to the row group, which has room for them.
@@ -833,9 +833,15 @@ impl Open {
                     let keys = labels.keys();
                     chunk.write(dictionary, keys.values(), keys.nulls(), &mut self.encoder)?;
                 }
-                ColumnWriter::Arrow(writer) => {
-                    for leaf in compute_leaves(SCHEMA.field(at), array)? {
-                        writer.write(&leaf)?;
+                ColumnWriter::List(chunk) => {
+                    let lists = array.as_list::<i32>();
+                    let offsets = lists.value_offsets();
+                    match KINDS[at].1 {
+                        Kind::Strs => chunk.write_strings(offsets, lists.values().as_string::<i32>(), &mut self.encoder)?,
+                        _ => {
+                            let values = lists.values().as_primitive::<Int64Type>().values();
+                            chunk.write_ints(offsets, values, &mut self.encoder)?
+                        }
                     }
                 }
             }
@@ -853,7 +859,10 @@ impl Open {
         let mut writer = self.file.next_row_group()?;
         for (column, descriptor) in group.columns.into_iter().zip(&self.descriptors) {
             match column {
-                ColumnWriter::Arrow(column) => (*column).close()?.append_to_row_group(&mut writer)?,
+                ColumnWriter::List(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
                 ColumnWriter::Fixed(chunk) => {
                     let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
                     writer.append_column(&bytes, close)?;
@@ -875,7 +884,7 @@ impl Open {
                 .columns
                 .iter()
                 .map(|column| match column {
-                    ColumnWriter::Arrow(writer) => writer.get_estimated_total_bytes(),
+                    ColumnWriter::List(chunk) => chunk.estimated_bytes(),
                     ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
                     ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
                 })
@@ -908,34 +917,18 @@ pub struct ParquetError {
 
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
-        // Only the lists go through the parquet crate's column writers
-        // and these settings; every other column through `fixed`, which
-        // delta-encodes integers and timestamps (a column that hardly
-        // changes, a flag counter or a VLAN, shrinks to a few bits a
-        // value before ZSTD sees it, where plain encoding would hand ZSTD
-        // eight bytes a value), keeps labels as dictionaries and keeps
-        // statistics where readers skip by them: a page index on the
-        // times (a time range reads only its pages), per column chunk on
-        // the ports. The items of the lists in `DELTA_LISTS` are
-        // delta-encoded the same way.
-        let mut properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(fixed::ZSTD_LEVEL).expect("a valid level"),
-            ))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")));
-        for &(name, kind, _) in KINDS.iter() {
-            if kind == Kind::Ints && DELTA_LISTS.contains(&name) {
-                // A list's items are the leaf column `name.list.item`.
-                properties = properties.set_column_encoding(
-                    ColumnPath::new(vec![name.into(), "list".into(), "item".into()]),
-                    Encoding::DELTA_BINARY_PACKED,
-                );
-            }
-        }
-        let properties = properties.build();
+        // Every column is written by `fixed`, which delta-encodes
+        // integers and timestamps (a column that hardly changes, a flag
+        // counter or a VLAN, shrinks to a few bits a value before ZSTD
+        // sees it, where plain encoding would hand ZSTD eight bytes a
+        // value), as are the items of the lists in `DELTA_LISTS`, keeps
+        // labels as dictionaries and keeps statistics where readers skip
+        // by them: a page index on the times (a time range reads only its
+        // pages), per column chunk on the ports. The file writer takes
+        // only its name from these properties.
+        let properties = WriterProperties::builder()
+            .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
+            .build();
         ParquetFiles {
             dir: dir.to_path_buf(),
             rotation,
@@ -966,7 +959,7 @@ impl ParquetFiles {
             // Parquet schema from the Arrow one, which it stores in the
             // footer for Arrow readers); its row groups are then written
             // here, column by column.
-            let (file, groups) = ArrowWriter::try_new(file, SCHEMA.clone(), Some(self.properties.clone()))
+            let (file, _) = ArrowWriter::try_new(file, SCHEMA.clone(), Some(self.properties.clone()))
                 .and_then(ArrowWriter::into_serialized_writer)
                 .map_err(|e| error(e.to_string()))?;
             let descriptors = file.schema_descr().columns().to_vec();
@@ -974,7 +967,6 @@ impl ParquetFiles {
             self.next += 1;
             self.open = Some(Open {
                 file,
-                groups,
                 descriptors,
                 group: None,
                 encoder,
@@ -998,10 +990,7 @@ impl ParquetFiles {
                 path: open.temporary.clone(),
                 message: e.to_string(),
             };
-            let room = match open.group() {
-                Ok(group) => ROW_GROUP_ROWS - group.rows,
-                Err(e) => return Err(failed(e, open)),
-            };
+            let room = ROW_GROUP_ROWS - open.group().rows;
             let rows = SLICE_ROWS.min(batch.num_rows() - at).min(room);
             open.write(&batch.slice(at, rows)).map_err(|e| failed(e, open))?;
             if rows == room {

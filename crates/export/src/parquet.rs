@@ -277,23 +277,111 @@ fn nulls(valid: &mut Valid, rows: usize) -> Option<NullBuffer> {
     (!all).then(|| NullBuffer::from(flags))
 }
 
-fn take<T>(values: &mut Vec<T>, rows: usize) -> ScalarBuffer<T>
+/// Most vectors of each type kept for the next batches: those of a few
+/// batches.
+const SPARES: usize = 512;
+
+/// The vectors of batches the writer is done with, by type, for the
+/// columns of the next batches: so that a batch's columns are memory the
+/// process has already touched, without asking the allocator for it.
+#[derive(Default)]
+struct Spares {
+    i64s: Vec<Vec<i64>>,
+    f64s: Vec<Vec<f64>>,
+    i32s: Vec<Vec<i32>>,
+    bytes: Vec<Vec<u8>>,
+}
+
+/// An empty vector with room for `capacity` values, a spare one if any.
+fn spare<T>(spares: &mut Vec<Vec<T>>, capacity: usize) -> Vec<T> {
+    match spares.pop() {
+        Some(mut values) => {
+            values.clear();
+            values.reserve(capacity);
+            values
+        }
+        None => Vec::with_capacity(capacity),
+    }
+}
+
+/// `buffer`'s vector among the spares, if no other array holds it.
+fn keep<T: arrow_buffer::ArrowNativeType>(spares: &mut Vec<Vec<T>>, buffer: Buffer) {
+    if spares.len() < SPARES
+        && let Ok(values) = buffer.into_vec::<T>()
+    {
+        spares.push(values);
+    }
+}
+
+impl Spares {
+    /// Keeps the vectors of `array`, a column of `kind`, when no other
+    /// array holds them.
+    fn keep(&mut self, array: ArrayRef, kind: Kind) {
+        // The typed array's buffers are the same as `array`'s, which is
+        // dropped so that they are held once.
+        match kind {
+            Kind::Int => {
+                let values = array.as_primitive::<Int64Type>().clone();
+                drop(array);
+                keep(&mut self.i64s, values.into_parts().1.into_inner());
+            }
+            Kind::Timestamp => {
+                let values = array.as_primitive::<TimestampNanosecondType>().clone();
+                drop(array);
+                keep(&mut self.i64s, values.into_parts().1.into_inner());
+            }
+            Kind::Float => {
+                let values = array.as_primitive::<Float64Type>().clone();
+                drop(array);
+                keep(&mut self.f64s, values.into_parts().1.into_inner());
+            }
+            Kind::Str => {
+                let strings = array.as_string::<i32>().clone();
+                drop(array);
+                let (offsets, bytes, _) = strings.into_parts();
+                keep(&mut self.i32s, offsets.into_inner().into_inner());
+                keep(&mut self.bytes, bytes);
+            }
+            Kind::Label => {
+                let labels = array.as_dictionary::<Int32Type>().clone();
+                drop(array);
+                keep(&mut self.i32s, labels.into_parts().0.into_parts().1.into_inner());
+            }
+            Kind::Ints | Kind::Strs => {
+                let lists = array.as_list::<i32>().clone();
+                drop(array);
+                let (_, offsets, items, _) = lists.into_parts();
+                keep(&mut self.i32s, offsets.into_inner().into_inner());
+                self.keep(items, if kind == Kind::Ints { Kind::Int } else { Kind::Str });
+            }
+        }
+    }
+}
+
+fn take<T>(values: &mut Vec<T>, spares: &mut Vec<Vec<T>>, rows: usize) -> ScalarBuffer<T>
 where
     T: arrow_buffer::ArrowNativeType,
 {
-    ScalarBuffer::from(std::mem::replace(values, Vec::with_capacity(rows)))
+    ScalarBuffer::from(std::mem::replace(values, spare(spares, rows)))
 }
 
-fn take_offsets(offsets: &mut Vec<i32>, rows: usize) -> OffsetBuffer<i32> {
-    let mut fresh = Vec::with_capacity(rows + 1);
+fn take_offsets(offsets: &mut Vec<i32>, spares: &mut Spares, rows: usize) -> OffsetBuffer<i32> {
+    let mut fresh = spare(&mut spares.i32s, rows + 1);
     fresh.push(0);
     OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, fresh)))
 }
 
 #[allow(unsafe_code)]
-fn strings(offsets: &mut Vec<i32>, bytes: &mut Vec<u8>, rows: usize, nulls: Option<NullBuffer>) -> StringArray {
-    let bytes = std::mem::replace(bytes, Vec::with_capacity(bytes.capacity()));
-    let offsets = take_offsets(offsets, rows);
+fn strings(
+    offsets: &mut Vec<i32>,
+    bytes: &mut Vec<u8>,
+    spares: &mut Spares,
+    rows: usize,
+    nulls: Option<NullBuffer>,
+) -> StringArray {
+    let fresh = spare(&mut spares.bytes, bytes.capacity());
+    let bytes = std::mem::replace(bytes, fresh);
+    let offsets = take_offsets(offsets, spares, rows);
     debug_assert!(std::str::from_utf8(&bytes).is_ok());
     // SAFETY: `bytes` holds only whole `&str`s, one after another (a
     // dotted label's two with a '.' between), and `offsets` starts at 0
@@ -351,7 +439,7 @@ impl Column {
 
     /// The column's `filled` rows as an array; the vectors start again
     /// empty, with room for `rows` rows.
-    fn finish(&mut self, filled: usize, rows: usize) -> ArrayRef {
+    fn finish(&mut self, filled: usize, rows: usize, spares: &mut Spares) -> ArrayRef {
         match self {
             Column::Int { values, valid, .. } => fill_nulls(values, valid, filled),
             Column::Float { values, valid } => fill_nulls(values, valid, filled),
@@ -369,7 +457,7 @@ impl Column {
                 timestamp,
             } => {
                 let nulls = nulls(valid, rows);
-                let values = take(values, rows);
+                let values = take(values, &mut spares.i64s, rows);
                 if *timestamp {
                     Arc::new(TimestampNanosecondArray::new(values, nulls).with_timezone("UTC"))
                 } else {
@@ -378,23 +466,23 @@ impl Column {
             }
             Column::Float { values, valid } => {
                 let nulls = nulls(valid, rows);
-                Arc::new(Float64Array::new(take(values, rows), nulls))
+                Arc::new(Float64Array::new(take(values, &mut spares.f64s, rows), nulls))
             }
             Column::Str { offsets, bytes, valid } => {
                 let nulls = nulls(valid, rows);
-                Arc::new(strings(offsets, bytes, rows, nulls))
+                Arc::new(strings(offsets, bytes, spares, rows, nulls))
             }
             Column::Label { keys, valid, labels } => {
                 let nulls = nulls(valid, rows);
-                let keys = Int32Array::new(take(keys, rows), nulls);
+                let keys = Int32Array::new(take(keys, &mut spares.i32s, rows), nulls);
                 let values = labels.finish();
                 Arc::new(DictionaryArray::<Int32Type>::new(keys, Arc::new(values)))
             }
             Column::Ints { offsets, values } => {
-                let items = Int64Array::new(take(values, rows * 4), None);
+                let items = Int64Array::new(take(values, &mut spares.i64s, rows * 4), None);
                 Arc::new(ListArray::new(
                     list_field(Kind::Ints),
-                    take_offsets(offsets, rows),
+                    take_offsets(offsets, spares, rows),
                     Arc::new(items),
                     None,
                 ))
@@ -404,10 +492,10 @@ impl Column {
                 item_offsets,
                 bytes,
             } => {
-                let items = strings(item_offsets, bytes, 0, None);
+                let items = strings(item_offsets, bytes, spares, 0, None);
                 Arc::new(ListArray::new(
                     list_field(Kind::Strs),
-                    take_offsets(offsets, rows),
+                    take_offsets(offsets, spares, rows),
                     Arc::new(items),
                     None,
                 ))
@@ -519,13 +607,14 @@ impl Labels {
         let count = self.by_text.len();
         self.by_text.clear();
         self.slots = [(0, 0, 0, 0, -1); LABEL_SLOTS];
-        strings(&mut self.offsets, &mut self.bytes, count, None)
+        strings(&mut self.offsets, &mut self.bytes, &mut Spares::default(), count, None)
     }
 }
 
 /// Records gathered into columns, one per field.
 pub struct Columns {
     columns: Vec<Column>,
+    spares: Spares,
     /// Rows a batch is expected to hold.
     capacity: usize,
     /// The column the walk of the current record is at.
@@ -559,6 +648,7 @@ impl Columns {
                 .iter()
                 .map(|&(_, kind, nullable)| Column::new(kind, nullable, rows))
                 .collect(),
+            spares: Spares::default(),
             capacity: rows,
             at: 0,
             rows: 0,
@@ -583,13 +673,23 @@ impl Columns {
     pub fn batch(&mut self) -> RecordBatch {
         let rows = self.capacity.max(self.rows);
         let filled = self.rows;
+        let spares = &mut self.spares;
         let arrays: Vec<ArrayRef> = self
             .columns
             .iter_mut()
-            .map(|column| column.finish(filled, rows))
+            .map(|column| column.finish(filled, rows, spares))
             .collect();
         self.rows = 0;
         RecordBatch::try_new(SCHEMA.clone(), arrays).expect("the columns follow the schema")
+    }
+
+    /// Takes back the vectors of a batch the writer is done with (of
+    /// these columns or of others alike), for the next batches.
+    pub fn recycle(&mut self, batch: RecordBatch) {
+        let (_, arrays, _) = batch.into_parts();
+        for (array, &(_, kind, _)) in arrays.into_iter().zip(KINDS.iter()) {
+            self.spares.keep(array, kind);
+        }
     }
 
     fn next(&mut self) -> &mut Column {
@@ -837,7 +937,9 @@ impl Open {
                     let lists = array.as_list::<i32>();
                     let offsets = lists.value_offsets();
                     match KINDS[at].1 {
-                        Kind::Strs => chunk.write_strings(offsets, lists.values().as_string::<i32>(), &mut self.encoder)?,
+                        Kind::Strs => {
+                            chunk.write_strings(offsets, lists.values().as_string::<i32>(), &mut self.encoder)?
+                        }
                         _ => {
                             let values = lists.values().as_primitive::<Int64Type>().values();
                             chunk.write_ints(offsets, values, &mut self.encoder)?
@@ -1265,6 +1367,49 @@ mod tests {
         let host = column(&first, "host");
         assert_eq!((host.is_valid(0), host.is_valid(1)), (true, false));
         assert_eq!(column(&first, "stats_app").null_count(), 2);
+    }
+
+    /// A batch's vectors, taken back, hold the next batches, which are
+    /// the same as batches of fresh vectors.
+    #[test]
+    fn recycled_vectors_make_the_same_batches() {
+        let plain = sample_flow();
+        let mut rich = sample_flow();
+        rich.ext.meta = Some(Box::new(Metadata {
+            host: Some("a.example".into()),
+            dns_answers: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            ..Metadata::default()
+        }));
+        let orders = [[&rich, &plain, &plain], [&plain, &plain, &rich], [&plain, &rich, &rich]];
+        let mut recycled = Columns::with_capacity(2);
+        let mut fresh = Columns::with_capacity(2);
+        for order in orders {
+            for flow in order {
+                recycled.push(&Record::idle(flow));
+                fresh.push(&Record::idle(flow));
+            }
+            let batch = recycled.batch();
+            assert_eq!(batch, fresh.batch());
+            let at = batch.schema().index_of("packets").unwrap();
+            let values = batch.column(at).as_primitive::<Int64Type>().values().as_ptr();
+            recycled.recycle(batch);
+            let kept = &recycled.spares.i64s;
+            assert!(kept.iter().any(|v| v.as_ptr() == values), "the vectors are kept");
+        }
+        // A batch still held elsewhere is not taken back.
+        recycled.push(&Record::idle(&plain));
+        let batch = recycled.batch();
+        let held = batch.column(0).clone();
+        let before = recycled.spares.i64s.len() + recycled.spares.bytes.len();
+        recycled.recycle(batch);
+        assert!(recycled.spares.bytes.len() + recycled.spares.i64s.len() > before);
+        assert!(
+            !recycled
+                .spares
+                .bytes
+                .iter()
+                .any(|v| v.as_ptr() == held.to_data().buffers()[1].as_ptr())
+        );
     }
 
     #[test]

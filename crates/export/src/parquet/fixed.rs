@@ -1150,16 +1150,69 @@ pub(super) enum Items {
     Strings,
 }
 
+/// Flags, one bit each, least significant first, appended some at a
+/// time.
+#[derive(Default)]
+struct Flags {
+    bytes: Vec<u8>,
+    /// Flags not yet in `bytes`: fewer than 32.
+    pending: u64,
+    pending_bits: u32,
+    len: usize,
+}
+
+impl Flags {
+    /// Appends the `n` low bits of `bits` (`n` at most 32).
+    #[inline]
+    fn push(&mut self, bits: u64, n: u32) {
+        debug_assert!(n <= 32 && bits >> n == 0);
+        self.pending |= bits << self.pending_bits;
+        self.pending_bits += n;
+        self.len += n as usize;
+        if self.pending_bits >= 32 {
+            self.bytes.extend_from_slice(&(self.pending as u32).to_le_bytes());
+            self.pending >>= 32;
+            self.pending_bits -= 32;
+        }
+    }
+
+    /// Appends `n` flags, all set or none.
+    fn push_n(&mut self, set: bool, mut n: usize) {
+        while n > 0 {
+            let now = n.min(32) as u32;
+            self.push(if set { (1 << now) - 1 } else { 0 }, now);
+            n -= now as usize;
+        }
+    }
+
+    /// The flags, a byte for each 8, the last padded with zeros; none
+    /// is appended after them until they are cleared.
+    fn as_slice(&mut self) -> &[u8] {
+        let tail = self.pending_bits.div_ceil(8) as usize;
+        self.bytes.extend_from_slice(&self.pending.to_le_bytes()[..tail]);
+        self.pending = 0;
+        self.pending_bits = 0;
+        &self.bytes
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.pending = 0;
+        self.pending_bits = 0;
+        self.len = 0;
+    }
+}
+
 /// A level a flag, set or not, packed at `width` bits (1 or 2) in the
 /// RLE / bit-packing hybrid encoding, after their length in 4 bytes as
 /// a data page has them: one run of `value` or of 0 when every flag is
-/// the same (`set` of `flags.len()` are set), else one bit-packed run, a
-/// byte of flags becoming `width` bytes.
-fn write_flag_levels(out: &mut Vec<u8>, flags: &BooleanBufferBuilder, set: usize, width: u32, value: u8) {
+/// the same (`set` of them are), else one bit-packed run, a byte of
+/// flags becoming `width` bytes.
+fn write_flag_levels(out: &mut Vec<u8>, flags: &mut Flags, set: usize, width: u32, value: u8) {
     debug_assert!((1..=2).contains(&width) && u32::from(value) < 1 << width);
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
-    let count = flags.len();
+    let count = flags.len;
     if set == 0 || set == count {
         uleb(out, (count as u64) << 1);
         out.push(if set == 0 { 0 } else { value });
@@ -1199,8 +1252,8 @@ pub(super) struct ListChunk {
     /// The page being filled: its rows, its levels as flags (whether a
     /// level continues a list; whether it is an item), and its items.
     page_rows: usize,
-    repeats: BooleanBufferBuilder,
-    defined: BooleanBufferBuilder,
+    repeats: Flags,
+    defined: Flags,
     page_items: usize,
     delta: DeltaPage,
     plain: Vec<u8>,
@@ -1226,8 +1279,8 @@ impl ListChunk {
             item_level,
             level_width: 8 - item_level.leading_zeros(),
             page_rows: 0,
-            repeats: BooleanBufferBuilder::new(PAGE_ROWS),
-            defined: BooleanBufferBuilder::new(PAGE_ROWS),
+            repeats: Flags::default(),
+            defined: Flags::default(),
             page_items: 0,
             delta: DeltaPage::default(),
             plain: Vec::new(),
@@ -1261,13 +1314,23 @@ impl ListChunk {
         while at < rows {
             let end = rows.min(at + PAGE_ROWS - self.page_rows);
             for row in at..end {
-                let n = (offsets[row + 1] - offsets[row]) as usize;
-                self.repeats.append(false);
-                if n == 0 {
-                    self.defined.append(false);
-                } else {
-                    self.repeats.append_n(n - 1, true);
-                    self.defined.append_n(n, true);
+                // An empty list is one level, 0 and 0; a list of n items
+                // n levels, repeated but the first, all defined.
+                match (offsets[row + 1] - offsets[row]) as usize {
+                    0 => {
+                        self.repeats.push(0, 1);
+                        self.defined.push(0, 1);
+                    }
+                    n @ 1..=32 => {
+                        let all = u64::MAX >> (64 - n);
+                        self.repeats.push(all & !1, n as u32);
+                        self.defined.push(all, n as u32);
+                    }
+                    n => {
+                        self.repeats.push_n(false, 1);
+                        self.repeats.push_n(true, n - 1);
+                        self.defined.push_n(true, n);
+                    }
                 }
             }
             let items = offsets[at] as usize..offsets[end] as usize;
@@ -1286,9 +1349,7 @@ impl ListChunk {
     pub(super) fn write_ints(&mut self, offsets: &[i32], values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
         self.add_rows(offsets, encoder, |chunk, items| match chunk.items {
             Items::Delta => chunk.delta.push(&values[items]),
-            Items::Plain => chunk
-                .plain
-                .extend(values[items].iter().flat_map(|v| v.to_le_bytes())),
+            Items::Plain => chunk.plain.extend(values[items].iter().flat_map(|v| v.to_le_bytes())),
             Items::Strings => unreachable!("integers into a list of strings"),
         })
     }
@@ -1319,7 +1380,7 @@ impl ListChunk {
             + self.delta.blocks.len()
             + self.delta.deltas.len()
             + self.plain.len()
-            + self.repeats.len() / 4
+            + self.repeats.len / 4
     }
 
     fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
@@ -1327,14 +1388,14 @@ impl ListChunk {
         if rows == 0 {
             return Ok(());
         }
-        let levels = self.repeats.len();
+        let levels = self.repeats.len;
         let encoding = self.encoding();
         let encoded = &mut encoder.encoded;
         encoded.clear();
-        write_flag_levels(encoded, &self.repeats, levels - rows, 1, 1);
+        write_flag_levels(encoded, &mut self.repeats, levels - rows, 1, 1);
         write_flag_levels(
             encoded,
-            &self.defined,
+            &mut self.defined,
             self.page_items,
             self.level_width,
             self.item_level,
@@ -1347,8 +1408,8 @@ impl ListChunk {
             }
         }
         let spec = write_page(&mut self.sink, &mut encoder.zstd, encoded, levels, encoding)?;
-        self.repeats.truncate(0);
-        self.defined.truncate(0);
+        self.repeats.clear();
+        self.defined.clear();
         self.page_items = 0;
         self.page_rows = 0;
         self.offsets
@@ -1441,12 +1502,19 @@ mod list_tests {
     /// `groups` written as row groups of one list column by
     /// [`ListChunk`], then read back by the parquet crate's Arrow reader.
     fn round_trip(item: DataType, items: Items, groups: &[Vec<Vec<i64>>]) -> Vec<Vec<String>> {
-        let field = Field::new("v", DataType::List(Arc::new(Field::new("item", item.clone(), true))), false);
+        let field = Field::new(
+            "v",
+            DataType::List(Arc::new(Field::new("item", item.clone(), true))),
+            false,
+        );
         let schema = Schema::new(vec![field]);
         let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
-        let mut file =
-            SerializedFileWriter::new(Vec::new(), descr.root_schema_ptr(), Arc::new(WriterProperties::default()))
-                .unwrap();
+        let mut file = SerializedFileWriter::new(
+            Vec::new(),
+            descr.root_schema_ptr(),
+            Arc::new(WriterProperties::default()),
+        )
+        .unwrap();
         let mut encoder = PageEncoder::new().unwrap();
         for group in groups {
             let mut chunk = ListChunk::new(&file.schema_descr().column(0), items);
@@ -1479,7 +1547,10 @@ mod list_tests {
         for (g, group) in groups.iter().enumerate() {
             assert_eq!(reader.metadata().row_group(g).num_rows(), group.len() as i64);
         }
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap().build().unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
         let mut read = Vec::new();
         for batch in reader {
             let batch = batch.unwrap();
@@ -1490,7 +1561,12 @@ mod list_tests {
                 assert_eq!(list.null_count(), 0);
                 read.push(match list.data_type() {
                     DataType::Utf8 => list.as_string::<i32>().iter().map(|s| s.unwrap().to_string()).collect(),
-                    _ => list.as_primitive::<Int64Type>().values().iter().map(i64::to_string).collect(),
+                    _ => list
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .iter()
+                        .map(i64::to_string)
+                        .collect(),
                 });
             }
         }
@@ -1520,18 +1596,33 @@ mod list_tests {
 
     #[test]
     fn levels_of_one_value_are_one_run_and_others_bit_packed() {
-        let mut flags = BooleanBufferBuilder::new(16);
-        flags.append_n(11, true);
+        let mut flags = Flags::default();
+        flags.push_n(true, 11);
         let mut out = Vec::new();
-        write_flag_levels(&mut out, &flags, 11, 2, 2);
+        write_flag_levels(&mut out, &mut flags, 11, 2, 2);
         assert_eq!(out, [2, 0, 0, 0, 11 << 1, 2]);
-        flags.append(false);
+        flags.clear();
+        flags.push(0b111_1111, 7);
+        flags.push(0b1111, 5);
         out.clear();
-        write_flag_levels(&mut out, &flags, 11, 2, 2);
+        write_flag_levels(&mut out, &mut flags, 11, 2, 2);
         // Two groups of eight 2-bit levels: 2 (0b10) eleven times, then 0.
         assert_eq!(out, [5, 0, 0, 0, (2 << 1) | 1, 0xaa, 0xaa, 0x2a, 0]);
         out.clear();
-        write_flag_levels(&mut out, &flags, 11, 1, 1);
+        write_flag_levels(&mut out, &mut flags, 11, 1, 1);
         assert_eq!(out, [3, 0, 0, 0, (2 << 1) | 1, 0xff, 0x07]);
+        // Flags across 32-bit words, and runs longer than a word.
+        let mut flags = Flags::default();
+        let mut expected = Vec::new();
+        for (i, n) in [3usize, 31, 0, 40, 1, 32, 77].into_iter().enumerate() {
+            flags.push_n(i % 2 == 0, n);
+            expected.extend(std::iter::repeat_n(i % 2 == 0, n));
+        }
+        assert_eq!(flags.len, expected.len());
+        let bytes = flags.as_slice().to_vec();
+        assert_eq!(bytes.len(), expected.len().div_ceil(8));
+        for (i, &flag) in expected.iter().enumerate() {
+            assert_eq!(bytes[i / 8] >> (i % 8) & 1 == 1, flag, "flag {i}");
+        }
     }
 }

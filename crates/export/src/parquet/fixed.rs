@@ -58,50 +58,55 @@ fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-/// `values` bit-packed at `width` bits each, least significant bit first,
-/// as the format packs them: `values.len() * width / 8` bytes, for a
-/// miniblock's 32 values.
-fn pack(out: &mut Vec<u8>, values: &[u64; MINIBLOCK], width: u32) {
+/// A miniblock's `deltas` above `min` bit-packed at `width` bits each,
+/// least significant bit first, as the format packs them, the unused
+/// tail of a last miniblock packing zeros: `MINIBLOCK * width / 8`
+/// bytes.
+fn pack(out: &mut Vec<u8>, deltas: &[i64], min: i64, width: u32) {
     if width == 0 {
         return;
     }
-    let mut acc: u128 = 0;
-    let mut bits = 0;
-    for &v in values {
-        acc |= (v as u128) << bits;
+    let bytes = MINIBLOCK * width as usize / 8;
+    let start = out.len();
+    out.reserve(bytes + 8);
+    let mut acc: u64 = 0;
+    let mut bits: u32 = 0;
+    for &d in deltas {
+        let v = d.wrapping_sub(min) as u64;
+        acc |= v << bits;
         bits += width;
         if bits >= 64 {
-            out.extend_from_slice(&(acc as u64).to_le_bytes());
-            acc >>= 64;
+            out.extend_from_slice(&acc.to_le_bytes());
             bits -= 64;
+            // The bits of `v` that did not fit.
+            acc = if bits == 0 { 0 } else { v >> (width - bits) };
         }
     }
-    // 32 values of any width fill whole bytes.
-    out.extend_from_slice(&(acc as u64).to_le_bytes()[..bits as usize / 8]);
+    if bits > 0 {
+        out.extend_from_slice(&acc.to_le_bytes());
+    }
+    // Zeros for the values a last miniblock lacks; the last word's bytes
+    // beyond the miniblock's cut.
+    out.resize(start + bytes, 0);
 }
 
 /// One block's deltas (at most 128): the smallest, then each miniblock
 /// of 32 packed at the width of its largest delta above that.
 fn block(deltas: &[i64], out: &mut Vec<u8>) {
-    let min = deltas.iter().copied().min().unwrap_or(0);
+    let min = if deltas.is_empty() {
+        0
+    } else {
+        deltas.iter().fold(i64::MAX, |min, &d| min.min(d))
+    };
     uleb(out, zigzag(min));
-    let used = deltas.len().div_ceil(MINIBLOCK);
-    let mut rest = [[0u64; MINIBLOCK]; MINIBLOCKS];
     let mut widths = [0u8; MINIBLOCKS];
-    for (m, (rest, width)) in rest.iter_mut().zip(&mut widths).enumerate().take(used) {
-        let mut all = 0u64;
-        let start = m * MINIBLOCK;
-        let end = deltas.len().min(start + MINIBLOCK);
-        // The unused tail of the last miniblock packs zeros.
-        for (r, &d) in rest.iter_mut().zip(&deltas[start..end]) {
-            *r = d.wrapping_sub(min) as u64;
-            all |= *r;
-        }
+    for (width, miniblock) in widths.iter_mut().zip(deltas.chunks(MINIBLOCK)) {
+        let all = miniblock.iter().fold(0u64, |all, &d| all | d.wrapping_sub(min) as u64);
         *width = (64 - all.leading_zeros()) as u8;
     }
     out.extend_from_slice(&widths);
-    for (rest, &width) in rest.iter().zip(&widths).take(used) {
-        pack(out, rest, width as u32);
+    for (miniblock, &width) in deltas.chunks(MINIBLOCK).zip(&widths) {
+        pack(out, miniblock, min, width as u32);
     }
 }
 

@@ -277,13 +277,14 @@ fn nulls(valid: &mut Valid, rows: usize) -> Option<NullBuffer> {
     (!all).then(|| NullBuffer::from(flags))
 }
 
-/// Most vectors of each type kept for the next batches: those of a few
-/// batches.
-const SPARES: usize = 512;
+/// Most vectors of each type a column keeps for the next batches: those
+/// of a few batches.
+const SPARES: usize = 4;
 
-/// The vectors of batches the writer is done with, by type, for the
-/// columns of the next batches: so that a batch's columns are memory the
-/// process has already touched, without asking the allocator for it.
+/// A column's vectors of batches the writer is done with, by type, for
+/// the column of the next batches: so that a batch's columns are memory
+/// the process has already touched, of the size the column needs,
+/// without asking the allocator for it.
 #[derive(Default)]
 struct Spares {
     i64s: Vec<Vec<i64>>,
@@ -614,7 +615,8 @@ impl Labels {
 /// Records gathered into columns, one per field.
 pub struct Columns {
     columns: Vec<Column>,
-    spares: Spares,
+    /// Each column's spare vectors.
+    spares: Vec<Spares>,
     /// Rows a batch is expected to hold.
     capacity: usize,
     /// The column the walk of the current record is at.
@@ -659,7 +661,7 @@ impl Columns {
                 .iter()
                 .map(|&(_, kind, nullable)| Column::new(kind, nullable, rows))
                 .collect(),
-            spares: Spares::default(),
+            spares: KINDS.iter().map(|_| Spares::default()).collect(),
             capacity: rows,
             at: 0,
             rows: 0,
@@ -684,11 +686,11 @@ impl Columns {
     pub fn batch(&mut self) -> RecordBatch {
         let rows = self.capacity.max(self.rows);
         let filled = self.rows;
-        let spares = &mut self.spares;
         let arrays: Vec<ArrayRef> = self
             .columns
             .iter_mut()
-            .map(|column| column.finish(filled, rows, spares))
+            .zip(&mut self.spares)
+            .map(|(column, spares)| column.finish(filled, rows, spares))
             .collect();
         self.rows = 0;
         RecordBatch::try_new(SCHEMA.clone(), arrays).expect("the columns follow the schema")
@@ -698,8 +700,8 @@ impl Columns {
     /// these columns or of others alike), for the next batches.
     pub fn recycle(&mut self, batch: RecordBatch) {
         let (_, arrays, _) = batch.into_parts();
-        for (array, &(_, kind, _)) in arrays.into_iter().zip(KINDS.iter()) {
-            self.spares.keep(array, kind);
+        for ((array, &(_, kind, _)), spares) in arrays.into_iter().zip(KINDS.iter()).zip(&mut self.spares) {
+            spares.keep(array, kind);
         }
     }
 
@@ -1409,6 +1411,8 @@ mod tests {
         let orders = [[&rich, &plain, &plain], [&plain, &plain, &rich], [&plain, &rich, &rich]];
         let mut recycled = Columns::with_capacity(2);
         let mut fresh = Columns::with_capacity(2);
+        let packets = arrow_schema().index_of("packets").unwrap();
+        let mut vectors = Vec::new();
         for order in orders {
             for flow in order {
                 recycled.push(&Record::idle(flow));
@@ -1416,26 +1420,25 @@ mod tests {
             }
             let batch = recycled.batch();
             assert_eq!(batch, fresh.batch());
-            let at = batch.schema().index_of("packets").unwrap();
-            let values = batch.column(at).as_primitive::<Int64Type>().values().as_ptr();
+            let values = batch.column(packets).as_primitive::<Int64Type>().values().as_ptr();
+            // A batch is made of the vectors the columns hold, which are
+            // then replaced by spares: those of the batch before the last.
+            if vectors.len() >= 2 {
+                assert_eq!(values, vectors[vectors.len() - 2], "the column's vector, taken back");
+            }
+            vectors.push(values);
             recycled.recycle(batch);
-            let kept = &recycled.spares.i64s;
-            assert!(kept.iter().any(|v| v.as_ptr() == values), "the vectors are kept");
         }
-        // A batch still held elsewhere is not taken back.
+        // A batch's vector still held elsewhere is not taken back.
         recycled.push(&Record::idle(&plain));
         let batch = recycled.batch();
         let held = batch.column(0).clone();
-        let before = recycled.spares.i64s.len() + recycled.spares.bytes.len();
+        let spare = |columns: &Columns, at: usize| columns.spares[at].bytes.len() + columns.spares[at].i64s.len();
+        let before = (spare(&recycled, 0), spare(&recycled, packets));
         recycled.recycle(batch);
-        assert!(recycled.spares.bytes.len() + recycled.spares.i64s.len() > before);
-        assert!(
-            !recycled
-                .spares
-                .bytes
-                .iter()
-                .any(|v| v.as_ptr() == held.to_data().buffers()[1].as_ptr())
-        );
+        assert_eq!(spare(&recycled, 0), before.0);
+        assert_eq!(spare(&recycled, packets), before.1 + 1);
+        assert_eq!(held.len(), 1);
     }
 
     #[test]

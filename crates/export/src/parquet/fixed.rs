@@ -1,5 +1,5 @@
-//! The integer, timestamp, double, string and label columns, written by
-//! Sluice itself: each page's integers delta-encoded
+//! Every column of a flow record, written by Sluice itself: each page's
+//! integers delta-encoded
 //! (`DELTA_BINARY_PACKED`, as the format defines it), doubles and strings
 //! in the plain encoding and labels as keys into the chunk's dictionary
 //! (`RLE_DICTIONARY`), straight from the batch's vectors, compressed with
@@ -8,7 +8,8 @@
 //! metadata and offset index built here as the crate builds them. A
 //! column that can be null has a definition level a row (1 where the row
 //! has a value) ahead of its page's values, which are those of the rows
-//! that have one.
+//! that have one; a list column ([`ListChunk`]) a repetition and a
+//! definition level for each item or empty list ahead of its items.
 //!
 //! Why: the crate's column writer takes such a column through its
 //! general path (levels computed from the array, a mini batch at a time,

@@ -2,9 +2,9 @@
 //! vectors through the same [`FieldSink`] walk as the text formats and
 //! makes Arrow arrays of them once a batch, and
 //! [`ParquetFiles`] writes the batches into `flows-NNNNNN.parquet` files,
-//! rotated by size or age: the lists through the parquet crate's Arrow
-//! column writers, every other column through pages of its own
-//! (`fixed`), into the same row groups.
+//! rotated by size or age: every column through pages of Sluice's own
+//! (`fixed`), spliced into the row groups of the parquet crate's file
+//! writer.
 //!
 //! Types: integers are `INT64`, the two timestamps (`first_ts_ns`,
 //! `last_ts_ns`) are nanosecond timestamps in UTC, means and deviations
@@ -35,12 +35,9 @@ use arrow_array::{
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_writer::{ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves};
-use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnDescPtr;
-use parquet::schema::types::ColumnPath;
 use rustc_hash::FxHashMap;
 use sluice_classify::Text;
 use sluice_wire::IpText;
@@ -48,7 +45,7 @@ use sluice_wire::IpText;
 use crate::schema::{FieldSink, Record, sample_flow, write_record};
 
 mod fixed;
-use fixed::{FixedChunk, LabelChunk, PageEncoder, Ranges};
+use fixed::{FixedChunk, Items, LabelChunk, ListChunk, PageEncoder, Ranges};
 
 /// Fields whose values come from a short list: stored as dictionaries.
 const LABELS: &[&str] = &[
@@ -280,23 +277,112 @@ fn nulls(valid: &mut Valid, rows: usize) -> Option<NullBuffer> {
     (!all).then(|| NullBuffer::from(flags))
 }
 
-fn take<T>(values: &mut Vec<T>, rows: usize) -> ScalarBuffer<T>
+/// Most vectors of each type a column keeps for the next batches: those
+/// of a few batches.
+const SPARES: usize = 4;
+
+/// A column's vectors of batches the writer is done with, by type, for
+/// the column of the next batches: so that a batch's columns are memory
+/// the process has already touched, of the size the column needs,
+/// without asking the allocator for it.
+#[derive(Default)]
+struct Spares {
+    i64s: Vec<Vec<i64>>,
+    f64s: Vec<Vec<f64>>,
+    i32s: Vec<Vec<i32>>,
+    bytes: Vec<Vec<u8>>,
+}
+
+/// An empty vector with room for `capacity` values, a spare one if any.
+fn spare<T>(spares: &mut Vec<Vec<T>>, capacity: usize) -> Vec<T> {
+    match spares.pop() {
+        Some(mut values) => {
+            values.clear();
+            values.reserve(capacity);
+            values
+        }
+        None => Vec::with_capacity(capacity),
+    }
+}
+
+/// `buffer`'s vector among the spares, if no other array holds it.
+fn keep<T: arrow_buffer::ArrowNativeType>(spares: &mut Vec<Vec<T>>, buffer: Buffer) {
+    if spares.len() < SPARES
+        && let Ok(values) = buffer.into_vec::<T>()
+    {
+        spares.push(values);
+    }
+}
+
+impl Spares {
+    /// Keeps the vectors of `array`, a column of `kind`, when no other
+    /// array holds them.
+    fn keep(&mut self, array: ArrayRef, kind: Kind) {
+        // The typed array's buffers are the same as `array`'s, which is
+        // dropped so that they are held once.
+        match kind {
+            Kind::Int => {
+                let values = array.as_primitive::<Int64Type>().clone();
+                drop(array);
+                keep(&mut self.i64s, values.into_parts().1.into_inner());
+            }
+            Kind::Timestamp => {
+                let values = array.as_primitive::<TimestampNanosecondType>().clone();
+                drop(array);
+                keep(&mut self.i64s, values.into_parts().1.into_inner());
+            }
+            Kind::Float => {
+                let values = array.as_primitive::<Float64Type>().clone();
+                drop(array);
+                keep(&mut self.f64s, values.into_parts().1.into_inner());
+            }
+            Kind::Str => {
+                let strings = array.as_string::<i32>().clone();
+                drop(array);
+                let (offsets, bytes, _) = strings.into_parts();
+                keep(&mut self.i32s, offsets.into_inner().into_inner());
+                keep(&mut self.bytes, bytes);
+            }
+            Kind::Label => {
+                let labels = array.as_dictionary::<Int32Type>().clone();
+                drop(array);
+                keep(&mut self.i32s, labels.into_parts().0.into_parts().1.into_inner());
+            }
+            Kind::Ints | Kind::Strs => {
+                let lists = array.as_list::<i32>().clone();
+                drop(array);
+                let (_, offsets, items, _) = lists.into_parts();
+                keep(&mut self.i32s, offsets.into_inner().into_inner());
+                self.keep(items, if kind == Kind::Ints { Kind::Int } else { Kind::Str });
+            }
+        }
+    }
+}
+
+fn take<T>(values: &mut Vec<T>, spares: &mut Vec<Vec<T>>, rows: usize) -> ScalarBuffer<T>
 where
     T: arrow_buffer::ArrowNativeType,
 {
-    ScalarBuffer::from(std::mem::replace(values, Vec::with_capacity(rows)))
+    ScalarBuffer::from(std::mem::replace(values, spare(spares, rows)))
 }
 
-fn take_offsets(offsets: &mut Vec<i32>, rows: usize) -> OffsetBuffer<i32> {
-    let mut fresh = Vec::with_capacity(rows + 1);
+fn take_offsets(offsets: &mut Vec<i32>, spares: &mut Spares, rows: usize) -> OffsetBuffer<i32> {
+    let mut fresh = spare(&mut spares.i32s, rows + 1);
     fresh.push(0);
     OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, fresh)))
 }
 
 #[allow(unsafe_code)]
-fn strings(offsets: &mut Vec<i32>, bytes: &mut Vec<u8>, rows: usize, nulls: Option<NullBuffer>) -> StringArray {
-    let bytes = std::mem::replace(bytes, Vec::with_capacity(bytes.capacity()));
-    let offsets = take_offsets(offsets, rows);
+fn strings(
+    offsets: &mut Vec<i32>,
+    bytes: &mut Vec<u8>,
+    spares: &mut Spares,
+    rows: usize,
+    nulls: Option<NullBuffer>,
+) -> StringArray {
+    let fresh = spare(&mut spares.bytes, bytes.capacity());
+    let bytes = std::mem::replace(bytes, fresh);
+    let offsets = take_offsets(offsets, spares, rows);
     debug_assert!(std::str::from_utf8(&bytes).is_ok());
     // SAFETY: `bytes` holds only whole `&str`s, one after another (a
     // dotted label's two with a '.' between), and `offsets` starts at 0
@@ -354,7 +440,7 @@ impl Column {
 
     /// The column's `filled` rows as an array; the vectors start again
     /// empty, with room for `rows` rows.
-    fn finish(&mut self, filled: usize, rows: usize) -> ArrayRef {
+    fn finish(&mut self, filled: usize, rows: usize, spares: &mut Spares) -> ArrayRef {
         match self {
             Column::Int { values, valid, .. } => fill_nulls(values, valid, filled),
             Column::Float { values, valid } => fill_nulls(values, valid, filled),
@@ -372,7 +458,7 @@ impl Column {
                 timestamp,
             } => {
                 let nulls = nulls(valid, rows);
-                let values = take(values, rows);
+                let values = take(values, &mut spares.i64s, rows);
                 if *timestamp {
                     Arc::new(TimestampNanosecondArray::new(values, nulls).with_timezone("UTC"))
                 } else {
@@ -381,23 +467,23 @@ impl Column {
             }
             Column::Float { values, valid } => {
                 let nulls = nulls(valid, rows);
-                Arc::new(Float64Array::new(take(values, rows), nulls))
+                Arc::new(Float64Array::new(take(values, &mut spares.f64s, rows), nulls))
             }
             Column::Str { offsets, bytes, valid } => {
                 let nulls = nulls(valid, rows);
-                Arc::new(strings(offsets, bytes, rows, nulls))
+                Arc::new(strings(offsets, bytes, spares, rows, nulls))
             }
             Column::Label { keys, valid, labels } => {
                 let nulls = nulls(valid, rows);
-                let keys = Int32Array::new(take(keys, rows), nulls);
+                let keys = Int32Array::new(take(keys, &mut spares.i32s, rows), nulls);
                 let values = labels.finish();
                 Arc::new(DictionaryArray::<Int32Type>::new(keys, Arc::new(values)))
             }
             Column::Ints { offsets, values } => {
-                let items = Int64Array::new(take(values, rows * 4), None);
+                let items = Int64Array::new(take(values, &mut spares.i64s, rows * 4), None);
                 Arc::new(ListArray::new(
                     list_field(Kind::Ints),
-                    take_offsets(offsets, rows),
+                    take_offsets(offsets, spares, rows),
                     Arc::new(items),
                     None,
                 ))
@@ -407,10 +493,10 @@ impl Column {
                 item_offsets,
                 bytes,
             } => {
-                let items = strings(item_offsets, bytes, 0, None);
+                let items = strings(item_offsets, bytes, spares, 0, None);
                 Arc::new(ListArray::new(
                     list_field(Kind::Strs),
-                    take_offsets(offsets, rows),
+                    take_offsets(offsets, spares, rows),
                     Arc::new(items),
                     None,
                 ))
@@ -522,13 +608,15 @@ impl Labels {
         let count = self.by_text.len();
         self.by_text.clear();
         self.slots = [(0, 0, 0, 0, -1); LABEL_SLOTS];
-        strings(&mut self.offsets, &mut self.bytes, count, None)
+        strings(&mut self.offsets, &mut self.bytes, &mut Spares::default(), count, None)
     }
 }
 
 /// Records gathered into columns, one per field.
 pub struct Columns {
     columns: Vec<Column>,
+    /// Each column's spare vectors.
+    spares: Vec<Spares>,
     /// Rows a batch is expected to hold.
     capacity: usize,
     /// The column the walk of the current record is at.
@@ -548,6 +636,17 @@ fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
+/// `value` at `row` of a column that can be absent, after nulls up to
+/// it.
+#[inline(never)]
+fn push_present<T: Copy + Default>(values: &mut Vec<T>, valid: &mut Vec<bool>, row: usize, value: T) {
+    if valid.len() < row {
+        fill_gap(values, valid, row);
+    }
+    values.push(value);
+    valid.push(true);
+}
+
 fn push_valid(valid: &mut Valid) {
     if let Some(valid) = valid {
         valid.push(true);
@@ -562,6 +661,7 @@ impl Columns {
                 .iter()
                 .map(|&(_, kind, nullable)| Column::new(kind, nullable, rows))
                 .collect(),
+            spares: KINDS.iter().map(|_| Spares::default()).collect(),
             capacity: rows,
             at: 0,
             rows: 0,
@@ -589,10 +689,20 @@ impl Columns {
         let arrays: Vec<ArrayRef> = self
             .columns
             .iter_mut()
-            .map(|column| column.finish(filled, rows))
+            .zip(&mut self.spares)
+            .map(|(column, spares)| column.finish(filled, rows, spares))
             .collect();
         self.rows = 0;
         RecordBatch::try_new(SCHEMA.clone(), arrays).expect("the columns follow the schema")
+    }
+
+    /// Takes back the vectors of a batch the writer is done with (of
+    /// these columns or of others alike), for the next batches.
+    pub fn recycle(&mut self, batch: RecordBatch) {
+        let (_, arrays, _) = batch.into_parts();
+        for ((array, &(_, kind, _)), spares) in arrays.into_iter().zip(KINDS.iter()).zip(&mut self.spares) {
+            spares.keep(array, kind);
+        }
     }
 
     fn next(&mut self) -> &mut Column {
@@ -601,14 +711,26 @@ impl Columns {
         column
     }
 
+    // A column that is never absent, most of them, takes a push only, so
+    // that these calls (some 70 a record) save no registers; one that can
+    // be, the rest out of line.
     fn int(&mut self, value: Option<u64>) {
         let row = self.rows;
         match (self.next(), value) {
-            (Column::Int { values, valid, .. }, Some(value)) => {
-                fill_nulls(values, valid, row);
-                values.push(int(value));
-                push_valid(valid);
-            }
+            (
+                Column::Int {
+                    values, valid: None, ..
+                },
+                Some(value),
+            ) => values.push(int(value)),
+            (
+                Column::Int {
+                    values,
+                    valid: Some(valid),
+                    ..
+                },
+                Some(value),
+            ) => push_present(values, valid, row, int(value)),
             (Column::Int { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
             _ => unreachable!("an integer field in another column"),
         }
@@ -617,11 +739,14 @@ impl Columns {
     fn float(&mut self, value: Option<f64>) {
         let row = self.rows;
         match (self.next(), value) {
-            (Column::Float { values, valid }, Some(value)) => {
-                fill_nulls(values, valid, row);
-                values.push(value);
-                push_valid(valid);
-            }
+            (Column::Float { values, valid: None }, Some(value)) => values.push(value),
+            (
+                Column::Float {
+                    values,
+                    valid: Some(valid),
+                },
+                Some(value),
+            ) => push_present(values, valid, row, value),
             (Column::Float { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
             _ => unreachable!("a float field in another column"),
         }
@@ -744,13 +869,12 @@ pub struct Rotation {
     pub age: Option<Duration>,
 }
 
-/// A column of the row group being written: a list through the parquet
-/// crate's Arrow writer, any other column through Sluice's own pages
+/// A column of the row group being written, through Sluice's own pages
 /// ([`fixed`]).
 enum ColumnWriter {
-    Arrow(Box<ArrowColumnWriter>),
     Fixed(Box<FixedChunk>),
     Labels(Box<LabelChunk>),
+    List(Box<ListChunk>),
 }
 
 /// The row group being written.
@@ -761,7 +885,6 @@ struct Group {
 
 struct Open {
     file: SerializedFileWriter<File>,
-    groups: ArrowRowGroupWriterFactory,
     /// The file's column descriptors, in schema order.
     descriptors: Vec<ColumnDescPtr>,
     group: Option<Group>,
@@ -774,15 +897,13 @@ struct Open {
 
 impl Open {
     /// The row group being written, begun if none is.
-    fn group(&mut self) -> parquet::errors::Result<&mut Group> {
+    fn group(&mut self) -> &mut Group {
         if self.group.is_none() {
-            let index = self.file.flushed_row_groups().len();
             let columns = self
-                .groups
-                .create_column_writers(index)?
-                .into_iter()
+                .descriptors
+                .iter()
                 .zip(KINDS.iter())
-                .map(|(writer, &(name, kind, nullable))| {
+                .map(|(descriptor, &(name, kind, nullable))| {
                     let chunk = match kind {
                         Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
                             Ranges::Pages
@@ -795,14 +916,21 @@ impl Open {
                         Kind::Float => FixedChunk::floats(),
                         Kind::Str => FixedChunk::strings(),
                         Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
-                        Kind::Ints | Kind::Strs => return ColumnWriter::Arrow(Box::new(writer)),
+                        Kind::Ints | Kind::Strs => {
+                            let items = match kind {
+                                Kind::Strs => Items::Strings,
+                                _ if DELTA_LISTS.contains(&name) => Items::Delta,
+                                _ => Items::Plain,
+                            };
+                            return ColumnWriter::List(Box::new(ListChunk::new(descriptor, items)));
+                        }
                     };
                     ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
                 })
                 .collect();
             self.group = Some(Group { columns, rows: 0 });
         }
-        Ok(self.group.as_mut().expect("just begun"))
+        self.group.as_mut().expect("just begun")
     }
 
     /// Adds `batch`'s rows to the row group, which has room for them.
@@ -833,9 +961,17 @@ impl Open {
                     let keys = labels.keys();
                     chunk.write(dictionary, keys.values(), keys.nulls(), &mut self.encoder)?;
                 }
-                ColumnWriter::Arrow(writer) => {
-                    for leaf in compute_leaves(SCHEMA.field(at), array)? {
-                        writer.write(&leaf)?;
+                ColumnWriter::List(chunk) => {
+                    let lists = array.as_list::<i32>();
+                    let offsets = lists.value_offsets();
+                    match KINDS[at].1 {
+                        Kind::Strs => {
+                            chunk.write_strings(offsets, lists.values().as_string::<i32>(), &mut self.encoder)?
+                        }
+                        _ => {
+                            let values = lists.values().as_primitive::<Int64Type>().values();
+                            chunk.write_ints(offsets, values, &mut self.encoder)?
+                        }
                     }
                 }
             }
@@ -853,7 +989,10 @@ impl Open {
         let mut writer = self.file.next_row_group()?;
         for (column, descriptor) in group.columns.into_iter().zip(&self.descriptors) {
             match column {
-                ColumnWriter::Arrow(column) => (*column).close()?.append_to_row_group(&mut writer)?,
+                ColumnWriter::List(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
                 ColumnWriter::Fixed(chunk) => {
                     let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
                     writer.append_column(&bytes, close)?;
@@ -875,7 +1014,7 @@ impl Open {
                 .columns
                 .iter()
                 .map(|column| match column {
-                    ColumnWriter::Arrow(writer) => writer.get_estimated_total_bytes(),
+                    ColumnWriter::List(chunk) => chunk.estimated_bytes(),
                     ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
                     ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
                 })
@@ -908,34 +1047,18 @@ pub struct ParquetError {
 
 impl ParquetFiles {
     pub fn new(dir: &Path, rotation: Rotation) -> ParquetFiles {
-        // Only the lists go through the parquet crate's column writers
-        // and these settings; every other column through `fixed`, which
-        // delta-encodes integers and timestamps (a column that hardly
-        // changes, a flag counter or a VLAN, shrinks to a few bits a
-        // value before ZSTD sees it, where plain encoding would hand ZSTD
-        // eight bytes a value), keeps labels as dictionaries and keeps
-        // statistics where readers skip by them: a page index on the
-        // times (a time range reads only its pages), per column chunk on
-        // the ports. The items of the lists in `DELTA_LISTS` are
-        // delta-encoded the same way.
-        let mut properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(fixed::ZSTD_LEVEL).expect("a valid level"),
-            ))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")));
-        for &(name, kind, _) in KINDS.iter() {
-            if kind == Kind::Ints && DELTA_LISTS.contains(&name) {
-                // A list's items are the leaf column `name.list.item`.
-                properties = properties.set_column_encoding(
-                    ColumnPath::new(vec![name.into(), "list".into(), "item".into()]),
-                    Encoding::DELTA_BINARY_PACKED,
-                );
-            }
-        }
-        let properties = properties.build();
+        // Every column is written by `fixed`, which delta-encodes
+        // integers and timestamps (a column that hardly changes, a flag
+        // counter or a VLAN, shrinks to a few bits a value before ZSTD
+        // sees it, where plain encoding would hand ZSTD eight bytes a
+        // value), as are the items of the lists in `DELTA_LISTS`, keeps
+        // labels as dictionaries and keeps statistics where readers skip
+        // by them: a page index on the times (a time range reads only its
+        // pages), per column chunk on the ports. The file writer takes
+        // only its name from these properties.
+        let properties = WriterProperties::builder()
+            .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
+            .build();
         ParquetFiles {
             dir: dir.to_path_buf(),
             rotation,
@@ -966,7 +1089,7 @@ impl ParquetFiles {
             // Parquet schema from the Arrow one, which it stores in the
             // footer for Arrow readers); its row groups are then written
             // here, column by column.
-            let (file, groups) = ArrowWriter::try_new(file, SCHEMA.clone(), Some(self.properties.clone()))
+            let (file, _) = ArrowWriter::try_new(file, SCHEMA.clone(), Some(self.properties.clone()))
                 .and_then(ArrowWriter::into_serialized_writer)
                 .map_err(|e| error(e.to_string()))?;
             let descriptors = file.schema_descr().columns().to_vec();
@@ -974,7 +1097,6 @@ impl ParquetFiles {
             self.next += 1;
             self.open = Some(Open {
                 file,
-                groups,
                 descriptors,
                 group: None,
                 encoder,
@@ -998,10 +1120,7 @@ impl ParquetFiles {
                 path: open.temporary.clone(),
                 message: e.to_string(),
             };
-            let room = match open.group() {
-                Ok(group) => ROW_GROUP_ROWS - group.rows,
-                Err(e) => return Err(failed(e, open)),
-            };
+            let room = ROW_GROUP_ROWS - open.group().rows;
             let rows = SLICE_ROWS.min(batch.num_rows() - at).min(room);
             open.write(&batch.slice(at, rows)).map_err(|e| failed(e, open))?;
             if rows == room {
@@ -1276,6 +1395,50 @@ mod tests {
         let host = column(&first, "host");
         assert_eq!((host.is_valid(0), host.is_valid(1)), (true, false));
         assert_eq!(column(&first, "stats_app").null_count(), 2);
+    }
+
+    /// A batch's vectors, taken back, hold the next batches, which are
+    /// the same as batches of fresh vectors.
+    #[test]
+    fn recycled_vectors_make_the_same_batches() {
+        let plain = sample_flow();
+        let mut rich = sample_flow();
+        rich.ext.meta = Some(Box::new(Metadata {
+            host: Some("a.example".into()),
+            dns_answers: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            ..Metadata::default()
+        }));
+        let orders = [[&rich, &plain, &plain], [&plain, &plain, &rich], [&plain, &rich, &rich]];
+        let mut recycled = Columns::with_capacity(2);
+        let mut fresh = Columns::with_capacity(2);
+        let packets = arrow_schema().index_of("packets").unwrap();
+        let mut vectors = Vec::new();
+        for order in orders {
+            for flow in order {
+                recycled.push(&Record::idle(flow));
+                fresh.push(&Record::idle(flow));
+            }
+            let batch = recycled.batch();
+            assert_eq!(batch, fresh.batch());
+            let values = batch.column(packets).as_primitive::<Int64Type>().values().as_ptr();
+            // A batch is made of the vectors the columns hold, which are
+            // then replaced by spares: those of the batch before the last.
+            if vectors.len() >= 2 {
+                assert_eq!(values, vectors[vectors.len() - 2], "the column's vector, taken back");
+            }
+            vectors.push(values);
+            recycled.recycle(batch);
+        }
+        // A batch's vector still held elsewhere is not taken back.
+        recycled.push(&Record::idle(&plain));
+        let batch = recycled.batch();
+        let held = batch.column(0).clone();
+        let spare = |columns: &Columns, at: usize| columns.spares[at].bytes.len() + columns.spares[at].i64s.len();
+        let before = (spare(&recycled, 0), spare(&recycled, packets));
+        recycled.recycle(batch);
+        assert_eq!(spare(&recycled, 0), before.0);
+        assert_eq!(spare(&recycled, packets), before.1 + 1);
+        assert_eq!(held.len(), 1);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! worker gathers the records of its flows into columns and hands a
 //! batch to the writer thread every [`BATCH_ROWS`] records (and when it
 //! idles); the writer compresses them into `flows-NNNNNN.parquet` files
-//! (`sluice_export::parquet`). No record is lost: a worker whose batch
-//! finds the writer's queue full waits for it, and the wait is counted
-//! with the others.
+//! (`sluice_export::parquet`) and hands each batch back, whose vectors
+//! a worker fills again. No record is lost: a worker whose batch finds
+//! the writer's queue full waits for it, and the wait is counted with the
+//! others.
 
 use std::path::{Path, PathBuf};
 use std::thread;
@@ -38,6 +39,8 @@ pub(crate) struct ParquetReport {
 /// The writer thread and the queue to it.
 pub(crate) struct ParquetRecords {
     batches: Sender<RecordBatch>,
+    /// Batches the writer is done with.
+    spent: Receiver<RecordBatch>,
     writer: thread::JoinHandle<Result<ParquetReport, RunError>>,
 }
 
@@ -48,18 +51,20 @@ impl ParquetRecords {
             source,
         })?;
         let (batches, inbox) = bounded::<RecordBatch>(workers.max(1) * QUEUED_BATCHES);
+        let (done, spent) = bounded::<RecordBatch>(workers.max(1) * QUEUED_BATCHES);
         let files = ParquetFiles::new(out_dir, rotation);
         let writer = thread::Builder::new()
             .name("sluice-parquet".into())
-            .spawn(move || write(files, inbox))
+            .spawn(move || write(files, inbox, done))
             .map_err(|source| RunError::Threads { source })?;
-        Ok(ParquetRecords { batches, writer })
+        Ok(ParquetRecords { batches, spent, writer })
     }
 
     pub(crate) fn worker_part(&self) -> ParquetWorker {
         ParquetWorker {
             columns: Columns::with_capacity(BATCH_ROWS),
             batches: self.batches.clone(),
+            spent: self.spent.clone(),
         }
     }
 
@@ -73,12 +78,16 @@ impl ParquetRecords {
 pub(crate) struct ParquetWorker {
     columns: Columns,
     batches: Sender<RecordBatch>,
+    spent: Receiver<RecordBatch>,
 }
 
 impl ParquetWorker {
     fn flush(&mut self, waits: &mut Waits) {
         if self.columns.rows() == 0 {
             return;
+        }
+        if let Ok(spent) = self.spent.try_recv() {
+            self.columns.recycle(spent);
         }
         let batch = self.columns.batch();
         // The writer only goes away after a failed write, which the run
@@ -106,7 +115,11 @@ impl FlowListener for ParquetWorker {
     }
 }
 
-fn write(mut files: ParquetFiles, inbox: Receiver<RecordBatch>) -> Result<ParquetReport, RunError> {
+fn write(
+    mut files: ParquetFiles,
+    inbox: Receiver<RecordBatch>,
+    done: Sender<RecordBatch>,
+) -> Result<ParquetReport, RunError> {
     let failed = |e: sluice_export::parquet::ParquetError| RunError::Write {
         path: e.path,
         source: std::io::Error::other(e.message),
@@ -114,7 +127,11 @@ fn write(mut files: ParquetFiles, inbox: Receiver<RecordBatch>) -> Result<Parque
     let mut waits = Waits::default();
     loop {
         match waits.time(|| inbox.recv_timeout(AGE_POLL)) {
-            Ok(batch) => files.write(&batch).map_err(failed)?,
+            Ok(batch) => {
+                files.write(&batch).map_err(failed)?;
+                // Back to the workers, unless they have enough.
+                let _ = done.try_send(batch);
+            }
             Err(RecvTimeoutError::Timeout) => files.rotate_if_due().map_err(failed)?,
             Err(RecvTimeoutError::Disconnected) => break,
         }

@@ -1,5 +1,5 @@
-//! The integer, timestamp, double, string and label columns, written by
-//! Sluice itself: each page's integers delta-encoded
+//! Every column of a flow record, written by Sluice itself: each page's
+//! integers delta-encoded
 //! (`DELTA_BINARY_PACKED`, as the format defines it), doubles and strings
 //! in the plain encoding and labels as keys into the chunk's dictionary
 //! (`RLE_DICTIONARY`), straight from the batch's vectors, compressed with
@@ -8,7 +8,8 @@
 //! metadata and offset index built here as the crate builds them. A
 //! column that can be null has a definition level a row (1 where the row
 //! has a value) ahead of its page's values, which are those of the rows
-//! that have one.
+//! that have one; a list column ([`ListChunk`]) a repetition and a
+//! definition level for each item or empty list ahead of its items.
 //!
 //! Why: the crate's column writer takes such a column through its
 //! general path (levels computed from the array, a mini batch at a time,
@@ -58,50 +59,55 @@ fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-/// `values` bit-packed at `width` bits each, least significant bit first,
-/// as the format packs them: `values.len() * width / 8` bytes, for a
-/// miniblock's 32 values.
-fn pack(out: &mut Vec<u8>, values: &[u64; MINIBLOCK], width: u32) {
+/// A miniblock's `deltas` above `min` bit-packed at `width` bits each,
+/// least significant bit first, as the format packs them, the unused
+/// tail of a last miniblock packing zeros: `MINIBLOCK * width / 8`
+/// bytes.
+fn pack(out: &mut Vec<u8>, deltas: &[i64], min: i64, width: u32) {
     if width == 0 {
         return;
     }
-    let mut acc: u128 = 0;
-    let mut bits = 0;
-    for &v in values {
-        acc |= (v as u128) << bits;
+    let bytes = MINIBLOCK * width as usize / 8;
+    let start = out.len();
+    out.reserve(bytes + 8);
+    let mut acc: u64 = 0;
+    let mut bits: u32 = 0;
+    for &d in deltas {
+        let v = d.wrapping_sub(min) as u64;
+        acc |= v << bits;
         bits += width;
         if bits >= 64 {
-            out.extend_from_slice(&(acc as u64).to_le_bytes());
-            acc >>= 64;
+            out.extend_from_slice(&acc.to_le_bytes());
             bits -= 64;
+            // The bits of `v` that did not fit.
+            acc = if bits == 0 { 0 } else { v >> (width - bits) };
         }
     }
-    // 32 values of any width fill whole bytes.
-    out.extend_from_slice(&(acc as u64).to_le_bytes()[..bits as usize / 8]);
+    if bits > 0 {
+        out.extend_from_slice(&acc.to_le_bytes());
+    }
+    // Zeros for the values a last miniblock lacks; the last word's bytes
+    // beyond the miniblock's cut.
+    out.resize(start + bytes, 0);
 }
 
 /// One block's deltas (at most 128): the smallest, then each miniblock
 /// of 32 packed at the width of its largest delta above that.
 fn block(deltas: &[i64], out: &mut Vec<u8>) {
-    let min = deltas.iter().copied().min().unwrap_or(0);
+    let min = if deltas.is_empty() {
+        0
+    } else {
+        deltas.iter().fold(i64::MAX, |min, &d| min.min(d))
+    };
     uleb(out, zigzag(min));
-    let used = deltas.len().div_ceil(MINIBLOCK);
-    let mut rest = [[0u64; MINIBLOCK]; MINIBLOCKS];
     let mut widths = [0u8; MINIBLOCKS];
-    for (m, (rest, width)) in rest.iter_mut().zip(&mut widths).enumerate().take(used) {
-        let mut all = 0u64;
-        let start = m * MINIBLOCK;
-        let end = deltas.len().min(start + MINIBLOCK);
-        // The unused tail of the last miniblock packs zeros.
-        for (r, &d) in rest.iter_mut().zip(&deltas[start..end]) {
-            *r = d.wrapping_sub(min) as u64;
-            all |= *r;
-        }
+    for (width, miniblock) in widths.iter_mut().zip(deltas.chunks(MINIBLOCK)) {
+        let all = miniblock.iter().fold(0u64, |all, &d| all | d.wrapping_sub(min) as u64);
         *width = (64 - all.leading_zeros()) as u8;
     }
     out.extend_from_slice(&widths);
-    for (rest, &width) in rest.iter().zip(&widths).take(used) {
-        pack(out, rest, width as u32);
+    for (miniblock, &width) in deltas.chunks(MINIBLOCK).zip(&widths) {
+        pack(out, miniblock, min, width as u32);
     }
 }
 
@@ -561,7 +567,7 @@ fn write_page(
 
 /// What the metadata of both kinds of chunk have alike: the column, its
 /// compression, encodings and sizes (compressed and not) and its count
-/// of values (rows, nulls included).
+/// of values (rows, nulls included; a list's items and empty lists).
 fn chunk_metadata(
     descr: ColumnDescPtr,
     encodings: Vec<Encoding>,
@@ -1136,5 +1142,493 @@ mod label_tests {
         assert_eq!(pages[0].num_values(), 301);
         assert!(pages[1..].iter().all(|p| p.encoding() == Encoding::RLE_DICTIONARY));
         assert_eq!(pages.len(), 3);
+    }
+}
+
+/// How a list column's items are encoded in its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Items {
+    /// Integers, delta-encoded.
+    Delta,
+    /// Integers, plain: eight bytes each.
+    Plain,
+    /// Strings, plain: each after its length.
+    Strings,
+}
+
+/// Flags, one bit each, least significant first, appended some at a
+/// time.
+#[derive(Default)]
+struct Flags {
+    bytes: Vec<u8>,
+    /// Flags not yet in `bytes`: fewer than 32.
+    pending: u64,
+    pending_bits: u32,
+    len: usize,
+}
+
+impl Flags {
+    /// Appends the `n` low bits of `bits` (`n` at most 32).
+    #[inline]
+    fn push(&mut self, bits: u64, n: u32) {
+        debug_assert!(n <= 32 && bits >> n == 0);
+        self.pending |= bits << self.pending_bits;
+        self.pending_bits += n;
+        self.len += n as usize;
+        if self.pending_bits >= 32 {
+            self.bytes.extend_from_slice(&(self.pending as u32).to_le_bytes());
+            self.pending >>= 32;
+            self.pending_bits -= 32;
+        }
+    }
+
+    /// Appends `n` flags, all set or none.
+    fn push_n(&mut self, set: bool, mut n: usize) {
+        while n > 0 {
+            let now = n.min(32) as u32;
+            self.push(if set { (1 << now) - 1 } else { 0 }, now);
+            n -= now as usize;
+        }
+    }
+
+    /// The flags, a byte for each 8, the last padded with zeros; none
+    /// is appended after them until they are cleared.
+    fn as_slice(&mut self) -> &[u8] {
+        let tail = self.pending_bits.div_ceil(8) as usize;
+        self.bytes.extend_from_slice(&self.pending.to_le_bytes()[..tail]);
+        self.pending = 0;
+        self.pending_bits = 0;
+        &self.bytes
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.pending = 0;
+        self.pending_bits = 0;
+        self.len = 0;
+    }
+}
+
+/// A level a flag, set or not, packed at `width` bits (1 or 2) in the
+/// RLE / bit-packing hybrid encoding, after their length in 4 bytes as
+/// a data page has them: one run of `value` or of 0 when every flag is
+/// the same (`set` of them are), else one bit-packed run, a byte of
+/// flags becoming `width` bytes.
+fn write_flag_levels(out: &mut Vec<u8>, flags: &mut Flags, set: usize, width: u32, value: u8) {
+    debug_assert!((1..=2).contains(&width) && u32::from(value) < 1 << width);
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let count = flags.len;
+    if set == 0 || set == count {
+        uleb(out, (count as u64) << 1);
+        out.push(if set == 0 { 0 } else { value });
+    } else {
+        let bytes = &flags.as_slice()[..count.div_ceil(8)];
+        uleb(out, ((count.div_ceil(8) as u64) << 1) | 1);
+        if width == 1 {
+            out.extend_from_slice(bytes);
+        } else {
+            // A flag's bit spread to the low bit of its 2-bit slot,
+            // times the level: 8 flags, 16 bits.
+            for &b in bytes {
+                let mut x = u16::from(b);
+                x = (x | x << 4) & 0x0f0f;
+                x = (x | x << 2) & 0x3333;
+                x = (x | x << 1) & 0x5555;
+                out.extend_from_slice(&(x * u16::from(value)).to_le_bytes());
+            }
+        }
+    }
+    let len = (out.len() - start - 4) as u32;
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// One list column's chunk of a row group (the first packets' sizes,
+/// directions and gaps, the DNS answers, the commands), being written.
+/// A row is a list of items, none of them null, an empty list where the
+/// record has none. A data page holds, for each item (or empty list),
+/// its repetition level (1 where it continues its row's list) and its
+/// definition level (the column's deepest where it is an item, 0 for an
+/// empty list), then the items; pages begin at a row.
+pub(super) struct ListChunk {
+    items: Items,
+    /// The definition level of an item, and the bits it is written in.
+    item_level: u8,
+    level_width: u32,
+    /// The page being filled: its rows, its levels as flags (whether a
+    /// level continues a list; whether it is an item), and its items.
+    page_rows: usize,
+    repeats: Flags,
+    defined: Flags,
+    page_items: usize,
+    delta: DeltaPage,
+    plain: Vec<u8>,
+    /// The pages written: their headers and compressed levels and items.
+    sink: TrackedWrite<Vec<u8>>,
+    offsets: OffsetIndexBuilder,
+    pages: i32,
+    rows: u64,
+    levels: u64,
+    uncompressed: u64,
+}
+
+impl ListChunk {
+    /// A chunk of the list column `descr` (a required list of optional
+    /// items, as the Arrow schema's lists are), its items encoded as
+    /// `items` says.
+    pub(super) fn new(descr: &ColumnDescPtr, items: Items) -> ListChunk {
+        assert_eq!(descr.max_rep_level(), 1, "{}: a list of items", descr.path());
+        let item_level = u8::try_from(descr.max_def_level()).expect("a shallow list");
+        assert!((1..=3).contains(&item_level), "{}: a list of items", descr.path());
+        ListChunk {
+            items,
+            item_level,
+            level_width: 8 - item_level.leading_zeros(),
+            page_rows: 0,
+            repeats: Flags::default(),
+            defined: Flags::default(),
+            page_items: 0,
+            delta: DeltaPage::default(),
+            plain: Vec::new(),
+            sink: TrackedWrite::new(Vec::new()),
+            offsets: OffsetIndexBuilder::new(),
+            pages: 0,
+            rows: 0,
+            levels: 0,
+            uncompressed: 0,
+        }
+    }
+
+    fn encoding(&self) -> Encoding {
+        match self.items {
+            Items::Delta => Encoding::DELTA_BINARY_PACKED,
+            Items::Plain | Items::Strings => Encoding::PLAIN,
+        }
+    }
+
+    /// Adds the rows whose lists' items lie between consecutive
+    /// `offsets` (absolute, into the items `put` adds by their range),
+    /// writing each page as it fills.
+    fn add_rows(
+        &mut self,
+        offsets: &[i32],
+        encoder: &mut PageEncoder,
+        mut put: impl FnMut(&mut Self, std::ops::Range<usize>),
+    ) -> Result<()> {
+        let rows = offsets.len().saturating_sub(1);
+        let mut at = 0;
+        while at < rows {
+            let end = rows.min(at + PAGE_ROWS - self.page_rows);
+            for row in at..end {
+                // An empty list is one level, 0 and 0; a list of n items
+                // n levels, repeated but the first, all defined.
+                match (offsets[row + 1] - offsets[row]) as usize {
+                    0 => {
+                        self.repeats.push(0, 1);
+                        self.defined.push(0, 1);
+                    }
+                    n @ 1..=32 => {
+                        let all = u64::MAX >> (64 - n);
+                        self.repeats.push(all & !1, n as u32);
+                        self.defined.push(all, n as u32);
+                    }
+                    n => {
+                        self.repeats.push_n(false, 1);
+                        self.repeats.push_n(true, n - 1);
+                        self.defined.push_n(true, n);
+                    }
+                }
+            }
+            let items = offsets[at] as usize..offsets[end] as usize;
+            self.page_items += items.len();
+            put(self, items);
+            self.page_rows += end - at;
+            at = end;
+            if self.page_rows == PAGE_ROWS {
+                self.page(encoder)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a batch's list column of integers: `offsets` into `values`.
+    pub(super) fn write_ints(&mut self, offsets: &[i32], values: &[i64], encoder: &mut PageEncoder) -> Result<()> {
+        self.add_rows(offsets, encoder, |chunk, items| match chunk.items {
+            Items::Delta => chunk.delta.push(&values[items]),
+            Items::Plain => chunk.plain.extend(values[items].iter().flat_map(|v| v.to_le_bytes())),
+            Items::Strings => unreachable!("integers into a list of strings"),
+        })
+    }
+
+    /// Adds a batch's list column of strings: `offsets` into `strings`.
+    pub(super) fn write_strings(
+        &mut self,
+        offsets: &[i32],
+        strings: &StringArray,
+        encoder: &mut PageEncoder,
+    ) -> Result<()> {
+        debug_assert_eq!(self.items, Items::Strings);
+        let bounds = strings.value_offsets();
+        let data = strings.value_data();
+        self.add_rows(offsets, encoder, |chunk, items| {
+            for item in items {
+                let (start, end) = (bounds[item] as usize, bounds[item + 1] as usize);
+                chunk.plain.extend_from_slice(&((end - start) as u32).to_le_bytes());
+                chunk.plain.extend_from_slice(&data[start..end]);
+            }
+        })
+    }
+
+    /// Bytes written so far and a bound on those of the page being
+    /// filled, for the file's rotation by size.
+    pub(super) fn estimated_bytes(&self) -> usize {
+        self.sink.bytes_written()
+            + self.delta.blocks.len()
+            + self.delta.deltas.len()
+            + self.plain.len()
+            + self.repeats.len / 4
+    }
+
+    fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
+        let rows = self.page_rows;
+        if rows == 0 {
+            return Ok(());
+        }
+        let levels = self.repeats.len;
+        let encoding = self.encoding();
+        let encoded = &mut encoder.encoded;
+        encoded.clear();
+        write_flag_levels(encoded, &mut self.repeats, levels - rows, 1, 1);
+        write_flag_levels(
+            encoded,
+            &mut self.defined,
+            self.page_items,
+            self.level_width,
+            self.item_level,
+        );
+        match self.items {
+            Items::Delta => self.delta.finish(encoded),
+            Items::Plain | Items::Strings => {
+                encoded.extend_from_slice(&self.plain);
+                self.plain.clear();
+            }
+        }
+        let spec = write_page(&mut self.sink, &mut encoder.zstd, encoded, levels, encoding)?;
+        self.repeats.clear();
+        self.defined.clear();
+        self.page_items = 0;
+        self.page_rows = 0;
+        self.offsets
+            .append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
+        self.offsets.append_row_count(rows as i64);
+        self.uncompressed += spec.uncompressed_size as u64;
+        self.pages += 1;
+        self.rows += rows as u64;
+        self.levels += levels as u64;
+        Ok(())
+    }
+
+    /// The chunk's bytes and what the row group writer needs to splice
+    /// them into the file.
+    pub(super) fn close(
+        mut self,
+        descr: ColumnDescPtr,
+        encoder: &mut PageEncoder,
+    ) -> Result<(Bytes, ColumnCloseResult)> {
+        self.page(encoder)?;
+        let encoding = self.encoding();
+        let bytes = self.sink.into_inner()?;
+        let metadata = chunk_metadata(
+            descr,
+            vec![Encoding::RLE, encoding],
+            vec![PageEncodingStats {
+                page_type: PageType::DATA_PAGE,
+                encoding,
+                count: self.pages,
+            }],
+            (bytes.len(), self.uncompressed, self.levels),
+        )?
+        .set_data_page_offset(0)
+        .set_dictionary_page_offset(None);
+        let close = ColumnCloseResult {
+            bytes_written: bytes.len() as u64,
+            rows_written: self.rows,
+            metadata: metadata.build()?,
+            bloom_filter: None,
+            column_index: None,
+            offset_index: Some(self.offsets.build()),
+        };
+        Ok((Bytes::from(bytes), close))
+    }
+}
+
+#[cfg(test)]
+mod list_tests {
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowSchemaConverter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::writer::SerializedFileWriter;
+
+    use super::*;
+
+    /// Lists of every length from none to many, in row groups of a few
+    /// rows to several pages, each group's rows in uneven batches; and a
+    /// group of empty lists only, and one with no empty list.
+    fn groups() -> Vec<Vec<Vec<i64>>> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut many: Vec<Vec<i64>> = Vec::new();
+        for _ in 0..2 * PAGE_ROWS + 77 {
+            let n = match random() % 4 {
+                0 => 0,
+                1 => 10,
+                _ => (random() % 12) as usize,
+            };
+            many.push((0..n).map(|_| (random() >> (random() % 64)) as i64 - 1000).collect());
+        }
+        vec![
+            vec![vec![], vec![1, 2, 3], vec![], vec![-5]],
+            many,
+            vec![vec![]; 3000],
+            (0..1500).map(|i| vec![i; 1 + i as usize % 10]).collect(),
+        ]
+    }
+
+    /// `groups` written as row groups of one list column by
+    /// [`ListChunk`], then read back by the parquet crate's Arrow reader.
+    fn round_trip(item: DataType, items: Items, groups: &[Vec<Vec<i64>>]) -> Vec<Vec<String>> {
+        let field = Field::new(
+            "v",
+            DataType::List(Arc::new(Field::new("item", item.clone(), true))),
+            false,
+        );
+        let schema = Schema::new(vec![field]);
+        let descr = ArrowSchemaConverter::new().convert(&schema).unwrap();
+        let mut file = SerializedFileWriter::new(
+            Vec::new(),
+            descr.root_schema_ptr(),
+            Arc::new(WriterProperties::default()),
+        )
+        .unwrap();
+        let mut encoder = PageEncoder::new().unwrap();
+        for group in groups {
+            let mut chunk = ListChunk::new(&file.schema_descr().column(0), items);
+            for batch in group.chunks(777) {
+                let mut offsets = vec![0i32];
+                let mut values = Vec::new();
+                for list in batch {
+                    values.extend_from_slice(list);
+                    offsets.push(values.len() as i32);
+                }
+                // The batch's items after some of another batch, as a
+                // slice of a batch's list array has them.
+                let skipped = 3;
+                let offsets: Vec<i32> = offsets.iter().map(|o| o + skipped).collect();
+                let values: Vec<i64> = [vec![7; skipped as usize], values].concat();
+                if item == DataType::Utf8 {
+                    let strings = StringArray::from_iter_values(values.iter().map(|v| v.to_string()));
+                    chunk.write_strings(&offsets, &strings, &mut encoder).unwrap();
+                } else {
+                    chunk.write_ints(&offsets, &values, &mut encoder).unwrap();
+                }
+            }
+            let (bytes, close) = chunk.close(file.schema_descr().column(0), &mut encoder).unwrap();
+            let mut writer = file.next_row_group().unwrap();
+            writer.append_column(&bytes, close).unwrap();
+            writer.close().unwrap();
+        }
+        let bytes = Bytes::from(file.into_inner().unwrap());
+        let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+        for (g, group) in groups.iter().enumerate() {
+            assert_eq!(reader.metadata().row_group(g).num_rows(), group.len() as i64);
+        }
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut read = Vec::new();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let lists = batch.column(0).as_list::<i32>();
+            assert_eq!(lists.null_count(), 0);
+            for row in 0..lists.len() {
+                let list = lists.value(row);
+                assert_eq!(list.null_count(), 0);
+                read.push(match list.data_type() {
+                    DataType::Utf8 => list.as_string::<i32>().iter().map(|s| s.unwrap().to_string()).collect(),
+                    _ => list
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .iter()
+                        .map(i64::to_string)
+                        .collect(),
+                });
+            }
+        }
+        read
+    }
+
+    #[test]
+    fn lists_read_back_as_written() {
+        let groups = groups();
+        let expected: Vec<Vec<String>> = groups
+            .iter()
+            .flatten()
+            .map(|list| list.iter().map(i64::to_string).collect())
+            .collect();
+        for (item, items) in [
+            (DataType::Int64, Items::Delta),
+            (DataType::Int64, Items::Plain),
+            (DataType::Utf8, Items::Strings),
+        ] {
+            let read = round_trip(item, items, &groups);
+            assert_eq!(read.len(), expected.len(), "{items:?}");
+            for (row, (read, expected)) in read.iter().zip(&expected).enumerate() {
+                assert_eq!(read, expected, "{items:?}, row {row}");
+            }
+        }
+    }
+
+    #[test]
+    fn levels_of_one_value_are_one_run_and_others_bit_packed() {
+        let mut flags = Flags::default();
+        flags.push_n(true, 11);
+        let mut out = Vec::new();
+        write_flag_levels(&mut out, &mut flags, 11, 2, 2);
+        assert_eq!(out, [2, 0, 0, 0, 11 << 1, 2]);
+        flags.clear();
+        flags.push(0b111_1111, 7);
+        flags.push(0b1111, 5);
+        out.clear();
+        write_flag_levels(&mut out, &mut flags, 11, 2, 2);
+        // Two groups of eight 2-bit levels: 2 (0b10) eleven times, then 0.
+        assert_eq!(out, [5, 0, 0, 0, (2 << 1) | 1, 0xaa, 0xaa, 0x2a, 0]);
+        out.clear();
+        write_flag_levels(&mut out, &mut flags, 11, 1, 1);
+        assert_eq!(out, [3, 0, 0, 0, (2 << 1) | 1, 0xff, 0x07]);
+        // Flags across 32-bit words, and runs longer than a word.
+        let mut flags = Flags::default();
+        let mut expected = Vec::new();
+        for (i, n) in [3usize, 31, 0, 40, 1, 32, 77].into_iter().enumerate() {
+            flags.push_n(i % 2 == 0, n);
+            expected.extend(std::iter::repeat_n(i % 2 == 0, n));
+        }
+        assert_eq!(flags.len, expected.len());
+        let bytes = flags.as_slice().to_vec();
+        assert_eq!(bytes.len(), expected.len().div_ceil(8));
+        for (i, &flag) in expected.iter().enumerate() {
+            assert_eq!(bytes[i / 8] >> (i % 8) & 1 == 1, flag, "flag {i}");
+        }
     }
 }

@@ -248,7 +248,41 @@ fn real_payloads_a_prefix_rules_out_are_refused() {
     let fixing = fixing();
     let (mut checked, mut admitted) = (0u64, 0u64);
     let mut failures = Vec::new();
-    for path in &paths {
+    for_each_payload(&paths, |path, transport, (src, dst), data| {
+        for d in fixing.iter().filter(|d| d.wants.accepts(transport)) {
+            if d.prefix.admits(transport, data) {
+                admitted += 1;
+                continue;
+            }
+            for (side, ports) in [(Side::Up, (src, dst)), (Side::Down, (dst, src))] {
+                for index in [(0, 0), (1, 1), (0, 1)] {
+                    checked += 1;
+                    let (verdict, noted) = ask_noting(d, transport, side, ports, data, index);
+                    if (verdict != Verdict::No || noted) && failures.len() < 20 {
+                        failures.push(format!(
+                            "{}: {} said {verdict:?} (noting: {noted}) to {:?} {side:?} {:?} at {index:?}",
+                            path.display(),
+                            d.name,
+                            transport,
+                            &data[..data.len().min(24)]
+                        ));
+                    }
+                }
+            }
+        }
+    });
+    eprintln!(
+        "{checked} refusals checked, {admitted} payloads admitted, over {} captures",
+        paths.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Calls `f` with each TCP or UDP packet's payload, when it has one, in
+/// the captures `paths` (those that do not open as captures skipped),
+/// with its transport and its (source, destination) ports.
+fn for_each_payload(paths: &[PathBuf], mut f: impl FnMut(&Path, Transport, (u16, u16), &[u8])) {
+    for path in paths {
         let Ok(file) = CaptureFile::open(path) else {
             continue;
         };
@@ -267,38 +301,11 @@ fn real_payloads_a_prefix_rules_out_are_refused() {
             let start = (decoded.payload_offset as usize).min(raw.data.len());
             let end = (start + decoded.payload_captured as usize).min(raw.data.len());
             let data = &raw.data[start..end];
-            if data.is_empty() {
-                continue;
-            }
-            let (src, dst) = (decoded.key.src_port, decoded.key.dst_port);
-            for d in fixing.iter().filter(|d| d.wants.accepts(transport)) {
-                if d.prefix.admits(transport, data) {
-                    admitted += 1;
-                    continue;
-                }
-                for (side, ports) in [(Side::Up, (src, dst)), (Side::Down, (dst, src))] {
-                    for index in [(0, 0), (1, 1), (0, 1)] {
-                        checked += 1;
-                        let (verdict, noted) = ask_noting(d, transport, side, ports, data, index);
-                        if (verdict != Verdict::No || noted) && failures.len() < 20 {
-                            failures.push(format!(
-                                "{}: {} said {verdict:?} (noting: {noted}) to {:?} {side:?} {:?} at {index:?}",
-                                path.display(),
-                                d.name,
-                                transport,
-                                &data[..data.len().min(24)]
-                            ));
-                        }
-                    }
-                }
+            if !data.is_empty() {
+                f(path, transport, (decoded.key.src_port, decoded.key.dst_port), data);
             }
         }
     }
-    eprintln!(
-        "{checked} refusals checked, {admitted} payloads admitted, over {} captures",
-        paths.len()
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 fn reference_captures() -> Option<Vec<PathBuf>> {
@@ -323,51 +330,29 @@ fn real_payloads_with_a_first_byte_outside_the_set_are_refused() {
     let gated = gated();
     let mut checked = 0u64;
     let mut failures = Vec::new();
-    for path in &paths {
-        let Ok(file) = CaptureFile::open(path) else {
-            continue;
-        };
-        let Ok(reader) = file.reader() else {
-            continue;
-        };
-        for raw in reader {
-            let Ok(decoded) = sluice_wire::decode(raw.link, raw.data) else {
+    for_each_payload(&paths, |path, transport, (src, dst), data| {
+        let first = data[0];
+        for (_, d) in gated.iter().filter(|(_, d)| d.wants.accepts(transport)) {
+            if d.first_byte.on(transport).contains(first) {
                 continue;
-            };
-            let transport = match decoded.key.proto {
-                6 => Transport::Tcp,
-                17 => Transport::Udp,
-                _ => continue,
-            };
-            let start = (decoded.payload_offset as usize).min(raw.data.len());
-            let end = (start + decoded.payload_captured as usize).min(raw.data.len());
-            let data = &raw.data[start..end];
-            let Some(&first) = data.first() else {
-                continue;
-            };
-            let (src, dst) = (decoded.key.src_port, decoded.key.dst_port);
-            for (_, d) in gated.iter().filter(|(_, d)| d.wants.accepts(transport)) {
-                if d.first_byte.on(transport).contains(first) {
-                    continue;
-                }
-                for (side, ports) in [(Side::Up, (src, dst)), (Side::Down, (dst, src))] {
-                    for index in [(0, 0), (1, 1)] {
-                        checked += 1;
-                        let verdict = ask(d, transport, side, ports, data, index);
-                        if verdict != Verdict::No && failures.len() < 20 {
-                            failures.push(format!(
-                                "{}: {} said {verdict:?} to {:?} {side:?} {:?} at {index:?}",
-                                path.display(),
-                                d.name,
-                                transport,
-                                &data[..data.len().min(24)]
-                            ));
-                        }
+            }
+            for (side, ports) in [(Side::Up, (src, dst)), (Side::Down, (dst, src))] {
+                for index in [(0, 0), (1, 1)] {
+                    checked += 1;
+                    let verdict = ask(d, transport, side, ports, data, index);
+                    if verdict != Verdict::No && failures.len() < 20 {
+                        failures.push(format!(
+                            "{}: {} said {verdict:?} to {:?} {side:?} {:?} at {index:?}",
+                            path.display(),
+                            d.name,
+                            transport,
+                            &data[..data.len().min(24)]
+                        ));
                     }
                 }
             }
         }
-    }
+    });
     eprintln!("{checked} refusals checked over {} captures", paths.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

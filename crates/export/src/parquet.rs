@@ -1109,7 +1109,7 @@ impl ParquetFiles {
         Ok(self.open.as_mut().expect("just opened"))
     }
 
-    /// Writes a batch, in slices of at most [`SLICE_ROWS`] so that a file
+    /// Writes a batch, in slices of at most `SLICE_ROWS` so that a file
     /// closes near its size even when one batch would fill several, and
     /// into row groups of [`ROW_GROUP_ROWS`].
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ParquetError> {

@@ -500,18 +500,8 @@ impl FixedChunk {
         self.page(encoder)?;
         let encoding = self.page.encoding();
         let bytes = self.sink.into_inner()?;
-        let mut metadata = chunk_metadata(
-            descr,
-            vec![Encoding::RLE, encoding],
-            vec![PageEncodingStats {
-                page_type: PageType::DATA_PAGE,
-                encoding,
-                count: self.pages,
-            }],
-            (bytes.len(), self.uncompressed, self.rows),
-        )?
-        .set_data_page_offset(0)
-        .set_dictionary_page_offset(None);
+        let mut metadata =
+            data_pages_metadata(descr, encoding, self.pages, (bytes.len(), self.uncompressed, self.rows))?;
         if let Some((lo, hi)) = self.range {
             let statistics =
                 ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
@@ -530,15 +520,7 @@ impl FixedChunk {
             }
             None => None,
         };
-        let close = ColumnCloseResult {
-            bytes_written: bytes.len() as u64,
-            rows_written: self.rows,
-            metadata: metadata.build()?,
-            bloom_filter: None,
-            column_index,
-            offset_index: Some(self.offsets.build()),
-        };
-        Ok((Bytes::from(bytes), close))
+        closed(bytes, self.rows, metadata, column_index, self.offsets)
     }
 }
 
@@ -581,6 +563,45 @@ fn chunk_metadata(
         .set_total_compressed_size(compressed as i64)
         .set_total_uncompressed_size(uncompressed as i64)
         .set_num_values(rows as i64))
+}
+
+/// The metadata of a chunk of data pages only, all in `encoding` (with
+/// RLE levels), starting at the chunk's first byte.
+fn data_pages_metadata(
+    descr: ColumnDescPtr,
+    encoding: Encoding,
+    pages: i32,
+    sizes: (usize, u64, u64),
+) -> Result<parquet::file::metadata::ColumnChunkMetaDataBuilder> {
+    let stats = PageEncodingStats {
+        page_type: PageType::DATA_PAGE,
+        encoding,
+        count: pages,
+    };
+    Ok(
+        chunk_metadata(descr, vec![Encoding::RLE, encoding], vec![stats], sizes)?
+            .set_data_page_offset(0)
+            .set_dictionary_page_offset(None),
+    )
+}
+
+/// A closed chunk: its bytes and what the row group writer splices in.
+fn closed(
+    bytes: Vec<u8>,
+    rows: u64,
+    metadata: parquet::file::metadata::ColumnChunkMetaDataBuilder,
+    column_index: Option<parquet::file::page_index::column_index::ColumnIndexMetaData>,
+    offsets: OffsetIndexBuilder,
+) -> Result<(Bytes, ColumnCloseResult)> {
+    let close = ColumnCloseResult {
+        bytes_written: bytes.len() as u64,
+        rows_written: rows,
+        metadata: metadata.build()?,
+        bloom_filter: None,
+        column_index,
+        offset_index: Some(offsets.build()),
+    };
+    Ok((Bytes::from(bytes), close))
 }
 
 #[cfg(test)]
@@ -1047,15 +1068,7 @@ impl LabelChunk {
         )?
         .set_dictionary_page_offset(Some(0))
         .set_data_page_offset(data_start);
-        let close = ColumnCloseResult {
-            bytes_written: bytes.len() as u64,
-            rows_written: self.rows,
-            metadata: metadata.build()?,
-            bloom_filter: None,
-            column_index: None,
-            offset_index: Some(offsets.build()),
-        };
-        Ok((Bytes::from(bytes), close))
+        closed(bytes, self.rows, metadata, None, offsets)
     }
 }
 
@@ -1438,27 +1451,13 @@ impl ListChunk {
         self.page(encoder)?;
         let encoding = self.encoding();
         let bytes = self.sink.into_inner()?;
-        let metadata = chunk_metadata(
+        let metadata = data_pages_metadata(
             descr,
-            vec![Encoding::RLE, encoding],
-            vec![PageEncodingStats {
-                page_type: PageType::DATA_PAGE,
-                encoding,
-                count: self.pages,
-            }],
+            encoding,
+            self.pages,
             (bytes.len(), self.uncompressed, self.levels),
-        )?
-        .set_data_page_offset(0)
-        .set_dictionary_page_offset(None);
-        let close = ColumnCloseResult {
-            bytes_written: bytes.len() as u64,
-            rows_written: self.rows,
-            metadata: metadata.build()?,
-            bloom_filter: None,
-            column_index: None,
-            offset_index: Some(self.offsets.build()),
-        };
-        Ok((Bytes::from(bytes), close))
+        )?;
+        closed(bytes, self.rows, metadata, None, self.offsets)
     }
 }
 

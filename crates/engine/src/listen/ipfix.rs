@@ -156,7 +156,7 @@ impl Ipfix {
         };
         let destination = Destination::parse(destination).map_err(config)?;
         let lossless = matches!(destination, Destination::File(_)) || !live;
-        let transport = Transport::open(&destination).map_err(|e| config(format!("{destination}: {e}")))?;
+        let transport = Transport::open(&destination, live).map_err(|e| config(format!("{destination}: {e}")))?;
         // A message fits in one IP packet of the path's MTU: the one given,
         // else over UDP the one the kernel has for the connected socket's
         // route (loopback's is 65,536, so a local collector gets messages
@@ -329,7 +329,7 @@ enum Transport {
     /// unreachable) makes the next send fail, and that is counted.
     Udp(UdpSocket),
     Tcp(Option<TcpStream>, Vec<SocketAddr>, Instant),
-    File(std::io::BufWriter<std::fs::File>),
+    File(Box<dyn Write + Send>),
 }
 
 fn resolve(address: &str) -> std::io::Result<Vec<SocketAddr>> {
@@ -341,7 +341,7 @@ fn resolve(address: &str) -> std::io::Result<Vec<SocketAddr>> {
 }
 
 impl Transport {
-    fn open(destination: &Destination) -> std::io::Result<Transport> {
+    fn open(destination: &Destination, live: bool) -> std::io::Result<Transport> {
         match destination {
             Destination::Udp(address) => {
                 let to = resolve(address)?[0];
@@ -360,10 +360,16 @@ impl Transport {
                 Ok(Transport::Tcp(Some(stream), addresses, Instant::now()))
             }
             Destination::File(path) => {
-                let file = std::fs::File::create(path)?;
-                // Chunks of messages, longer than the buffer, are written
-                // as they lie; only the template messages are gathered.
-                Ok(Transport::File(std::io::BufWriter::with_capacity(64 << 10, file)))
+                // As the records' files: with `O_DIRECT` reading files, where
+                // only the whole file matters and the page cache's fresh
+                // pages cost more than the disk; through the page cache on a
+                // live link, so that messages are readable soon after their
+                // flows end.
+                let file: Box<dyn Write + Send> = match live {
+                    false => Box::new(sluice_store::DirectWriter::create(path)?),
+                    true => Box::new(sluice_store::WriteThrough::new(std::fs::File::create(path)?)),
+                };
+                Ok(Transport::File(file))
             }
         }
     }

@@ -18,6 +18,9 @@ For each trace, in one run, rounds taken in alternation (medians of --runs):
 - tcpdump's bare read of the file (`tcpdump -r TRACE -w /dev/null`), and
   ndpiReader's (`ndpiReader -i TRACE`) when installed.
 
+Each trace is dropped from the page cache and read back first, so that it
+is cached as a first read from disk leaves it (see bench/ab.py).
+
 Prints a Markdown table per trace: wall and CPU seconds, each as a ratio to
 `--format none`, Mpkt/s, bytes per flow of each file format, records lost.
 
@@ -47,6 +50,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from ab import cache_from_disk
 
 
 def run_timed(cmd, env=None):
@@ -284,8 +289,10 @@ def bench(trace, args, scratch):
     configs.append(("tcpdump -r (bare read)", ["tcpdump", "-r", trace, "-w", "/dev/null"]))
     if args.ndpi and shutil.which("ndpiReader"):
         configs.append(("ndpiReader -i", ["ndpiReader", "-i", trace, "-q"]))
-    # The file in the page cache before any round.
-    subprocess.run(["cat", trace], stdout=subprocess.DEVNULL, check=True)
+    # The file in the page cache before any round, as a first read from
+    # disk leaves it (as compare.sh and ab.py have it: see "Run-to-run
+    # spread" in docs/benchmarks.md).
+    cache_from_disk(trace)
     times = {name: [] for name, _ in configs}
     sizes, summaries = {}, {}
     sent = {name: 0 for name, _ in configs}

@@ -35,6 +35,8 @@ import subprocess
 import tempfile
 import time
 
+from ab import cache_from_disk
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
 
@@ -56,14 +58,6 @@ def cpu_of(cmd):
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
-
-
-def cache(path):
-    subprocess.run(["sync"], check=True)
-    subprocess.run(["dd", f"if={path}", "iflag=nocache", "count=0", "status=none"], check=True)
-    with open(path, "rb") as f:
-        while f.read(1 << 20):
-            pass
 
 
 def probe_config(sluice, trace, scratch, listeners):
@@ -185,7 +179,7 @@ def main():
     if not args.trace:
         ap.error("give a TRACE, or --live")
     sluice, trace = args.sluice, os.path.abspath(args.trace)
-    cache(trace)
+    cache_from_disk(trace)
     scratch = tempfile.mkdtemp(prefix="sluice-probe-bench-")
     try:
         shared = measure(

@@ -345,8 +345,9 @@ pub struct Variant(pub u8);
 
 impl Variant {
     pub const FULL: Variant = Variant(0);
-    /// Every 8-byte unsigned element in 4 bytes: the record's counters,
-    /// duration, gaps and round-trip times are all below 2^32 - 1.
+    /// Every 8-byte unsigned element in 4 bytes, and `first_iat_ns`'s
+    /// items: the record's counters, duration, gaps and round-trip times
+    /// are all below 2^32 - 1.
     pub const NARROW: u8 = 1;
     /// The directions' means and deviations as float32: each is one
     /// exactly (the record's values are rounded to thousandths or to the
@@ -412,6 +413,10 @@ impl Variant {
         }
         for rtt in rtts.into_iter().flatten() {
             widest = widest.max(rtt);
+        }
+        // Each is at most the flow's duration; the unused ones are 0.
+        for &gap in &f.first_inter_arrivals {
+            widest = widest.max(gap);
         }
         if widest < u64::from(u32::MAX) {
             bits |= Variant::NARROW;
@@ -524,6 +529,17 @@ impl Element {
             Encoding::Float64 if variant.has(Variant::FLOAT32) && self.is_direction_float() => 4,
             _ => self.length(v6),
         })
+    }
+
+    /// The bytes of each item of a list element in a variant's template
+    /// (`None` for an element that is no list): `first_iat_ns`'s in 4 in a
+    /// [`Variant::NARROW`] one.
+    pub fn item_len_in(&self, variant: Variant) -> Option<u16> {
+        match self.encoding {
+            Encoding::List(8) if variant.has(Variant::NARROW) => Some(4),
+            Encoding::List(n) => Some(n),
+            _ => None,
+        }
     }
 
     fn is_tcp_only(&self) -> bool {
@@ -959,9 +975,9 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
     for i in 0..n {
         lists.put(&[((f.first_directions >> i) & 1) as u8]);
     }
-    lists.put(&[(n * 8) as u8]);
+    lists.put(&[(n * if narrow { 4 } else { 8 }) as u8]);
     for &gap in &f.first_inter_arrivals[..n] {
-        lists.put(&gap.to_be_bytes());
+        lists.count(narrow, Some(gap));
     }
     lists.put(&[end_reason_code(record.end)]);
     let written = lists.at;

@@ -9,9 +9,9 @@
 //! flows and one for IPv6 flows (they differ only in the address
 //! elements); beside them, templates of the same elements in fewer bytes
 //! ([`Variant`]) carry the records whose values allow it: counters and
-//! times in 4 bytes (RFC 7011, 6.2's reduced-size encoding), means and
-//! deviations as float32, and without the TCP or the metadata elements
-//! when the record's are all absent.
+//! times in 4 bytes and small TCP counters in 1 (RFC 7011, 6.2's
+//! reduced-size encoding), means and deviations as float32, and without
+//! the TCP or the metadata elements when the record's are all absent.
 //!
 //! [`IpfixEncoder`] turns a record into the bytes of one data record, in a
 //! worker, and [`Messages`] writes it there into a message of at most a
@@ -361,8 +361,20 @@ impl Variant {
     /// Without the protocol metadata elements (`host` to `commands`): a
     /// flow with no metadata.
     pub const NO_META: u8 = 8;
-    /// Every variant.
-    pub const ALL: std::ops::Range<u8> = 0..16;
+    /// Each direction's TCP counters (its 8 flag counts, retransmissions,
+    /// out of order, zero windows) in 1 byte: all below 256. Never with
+    /// [`Variant::NO_TCP`], which leaves them out.
+    pub const SMALL_TCP: u8 = 16;
+
+    /// Every variant: the combinations of the bits but those with both
+    /// [`Variant::NO_TCP`] and [`Variant::SMALL_TCP`].
+    pub fn all() -> impl Iterator<Item = Variant> {
+        (0..32).map(Variant).filter(|v| v.is_valid())
+    }
+
+    const fn is_valid(self) -> bool {
+        self.0 < 32 && !(self.has(Variant::NO_TCP) && self.has(Variant::SMALL_TCP))
+    }
 
     #[inline(always)]
     pub const fn has(self, bit: u8) -> bool {
@@ -384,7 +396,8 @@ impl Variant {
     pub fn of_template(template: u16) -> Option<(Variant, bool)> {
         match template {
             TEMPLATE_V4 | TEMPLATE_V6 => Some((Variant::FULL, template == TEMPLATE_V6)),
-            274..304 => Some((Variant(((template - 272) / 2) as u8), template % 2 == 1)),
+            274..336 => Some((Variant(((template - 272) / 2) as u8), template % 2 == 1))
+                .filter(|(variant, _)| variant.is_valid()),
             _ => None,
         }
     }
@@ -437,6 +450,14 @@ impl Variant {
             });
         if no_tcp {
             bits |= Variant::NO_TCP;
+        } else {
+            // All below 256 exactly when their bits together are.
+            let any = f.directions.iter().fold(0, |any, d| {
+                d.flag_counts.iter().fold(any, |any, &n| any | n) | d.retransmissions | d.out_of_order | d.zero_windows
+            });
+            if any < 256 {
+                bits |= Variant::SMALL_TCP;
+            }
         }
         if f.ext.meta.is_none() {
             bits |= Variant::NO_META;
@@ -474,7 +495,8 @@ impl Figures {
 }
 
 /// A direction's elements only TCP sets, and the flow's: those a
-/// [`Variant::NO_TCP`] template leaves out, with `tcpControlBits`.
+/// [`Variant::NO_TCP`] template leaves out, with `tcpControlBits`. The
+/// first 11 are the counters a [`Variant::SMALL_TCP`] one sends in 1 byte.
 const TCP_ONLY_DIRECTION: [&str; 13] = [
     "fin",
     "syn",
@@ -525,6 +547,7 @@ impl Element {
             return None;
         }
         Some(match self.encoding {
+            Encoding::Unsigned(_) if variant.has(Variant::SMALL_TCP) && self.is_tcp_counter() => 1,
             Encoding::Unsigned(8) if variant.has(Variant::NARROW) => 4,
             Encoding::Float64 if variant.has(Variant::FLOAT32) && self.is_direction_float() => 4,
             _ => self.length(v6),
@@ -546,10 +569,20 @@ impl Element {
         matches!(self.encoding, Encoding::Flags(_))
             || TCP_ONLY.contains(&self.field)
             || self
-                .field
-                .strip_prefix("c2s_")
-                .or_else(|| self.field.strip_prefix("s2c_"))
+                .direction_field()
                 .is_some_and(|rest| TCP_ONLY_DIRECTION.contains(&rest))
+    }
+
+    /// A direction's TCP counter ([`Variant::SMALL_TCP`]).
+    fn is_tcp_counter(&self) -> bool {
+        self.direction_field()
+            .is_some_and(|rest| TCP_ONLY_DIRECTION[..11].contains(&rest))
+    }
+
+    /// The field's name without its direction's prefix, for a direction's.
+    fn direction_field(&self) -> Option<&'static str> {
+        let field: &'static str = self.field;
+        field.strip_prefix("c2s_").or_else(|| field.strip_prefix("s2c_"))
     }
 
     /// A direction's mean or deviation (the floats [`Variant::FLOAT32`]
@@ -561,7 +594,7 @@ impl Element {
 
 /// Every flow template: its id, whether it is for IPv6 flows, its variant.
 pub fn flow_templates() -> impl Iterator<Item = (u16, bool, Variant)> {
-    Variant::ALL.flat_map(|bits| [false, true].map(|v6| (Variant(bits).template(v6), v6, Variant(bits))))
+    Variant::all().flat_map(|variant| [false, true].map(|v6| (variant.template(v6), v6, variant)))
 }
 
 /// Appends the template record of a flow template.
@@ -698,6 +731,26 @@ impl<'a, const N: usize> Fixed<'a, N> {
     fn count(&mut self, narrow: bool, v: Option<u64>) {
         if narrow { self.u32(v) } else { self.u64(v) }
     }
+    /// A TCP flag count: in 1 byte in a [`Variant::SMALL_TCP`] template,
+    /// which a record has only when every such count fits one.
+    #[inline(always)]
+    fn flag_count(&mut self, small: bool, narrow: bool, v: u32) {
+        if small {
+            self.byte(v)
+        } else {
+            self.count(narrow, Some(v.into()))
+        }
+    }
+    /// A TCP counter of 4 bytes: in 1 in a [`Variant::SMALL_TCP`] template.
+    #[inline(always)]
+    fn tcp_count(&mut self, small: bool, v: u32) {
+        if small { self.byte(v) } else { self.u32(Some(v.into())) }
+    }
+    #[inline(always)]
+    fn byte(&mut self, v: u32) {
+        debug_assert!(v < 256, "{v} in a byte");
+        self.put(&[v as u8]);
+    }
     /// A mean or deviation: a float32 in a [`Variant::FLOAT32`] template.
     #[inline(always)]
     fn float(&mut self, float32: bool, v: f64) {
@@ -741,6 +794,7 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
     let narrow = v.has(Variant::NARROW);
     let float32 = v.has(Variant::FLOAT32);
     let tcp = !v.has(Variant::NO_TCP);
+    let small = v.has(Variant::SMALL_TCP);
     b.count(narrow, Some(d.packets));
     b.count(narrow, Some(d.bytes));
     b.count(narrow, Some(d.payload_bytes));
@@ -757,14 +811,14 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
     let mut flags = 0u16;
     for (bit, &count) in d.flag_counts.iter().enumerate() {
         if tcp {
-            b.count(narrow, Some(count.into()));
+            b.flag_count(small, narrow, count);
         }
         flags |= u16::from(count > 0) << bit;
     }
     if tcp {
-        b.u32(Some(d.retransmissions.into()));
-        b.u32(Some(d.out_of_order.into()));
-        b.u32(Some(d.zero_windows.into()));
+        b.tcp_count(small, d.retransmissions);
+        b.tcp_count(small, d.out_of_order);
+        b.tcp_count(small, d.zero_windows);
     }
     b.u8(Some(d.ttl_min.into()));
     b.u8(Some(d.ttl_max.into()));
@@ -776,20 +830,27 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
 }
 
 /// The elements of a direction without packets in each variant's
-/// template (only the bits that change a direction's elements count),
-/// which are the same in every record: only a direction's own packets
-/// change its figures.
-static EMPTY_DIRECTION: std::sync::LazyLock<[Vec<u8>; 8]> = std::sync::LazyLock::new(|| {
-    std::array::from_fn(|bits| {
+/// template (only the bits that change a direction's elements count,
+/// [`direction_bits`]), which are the same in every record: only a
+/// direction's own packets change its figures.
+static EMPTY_DIRECTION: std::sync::LazyLock<[Vec<u8>; 16]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|i| {
         let empty = DirectionStats::default();
         let mut bytes = Vec::new();
         let mut b = Fixed::<MIDDLE_LEN>::open(&mut bytes);
-        direction(&mut b, &empty, &Figures::of(&empty), Variant(bits as u8));
+        let bits = (i & 7) as u8 | if i & 8 != 0 { Variant::SMALL_TCP } else { 0 };
+        direction(&mut b, &empty, &Figures::of(&empty), Variant(bits));
         let at = b.at;
         set_len(&mut bytes, at);
         bytes
     })
 });
+
+/// A variant's index in [`EMPTY_DIRECTION`]: its bits 1, 2 and 4, and
+/// 8 for [`Variant::SMALL_TCP`].
+const fn direction_bits(v: Variant) -> usize {
+    (v.0 & 7) as usize | if v.has(Variant::SMALL_TCP) { 8 } else { 0 }
+}
 
 /// The bytes of a direction's elements in a variant's template.
 const fn direction_len(v: Variant) -> usize {
@@ -797,6 +858,8 @@ const fn direction_len(v: Variant) -> usize {
     let float = if v.has(Variant::FLOAT32) { 4 } else { 8 };
     let tcp = if v.has(Variant::NO_TCP) {
         0
+    } else if v.has(Variant::SMALL_TCP) {
+        8 + 3 + 2 + 1
     } else {
         8 * count + 3 * 4 + 2 + 1
     };
@@ -897,7 +960,16 @@ impl IpfixEncoder {
             12 => encode_as::<12>(record, figures, out),
             13 => encode_as::<13>(record, figures, out),
             14 => encode_as::<14>(record, figures, out),
-            _ => encode_as::<15>(record, figures, out),
+            15 => encode_as::<15>(record, figures, out),
+            16 => encode_as::<16>(record, figures, out),
+            17 => encode_as::<17>(record, figures, out),
+            18 => encode_as::<18>(record, figures, out),
+            19 => encode_as::<19>(record, figures, out),
+            24 => encode_as::<24>(record, figures, out),
+            25 => encode_as::<25>(record, figures, out),
+            26 => encode_as::<26>(record, figures, out),
+            27 => encode_as::<27>(record, figures, out),
+            bits => unreachable!("variant {bits} is no template's"),
         }
     }
 }
@@ -951,7 +1023,7 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
         if stats.packets == 0 {
             // Its length known when compiling, the offsets after it are.
             let len = direction_len(variant);
-            mid.put_slice(&EMPTY_DIRECTION[usize::from(variant.0 & 7)][..len]);
+            mid.put_slice(&EMPTY_DIRECTION[direction_bits(variant)][..len]);
         } else {
             flags[d] = direction(&mut mid, stats, &figures[d], variant);
         }
@@ -1320,7 +1392,7 @@ mod tests {
     #[test]
     fn variants_have_templates_of_their_own() {
         let mut ids: Vec<u16> = flow_templates().map(|(id, _, _)| id).collect();
-        assert_eq!(ids.len(), 32);
+        assert_eq!(ids.len(), 48);
         for (id, v6, variant) in flow_templates() {
             assert_eq!(Variant::of_template(id), Some((variant, v6)));
         }
@@ -1328,7 +1400,7 @@ mod tests {
         ids.extend([258, 259, 260, 261]);
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 36);
+        assert_eq!(ids.len(), 52);
         let total = |bits: u8| -> u32 {
             ELEMENTS
                 .iter()
@@ -1351,14 +1423,21 @@ mod tests {
         // 13 elements a direction, 3 round-trip times, 2 `tcpControlBits`.
         assert_eq!(count(0) - count(Variant::NO_TCP), 13 * 2 + 3 + 2);
         assert_eq!(count(0) - count(Variant::NO_META), 17);
+        // 8 flag counts (8 bytes, or 4) and 3 counters (4 bytes) a
+        // direction in 1 byte.
+        assert_eq!(total(0) - total(Variant::SMALL_TCP), 2 * (8 * 7 + 3 * 3));
+        assert_eq!(
+            total(Variant::NARROW) - total(Variant::NARROW | Variant::SMALL_TCP),
+            2 * (8 * 3 + 3 * 3)
+        );
     }
 
     /// A direction's elements take what the templates say, with packets
     /// or without.
     #[test]
     fn directions_take_their_templates_lengths() {
-        for bits in Variant::ALL {
-            let variant = Variant(bits);
+        for variant in Variant::all() {
+            let bits = variant.0;
             let template: usize = ELEMENTS
                 .iter()
                 .filter(|e| e.field.starts_with("s2c_"))
@@ -1366,7 +1445,7 @@ mod tests {
                 .map(usize::from)
                 .sum();
             assert_eq!(direction_len(variant), template, "{bits}");
-            assert_eq!(EMPTY_DIRECTION[usize::from(bits & 7)].len(), template, "{bits}");
+            assert_eq!(EMPTY_DIRECTION[direction_bits(variant)].len(), template, "{bits}");
         }
     }
 

@@ -766,17 +766,24 @@ impl<'a, const N: usize> Fixed<'a, N> {
 /// without the call to libm's `round` that the baseline x86-64, which has
 /// no rounding instruction, makes of it: a record rounds a dozen values.
 #[inline(always)]
+#[allow(unsafe_code)]
 fn round(x: f64) -> f64 {
-    // From 2^52 up a double is whole.
-    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
-        return x;
-    }
-    let whole = ((x as i64) as f64).copysign(x);
-    // Exact: the fraction of a double below 2^52 is a double.
-    if (x - whole).abs() >= 0.5 {
-        whole + 1f64.copysign(x)
+    // From 2^52 up a double is whole, and a NaN is left as it is: neither
+    // passes the comparison.
+    if x.abs() < 4_503_599_627_370_496.0 {
+        // SAFETY: `x` is finite and below 2^52 in magnitude, which an
+        // `i64` holds: one truncating conversion, without the checks `as`
+        // makes for a NaN or a value out of range.
+        let truncated = unsafe { x.to_int_unchecked::<i64>() };
+        let whole = (truncated as f64).copysign(x);
+        // Exact: the fraction of a double below 2^52 is a double.
+        if (x - whole).abs() >= 0.5 {
+            whole + 1f64.copysign(x)
+        } else {
+            whole
+        }
     } else {
-        whole
+        x
     }
 }
 

@@ -9,9 +9,9 @@
 //! flows and one for IPv6 flows (they differ only in the address
 //! elements); beside them, templates of the same elements in fewer bytes
 //! ([`Variant`]) carry the records whose values allow it: counters and
-//! times in 4 bytes (RFC 7011, 6.2's reduced-size encoding), means and
-//! deviations as float32, and without the TCP or the metadata elements
-//! when the record's are all absent.
+//! times in 4 bytes and small TCP counters in 1 (RFC 7011, 6.2's
+//! reduced-size encoding), means and deviations as float32, and without
+//! the TCP or the metadata elements when the record's are all absent.
 //!
 //! [`IpfixEncoder`] turns a record into the bytes of one data record, in a
 //! worker, and [`Messages`] writes it there into a message of at most a
@@ -345,8 +345,9 @@ pub struct Variant(pub u8);
 
 impl Variant {
     pub const FULL: Variant = Variant(0);
-    /// Every 8-byte unsigned element in 4 bytes: the record's counters,
-    /// duration, gaps and round-trip times are all below 2^32 - 1.
+    /// Every 8-byte unsigned element in 4 bytes, and `first_iat_ns`'s
+    /// items: the record's counters, duration, gaps and round-trip times
+    /// are all below 2^32 - 1.
     pub const NARROW: u8 = 1;
     /// The directions' means and deviations as float32: each is one
     /// exactly (the record's values are rounded to thousandths or to the
@@ -360,8 +361,20 @@ impl Variant {
     /// Without the protocol metadata elements (`host` to `commands`): a
     /// flow with no metadata.
     pub const NO_META: u8 = 8;
-    /// Every variant.
-    pub const ALL: std::ops::Range<u8> = 0..16;
+    /// Each direction's TCP counters (its 8 flag counts, retransmissions,
+    /// out of order, zero windows) in 1 byte: all below 256. Never with
+    /// [`Variant::NO_TCP`], which leaves them out.
+    pub const SMALL_TCP: u8 = 16;
+
+    /// Every variant: the combinations of the bits but those with both
+    /// [`Variant::NO_TCP`] and [`Variant::SMALL_TCP`].
+    pub fn all() -> impl Iterator<Item = Variant> {
+        (0..32).map(Variant).filter(|v| v.is_valid())
+    }
+
+    const fn is_valid(self) -> bool {
+        self.0 < 32 && !(self.has(Variant::NO_TCP) && self.has(Variant::SMALL_TCP))
+    }
 
     #[inline(always)]
     pub const fn has(self, bit: u8) -> bool {
@@ -383,7 +396,8 @@ impl Variant {
     pub fn of_template(template: u16) -> Option<(Variant, bool)> {
         match template {
             TEMPLATE_V4 | TEMPLATE_V6 => Some((Variant::FULL, template == TEMPLATE_V6)),
-            274..304 => Some((Variant(((template - 272) / 2) as u8), template % 2 == 1)),
+            274..336 => Some((Variant(((template - 272) / 2) as u8), template % 2 == 1))
+                .filter(|(variant, _)| variant.is_valid()),
             _ => None,
         }
     }
@@ -413,6 +427,10 @@ impl Variant {
         for rtt in rtts.into_iter().flatten() {
             widest = widest.max(rtt);
         }
+        // Each is at most the flow's duration; the unused ones are 0.
+        for &gap in &f.first_inter_arrivals {
+            widest = widest.max(gap);
+        }
         if widest < u64::from(u32::MAX) {
             bits |= Variant::NARROW;
         }
@@ -432,6 +450,14 @@ impl Variant {
             });
         if no_tcp {
             bits |= Variant::NO_TCP;
+        } else {
+            // All below 256 exactly when their bits together are.
+            let any = f.directions.iter().fold(0, |any, d| {
+                d.flag_counts.iter().fold(any, |any, &n| any | n) | d.retransmissions | d.out_of_order | d.zero_windows
+            });
+            if any < 256 {
+                bits |= Variant::SMALL_TCP;
+            }
         }
         if f.ext.meta.is_none() {
             bits |= Variant::NO_META;
@@ -469,7 +495,8 @@ impl Figures {
 }
 
 /// A direction's elements only TCP sets, and the flow's: those a
-/// [`Variant::NO_TCP`] template leaves out, with `tcpControlBits`.
+/// [`Variant::NO_TCP`] template leaves out, with `tcpControlBits`. The
+/// first 11 are the counters a [`Variant::SMALL_TCP`] one sends in 1 byte.
 const TCP_ONLY_DIRECTION: [&str; 13] = [
     "fin",
     "syn",
@@ -520,20 +547,42 @@ impl Element {
             return None;
         }
         Some(match self.encoding {
+            Encoding::Unsigned(_) if variant.has(Variant::SMALL_TCP) && self.is_tcp_counter() => 1,
             Encoding::Unsigned(8) if variant.has(Variant::NARROW) => 4,
             Encoding::Float64 if variant.has(Variant::FLOAT32) && self.is_direction_float() => 4,
             _ => self.length(v6),
         })
     }
 
+    /// The bytes of each item of a list element in a variant's template
+    /// (`None` for an element that is no list): `first_iat_ns`'s in 4 in a
+    /// [`Variant::NARROW`] one.
+    pub fn item_len_in(&self, variant: Variant) -> Option<u16> {
+        match self.encoding {
+            Encoding::List(8) if variant.has(Variant::NARROW) => Some(4),
+            Encoding::List(n) => Some(n),
+            _ => None,
+        }
+    }
+
     fn is_tcp_only(&self) -> bool {
         matches!(self.encoding, Encoding::Flags(_))
             || TCP_ONLY.contains(&self.field)
             || self
-                .field
-                .strip_prefix("c2s_")
-                .or_else(|| self.field.strip_prefix("s2c_"))
+                .direction_field()
                 .is_some_and(|rest| TCP_ONLY_DIRECTION.contains(&rest))
+    }
+
+    /// A direction's TCP counter ([`Variant::SMALL_TCP`]).
+    fn is_tcp_counter(&self) -> bool {
+        self.direction_field()
+            .is_some_and(|rest| TCP_ONLY_DIRECTION[..11].contains(&rest))
+    }
+
+    /// The field's name without its direction's prefix, for a direction's.
+    fn direction_field(&self) -> Option<&'static str> {
+        let field: &'static str = self.field;
+        field.strip_prefix("c2s_").or_else(|| field.strip_prefix("s2c_"))
     }
 
     /// A direction's mean or deviation (the floats [`Variant::FLOAT32`]
@@ -545,7 +594,7 @@ impl Element {
 
 /// Every flow template: its id, whether it is for IPv6 flows, its variant.
 pub fn flow_templates() -> impl Iterator<Item = (u16, bool, Variant)> {
-    Variant::ALL.flat_map(|bits| [false, true].map(|v6| (Variant(bits).template(v6), v6, Variant(bits))))
+    Variant::all().flat_map(|variant| [false, true].map(|v6| (variant.template(v6), v6, variant)))
 }
 
 /// Appends the template record of a flow template.
@@ -682,6 +731,26 @@ impl<'a, const N: usize> Fixed<'a, N> {
     fn count(&mut self, narrow: bool, v: Option<u64>) {
         if narrow { self.u32(v) } else { self.u64(v) }
     }
+    /// A TCP flag count: in 1 byte in a [`Variant::SMALL_TCP`] template,
+    /// which a record has only when every such count fits one.
+    #[inline(always)]
+    fn flag_count(&mut self, small: bool, narrow: bool, v: u32) {
+        if small {
+            self.byte(v)
+        } else {
+            self.count(narrow, Some(v.into()))
+        }
+    }
+    /// A TCP counter of 4 bytes: in 1 in a [`Variant::SMALL_TCP`] template.
+    #[inline(always)]
+    fn tcp_count(&mut self, small: bool, v: u32) {
+        if small { self.byte(v) } else { self.u32(Some(v.into())) }
+    }
+    #[inline(always)]
+    fn byte(&mut self, v: u32) {
+        debug_assert!(v < 256, "{v} in a byte");
+        self.put(&[v as u8]);
+    }
     /// A mean or deviation: a float32 in a [`Variant::FLOAT32`] template.
     #[inline(always)]
     fn float(&mut self, float32: bool, v: f64) {
@@ -697,17 +766,24 @@ impl<'a, const N: usize> Fixed<'a, N> {
 /// without the call to libm's `round` that the baseline x86-64, which has
 /// no rounding instruction, makes of it: a record rounds a dozen values.
 #[inline(always)]
+#[allow(unsafe_code)]
 fn round(x: f64) -> f64 {
-    // From 2^52 up a double is whole.
-    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
-        return x;
-    }
-    let whole = ((x as i64) as f64).copysign(x);
-    // Exact: the fraction of a double below 2^52 is a double.
-    if (x - whole).abs() >= 0.5 {
-        whole + 1f64.copysign(x)
+    // From 2^52 up a double is whole, and a NaN is left as it is: neither
+    // passes the comparison.
+    if x.abs() < 4_503_599_627_370_496.0 {
+        // SAFETY: `x` is finite and below 2^52 in magnitude, which an
+        // `i64` holds: one truncating conversion, without the checks `as`
+        // makes for a NaN or a value out of range.
+        let truncated = unsafe { x.to_int_unchecked::<i64>() };
+        let whole = (truncated as f64).copysign(x);
+        // Exact: the fraction of a double below 2^52 is a double.
+        if (x - whole).abs() >= 0.5 {
+            whole + 1f64.copysign(x)
+        } else {
+            whole
+        }
     } else {
-        whole
+        x
     }
 }
 
@@ -725,6 +801,7 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
     let narrow = v.has(Variant::NARROW);
     let float32 = v.has(Variant::FLOAT32);
     let tcp = !v.has(Variant::NO_TCP);
+    let small = v.has(Variant::SMALL_TCP);
     b.count(narrow, Some(d.packets));
     b.count(narrow, Some(d.bytes));
     b.count(narrow, Some(d.payload_bytes));
@@ -741,14 +818,14 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
     let mut flags = 0u16;
     for (bit, &count) in d.flag_counts.iter().enumerate() {
         if tcp {
-            b.count(narrow, Some(count.into()));
+            b.flag_count(small, narrow, count);
         }
         flags |= u16::from(count > 0) << bit;
     }
     if tcp {
-        b.u32(Some(d.retransmissions.into()));
-        b.u32(Some(d.out_of_order.into()));
-        b.u32(Some(d.zero_windows.into()));
+        b.tcp_count(small, d.retransmissions);
+        b.tcp_count(small, d.out_of_order);
+        b.tcp_count(small, d.zero_windows);
     }
     b.u8(Some(d.ttl_min.into()));
     b.u8(Some(d.ttl_max.into()));
@@ -760,20 +837,27 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
 }
 
 /// The elements of a direction without packets in each variant's
-/// template (only the bits that change a direction's elements count),
-/// which are the same in every record: only a direction's own packets
-/// change its figures.
-static EMPTY_DIRECTION: std::sync::LazyLock<[Vec<u8>; 8]> = std::sync::LazyLock::new(|| {
-    std::array::from_fn(|bits| {
+/// template (only the bits that change a direction's elements count,
+/// [`direction_bits`]), which are the same in every record: only a
+/// direction's own packets change its figures.
+static EMPTY_DIRECTION: std::sync::LazyLock<[Vec<u8>; 16]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|i| {
         let empty = DirectionStats::default();
         let mut bytes = Vec::new();
         let mut b = Fixed::<MIDDLE_LEN>::open(&mut bytes);
-        direction(&mut b, &empty, &Figures::of(&empty), Variant(bits as u8));
+        let bits = (i & 7) as u8 | if i & 8 != 0 { Variant::SMALL_TCP } else { 0 };
+        direction(&mut b, &empty, &Figures::of(&empty), Variant(bits));
         let at = b.at;
         set_len(&mut bytes, at);
         bytes
     })
 });
+
+/// A variant's index in [`EMPTY_DIRECTION`]: its bits 1, 2 and 4, and
+/// 8 for [`Variant::SMALL_TCP`].
+const fn direction_bits(v: Variant) -> usize {
+    (v.0 & 7) as usize | if v.has(Variant::SMALL_TCP) { 8 } else { 0 }
+}
 
 /// The bytes of a direction's elements in a variant's template.
 const fn direction_len(v: Variant) -> usize {
@@ -781,6 +865,8 @@ const fn direction_len(v: Variant) -> usize {
     let float = if v.has(Variant::FLOAT32) { 4 } else { 8 };
     let tcp = if v.has(Variant::NO_TCP) {
         0
+    } else if v.has(Variant::SMALL_TCP) {
+        8 + 3 + 2 + 1
     } else {
         8 * count + 3 * 4 + 2 + 1
     };
@@ -881,7 +967,16 @@ impl IpfixEncoder {
             12 => encode_as::<12>(record, figures, out),
             13 => encode_as::<13>(record, figures, out),
             14 => encode_as::<14>(record, figures, out),
-            _ => encode_as::<15>(record, figures, out),
+            15 => encode_as::<15>(record, figures, out),
+            16 => encode_as::<16>(record, figures, out),
+            17 => encode_as::<17>(record, figures, out),
+            18 => encode_as::<18>(record, figures, out),
+            19 => encode_as::<19>(record, figures, out),
+            24 => encode_as::<24>(record, figures, out),
+            25 => encode_as::<25>(record, figures, out),
+            26 => encode_as::<26>(record, figures, out),
+            27 => encode_as::<27>(record, figures, out),
+            bits => unreachable!("variant {bits} is no template's"),
         }
     }
 }
@@ -935,7 +1030,7 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
         if stats.packets == 0 {
             // Its length known when compiling, the offsets after it are.
             let len = direction_len(variant);
-            mid.put_slice(&EMPTY_DIRECTION[usize::from(variant.0 & 7)][..len]);
+            mid.put_slice(&EMPTY_DIRECTION[direction_bits(variant)][..len]);
         } else {
             flags[d] = direction(&mut mid, stats, &figures[d], variant);
         }
@@ -959,9 +1054,9 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
     for i in 0..n {
         lists.put(&[((f.first_directions >> i) & 1) as u8]);
     }
-    lists.put(&[(n * 8) as u8]);
+    lists.put(&[(n * if narrow { 4 } else { 8 }) as u8]);
     for &gap in &f.first_inter_arrivals[..n] {
-        lists.put(&gap.to_be_bytes());
+        lists.count(narrow, Some(gap));
     }
     lists.put(&[end_reason_code(record.end)]);
     let written = lists.at;
@@ -1304,7 +1399,7 @@ mod tests {
     #[test]
     fn variants_have_templates_of_their_own() {
         let mut ids: Vec<u16> = flow_templates().map(|(id, _, _)| id).collect();
-        assert_eq!(ids.len(), 32);
+        assert_eq!(ids.len(), 48);
         for (id, v6, variant) in flow_templates() {
             assert_eq!(Variant::of_template(id), Some((variant, v6)));
         }
@@ -1312,7 +1407,7 @@ mod tests {
         ids.extend([258, 259, 260, 261]);
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 36);
+        assert_eq!(ids.len(), 52);
         let total = |bits: u8| -> u32 {
             ELEMENTS
                 .iter()
@@ -1335,14 +1430,21 @@ mod tests {
         // 13 elements a direction, 3 round-trip times, 2 `tcpControlBits`.
         assert_eq!(count(0) - count(Variant::NO_TCP), 13 * 2 + 3 + 2);
         assert_eq!(count(0) - count(Variant::NO_META), 17);
+        // 8 flag counts (8 bytes, or 4) and 3 counters (4 bytes) a
+        // direction in 1 byte.
+        assert_eq!(total(0) - total(Variant::SMALL_TCP), 2 * (8 * 7 + 3 * 3));
+        assert_eq!(
+            total(Variant::NARROW) - total(Variant::NARROW | Variant::SMALL_TCP),
+            2 * (8 * 3 + 3 * 3)
+        );
     }
 
     /// A direction's elements take what the templates say, with packets
     /// or without.
     #[test]
     fn directions_take_their_templates_lengths() {
-        for bits in Variant::ALL {
-            let variant = Variant(bits);
+        for variant in Variant::all() {
+            let bits = variant.0;
             let template: usize = ELEMENTS
                 .iter()
                 .filter(|e| e.field.starts_with("s2c_"))
@@ -1350,7 +1452,7 @@ mod tests {
                 .map(usize::from)
                 .sum();
             assert_eq!(direction_len(variant), template, "{bits}");
-            assert_eq!(EMPTY_DIRECTION[usize::from(bits & 7)].len(), template, "{bits}");
+            assert_eq!(EMPTY_DIRECTION[direction_bits(variant)].len(), template, "{bits}");
         }
     }
 

@@ -126,7 +126,7 @@ impl ReferenceEncoder {
         while self.next < step.end {
             let e = &ELEMENTS[self.next];
             match e.length_in(self.variant, self.v6) {
-                Some(length) => write_value(&mut self.out, e, length, &value),
+                Some(length) => write_value(&mut self.out, e, e.item_len_in(self.variant).unwrap_or(length), &value),
                 None => assert!(absent(&value), "{field}: a value in a template without it"),
             }
             self.next += 1;
@@ -189,7 +189,8 @@ fn string(out: &mut Vec<u8>, s: &str) {
 // Out of line: inlined into the loop over a field's elements, the work of
 // every arm (conversions, string lengths) is hoisted ahead of the loop and
 // done for every field, whatever its element.
-/// Writes an element of `length` bytes (its template's).
+/// Writes an element of `length` bytes (its template's), or a list of
+/// items of `length` bytes.
 #[inline(never)]
 fn write_value(out: &mut Vec<u8>, e: &Element, length: u16, value: &Value) {
     match (e.encoding, value) {
@@ -233,10 +234,10 @@ fn write_value(out: &mut Vec<u8>, e: &Element, length: u16, value: &Value) {
         }
         (Encoding::Protocol, Value::Str(Some(name))) => out.push(protocol_number(name)),
         (Encoding::EndReason, Value::Str(Some(name))) => out.push(end_reason_code(name)),
-        (Encoding::List(n), Value::List(items)) => {
-            varlen_prefix(out, items.len() * n as usize);
+        (Encoding::List(_), Value::List(items)) => {
+            varlen_prefix(out, items.len() * length as usize);
             for &item in *items {
-                unsigned(out, n, Some(item));
+                unsigned(out, length, Some(item));
             }
         }
         (encoding, _) => unreachable!("{}: {encoding:?} does not take this value", e.field),
@@ -408,7 +409,13 @@ mod tests {
         assert!(records > 1000 && v6 > 0 && with_meta > 100 && both_ways > 100);
         // The full templates, and each way of saving bytes.
         assert!(variants.contains(&0), "{variants:?}");
-        for bit in [Variant::NARROW, Variant::FLOAT32, Variant::NO_TCP, Variant::NO_META] {
+        for bit in [
+            Variant::NARROW,
+            Variant::FLOAT32,
+            Variant::NO_TCP,
+            Variant::NO_META,
+            Variant::SMALL_TCP,
+        ] {
             assert!(variants.iter().any(|v| v & bit != 0), "{bit}: {variants:?}");
             assert!(variants.iter().any(|v| v & bit == 0), "{bit}: {variants:?}");
         }

@@ -1,66 +1,80 @@
 //! The dissectors' `prefix` fields compiled for one pass: by transport
 //! and first byte, the fields of every dissector that first byte leaves,
-//! each read from the same words of the data's first bytes without a
-//! branch, so that the dissectors whose fields rule the data out are struck
-//! off together for a fraction of what their calls and refusals cost.
+//! four at a time, each read from the same words of the data's first bytes
+//! and judged without a branch, so that the dissectors whose fields rule the
+//! data out are struck off together for a fraction of what their calls and
+//! refusals cost.
+
+use std::collections::HashMap;
 
 use super::Candidates;
 use crate::dissectors::{Dissector, Field, Prefix, Transport};
 
 /// The data's first bytes as every field may read them: the four bytes
-/// from each offset, big-endian, then the same little-endian.
+/// ending at each offset, big-endian, then the four from each offset,
+/// little-endian, so that a field is its word ANDed with its mask.
 type Words = [u32; 2 * Prefix::BYTES];
 
-/// One field, compiled, with the dissector it belongs to.
-#[derive(Clone, Copy, Debug)]
-struct Gate {
-    /// The offset, in the little-endian words when the field is.
-    word_at: u8,
+/// What flips a number's top bit, so that numbers compared as signed
+/// compare as they would unsigned.
+const TOP: u32 = 1 << 31;
+
+/// Four fields, compiled, of dissectors of one word of a candidate set.
+/// Aligned so that each group of four loads whole into a vector register.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(16))]
+struct Block {
+    mask: [u32; 4],
+    /// The field's least value, less `TOP`: a value less this is its
+    /// distance from the least, top bit flipped.
+    min: [u32; 4],
+    /// Of the range's width, the top bit flipped.
+    span: [u32; 4],
     /// The data's length from which the field is judged.
-    from: u8,
-    /// What a big-endian field of less than four bytes is shifted right.
-    shift: u8,
-    /// The dissector's word and bit in a candidate set.
+    from: [u32; 4],
+    /// The field's word.
+    at: [u8; 4],
+    /// The dissectors' word in a candidate set.
     word: u8,
-    bit: u8,
-    mask: u32,
-    min: u32,
-    span: u32,
+    /// By the fields that rule the data out (a bit each), the dissectors
+    /// struck off.
+    struck: [u64; 16],
 }
 
-impl Gate {
-    fn of(f: &Field, d: usize) -> Gate {
-        let little = usize::from(f.little) * Prefix::BYTES;
-        Gate {
-            word_at: (little + usize::from(f.offset)) as u8,
-            from: f.from,
-            shift: if f.little { 0 } else { 8 * (4 - f.width) },
-            word: (d / 64) as u8,
-            bit: (d % 64) as u8,
-            mask: f.mask,
-            min: f.min,
-            span: f.max - f.min,
-        }
-    }
-
-    /// Whether the field rules out data of `len` bytes whose words are
-    /// `words`: no branch, so that a pass over many costs a few
-    /// instructions each.
+impl Block {
+    /// Whether the four fields (a bit each) rule out data of `len` bytes
+    /// whose words are `words`: written lane by lane for the compiler to
+    /// judge the four at once.
     #[inline(always)]
-    fn rules_out(&self, words: &Words, len: usize) -> bool {
-        let value = (words[usize::from(self.word_at) % words.len()] >> self.shift) & self.mask;
-        (len >= usize::from(self.from)) & (value.wrapping_sub(self.min) > self.span)
+    fn rules_out(&self, words: &Words, len: i32) -> usize {
+        let values = self.at.map(|at| words[usize::from(at) % words.len()]);
+        let mut out = [0i32; 4];
+        for (lane, out) in out.iter_mut().enumerate() {
+            let distance = (values[lane] & self.mask[lane]).wrapping_sub(self.min[lane]) as i32;
+            // `ruled` is all ones when the value is out of range, `short`
+            // when the data is too short for the field to be judged (`len`
+            // and `from` are far from overflowing).
+            let ruled = -i32::from(distance > self.span[lane] as i32);
+            let short = (len - self.from[lane] as i32) >> 31;
+            *out = ruled & !short;
+        }
+        (out[0] & 1 | out[1] & 2 | out[2] & 4 | out[3] & 8) as usize
     }
 }
 
 fn words_of(data: &[u8]) -> Words {
-    let mut head = [0; Prefix::BYTES + 3];
+    // Three zero bytes before the data, for the big-endian words of the
+    // fields that end in its first three bytes, and three after.
+    let mut head = [0; 3 + Prefix::BYTES + 3];
     let n = data.len().min(Prefix::BYTES);
-    head[..n].copy_from_slice(&data[..n]);
+    head[3..3 + n].copy_from_slice(&data[..n]);
     let mut words = [0; 2 * Prefix::BYTES];
-    for (at, bytes) in head.windows(4).enumerate() {
+    for (at, bytes) in head.windows(4).enumerate().take(Prefix::BYTES) {
         let bytes: [u8; 4] = bytes.try_into().unwrap_or_default();
         words[at] = u32::from_be_bytes(bytes);
+    }
+    for (at, bytes) in head[3..].windows(4).enumerate().take(Prefix::BYTES) {
+        let bytes: [u8; 4] = bytes.try_into().unwrap_or_default();
         words[Prefix::BYTES + at] = u32::from_le_bytes(bytes);
     }
     words
@@ -69,51 +83,59 @@ fn words_of(data: &[u8]) -> Words {
 /// Every dissector's fields, by transport and first byte.
 #[derive(Debug, Default)]
 pub(super) struct Gates {
-    gates: Vec<Gate>,
-    /// By transport and first byte, the fields of the dissectors that
-    /// accept that first byte, their range of `gates`: first the first
-    /// field of each, then the others.
-    spans: Vec<[Span; 256]>,
+    blocks: Vec<Block>,
+    /// By transport and first byte, the blocks of the fields of the
+    /// dissectors that accept that first byte (first bytes that leave the
+    /// same fields share them).
+    spans: Vec<[(u32, u32); 256]>,
     /// By transport, the dissectors with fields.
     fixing: [Candidates; 2],
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Span {
-    start: u32,
-    /// Where the dissectors' other fields start.
-    others: u32,
-    end: u32,
-}
-
 impl Gates {
     pub(super) fn new(dissectors: &[Dissector]) -> Gates {
-        let mut gates = Vec::new();
-        let mut spans = vec![[Span::default(); 256]; 2];
+        let mut blocks = Vec::new();
+        let mut spans = vec![[(0, 0); 256]; 2];
         let mut fixing = [Candidates::default(); 2];
+        // By the dissectors' fields (a dissector's index and a field's), the
+        // blocks compiled for them.
+        let mut compiled: HashMap<Vec<(usize, usize)>, (u32, u32)> = HashMap::new();
         for (t, transport) in [Transport::Tcp, Transport::Udp].into_iter().enumerate() {
             for first in 0..=255u8 {
-                let fields: Vec<(usize, &[Field])> = dissectors
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, d)| d.wants.accepts(transport) && d.first_byte.on(transport).contains(first))
-                    .map(|(i, d)| (i, d.prefix.on(transport)))
-                    .filter(|(_, fields)| !fields.is_empty())
-                    .collect();
-                let start = gates.len() as u32;
-                for &(d, f) in &fields {
-                    gates.push(Gate::of(&f[0], d));
-                    fixing[t][d / 64] |= 1 << (d % 64);
+                let mut fields = Vec::new();
+                for (d, dissector) in dissectors.iter().enumerate() {
+                    if !dissector.wants.accepts(transport) || !dissector.first_byte.on(transport).contains(first) {
+                        continue;
+                    }
+                    let own = dissector.prefix.on(transport);
+                    if !own.is_empty() {
+                        fixing[t][d / 64] |= 1 << (d % 64);
+                    }
+                    // A field of the first byte alone, judged from one
+                    // byte on, says the same of all data with that first
+                    // byte: one that admits it is left out.
+                    fields.extend(
+                        own.iter()
+                            .enumerate()
+                            .filter(|(_, f)| !(f.offset == 0 && f.width == 1 && f.from <= 1 && f.admits(&[first])))
+                            .map(|(i, _)| (d, i)),
+                    );
                 }
-                let others = gates.len() as u32;
-                for &(d, f) in &fields {
-                    gates.extend(f[1..].iter().map(|f| Gate::of(f, d)));
-                }
-                let end = gates.len() as u32;
-                spans[t][usize::from(first)] = Span { start, others, end };
+                spans[t][usize::from(first)] = *compiled.entry(fields).or_insert_with_key(|fields| {
+                    let start = blocks.len() as u32;
+                    for word in 0..fixing[t].len() {
+                        let of_word: Vec<(usize, Field)> = fields
+                            .iter()
+                            .filter(|(d, _)| d / 64 == word)
+                            .map(|&(d, i)| (d, dissectors[d].prefix.on(transport)[i]))
+                            .collect();
+                        blocks.extend(of_word.chunks(4).map(|four| Block::of(four, word)));
+                    }
+                    (start, blocks.len() as u32)
+                });
             }
         }
-        Gates { gates, spans, fixing }
+        Gates { blocks, spans, fixing }
     }
 
     /// Whether dissector `d` has fields on `transport` (0 TCP, 1 UDP).
@@ -123,26 +145,51 @@ impl Gates {
     }
 
     /// Strikes off `candidates` every dissector a field of which rules out
-    /// `data` on `transport` (0 TCP, 1 UDP): a pass over the first field
-    /// of each dissector its first byte leaves, then over the other fields
-    /// of those still standing.
+    /// `data` on `transport` (0 TCP, 1 UDP): one pass over the fields of
+    /// the dissectors its first byte leaves.
     pub(super) fn strike(&self, transport: usize, data: &[u8], candidates: &mut Candidates) {
-        let span = self.spans[transport][usize::from(data[0])];
+        let (start, end) = self.spans[transport][usize::from(data[0])];
         let words = words_of(data);
+        let len = data.len().min(1 << 30) as i32;
         let mut struck = Candidates::default();
-        for g in &self.gates[span.start as usize..span.others as usize] {
-            let word = usize::from(g.word) % struck.len();
-            struck[word] |= u64::from(g.rules_out(&words, data.len())) << g.bit;
+        for block in &self.blocks[start as usize..end as usize] {
+            let word = usize::from(block.word) % struck.len();
+            struck[word] |= block.struck[block.rules_out(&words, len) % block.struck.len()];
         }
         for (live, struck) in candidates.iter_mut().zip(struck) {
             *live &= !struck;
         }
-        for g in &self.gates[span.others as usize..span.end as usize] {
-            let word = usize::from(g.word) % candidates.len();
-            if candidates[word] & (1 << g.bit) != 0 && g.rules_out(&words, data.len()) {
-                candidates[word] &= !(1 << g.bit);
+    }
+}
+
+impl Block {
+    /// Up to four fields of dissectors of candidate word `word`; a lane
+    /// left over never rules anything out.
+    fn of(fields: &[(usize, Field)], word: usize) -> Block {
+        let mut block = Block {
+            word: word as u8,
+            min: [0u32.wrapping_sub(TOP); 4],
+            span: [u32::MAX ^ TOP; 4],
+            ..Block::default()
+        };
+        for (lane, &(d, f)) in fields.iter().enumerate() {
+            let at = if f.little {
+                Prefix::BYTES + usize::from(f.offset)
+            } else {
+                usize::from(f.offset + f.width) - 1
+            };
+            block.at[lane] = at as u8;
+            block.mask[lane] = f.mask;
+            block.min[lane] = f.min.wrapping_sub(TOP);
+            block.span[lane] = (f.max - f.min) ^ TOP;
+            block.from[lane] = u32::from(f.from);
+            for (ruling, struck) in block.struck.iter_mut().enumerate() {
+                if ruling & (1 << lane) != 0 {
+                    *struck |= 1 << (d % 64);
+                }
             }
         }
+        block
     }
 }
 

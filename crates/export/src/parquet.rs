@@ -42,7 +42,7 @@ use rustc_hash::FxHashMap;
 use sluice_classify::Text;
 use sluice_wire::IpText;
 
-use crate::schema::{FieldSink, Record, sample_flow, write_record};
+use crate::schema::{ConstantBlock, FieldSink, Record, sample_flow, write_record};
 
 mod fixed;
 use fixed::{FixedChunk, Items, LabelChunk, ListChunk, PageEncoder, Ranges};
@@ -612,6 +612,15 @@ impl Labels {
     }
 }
 
+/// A column's value in a block of fields that every record where it
+/// comes has alike (an empty direction), as the walk first wrote it.
+#[derive(Clone, Copy)]
+enum Constant {
+    Int(i64),
+    Float(f64),
+    Absent,
+}
+
 /// Records gathered into columns, one per field.
 pub struct Columns {
     columns: Vec<Column>,
@@ -622,6 +631,11 @@ pub struct Columns {
     /// The column the walk of the current record is at.
     at: usize,
     rows: usize,
+    /// The values of each direction's columns when it is empty, once
+    /// written: an empty direction (most flows' server side on a mixed
+    /// link) is pushed from them, without its figures computed again or a
+    /// call a field.
+    empty_directions: [Option<Vec<Constant>>; 2],
 }
 
 impl Default for Columns {
@@ -665,6 +679,7 @@ impl Columns {
             capacity: rows,
             at: 0,
             rows: 0,
+            empty_directions: [None, None],
         }
     }
 
@@ -795,6 +810,54 @@ impl Columns {
 }
 
 impl FieldSink for Columns {
+    fn constant(&mut self, block: ConstantBlock, write: impl FnOnce(&mut Self)) {
+        let ConstantBlock::EmptyDirection(i) = block;
+        let (start, row) = (self.at, self.rows);
+        let Some(constants) = &self.empty_directions[i] else {
+            write(self);
+            let written = self.columns[start..self.at].iter().map(|column| match column {
+                Column::Int { values, valid, .. } if valid.as_ref().is_none_or(|valid| valid.len() > row) => {
+                    Constant::Int(*values.last().expect("just written"))
+                }
+                Column::Float { values, valid } if valid.as_ref().is_none_or(|valid| valid.len() > row) => {
+                    Constant::Float(*values.last().expect("just written"))
+                }
+                Column::Int { .. } | Column::Float { .. } => Constant::Absent,
+                _ => unreachable!("a direction's field in a column of another kind"),
+            });
+            self.empty_directions[i] = Some(written.collect());
+            return;
+        };
+        for (column, &constant) in self.columns[start..start + constants.len()].iter_mut().zip(constants) {
+            match (column, constant) {
+                (
+                    Column::Int {
+                        values, valid: None, ..
+                    },
+                    Constant::Int(value),
+                ) => values.push(value),
+                (
+                    Column::Int {
+                        values,
+                        valid: Some(valid),
+                        ..
+                    },
+                    Constant::Int(value),
+                ) => push_present(values, valid, row, value),
+                (Column::Float { values, valid: None }, Constant::Float(value)) => values.push(value),
+                (
+                    Column::Float {
+                        values,
+                        valid: Some(valid),
+                    },
+                    Constant::Float(value),
+                ) => push_present(values, valid, row, value),
+                (Column::Int { .. } | Column::Float { .. }, Constant::Absent) => {}
+                _ => unreachable!("a constant in a column of another kind"),
+            }
+        }
+        self.at = start + constants.len();
+    }
     fn u64(&mut self, _: &'static str, value: u64) {
         self.int(Some(value));
     }

@@ -275,12 +275,7 @@ pub(super) struct FixedChunk {
     levels: Option<BooleanBufferBuilder>,
     /// The values of a slice's rows that have one.
     present: Vec<i64>,
-    /// The pages written: their headers and compressed values.
-    sink: TrackedWrite<Vec<u8>>,
-    offsets: OffsetIndexBuilder,
-    pages: i32,
-    rows: u64,
-    uncompressed: u64,
+    written: Written,
     ranges: Ranges,
     /// Smallest and largest value of the page being filled and of the
     /// pages written, for a column with statistics.
@@ -303,11 +298,7 @@ impl FixedChunk {
             page_rows: 0,
             levels: None,
             present: Vec::new(),
-            sink: TrackedWrite::new(Vec::new()),
-            offsets: OffsetIndexBuilder::new(),
-            pages: 0,
-            rows: 0,
-            uncompressed: 0,
+            written: Written::new(),
             ranges,
             page_range: None,
             range: None,
@@ -442,7 +433,7 @@ impl FixedChunk {
     /// Bytes written so far and a bound on those of the page being
     /// filled, for the file's rotation by size.
     pub(super) fn estimated_bytes(&self) -> usize {
-        self.sink.bytes_written()
+        self.written.bytes_written()
             + match &self.page {
                 Filling::Ints(page) => page.blocks.len() + page.deltas.len(),
                 Filling::Floats(bytes) | Filling::Strings(bytes) => bytes.len(),
@@ -468,14 +459,8 @@ impl FixedChunk {
                 bytes.clear();
             }
         }
-        let spec = write_page(&mut self.sink, &mut encoder.zstd, encoded, rows, encoding)?;
+        self.written.page(&mut encoder.zstd, encoded, rows, rows, encoding)?;
         self.page_rows = 0;
-        self.offsets
-            .append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
-        self.offsets.append_row_count(rows as i64);
-        self.uncompressed += spec.uncompressed_size as u64;
-        self.pages += 1;
-        self.rows += rows as u64;
         if let Some((lo, hi)) = self.page_range.take() {
             self.range = widen(self.range, &[lo, hi]);
             if let Some(index) = &mut self.index {
@@ -499,9 +484,9 @@ impl FixedChunk {
     ) -> Result<(Bytes, ColumnCloseResult)> {
         self.page(encoder)?;
         let encoding = self.page.encoding();
-        let bytes = self.sink.into_inner()?;
-        let mut metadata =
-            data_pages_metadata(descr, encoding, self.pages, (bytes.len(), self.uncompressed, self.rows))?;
+        let (pages, rows) = (self.written.pages.len() as i32, self.written.rows);
+        let chunk = self.written.finish(None, &mut encoder.zstd)?;
+        let mut metadata = data_pages_metadata(descr, encoding, pages, &chunk, rows)?;
         if let Some((lo, hi)) = self.range {
             let statistics =
                 ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
@@ -520,31 +505,110 @@ impl FixedChunk {
             }
             None => None,
         };
-        closed(bytes, self.rows, metadata, column_index, self.offsets)
+        closed(chunk, rows, metadata, column_index)
     }
 }
 
-/// `encoded` compressed and written into `sink` as a data page of `rows`
-/// rows.
-fn write_page(
-    sink: &mut TrackedWrite<Vec<u8>>,
-    zstd: &mut zstd::bulk::Compressor<'static>,
-    encoded: &[u8],
-    rows: usize,
-    encoding: Encoding,
-) -> Result<parquet::column::page::PageWriteSpec> {
-    let compressed = zstd
-        .compress(encoded)
-        .map_err(|e| ParquetError::External(Box::new(e)))?;
-    let page = Page::DataPage {
-        buf: Bytes::from(compressed),
-        num_values: rows as u32,
-        encoding,
-        def_level_encoding: Encoding::RLE,
-        rep_level_encoding: Encoding::RLE,
-        statistics: None,
-    };
-    SerializedPageWriter::new(sink).write_page(CompressedPage::new(page, encoded.len()))
+/// The data pages a chunk has written: their headers and compressed
+/// values, where each lies and the rows they hold.
+struct Written {
+    sink: TrackedWrite<Vec<u8>>,
+    /// Each data page's offset in `sink`, size and rows.
+    pages: Vec<(i64, i32, i64)>,
+    rows: u64,
+    uncompressed: u64,
+}
+
+/// A chunk's bytes and what its metadata takes of them.
+struct Finished {
+    bytes: Vec<u8>,
+    offsets: OffsetIndexBuilder,
+    /// Where the data pages start, after the dictionary page.
+    data_start: i64,
+    uncompressed: u64,
+}
+
+impl Written {
+    fn new() -> Written {
+        Written {
+            sink: TrackedWrite::new(Vec::new()),
+            pages: Vec::new(),
+            rows: 0,
+            uncompressed: 0,
+        }
+    }
+
+    /// `encoded` compressed and written as a data page of `rows` rows and
+    /// `values` values (levels, in a list).
+    fn page(
+        &mut self,
+        zstd: &mut zstd::bulk::Compressor<'static>,
+        encoded: &[u8],
+        rows: usize,
+        values: usize,
+        encoding: Encoding,
+    ) -> Result<()> {
+        let compressed = zstd
+            .compress(encoded)
+            .map_err(|e| ParquetError::External(Box::new(e)))?;
+        let page = Page::DataPage {
+            buf: Bytes::from(compressed),
+            num_values: values as u32,
+            encoding,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        let spec = SerializedPageWriter::new(&mut self.sink).write_page(CompressedPage::new(page, encoded.len()))?;
+        self.pages
+            .push((spec.offset as i64, spec.compressed_size as i32, rows as i64));
+        self.uncompressed += spec.uncompressed_size as u64;
+        self.rows += rows as u64;
+        Ok(())
+    }
+
+    fn bytes_written(&self) -> usize {
+        self.sink.bytes_written()
+    }
+
+    /// The chunk's bytes, `dictionary` (its `count` values in the plain
+    /// encoding) as a dictionary page ahead of the data pages if there is
+    /// one; the data pages' offset index; where they start; the chunk's
+    /// uncompressed size.
+    fn finish(self, dictionary: Option<(&[u8], u32)>, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<Finished> {
+        let mut uncompressed = self.uncompressed;
+        let data_bytes = self.sink.bytes_written();
+        let bytes = match dictionary {
+            None => self.sink.into_inner()?,
+            Some((values, count)) => {
+                let mut chunk = TrackedWrite::new(Vec::new());
+                let compressed = zstd.compress(values).map_err(|e| ParquetError::External(Box::new(e)))?;
+                let page = Page::DictionaryPage {
+                    buf: Bytes::from(compressed),
+                    num_values: count,
+                    encoding: Encoding::PLAIN,
+                    is_sorted: false,
+                };
+                let spec = SerializedPageWriter::new(&mut chunk).write_page(CompressedPage::new(page, values.len()))?;
+                uncompressed += spec.uncompressed_size as u64;
+                let mut bytes = chunk.into_inner()?;
+                bytes.extend_from_slice(&self.sink.into_inner()?);
+                bytes
+            }
+        };
+        let data_start = (bytes.len() - data_bytes) as i64;
+        let mut offsets = OffsetIndexBuilder::new();
+        for &(offset, size, rows) in &self.pages {
+            offsets.append_offset_and_size(data_start + offset, size);
+            offsets.append_row_count(rows);
+        }
+        Ok(Finished {
+            bytes,
+            offsets,
+            data_start,
+            uncompressed,
+        })
+    }
 }
 
 /// What the metadata of both kinds of chunk have alike: the column, its
@@ -554,8 +618,10 @@ fn chunk_metadata(
     descr: ColumnDescPtr,
     encodings: Vec<Encoding>,
     pages: Vec<PageEncodingStats>,
-    (compressed, uncompressed, rows): (usize, u64, u64),
+    chunk: &Finished,
+    rows: u64,
 ) -> Result<parquet::file::metadata::ColumnChunkMetaDataBuilder> {
+    let (compressed, uncompressed) = (chunk.bytes.len(), chunk.uncompressed);
     Ok(ColumnChunkMetaData::builder(descr)
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL)?))
         .set_encodings(encodings)
@@ -571,7 +637,8 @@ fn data_pages_metadata(
     descr: ColumnDescPtr,
     encoding: Encoding,
     pages: i32,
-    sizes: (usize, u64, u64),
+    chunk: &Finished,
+    rows: u64,
 ) -> Result<parquet::file::metadata::ColumnChunkMetaDataBuilder> {
     let stats = PageEncodingStats {
         page_type: PageType::DATA_PAGE,
@@ -579,7 +646,7 @@ fn data_pages_metadata(
         count: pages,
     };
     Ok(
-        chunk_metadata(descr, vec![Encoding::RLE, encoding], vec![stats], sizes)?
+        chunk_metadata(descr, vec![Encoding::RLE, encoding], vec![stats], chunk, rows)?
             .set_data_page_offset(0)
             .set_dictionary_page_offset(None),
     )
@@ -587,11 +654,10 @@ fn data_pages_metadata(
 
 /// A closed chunk: its bytes and what the row group writer splices in.
 fn closed(
-    bytes: Vec<u8>,
+    Finished { bytes, offsets, .. }: Finished,
     rows: u64,
     metadata: parquet::file::metadata::ColumnChunkMetaDataBuilder,
     column_index: Option<parquet::file::page_index::column_index::ColumnIndexMetaData>,
-    offsets: OffsetIndexBuilder,
 ) -> Result<(Bytes, ColumnCloseResult)> {
     let close = ColumnCloseResult {
         bytes_written: bytes.len() as u64,
@@ -905,12 +971,8 @@ pub(super) struct LabelChunk {
     page_rows: usize,
     levels: Option<BooleanBufferBuilder>,
     keys: Vec<u32>,
-    /// The data pages written: their headers and compressed keys.
-    sink: TrackedWrite<Vec<u8>>,
-    /// Each data page's offset in `sink`, size and rows.
-    pages: Vec<(i64, i32, i64)>,
-    rows: u64,
-    uncompressed: u64,
+    /// The data pages written.
+    written: Written,
 }
 
 impl LabelChunk {
@@ -923,10 +985,7 @@ impl LabelChunk {
             page_rows: 0,
             levels: nullable.then(|| BooleanBufferBuilder::new(PAGE_ROWS)),
             keys: Vec::with_capacity(PAGE_ROWS),
-            sink: TrackedWrite::new(Vec::new()),
-            pages: Vec::new(),
-            rows: 0,
-            uncompressed: 0,
+            written: Written::new(),
         }
     }
 
@@ -981,7 +1040,7 @@ impl LabelChunk {
     /// Bytes written so far and a bound on those of the page being
     /// filled and the dictionary, for the file's rotation by size.
     pub(super) fn estimated_bytes(&self) -> usize {
-        self.sink.bytes_written() + self.keys.len() + self.dictionary.len()
+        self.written.bytes_written() + self.keys.len() + self.dictionary.len()
     }
 
     fn page(&mut self, encoder: &mut PageEncoder) -> Result<()> {
@@ -1005,18 +1064,8 @@ impl LabelChunk {
         }
         self.keys.clear();
         self.page_rows = 0;
-        let spec = write_page(
-            &mut self.sink,
-            &mut encoder.zstd,
-            encoded,
-            rows,
-            Encoding::RLE_DICTIONARY,
-        )?;
-        self.pages
-            .push((spec.offset as i64, spec.compressed_size as i32, rows as i64));
-        self.uncompressed += spec.uncompressed_size as u64;
-        self.rows += rows as u64;
-        Ok(())
+        self.written
+            .page(&mut encoder.zstd, encoded, rows, rows, Encoding::RLE_DICTIONARY)
     }
 
     /// The chunk's bytes, the dictionary page first, and what the row
@@ -1027,28 +1076,9 @@ impl LabelChunk {
         encoder: &mut PageEncoder,
     ) -> Result<(Bytes, ColumnCloseResult)> {
         self.page(encoder)?;
-        let mut chunk = TrackedWrite::new(Vec::new());
-        let compressed = encoder
-            .zstd
-            .compress(&self.dictionary)
-            .map_err(|e| ParquetError::External(Box::new(e)))?;
-        let page = Page::DictionaryPage {
-            buf: Bytes::from(compressed),
-            num_values: self.by_text.len() as u32,
-            encoding: Encoding::PLAIN,
-            is_sorted: false,
-        };
-        let spec =
-            SerializedPageWriter::new(&mut chunk).write_page(CompressedPage::new(page, self.dictionary.len()))?;
-        let data_start = spec.compressed_size as i64;
-        let uncompressed = self.uncompressed + spec.uncompressed_size as u64;
-        let mut bytes = chunk.into_inner()?;
-        bytes.extend_from_slice(&self.sink.into_inner()?);
-        let mut offsets = OffsetIndexBuilder::new();
-        for &(offset, size, rows) in &self.pages {
-            offsets.append_offset_and_size(data_start + offset, size);
-            offsets.append_row_count(rows);
-        }
+        let (pages, rows) = (self.written.pages.len() as i32, self.written.rows);
+        let dictionary = (&self.dictionary[..], self.by_text.len() as u32);
+        let chunk = self.written.finish(Some(dictionary), &mut encoder.zstd)?;
         let metadata = chunk_metadata(
             descr,
             vec![Encoding::PLAIN, Encoding::RLE, Encoding::RLE_DICTIONARY],
@@ -1061,14 +1091,15 @@ impl LabelChunk {
                 PageEncodingStats {
                     page_type: PageType::DATA_PAGE,
                     encoding: Encoding::RLE_DICTIONARY,
-                    count: self.pages.len() as i32,
+                    count: pages,
                 },
             ],
-            (bytes.len(), uncompressed, self.rows),
+            &chunk,
+            rows,
         )?
         .set_dictionary_page_offset(Some(0))
-        .set_data_page_offset(data_start);
-        closed(bytes, self.rows, metadata, None, offsets)
+        .set_data_page_offset(chunk.data_start);
+        closed(chunk, rows, metadata, None)
     }
 }
 
@@ -1276,13 +1307,9 @@ pub(super) struct ListChunk {
     page_items: usize,
     delta: DeltaPage,
     plain: Vec<u8>,
-    /// The pages written: their headers and compressed levels and items.
-    sink: TrackedWrite<Vec<u8>>,
-    offsets: OffsetIndexBuilder,
-    pages: i32,
-    rows: u64,
+    /// The pages written, and their levels.
+    written: Written,
     levels: u64,
-    uncompressed: u64,
 }
 
 impl ListChunk {
@@ -1303,12 +1330,8 @@ impl ListChunk {
             page_items: 0,
             delta: DeltaPage::default(),
             plain: Vec::new(),
-            sink: TrackedWrite::new(Vec::new()),
-            offsets: OffsetIndexBuilder::new(),
-            pages: 0,
-            rows: 0,
+            written: Written::new(),
             levels: 0,
-            uncompressed: 0,
         }
     }
 
@@ -1395,7 +1418,7 @@ impl ListChunk {
     /// Bytes written so far and a bound on those of the page being
     /// filled, for the file's rotation by size.
     pub(super) fn estimated_bytes(&self) -> usize {
-        self.sink.bytes_written()
+        self.written.bytes_written()
             + self.delta.blocks.len()
             + self.delta.deltas.len()
             + self.plain.len()
@@ -1426,17 +1449,11 @@ impl ListChunk {
                 self.plain.clear();
             }
         }
-        let spec = write_page(&mut self.sink, &mut encoder.zstd, encoded, levels, encoding)?;
+        self.written.page(&mut encoder.zstd, encoded, rows, levels, encoding)?;
         self.repeats.clear();
         self.defined.clear();
         self.page_items = 0;
         self.page_rows = 0;
-        self.offsets
-            .append_offset_and_size(spec.offset as i64, spec.compressed_size as i32);
-        self.offsets.append_row_count(rows as i64);
-        self.uncompressed += spec.uncompressed_size as u64;
-        self.pages += 1;
-        self.rows += rows as u64;
         self.levels += levels as u64;
         Ok(())
     }
@@ -1450,14 +1467,10 @@ impl ListChunk {
     ) -> Result<(Bytes, ColumnCloseResult)> {
         self.page(encoder)?;
         let encoding = self.encoding();
-        let bytes = self.sink.into_inner()?;
-        let metadata = data_pages_metadata(
-            descr,
-            encoding,
-            self.pages,
-            (bytes.len(), self.uncompressed, self.levels),
-        )?;
-        closed(bytes, self.rows, metadata, None, self.offsets)
+        let (pages, rows) = (self.written.pages.len() as i32, self.written.rows);
+        let chunk = self.written.finish(None, &mut encoder.zstd)?;
+        let metadata = data_pages_metadata(descr, encoding, pages, &chunk, self.levels)?;
+        closed(chunk, rows, metadata, None)
     }
 }
 

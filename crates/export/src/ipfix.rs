@@ -365,15 +365,23 @@ impl Variant {
     /// out of order, zero windows) in 1 byte: all below 256. Never with
     /// [`Variant::NO_TCP`], which leaves them out.
     pub const SMALL_TCP: u8 = 16;
+    /// Each way of saving bytes, one bit each.
+    pub const BITS: [u8; 5] = [
+        Variant::NARROW,
+        Variant::FLOAT32,
+        Variant::NO_TCP,
+        Variant::NO_META,
+        Variant::SMALL_TCP,
+    ];
 
     /// Every variant: the combinations of the bits but those with both
     /// [`Variant::NO_TCP`] and [`Variant::SMALL_TCP`].
     pub fn all() -> impl Iterator<Item = Variant> {
-        (0..32).map(Variant).filter(|v| v.is_valid())
+        (0..1 << Variant::BITS.len()).map(Variant).filter(|v| v.is_valid())
     }
 
     const fn is_valid(self) -> bool {
-        self.0 < 32 && !(self.has(Variant::NO_TCP) && self.has(Variant::SMALL_TCP))
+        self.0 < 1 << Variant::BITS.len() && !(self.has(Variant::NO_TCP) && self.has(Variant::SMALL_TCP))
     }
 
     #[inline(always)]

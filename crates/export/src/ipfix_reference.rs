@@ -409,13 +409,7 @@ mod tests {
         assert!(records > 1000 && v6 > 0 && with_meta > 100 && both_ways > 100);
         // The full templates, and each way of saving bytes.
         assert!(variants.contains(&0), "{variants:?}");
-        for bit in [
-            Variant::NARROW,
-            Variant::FLOAT32,
-            Variant::NO_TCP,
-            Variant::NO_META,
-            Variant::SMALL_TCP,
-        ] {
+        for bit in Variant::BITS {
             assert!(variants.iter().any(|v| v & bit != 0), "{bit}: {variants:?}");
             assert!(variants.iter().any(|v| v & bit == 0), "{bit}: {variants:?}");
         }

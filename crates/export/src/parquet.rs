@@ -647,7 +647,8 @@ impl Default for Columns {
 /// Integers above `i64::MAX` cannot occur in a flow's counters or times;
 /// should one come, it is written as the largest value, not wrapped.
 fn int(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
+    // A clamp, not `try_from`: one comparison and a move, no branch.
+    value.min(i64::MAX as u64) as i64
 }
 
 /// `value` at `row` of a column that can be absent, after nulls up to
@@ -1246,6 +1247,14 @@ mod tests {
     use super::*;
     use crate::schema::field_names;
     use sluice_classify::Metadata;
+
+    #[test]
+    fn integers_past_i64_are_clamped_not_wrapped() {
+        assert_eq!(int(0), 0);
+        assert_eq!(int(i64::MAX as u64), i64::MAX);
+        assert_eq!(int(i64::MAX as u64 + 1), i64::MAX);
+        assert_eq!(int(u64::MAX), i64::MAX);
+    }
 
     #[test]
     fn the_schema_has_every_field_in_order() {

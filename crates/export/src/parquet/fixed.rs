@@ -483,10 +483,10 @@ impl FixedChunk {
         encoder: &mut PageEncoder,
     ) -> Result<(Bytes, ColumnCloseResult)> {
         self.page(encoder)?;
-        let encoding = self.page.encoding();
-        let (pages, rows) = (self.written.pages.len() as i32, self.written.rows);
-        let chunk = self.written.finish(None, &mut encoder.zstd)?;
-        let mut metadata = data_pages_metadata(descr, encoding, pages, &chunk, rows)?;
+        let rows = self.written.rows;
+        let (chunk, mut metadata) = self
+            .written
+            .finish_data(descr, self.page.encoding(), rows, &mut encoder.zstd)?;
         if let Some((lo, hi)) = self.range {
             let statistics =
                 ValueStatistics::new(Some(lo), Some(hi), None, Some(0), false).with_backwards_compatible_min_max(true);
@@ -571,6 +571,28 @@ impl Written {
         self.sink.bytes_written()
     }
 
+    /// A chunk of data pages only, all in `encoding` (with RLE levels), of
+    /// `values` values: its bytes, and its metadata, starting at its first
+    /// byte.
+    fn finish_data(
+        self,
+        descr: ColumnDescPtr,
+        encoding: Encoding,
+        values: u64,
+        zstd: &mut zstd::bulk::Compressor<'static>,
+    ) -> Result<(Finished, parquet::file::metadata::ColumnChunkMetaDataBuilder)> {
+        let stats = PageEncodingStats {
+            page_type: PageType::DATA_PAGE,
+            encoding,
+            count: self.pages.len() as i32,
+        };
+        let chunk = self.finish(None, zstd)?;
+        let metadata = chunk_metadata(descr, vec![Encoding::RLE, encoding], vec![stats], &chunk, values)?
+            .set_data_page_offset(0)
+            .set_dictionary_page_offset(None);
+        Ok((chunk, metadata))
+    }
+
     /// The chunk's bytes, `dictionary` (its `count` values in the plain
     /// encoding) as a dictionary page ahead of the data pages if there is
     /// one; the data pages' offset index; where they start; the chunk's
@@ -629,27 +651,6 @@ fn chunk_metadata(
         .set_total_compressed_size(compressed as i64)
         .set_total_uncompressed_size(uncompressed as i64)
         .set_num_values(rows as i64))
-}
-
-/// The metadata of a chunk of data pages only, all in `encoding` (with
-/// RLE levels), starting at the chunk's first byte.
-fn data_pages_metadata(
-    descr: ColumnDescPtr,
-    encoding: Encoding,
-    pages: i32,
-    chunk: &Finished,
-    rows: u64,
-) -> Result<parquet::file::metadata::ColumnChunkMetaDataBuilder> {
-    let stats = PageEncodingStats {
-        page_type: PageType::DATA_PAGE,
-        encoding,
-        count: pages,
-    };
-    Ok(
-        chunk_metadata(descr, vec![Encoding::RLE, encoding], vec![stats], chunk, rows)?
-            .set_data_page_offset(0)
-            .set_dictionary_page_offset(None),
-    )
 }
 
 /// A closed chunk: its bytes and what the row group writer splices in.
@@ -1466,10 +1467,10 @@ impl ListChunk {
         encoder: &mut PageEncoder,
     ) -> Result<(Bytes, ColumnCloseResult)> {
         self.page(encoder)?;
-        let encoding = self.encoding();
-        let (pages, rows) = (self.written.pages.len() as i32, self.written.rows);
-        let chunk = self.written.finish(None, &mut encoder.zstd)?;
-        let metadata = data_pages_metadata(descr, encoding, pages, &chunk, self.levels)?;
+        let (encoding, rows) = (self.encoding(), self.written.rows);
+        let (chunk, metadata) = self
+            .written
+            .finish_data(descr, encoding, self.levels, &mut encoder.zstd)?;
         closed(chunk, rows, metadata, None)
     }
 }

@@ -9,7 +9,7 @@
 //! Deletion shifts later entries back, so there are no tombstones and
 //! probe chains stay short however many flows come and go.
 
-use crate::memory::{advise_huge_pages, prefetch};
+use crate::memory::{advise_huge_pages, back, prefetch};
 
 pub(crate) struct FlowIndex {
     entries: Vec<u64>,
@@ -58,6 +58,10 @@ impl FlowIndex {
         if self.huge_pages {
             advise_huge_pages(&self.entries);
         }
+        // Fresh zeroed pages, first read below, would map the shared zero
+        // page and then be copied on their first write, each copy
+        // flushing the translations of every core the process runs on.
+        let _ = back(&self.entries, 0, buckets);
         self.mask = buckets - 1;
         for e in old.into_iter().filter(|&e| e != 0) {
             let mut i = (e >> 32) as usize & self.mask;

@@ -48,6 +48,54 @@ pub(crate) fn advise_huge_pages<T>(v: &Vec<T>) {
     let _ = v;
 }
 
+/// Has the kernel back the pages under `v`'s elements from its length up
+/// to `ahead` elements further (within its capacity) now, in one system
+/// call, where writing them one by one would trap once a page. Returns the
+/// number of elements from the start whose memory is backed, or the whole
+/// capacity where the kernel cannot (before Linux 5.14), so that the
+/// caller stops asking and the pages fault in as they are written.
+pub(crate) fn back_ahead<T>(v: &Vec<T>, ahead: usize) -> usize {
+    let upto = (v.len() + ahead).min(v.capacity());
+    match back(v, v.len(), upto) {
+        Some(backed) => backed,
+        None => v.capacity(),
+    }
+}
+
+/// Has the kernel back the whole pages under elements `from..upto` of
+/// `v`'s allocation (its capacity) now, in one system call. Returns the
+/// number of elements from the start whose memory is then backed, or
+/// `None` if the range holds no whole page or the kernel cannot.
+pub(crate) fn back<T>(v: &Vec<T>, from: usize, upto: usize) -> Option<usize> {
+    let size = std::mem::size_of::<T>().max(1);
+    let base = v.as_ptr() as usize;
+    let upto = upto.min(v.capacity());
+    let start = (base + from * size) & !(PAGE - 1);
+    // A page that reaches past the allocation may not be ours.
+    let end = (base + upto * size) & !(PAGE - 1);
+    (end > start && populate_write(start, end - start)).then(|| (end - base) / size)
+}
+
+const PAGE: usize = 4096;
+
+/// `MADV_POPULATE_WRITE` over `[start, start + len)`, page-aligned and
+/// inside one of the process's own private writable mappings.
+#[allow(unsafe_code)]
+fn populate_write(start: usize, len: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: the range lies inside an allocation of this process
+        // (the caller's vector); populating for write backs its pages as
+        // a first write would and changes no byte the program has written.
+        unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (start, len);
+        false
+    }
+}
+
 /// Writes every byte of `v`'s spare capacity (zeros, which make no value
 /// of `T`: the length is unchanged), so that the kernel backs all of it now.
 pub(crate) fn fault_in<T>(v: &mut Vec<T>) {
@@ -58,7 +106,40 @@ pub(crate) fn fault_in<T>(v: &mut Vec<T>) {
 
 #[cfg(test)]
 mod tests {
-    use super::lines;
+    use super::{PAGE, back_ahead, lines};
+
+    /// Pages of `[start, end)` the kernel has backed (`mincore`).
+    #[allow(unsafe_code)]
+    fn resident(start: usize, end: usize) -> Vec<bool> {
+        let pages = (end - start).div_ceil(PAGE);
+        let mut flags = vec![0u8; pages];
+        // SAFETY: page-aligned range of this process's own allocation;
+        // `flags` holds one byte per page.
+        let rc = unsafe { libc::mincore(start as *mut libc::c_void, end - start, flags.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        flags.iter().map(|f| f & 1 == 1).collect()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn backing_ahead_backs_the_whole_pages_under_the_next_slots_only() {
+        // Large enough for the allocator to map it fresh from the kernel.
+        let mut v: Vec<[u8; 704]> = Vec::with_capacity(100_000);
+        v.push([1; 704]);
+        let backed = back_ahead(&v, 1_000);
+        let base = v.as_ptr() as usize;
+        let frontier = (base + 1_001 * 704) & !(PAGE - 1);
+        assert_eq!(backed, (frontier - base) / 704);
+        let first = base & !(PAGE - 1);
+        assert!(
+            resident(first, frontier).iter().all(|&r| r),
+            "every page up to the frontier"
+        );
+        let beyond = resident(frontier, frontier + 64 * PAGE);
+        assert!(beyond.iter().all(|&r| !r), "none beyond it");
+        // The elements themselves are untouched: the first still reads back.
+        assert_eq!(v[0], [1; 704]);
+    }
 
     #[test]
     fn every_line_prefetched_is_one_of_the_objects_own() {

@@ -474,14 +474,20 @@ impl Variant {
     }
 }
 
-/// What a direction's elements hold besides its fields: the summaries of
-/// its sizes and gaps, and their means and deviations as the record has
-/// them (sizes to the thousandth, gaps to the nanosecond). Worked out once
-/// for both the variant's choice and the elements.
+/// What a direction's elements hold besides its fields: the least and
+/// greatest of its sizes and gaps, and their means and deviations as the
+/// record has them (sizes to the thousandth, gaps to the nanosecond).
+/// Worked out once for both the variant's choice and the elements.
 struct Figures {
-    sizes: Summary,
-    gaps: Summary,
+    sizes: Range,
+    gaps: Range,
     floats: [f64; 4],
+}
+
+/// A series' least and greatest values.
+struct Range {
+    min: u64,
+    max: u64,
 }
 
 impl Figures {
@@ -493,16 +499,35 @@ impl Figures {
         // of one value (as most of a short flow's are) has a whole mean,
         // the value, and no spread. Sizes are below 2^32, whose thousands
         // a double holds exactly.
-        let whole = |s: &Summary| s.min == s.max && s.mean == s.min as f64;
+        // (A gap past 2^63 ns, negative as an `i64`, is rounded.)
+        let whole = |s: &Summary| s.min == s.max && s.mean == s.min as i64 as f64;
         Figures {
             floats: [
-                if whole(&sizes) { sizes.mean } else { thousandths(sizes.mean) },
-                if sizes.stddev == 0.0 { sizes.stddev } else { thousandths(sizes.stddev) },
+                if whole(&sizes) {
+                    sizes.mean
+                } else {
+                    thousandths(sizes.mean)
+                },
+                if sizes.stddev == 0.0 {
+                    sizes.stddev
+                } else {
+                    thousandths(sizes.stddev)
+                },
                 if whole(&gaps) { gaps.mean } else { round(gaps.mean) },
-                if gaps.stddev == 0.0 { gaps.stddev } else { round(gaps.stddev) },
+                if gaps.stddev == 0.0 {
+                    gaps.stddev
+                } else {
+                    round(gaps.stddev)
+                },
             ],
-            sizes,
-            gaps,
+            sizes: Range {
+                min: sizes.min,
+                max: sizes.max,
+            },
+            gaps: Range {
+                min: gaps.min,
+                max: gaps.max,
+            },
         }
     }
 }
@@ -685,7 +710,10 @@ const HEAD_LEN: usize = 8 + 2 * 16 + 2 + 2 + 1 + 1 + 2;
 /// they are short), and `flowEndReason`.
 const LISTS_LEN: usize = 3 + FIRST_PACKETS * (2 + 1 + 8) + 1;
 const _: () = assert!(FIRST_PACKETS * 8 < 255, "the lists' length prefixes are one byte");
-const _: () = assert!(FIRST_PACKETS <= 16, "the first packets' directions are two bytes of bits");
+const _: () = assert!(
+    FIRST_PACKETS <= 16,
+    "the first packets' directions are two bytes of bits"
+);
 
 /// Fixed-size big-endian values written one after another into `N`
 /// bytes of the output's spare capacity. Inlined with offsets known when
@@ -818,6 +846,17 @@ fn bit_bytes(bits: u64) -> [u8; 8] {
     (((own + 0x7f7f_7f7f_7f7f_7f7f) >> 7) & 0x0101_0101_0101_0101).to_le_bytes()
 }
 
+/// A bit for each of the 8 bytes of `bytes`, set when the byte is not 0:
+/// [`bit_bytes`] backwards. Each byte's top bit is set when the byte is
+/// not 0 (its low 7 bits plus `0x7f` carry into it), and a multiplication
+/// gathers the 8 top bits into the top byte.
+#[inline(always)]
+fn nonzero_bits(bytes: u64) -> u16 {
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let top = (((bytes & LOW) + LOW) | bytes) & !LOW;
+    ((top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u16
+}
+
 /// [`crate::schema`]'s three decimals, with [`round`].
 #[inline(always)]
 fn thousandths(value: f64) -> f64 {
@@ -846,21 +885,24 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
     b.float(float32, floats[3]);
     // Counts in bit order FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, which is
     // `tcpControlBits`' order too.
-    let flags = d
-        .flag_counts
-        .iter()
-        .enumerate()
-        .fold(0u16, |flags, (bit, &count)| flags | u16::from(count > 0) << bit);
-    if tcp {
-        if small {
-            // All eight at once: each below 256 in such a template.
-            debug_assert!(d.flag_counts.iter().all(|&count| count < 256));
-            b.put(&d.flag_counts.map(|count| count as u8));
-        } else {
+    let flags = if tcp && small {
+        // All eight at once: each below 256 in such a template.
+        debug_assert!(d.flag_counts.iter().all(|&count| count < 256));
+        let counts = d.flag_counts.map(|count| count as u8);
+        b.put(&counts);
+        nonzero_bits(u64::from_le_bytes(counts))
+    } else {
+        if tcp {
             for &count in &d.flag_counts {
                 b.count(narrow, Some(count.into()));
             }
         }
+        d.flag_counts
+            .iter()
+            .enumerate()
+            .fold(0u16, |flags, (bit, &count)| flags | u16::from(count > 0) << bit)
+    };
+    if tcp {
         b.tcp_count(small, d.retransmissions);
         b.tcp_count(small, d.out_of_order);
         b.tcp_count(small, d.zero_windows);
@@ -1580,10 +1622,14 @@ mod tests {
     }
 
     #[test]
-    fn eight_bits_in_eight_bytes() {
+    fn eight_bits_in_eight_bytes_and_back() {
         for bits in 0..256u64 {
             let expected: [u8; 8] = std::array::from_fn(|i| (bits >> i & 1) as u8);
             assert_eq!(bit_bytes(bits), expected, "{bits:08b}");
+            for set in [1u8, 2, 127, 128, 129, 255] {
+                let bytes = expected.map(|b| b * set);
+                assert_eq!(u64::from(nonzero_bits(u64::from_le_bytes(bytes))), bits, "{bytes:?}");
+            }
         }
     }
 

@@ -67,6 +67,7 @@ impl<T: Sample> Moments<T> {
     }
 
     /// The series, given how many samples were added.
+    #[inline]
     pub(crate) fn summary(&self, count: u64) -> Summary {
         if count == 0 {
             return Summary {
@@ -185,7 +186,17 @@ mod tests {
             let mean = m.sum as f64 / count as f64;
             (mean.to_bits(), m.stddev(count, mean).to_bits())
         };
-        let values = [0u64, 1, 64, 1_500, 13_440_000, (1 << 40) + 7, (1 << 52) - 1, (1 << 53) + 1, 1 << 62];
+        let values = [
+            0u64,
+            1,
+            64,
+            1_500,
+            13_440_000,
+            (1 << 40) + 7,
+            (1 << 52) - 1,
+            (1 << 53) + 1,
+            1 << 62,
+        ];
         for &x in &values {
             for count in [1u64, 2, 3, 5, 1000] {
                 let mut m = Moments::<u64>::default();
@@ -194,7 +205,11 @@ mod tests {
                 }
                 let s = m.summary(count);
                 assert_eq!((s.min, s.max), (x, x));
-                assert_eq!((s.mean.to_bits(), s.stddev.to_bits()), general(&m, count), "{count} of {x}");
+                assert_eq!(
+                    (s.mean.to_bits(), s.stddev.to_bits()),
+                    general(&m, count),
+                    "{count} of {x}"
+                );
             }
         }
         // A count that is not the samples': the general figures still.

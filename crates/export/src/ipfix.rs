@@ -474,14 +474,20 @@ impl Variant {
     }
 }
 
-/// What a direction's elements hold besides its fields: the summaries of
-/// its sizes and gaps, and their means and deviations as the record has
-/// them (sizes to the thousandth, gaps to the nanosecond). Worked out once
-/// for both the variant's choice and the elements.
+/// What a direction's elements hold besides its fields: the least and
+/// greatest of its sizes and gaps, and their means and deviations as the
+/// record has them (sizes to the thousandth, gaps to the nanosecond).
+/// Worked out once for both the variant's choice and the elements.
 struct Figures {
-    sizes: Summary,
-    gaps: Summary,
+    sizes: Range,
+    gaps: Range,
     floats: [f64; 4],
+}
+
+/// A series' least and greatest values.
+struct Range {
+    min: u64,
+    max: u64,
 }
 
 impl Figures {
@@ -489,15 +495,39 @@ impl Figures {
     fn of(d: &DirectionStats) -> Figures {
         let sizes = d.sizes();
         let gaps = d.inter_arrivals();
+        // Rounding leaves a whole number as it is, and a zero: a series
+        // of one value (as most of a short flow's are) has a whole mean,
+        // the value, and no spread. Sizes are below 2^32, whose thousands
+        // a double holds exactly.
+        // (A gap past 2^63 ns, negative as an `i64`, is rounded.)
+        let whole = |s: &Summary| s.min == s.max && s.mean == s.min as i64 as f64;
         Figures {
             floats: [
-                thousandths(sizes.mean),
-                thousandths(sizes.stddev),
-                round(gaps.mean),
-                round(gaps.stddev),
+                if whole(&sizes) {
+                    sizes.mean
+                } else {
+                    thousandths(sizes.mean)
+                },
+                if sizes.stddev == 0.0 {
+                    sizes.stddev
+                } else {
+                    thousandths(sizes.stddev)
+                },
+                if whole(&gaps) { gaps.mean } else { round(gaps.mean) },
+                if gaps.stddev == 0.0 {
+                    gaps.stddev
+                } else {
+                    round(gaps.stddev)
+                },
             ],
-            sizes,
-            gaps,
+            sizes: Range {
+                min: sizes.min,
+                max: sizes.max,
+            },
+            gaps: Range {
+                min: gaps.min,
+                max: gaps.max,
+            },
         }
     }
 }
@@ -680,6 +710,10 @@ const HEAD_LEN: usize = 8 + 2 * 16 + 2 + 2 + 1 + 1 + 2;
 /// they are short), and `flowEndReason`.
 const LISTS_LEN: usize = 3 + FIRST_PACKETS * (2 + 1 + 8) + 1;
 const _: () = assert!(FIRST_PACKETS * 8 < 255, "the lists' length prefixes are one byte");
+const _: () = assert!(
+    FIRST_PACKETS <= 16,
+    "the first packets' directions are two bytes of bits"
+);
 
 /// Fixed-size big-endian values written one after another into `N`
 /// bytes of the output's spare capacity. Inlined with offsets known when
@@ -716,6 +750,16 @@ impl<'a, const N: usize> Fixed<'a, N> {
         self.at += M;
     }
 
+    /// The first `keep` of `M` bytes, in one store of all `M`: the rest
+    /// lie past the end, which the next puts overwrite or the output
+    /// never takes.
+    #[inline(always)]
+    fn put_first<const M: usize>(&mut self, bytes: &[u8; M], keep: usize) {
+        debug_assert!(keep <= M);
+        self.buf[self.at..self.at + M].write_copy_of_slice(bytes);
+        self.at += keep.min(M);
+    }
+
     /// An unsigned element of 1, 2, 4 or 8 bytes: a value too large is
     /// written as the largest the length holds, an absent one as all ones.
     #[inline(always)]
@@ -734,19 +778,16 @@ impl<'a, const N: usize> Fixed<'a, N> {
     fn u64(&mut self, v: Option<u64>) {
         self.put(&v.unwrap_or(u64::MAX).to_be_bytes());
     }
-    /// A counter or time: in 4 bytes in a [`Variant::NARROW`] template.
+    /// A counter or time: in 4 bytes in a [`Variant::NARROW`] template,
+    /// which a record has only when every such value is below
+    /// `u32::MAX` ([`Variant::choose`]): no value to clamp.
     #[inline(always)]
     fn count(&mut self, narrow: bool, v: Option<u64>) {
-        if narrow { self.u32(v) } else { self.u64(v) }
-    }
-    /// A TCP flag count: in 1 byte in a [`Variant::SMALL_TCP`] template,
-    /// which a record has only when every such count fits one.
-    #[inline(always)]
-    fn flag_count(&mut self, small: bool, narrow: bool, v: u32) {
-        if small {
-            self.byte(v)
+        if narrow {
+            debug_assert!(v.is_none_or(|v| v < u32::MAX.into()), "{v:?} in a narrow count");
+            self.put(&v.map_or(u32::MAX, |v| v as u32).to_be_bytes());
         } else {
-            self.count(narrow, Some(v.into()))
+            self.u64(v)
         }
     }
     /// A TCP counter of 4 bytes: in 1 in a [`Variant::SMALL_TCP`] template.
@@ -795,6 +836,27 @@ fn round(x: f64) -> f64 {
     }
 }
 
+/// The 8 bits of `bits` (below 256) as 8 bytes of 0 or 1, bit `i` in
+/// byte `i`: the byte copied into each of 8, each byte's own bit kept,
+/// and carried into the byte's top bit by adding `0x7f`.
+#[inline(always)]
+fn bit_bytes(bits: u64) -> [u8; 8] {
+    debug_assert!(bits < 256);
+    let own = (bits * 0x0101_0101_0101_0101) & 0x8040_2010_0804_0201;
+    (((own + 0x7f7f_7f7f_7f7f_7f7f) >> 7) & 0x0101_0101_0101_0101).to_le_bytes()
+}
+
+/// A bit for each of the 8 bytes of `bytes`, set when the byte is not 0:
+/// [`bit_bytes`] backwards. Each byte's top bit is set when the byte is
+/// not 0 (its low 7 bits plus `0x7f` carry into it), and a multiplication
+/// gathers the 8 top bits into the top byte.
+#[inline(always)]
+fn nonzero_bits(bytes: u64) -> u16 {
+    const LOW: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let top = (((bytes & LOW) + LOW) | bytes) & !LOW;
+    ((top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u16
+}
+
 /// [`crate::schema`]'s three decimals, with [`round`].
 #[inline(always)]
 fn thousandths(value: f64) -> f64 {
@@ -823,13 +885,23 @@ fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v
     b.float(float32, floats[3]);
     // Counts in bit order FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, which is
     // `tcpControlBits`' order too.
-    let mut flags = 0u16;
-    for (bit, &count) in d.flag_counts.iter().enumerate() {
+    let flags = if tcp && small {
+        // All eight at once: each below 256 in such a template.
+        debug_assert!(d.flag_counts.iter().all(|&count| count < 256));
+        let counts = d.flag_counts.map(|count| count as u8);
+        b.put(&counts);
+        nonzero_bits(u64::from_le_bytes(counts))
+    } else {
         if tcp {
-            b.flag_count(small, narrow, count);
+            for &count in &d.flag_counts {
+                b.count(narrow, Some(count.into()));
+            }
         }
-        flags |= u16::from(count > 0) << bit;
-    }
+        d.flag_counts
+            .iter()
+            .enumerate()
+            .fold(0u16, |flags, (bit, &count)| flags | u16::from(count > 0) << bit)
+    };
     if tcp {
         b.tcp_count(small, d.retransmissions);
         b.tcp_count(small, d.out_of_order);
@@ -1055,12 +1127,17 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut 
     let n = usize::from(f.first_count).min(FIRST_PACKETS);
     let mut lists = Fixed::<LISTS_LEN>::open(out);
     lists.put(&[(n * 2) as u8]);
-    for &size in &f.first_sizes[..n] {
-        lists.put(&size.to_be_bytes());
+    let mut sizes = [0u8; 2 * FIRST_PACKETS];
+    for (bytes, size) in sizes.chunks_exact_mut(2).zip(f.first_sizes) {
+        bytes.copy_from_slice(&size.to_be_bytes());
     }
+    lists.put_first(&sizes, 2 * n);
     lists.put(&[n as u8]);
-    for i in 0..n {
-        lists.put(&[((f.first_directions >> i) & 1) as u8]);
+    // A byte for each packet's bit, eight at a time.
+    let directions = u64::from(f.first_directions);
+    lists.put_first(&bit_bytes(directions & 0xff), n);
+    if n > 8 {
+        lists.put_first(&bit_bytes(directions >> 8 & 0xff), n - 8);
     }
     lists.put(&[(n * if narrow { 4 } else { 8 }) as u8]);
     for &gap in &f.first_inter_arrivals[..n] {
@@ -1515,6 +1592,44 @@ mod tests {
                 crate::schema::thousandths(v).to_bits(),
                 "{v:e}"
             );
+        }
+    }
+
+    /// What [`Figures::of`] leaves unrounded, rounding leaves as it is:
+    /// a zero of either sign, a whole size (below 2^32) to the thousandth,
+    /// a whole gap to the nanosecond.
+    #[test]
+    fn rounding_leaves_zeros_and_whole_values() {
+        for zero in [0.0f64, -0.0] {
+            assert_eq!(thousandths(zero).to_bits(), zero.to_bits());
+            assert_eq!(round(zero).to_bits(), zero.to_bits());
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut wholes: Vec<u64> = vec![1, 64, 1500, 65_535, u32::MAX.into(), 1 << 53, (1 << 53) + 2, u64::MAX];
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            wholes.extend([x >> (x % 64), x >> 32]);
+        }
+        for whole in wholes {
+            let v = whole as f64;
+            assert_eq!(round(v).to_bits(), v.to_bits(), "{whole}");
+            if whole <= u32::MAX.into() {
+                assert_eq!(thousandths(v).to_bits(), v.to_bits(), "{whole}");
+            }
+        }
+    }
+
+    #[test]
+    fn eight_bits_in_eight_bytes_and_back() {
+        for bits in 0..256u64 {
+            let expected: [u8; 8] = std::array::from_fn(|i| (bits >> i & 1) as u8);
+            assert_eq!(bit_bytes(bits), expected, "{bits:08b}");
+            for set in [1u8, 2, 127, 128, 129, 255] {
+                let bytes = expected.map(|b| b * set);
+                assert_eq!(u64::from(nonzero_bits(u64::from_le_bytes(bytes))), bits, "{bytes:?}");
+            }
         }
     }
 

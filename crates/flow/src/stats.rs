@@ -67,6 +67,7 @@ impl<T: Sample> Moments<T> {
     }
 
     /// The series, given how many samples were added.
+    #[inline]
     pub(crate) fn summary(&self, count: u64) -> Summary {
         if count == 0 {
             return Summary {
@@ -76,10 +77,24 @@ impl<T: Sample> Moments<T> {
                 stddev: 0.0,
             };
         }
+        let (min, max) = (self.min.into(), self.max.into());
+        // Every sample the same (a single one, or a direction's packets
+        // all of one size): without the division and the square root, the
+        // same figures. Exactly the same: the sum, count times the sample,
+        // is below 2^53, so the division is exact, and so is the sum of
+        // squares, whose spread is 0.
+        if min == max && self.sum < 1 << 53 && count.checked_mul(min) == Some(self.sum) {
+            return Summary {
+                min,
+                max,
+                mean: min as f64,
+                stddev: 0.0,
+            };
+        }
         let mean = self.sum as f64 / count as f64;
         Summary {
-            min: self.min.into(),
-            max: self.max.into(),
+            min,
+            max,
             mean,
             stddev: self.stddev(count, mean),
         }
@@ -160,6 +175,49 @@ mod tests {
             };
             assert_eq!(m.stddev(count, 0.0).to_bits(), wide.to_bits());
         }
+    }
+
+    /// A series of one value gives what the division and the deviation
+    /// give, bit for bit: small and large values, one sample and many, and
+    /// sums near 2^53 and past it.
+    #[test]
+    fn a_constant_series_gives_the_general_figures() {
+        let general = |m: &Moments<u64>, count: u64| {
+            let mean = m.sum as f64 / count as f64;
+            (mean.to_bits(), m.stddev(count, mean).to_bits())
+        };
+        let values = [
+            0u64,
+            1,
+            64,
+            1_500,
+            13_440_000,
+            (1 << 40) + 7,
+            (1 << 52) - 1,
+            (1 << 53) + 1,
+            1 << 62,
+        ];
+        for &x in &values {
+            for count in [1u64, 2, 3, 5, 1000] {
+                let mut m = Moments::<u64>::default();
+                for _ in 0..count {
+                    m.add(x);
+                }
+                let s = m.summary(count);
+                assert_eq!((s.min, s.max), (x, x));
+                assert_eq!(
+                    (s.mean.to_bits(), s.stddev.to_bits()),
+                    general(&m, count),
+                    "{count} of {x}"
+                );
+            }
+        }
+        // A count that is not the samples': the general figures still.
+        let mut m = Moments::<u64>::default();
+        m.add(6);
+        m.add(6);
+        let s = m.summary(3);
+        assert_eq!((s.mean.to_bits(), s.stddev.to_bits()), general(&m, 3));
     }
 
     #[test]

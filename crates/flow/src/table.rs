@@ -128,6 +128,10 @@ pub struct FlowTable<X> {
 
 const EVICTION_CANDIDATES: usize = 8;
 
+/// Flows asked for this many slots ahead of the one ending when the table
+/// is flushed.
+const FLUSH_AHEAD: usize = 4;
+
 /// New slots are backed this many bytes at a time, ahead of the flows
 /// pushed into them: one system call instead of a page fault a page, and
 /// close enough ahead that the pages the kernel zeroes are still in the
@@ -452,6 +456,11 @@ impl<X> FlowTable<X> {
     /// flows were spread over workers, and the records must not.
     pub fn flush(&mut self, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         for slot in 0..self.slots.len() {
+            // The flows are read in slot order, but a page's worth of them
+            // at a time is all the core's own prefetcher follows.
+            if let Some(ahead) = self.slots.get(slot + FLUSH_AHEAD) {
+                prefetch_all(ahead);
+            }
             if self.slots[slot].live {
                 let flow = &self.slots[slot];
                 let reason = self

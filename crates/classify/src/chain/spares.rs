@@ -92,12 +92,16 @@ pub(super) fn prefetch_whole<T>(value: &T) {
 
 /// Spare inspections a chain keeps at most. Undecided flows hold theirs
 /// until their depth is spent or they end, in bursts when the clock
-/// expires them: with 64 spares a run of the realistic mix allocated
-/// 25 K inspections and stream heads, with 512 2.4 K.
-const SPARE_INSPECTIONS: usize = 512;
+/// expires them, and a trace of short flows keeps a hundred thousand
+/// undecided at once, each given a box at its first payload and handing
+/// it back at its second: a pool of a few hundred ran dry between the
+/// bursts, and nearly every flow allocated a box and a stream head. The
+/// pool never holds more boxes than the flows held at once (a box is
+/// made only when none is spare), and never more than this.
+const SPARE_INSPECTIONS: usize = 1 << 18;
 
-/// A spare keeps a stream head of this capacity at most (a full segment),
-/// so that the spares hold about 2 MiB at worst.
+/// A spare keeps a stream head of this capacity at most (a full segment):
+/// a flow that needed a longer one gives it back to the allocator.
 const SPARE_HEAD_BYTES: usize = 1536;
 
 /// Spare metadata (about 400 bytes each) and media windows (112) a chain

@@ -422,24 +422,39 @@ impl Variant {
         let f = record.flow;
         let mut bits = 0;
         let rtts = [f.tcp.handshake_rtt_ns(), f.tcp.client_rtt_ns(), f.tcp.server_rtt_ns()];
-        let mut widest = f.bytes().max(f.packets()).max(f.last_ns.saturating_sub(f.first_ns));
+        // The values a narrow template sends in 4 bytes; absent ones and
+        // the unused first gaps are 0, which never widens. Each is at most
+        // their bits together: when those are below `u32::MAX` (all but
+        // the rare records with values past 2^31), so is each, without a
+        // comparison each.
+        let mut any = f.bytes() | f.packets() | f.last_ns.saturating_sub(f.first_ns);
         for (d, figures) in f.directions.iter().zip(figures) {
             let gaps = &figures.gaps;
-            widest = widest
-                .max(d.payload_bytes)
-                .max(d.bytes)
-                .max(d.packets)
-                .max(gaps.max)
-                .max(gaps.min);
+            any |= d.payload_bytes | d.bytes | d.packets | gaps.max | gaps.min;
         }
-        for rtt in rtts.into_iter().flatten() {
-            widest = widest.max(rtt);
+        for rtt in rtts {
+            any |= rtt.unwrap_or(0);
         }
-        // Each is at most the flow's duration; the unused ones are 0.
-        for &gap in &f.first_inter_arrivals {
-            widest = widest.max(gap);
-        }
-        if widest < u64::from(u32::MAX) {
+        any = f.first_inter_arrivals.iter().fold(any, |any, &gap| any | gap);
+        let widest = || {
+            let mut widest = f.bytes().max(f.packets()).max(f.last_ns.saturating_sub(f.first_ns));
+            for (d, figures) in f.directions.iter().zip(figures) {
+                let gaps = &figures.gaps;
+                widest = widest
+                    .max(d.payload_bytes)
+                    .max(d.bytes)
+                    .max(d.packets)
+                    .max(gaps.max)
+                    .max(gaps.min);
+            }
+            for rtt in rtts {
+                widest = widest.max(rtt.unwrap_or(0));
+            }
+            f.first_inter_arrivals
+                .iter()
+                .fold(widest, |widest, &gap| widest.max(gap))
+        };
+        if any < u64::from(u32::MAX) || widest() < u64::from(u32::MAX) {
             bits |= Variant::NARROW;
         }
         let fits = |x: f64| (x as f32) as f64 == x;

@@ -18,7 +18,7 @@
 //! given size (an MTU), in a set of its template; [`Packer`] numbers the
 //! messages in the exporter's thread, and makes the template sets.
 
-use sluice_classify::{Metadata, Text};
+use sluice_classify::{Classifier, Metadata, Text};
 use sluice_flow::{DirectionStats, EndReason, FIRST_PACKETS, Summary};
 use sluice_wire::IpVersion;
 
@@ -422,24 +422,39 @@ impl Variant {
         let f = record.flow;
         let mut bits = 0;
         let rtts = [f.tcp.handshake_rtt_ns(), f.tcp.client_rtt_ns(), f.tcp.server_rtt_ns()];
-        let mut widest = f.bytes().max(f.packets()).max(f.last_ns.saturating_sub(f.first_ns));
+        // The values a narrow template sends in 4 bytes; absent ones and
+        // the unused first gaps are 0, which never widens. Each is at most
+        // their bits together: when those are below `u32::MAX` (all but
+        // the rare records with values past 2^31), so is each, without a
+        // comparison each.
+        let mut any = f.bytes() | f.packets() | f.last_ns.saturating_sub(f.first_ns);
         for (d, figures) in f.directions.iter().zip(figures) {
             let gaps = &figures.gaps;
-            widest = widest
-                .max(d.payload_bytes)
-                .max(d.bytes)
-                .max(d.packets)
-                .max(gaps.max)
-                .max(gaps.min);
+            any |= d.payload_bytes | d.bytes | d.packets | gaps.max | gaps.min;
         }
-        for rtt in rtts.into_iter().flatten() {
-            widest = widest.max(rtt);
+        for rtt in rtts {
+            any |= rtt.unwrap_or(0);
         }
-        // Each is at most the flow's duration; the unused ones are 0.
-        for &gap in &f.first_inter_arrivals {
-            widest = widest.max(gap);
-        }
-        if widest < u64::from(u32::MAX) {
+        any = f.first_inter_arrivals.iter().fold(any, |any, &gap| any | gap);
+        let widest = || {
+            let mut widest = f.bytes().max(f.packets()).max(f.last_ns.saturating_sub(f.first_ns));
+            for (d, figures) in f.directions.iter().zip(figures) {
+                let gaps = &figures.gaps;
+                widest = widest
+                    .max(d.payload_bytes)
+                    .max(d.bytes)
+                    .max(d.packets)
+                    .max(gaps.max)
+                    .max(gaps.min);
+            }
+            for rtt in rtts {
+                widest = widest.max(rtt.unwrap_or(0));
+            }
+            f.first_inter_arrivals
+                .iter()
+                .fold(widest, |widest, &gap| widest.max(gap))
+        };
+        if any < u64::from(u32::MAX) || widest() < u64::from(u32::MAX) {
             bits |= Variant::NARROW;
         }
         let fits = |x: f64| (x as f32) as f64 == x;
@@ -691,9 +706,117 @@ pub fn ntp_to_unix_ns(ntp: u64) -> u64 {
 /// reference encoder on real flows.
 #[derive(Default)]
 pub struct IpfixEncoder {
-    /// Nothing to keep between records; private, so that it is made with
-    /// `default()` and may keep something later.
-    _stateless: (),
+    tail: Tail,
+}
+
+/// The elements from `endReason` to `media`, as the last record wrote
+/// them: names from static tables and two confidences, which run after
+/// run of records repeat (all of a worst case's flows have the same). A
+/// record with the same values copies the bytes whole instead of writing
+/// seven strings and rounding two floats.
+#[derive(Default)]
+struct Tail {
+    /// The values the bytes were written from; `None` before the first.
+    key: Option<TailKey>,
+    /// The bytes' length, or `usize::MAX` when they are longer than
+    /// [`TAIL_ROOM`] (they are then in `long`).
+    len: usize,
+    bytes: TailBytes,
+    long: Vec<u8>,
+}
+
+/// What [`Tail`]'s bytes are written from: each name by its address and
+/// length, which are the same exactly when the name is the same static
+/// one (two copies of a name only miss the cache).
+#[derive(Clone, Copy, PartialEq)]
+struct TailKey {
+    end: EndReason,
+    master: (usize, usize),
+    app: Option<(usize, usize)>,
+    classifier: Classifier,
+    confidence: u32,
+    stats: Option<(usize, usize, u32)>,
+    media: Option<(usize, usize)>,
+}
+
+/// The most bytes of a record's tail kept for copying whole.
+const TAIL_ROOM: usize = 128;
+
+struct TailBytes([u8; TAIL_ROOM]);
+
+impl Default for TailBytes {
+    fn default() -> Self {
+        TailBytes([0; TAIL_ROOM])
+    }
+}
+
+/// A static name's address and length: its identity in a [`TailKey`].
+fn name_key(s: &'static str) -> (usize, usize) {
+    (s.as_ptr() as usize, s.len())
+}
+
+impl TailKey {
+    #[inline(always)]
+    fn of(record: &Record) -> TailKey {
+        let class = &record.flow.ext;
+        TailKey {
+            end: record.end,
+            master: name_key(class.label.master),
+            app: class.label.app.map(name_key),
+            classifier: class.classifier,
+            confidence: class.confidence.to_bits(),
+            stats: record
+                .stats
+                .map(|s| (s.class.as_ptr() as usize, s.class.len(), s.confidence.to_bits())),
+            media: record.media.map(name_key),
+        }
+    }
+}
+
+impl Tail {
+    /// The tail's bytes for `record`, written again only when its values
+    /// differ from the last record's: `Some` with their length when they
+    /// fit [`TAIL_ROOM`], `None` when they are in `self.long`.
+    #[inline(always)]
+    fn of(&mut self, record: &Record) -> Option<(&[u8; TAIL_ROOM], usize)> {
+        let key = TailKey::of(record);
+        if self.key != Some(key) {
+            self.fill(record, key);
+        }
+        (self.len <= TAIL_ROOM).then_some((&self.bytes.0, self.len))
+    }
+
+    #[inline(never)]
+    fn fill(&mut self, record: &Record, key: TailKey) {
+        let out = &mut self.long;
+        out.clear();
+        string(out, record.end.name());
+        let class = &record.flow.ext;
+        let label = &class.label;
+        match label.app {
+            Some(app) => {
+                varlen_prefix(out, label.master.len() + 1 + app.len());
+                put(out, label.master.as_bytes());
+                out.push(b'.');
+                put(out, app.as_bytes());
+            }
+            None => string(out, label.master),
+        }
+        string(out, label.master);
+        string(out, class.classifier.name());
+        out.extend_from_slice(&thousandths(class.confidence as f64).to_be_bytes());
+        opt_string(out, record.stats.map(|s| s.class));
+        let stats_confidence = record.stats.map_or(f64::NAN, |s| thousandths(s.confidence as f64));
+        out.extend_from_slice(&stats_confidence.to_be_bytes());
+        opt_string(out, record.media);
+        if out.len() <= TAIL_ROOM {
+            self.bytes.0[..out.len()].copy_from_slice(out);
+            self.len = out.len();
+        } else {
+            self.len = usize::MAX;
+        }
+        self.key = Some(key);
+    }
 }
 
 /// The bytes of a direction's elements (26 of them, all fixed-size).
@@ -866,7 +989,7 @@ fn thousandths(value: f64) -> f64 {
 /// A direction's elements in a variant's template, and the
 /// `tcpControlBits` of the flags it saw.
 #[inline(always)]
-fn direction(b: &mut Fixed<MIDDLE_LEN>, d: &DirectionStats, figures: &Figures, v: Variant) -> u16 {
+fn direction<const N: usize>(b: &mut Fixed<N>, d: &DirectionStats, figures: &Figures, v: Variant) -> u16 {
     let (sizes, gaps, floats) = (&figures.sizes, &figures.gaps, &figures.floats);
     let narrow = v.has(Variant::NARROW);
     let float32 = v.has(Variant::FLOAT32);
@@ -1029,151 +1152,156 @@ impl IpfixEncoder {
     /// Appends `record` as a data record of the template `prepared` has.
     pub fn write(&mut self, record: &Record, prepared: &Prepared, out: &mut Vec<u8>) {
         let figures = &prepared.figures;
+        let tail = &mut self.tail;
         // One copy of the layout per variant, each with its offsets known
         // when compiling and no test of the variant's bits left in it.
         match prepared.variant.0 {
-            0 => encode_as::<0>(record, figures, out),
-            1 => encode_as::<1>(record, figures, out),
-            2 => encode_as::<2>(record, figures, out),
-            3 => encode_as::<3>(record, figures, out),
-            4 => encode_as::<4>(record, figures, out),
-            5 => encode_as::<5>(record, figures, out),
-            6 => encode_as::<6>(record, figures, out),
-            7 => encode_as::<7>(record, figures, out),
-            8 => encode_as::<8>(record, figures, out),
-            9 => encode_as::<9>(record, figures, out),
-            10 => encode_as::<10>(record, figures, out),
-            11 => encode_as::<11>(record, figures, out),
-            12 => encode_as::<12>(record, figures, out),
-            13 => encode_as::<13>(record, figures, out),
-            14 => encode_as::<14>(record, figures, out),
-            15 => encode_as::<15>(record, figures, out),
-            16 => encode_as::<16>(record, figures, out),
-            17 => encode_as::<17>(record, figures, out),
-            18 => encode_as::<18>(record, figures, out),
-            19 => encode_as::<19>(record, figures, out),
-            24 => encode_as::<24>(record, figures, out),
-            25 => encode_as::<25>(record, figures, out),
-            26 => encode_as::<26>(record, figures, out),
-            27 => encode_as::<27>(record, figures, out),
+            0 => encode_as::<0>(record, figures, tail, out),
+            1 => encode_as::<1>(record, figures, tail, out),
+            2 => encode_as::<2>(record, figures, tail, out),
+            3 => encode_as::<3>(record, figures, tail, out),
+            4 => encode_as::<4>(record, figures, tail, out),
+            5 => encode_as::<5>(record, figures, tail, out),
+            6 => encode_as::<6>(record, figures, tail, out),
+            7 => encode_as::<7>(record, figures, tail, out),
+            8 => encode_as::<8>(record, figures, tail, out),
+            9 => encode_as::<9>(record, figures, tail, out),
+            10 => encode_as::<10>(record, figures, tail, out),
+            11 => encode_as::<11>(record, figures, tail, out),
+            12 => encode_as::<12>(record, figures, tail, out),
+            13 => encode_as::<13>(record, figures, tail, out),
+            14 => encode_as::<14>(record, figures, tail, out),
+            15 => encode_as::<15>(record, figures, tail, out),
+            16 => encode_as::<16>(record, figures, tail, out),
+            17 => encode_as::<17>(record, figures, tail, out),
+            18 => encode_as::<18>(record, figures, tail, out),
+            19 => encode_as::<19>(record, figures, tail, out),
+            24 => encode_as::<24>(record, figures, tail, out),
+            25 => encode_as::<25>(record, figures, tail, out),
+            26 => encode_as::<26>(record, figures, tail, out),
+            27 => encode_as::<27>(record, figures, tail, out),
             bits => unreachable!("variant {bits} is no template's"),
         }
     }
 }
 
+/// The room one capacity check makes for a record: its fixed-size
+/// elements, `tunnel` (a short name), its tail up to [`TAIL_ROOM`] and
+/// the two `tcpControlBits`. The metadata's strings, when there are any,
+/// are written after with checks of their own.
+const RECORD_ROOM: usize = HEAD_LEN + 1 + TUNNEL_ROOM + MIDDLE_LEN + LISTS_LEN + TAIL_ROOM + 4;
+
+/// The longest `tunnel` name written in the record's room; the names are
+/// a few short ones (`TunnelKind::name`).
+const TUNNEL_ROOM: usize = 32;
+
 /// [`IpfixEncoder::write`] in the template of variant `BITS`.
-fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], out: &mut Vec<u8>) {
+fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], tail: &mut Tail, out: &mut Vec<u8>) {
     let variant = Variant(BITS);
     let f = record.flow;
     let k = &f.key;
     let v6 = k.version == IpVersion::V6;
     let narrow = variant.has(Variant::NARROW);
     let tcp = !variant.has(Variant::NO_TCP);
-    // Room for the fixed-size elements and the usual strings: their
-    // pushes then never grow the buffer.
-    out.reserve(HEAD_LEN + MIDDLE_LEN + LISTS_LEN + 256);
+    let meta = !variant.has(Variant::NO_META);
+    let mut b = Fixed::<RECORD_ROOM>::open(out);
 
     // flowId to ipVersion and vlanId.
-    let mut head = Fixed::<HEAD_LEN>::open(out);
-    head.u64(Some(f.id()));
+    b.u64(Some(f.id()));
     if v6 {
-        head.put(&k.src);
+        b.put(&k.src);
     } else {
-        head.put(&[k.src[0], k.src[1], k.src[2], k.src[3]]);
+        b.put(&[k.src[0], k.src[1], k.src[2], k.src[3]]);
     }
-    head.u16(Some(k.src_port.into()));
+    b.u16(Some(k.src_port.into()));
     if v6 {
-        head.put(&k.dst);
+        b.put(&k.dst);
     } else {
-        head.put(&[k.dst[0], k.dst[1], k.dst[2], k.dst[3]]);
+        b.put(&[k.dst[0], k.dst[1], k.dst[2], k.dst[3]]);
     }
-    head.u16(Some(k.dst_port.into()));
-    head.put(&[k.proto]);
-    head.u8(Some(k.version as u64));
-    head.u16(Some(k.vlan.into()));
-    let written = head.at;
-    set_len(out, written);
-    string(out, f.tunnel.name());
+    b.u16(Some(k.dst_port.into()));
+    b.put(&[k.proto]);
+    b.u8(Some(k.version as u64));
+    b.u16(Some(k.vlan.into()));
+    let tunnel = f.tunnel.name().as_bytes();
+    if tunnel.is_empty() {
+        b.put(&[0]);
+    } else {
+        let tunnel = &tunnel[..tunnel.len().min(TUNNEL_ROOM)];
+        b.put(&[tunnel.len() as u8]);
+        b.put_slice(tunnel);
+    }
 
     // tunnelId to serverRttNs.
-    let mut mid = Fixed::<MIDDLE_LEN>::open(out);
-    mid.u32(Some(k.tunnel_id.into()));
+    b.u32(Some(k.tunnel_id.into()));
     for ns in [f.first_ns, f.last_ns] {
-        mid.u64(Some(ns / 1_000_000));
-        mid.u64(Some(ntp_time(ns)));
+        b.u64(Some(ns / 1_000_000));
+        b.u64(Some(ntp_time(ns)));
     }
-    mid.count(narrow, Some(f.last_ns.saturating_sub(f.first_ns)));
-    mid.count(narrow, Some(f.packets()));
-    mid.count(narrow, Some(f.bytes()));
+    b.count(narrow, Some(f.last_ns.saturating_sub(f.first_ns)));
+    b.count(narrow, Some(f.packets()));
+    b.count(narrow, Some(f.bytes()));
     let mut flags = [0u16; 2];
     for (d, stats) in f.directions.iter().enumerate() {
         if stats.packets == 0 {
             // Its length known when compiling, the offsets after it are.
             let len = direction_len(variant);
-            mid.put_slice(&EMPTY_DIRECTION[direction_bits(variant)][..len]);
+            b.put_slice(&EMPTY_DIRECTION[direction_bits(variant)][..len]);
         } else {
-            flags[d] = direction(&mut mid, stats, &figures[d], variant);
+            flags[d] = direction(&mut b, stats, &figures[d], variant);
         }
     }
     if tcp {
-        mid.count(narrow, f.tcp.handshake_rtt_ns());
-        mid.count(narrow, f.tcp.client_rtt_ns());
-        mid.count(narrow, f.tcp.server_rtt_ns());
+        b.count(narrow, f.tcp.handshake_rtt_ns());
+        b.count(narrow, f.tcp.client_rtt_ns());
+        b.count(narrow, f.tcp.server_rtt_ns());
     }
-    let written = mid.at;
-    set_len(out, written);
 
     // The first packets: sizes, directions, gaps.
     let n = usize::from(f.first_count).min(FIRST_PACKETS);
-    let mut lists = Fixed::<LISTS_LEN>::open(out);
-    lists.put(&[(n * 2) as u8]);
+    b.put(&[(n * 2) as u8]);
     let mut sizes = [0u8; 2 * FIRST_PACKETS];
     for (bytes, size) in sizes.chunks_exact_mut(2).zip(f.first_sizes) {
         bytes.copy_from_slice(&size.to_be_bytes());
     }
-    lists.put_first(&sizes, 2 * n);
-    lists.put(&[n as u8]);
+    b.put_first(&sizes, 2 * n);
+    b.put(&[n as u8]);
     // A byte for each packet's bit, eight at a time.
     let directions = u64::from(f.first_directions);
-    lists.put_first(&bit_bytes(directions & 0xff), n);
+    b.put_first(&bit_bytes(directions & 0xff), n);
     if n > 8 {
-        lists.put_first(&bit_bytes(directions >> 8 & 0xff), n - 8);
+        b.put_first(&bit_bytes(directions >> 8 & 0xff), n - 8);
     }
-    lists.put(&[(n * if narrow { 4 } else { 8 }) as u8]);
+    b.put(&[(n * if narrow { 4 } else { 8 }) as u8]);
     for &gap in &f.first_inter_arrivals[..n] {
-        lists.count(narrow, Some(gap));
+        b.count(narrow, Some(gap));
     }
-    lists.put(&[end_reason_code(record.end)]);
-    let written = lists.at;
-    set_len(out, written);
-    string(out, record.end.name());
+    b.put(&[end_reason_code(record.end)]);
 
-    let class = &f.ext;
-    let label = &class.label;
-    match label.app {
-        Some(app) => {
-            varlen_prefix(out, label.master.len() + 1 + app.len());
-            put(out, label.master.as_bytes());
-            out.push(b'.');
-            put(out, app.as_bytes());
+    // `endReason` to `media`: the last record's bytes when its values are
+    // the same.
+    let short = match tail.of(record) {
+        Some((bytes, len)) => {
+            b.put_first(bytes, len);
+            true
         }
-        None => string(out, label.master),
+        None => false,
+    };
+    // The reverse flags first, as the templates have them.
+    let flag_bytes = (u32::from(flags[1]) << 16 | u32::from(flags[0])).to_be_bytes();
+    if short && tcp && !meta {
+        b.put(&flag_bytes);
     }
-    string(out, label.master);
-    string(out, class.classifier.name());
-    out.extend_from_slice(&thousandths(class.confidence as f64).to_be_bytes());
-    opt_string(out, record.stats.map(|s| s.class));
-    let stats_confidence = record.stats.map_or(f64::NAN, |s| thousandths(s.confidence as f64));
-    out.extend_from_slice(&stats_confidence.to_be_bytes());
-    opt_string(out, record.media);
-
-    if let Some(m) = class.meta.as_deref() {
+    let written = b.at;
+    set_len(out, written);
+    if !short {
+        out.extend_from_slice(&tail.long);
+    }
+    if meta && let Some(m) = f.ext.meta.as_deref() {
         metadata(out, m);
     }
-    if tcp {
-        // The reverse flags first, as the templates have them.
-        out.extend_from_slice(&flags[1].to_be_bytes());
-        out.extend_from_slice(&flags[0].to_be_bytes());
+    if tcp && (meta || !short) {
+        out.extend_from_slice(&flag_bytes);
     }
 }
 

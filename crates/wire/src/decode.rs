@@ -236,14 +236,7 @@ fn ethernet_ipv4_tcp(frame: &[u8], d: &mut Decoded) -> bool {
         ip_offset: 14,
         l4_offset: l4_offset as u16,
         ttl: fixed[8],
-        tcp: TcpMeta {
-            flags: fixed_tcp[13],
-            seq: u32::from_be_bytes([fixed_tcp[4], fixed_tcp[5], fixed_tcp[6], fixed_tcp[7]]),
-            ack: u32::from_be_bytes([fixed_tcp[8], fixed_tcp[9], fixed_tcp[10], fixed_tcp[11]]),
-            window: u16::from_be_bytes([fixed_tcp[14], fixed_tcp[15]]),
-            mss: 0,
-            window_scale: None,
-        },
+        tcp: tcp_fixed(fixed_tcp),
         ..Decoded::default()
     };
     if d.tcp.flags & tcp_flags::SYN != 0 {
@@ -968,7 +961,7 @@ fn transport_ports(l4: &[u8], d: &mut Decoded, header_len: usize) -> bool {
 /// TCP's fixed 20 bytes are read by hand (they are on every packet);
 /// options, only wanted from SYNs, go through etherparse's iterator.
 fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
-    if l4.len() < 20 {
+    let Some(fixed) = l4.first_chunk::<20>() else {
         // Cut by the snap length: keep whatever fields are present.
         transport_ports(l4, d, 20);
         d.tcp.seq = be32(l4, 4).unwrap_or(0);
@@ -978,21 +971,14 @@ fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
         d.l4_truncated = true;
         // The header runs past what was captured: no payload is.
         return Ok(20);
-    }
-    let header_len = (l4[12] >> 4) as usize * 4;
+    };
+    let header_len = (fixed[12] >> 4) as usize * 4;
     if header_len < 20 {
         return Err(DecodeError::Malformed { layer: "TCP" });
     }
-    d.key.src_port = u16::from_be_bytes([l4[0], l4[1]]);
-    d.key.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
-    d.tcp = TcpMeta {
-        flags: l4[13],
-        seq: u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]),
-        ack: u32::from_be_bytes([l4[8], l4[9], l4[10], l4[11]]),
-        window: u16::from_be_bytes([l4[14], l4[15]]),
-        mss: 0,
-        window_scale: None,
-    };
+    d.key.src_port = u16::from_be_bytes([fixed[0], fixed[1]]);
+    d.key.dst_port = u16::from_be_bytes([fixed[2], fixed[3]]);
+    d.tcp = tcp_fixed(fixed);
     let Some(options) = l4.get(20..header_len) else {
         d.l4_truncated = true;
         return Ok(header_len);
@@ -1001,6 +987,19 @@ fn tcp(l4: &[u8], d: &mut Decoded) -> Result<usize, DecodeError> {
         tcp_options(options, &mut d.tcp);
     }
     Ok(header_len)
+}
+
+/// What TCP's fixed 20 bytes tell the metrics; the options come apart.
+#[inline(always)]
+fn tcp_fixed(h: &[u8; 20]) -> TcpMeta {
+    TcpMeta {
+        flags: h[13],
+        seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+        ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
+        window: u16::from_be_bytes([h[14], h[15]]),
+        mss: 0,
+        window_scale: None,
+    }
 }
 
 /// The options a SYN carries that the metrics want.

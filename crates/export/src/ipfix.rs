@@ -427,34 +427,30 @@ impl Variant {
         // their bits together: when those are below `u32::MAX` (all but
         // the rare records with values past 2^31), so is each, without a
         // comparison each.
-        let mut any = f.bytes() | f.packets() | f.last_ns.saturating_sub(f.first_ns);
-        for (d, figures) in f.directions.iter().zip(figures) {
-            let gaps = &figures.gaps;
-            any |= d.payload_bytes | d.bytes | d.packets | gaps.max | gaps.min;
-        }
-        for rtt in rtts {
-            any |= rtt.unwrap_or(0);
-        }
-        any = f.first_inter_arrivals.iter().fold(any, |any, &gap| any | gap);
-        let widest = || {
-            let mut widest = f.bytes().max(f.packets()).max(f.last_ns.saturating_sub(f.first_ns));
-            for (d, figures) in f.directions.iter().zip(figures) {
-                let gaps = &figures.gaps;
-                widest = widest
-                    .max(d.payload_bytes)
-                    .max(d.bytes)
-                    .max(d.packets)
-                    .max(gaps.max)
-                    .max(gaps.min);
-            }
-            for rtt in rtts {
-                widest = widest.max(rtt.unwrap_or(0));
-            }
-            f.first_inter_arrivals
-                .iter()
-                .fold(widest, |widest, &gap| widest.max(gap))
-        };
-        if any < u64::from(u32::MAX) || widest() < u64::from(u32::MAX) {
+        let [d0, d1] = &f.directions;
+        let [g0, g1] = [&figures[0].gaps, &figures[1].gaps];
+        let [rtt0, rtt1, rtt2] = rtts.map(|rtt| rtt.unwrap_or(0));
+        let fixed = [
+            f.bytes(),
+            f.packets(),
+            f.last_ns.saturating_sub(f.first_ns),
+            d0.payload_bytes,
+            d0.bytes,
+            d0.packets,
+            g0.max,
+            g0.min,
+            d1.payload_bytes,
+            d1.bytes,
+            d1.packets,
+            g1.max,
+            g1.min,
+            rtt0,
+            rtt1,
+            rtt2,
+        ];
+        let values = fixed.iter().chain(&f.first_inter_arrivals).copied();
+        let any = values.clone().fold(0, |any, x| any | x);
+        if any < u64::from(u32::MAX) || values.max().unwrap_or(0) < u64::from(u32::MAX) {
             bits |= Variant::NARROW;
         }
         let fits = |x: f64| (x as f32) as f64 == x;
@@ -1772,6 +1768,19 @@ mod tests {
         for ns in 0..100_000 {
             assert_eq!(ntp_to_unix_ns(ntp_time(ns * 9_973)), ns * 9_973);
         }
+    }
+
+    /// The narrow templates hold a record whose values are each below
+    /// 2^32 - 1, though their bits together are not, and no record with
+    /// one value past it.
+    #[test]
+    fn narrow_is_each_value_below_u32_max_not_their_bits_together() {
+        let mut flow = sample_flow();
+        flow.directions[0].payload_bytes = 1 << 31;
+        flow.directions[1].payload_bytes = (1 << 31) - 1;
+        assert!(Variant::of(&Record::idle(&flow)).has(Variant::NARROW));
+        flow.directions[1].payload_bytes = u64::from(u32::MAX);
+        assert!(!Variant::of(&Record::idle(&flow)).has(Variant::NARROW));
     }
 
     /// A data record's length is the sum of its elements' lengths, the

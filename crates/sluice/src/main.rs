@@ -66,8 +66,8 @@ const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
 /// Once the command is done, mimalloc would give the memory it holds back
 /// to the kernel range by range (each call flushing the translations of
 /// every core the process ran on) before the process exits, when the
-/// kernel takes all of it back in one sweep anyway: after a capture with a
-/// million flows held, some 700 MB.
+/// kernel takes all of it back in one sweep anyway: after a capture, the
+/// flow tables' whole slabs.
 #[allow(unsafe_code)]
 fn keep_memory_at_exit() {
     // SAFETY: a plain setter of one of the allocator's options; -1 means

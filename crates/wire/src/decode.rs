@@ -176,38 +176,72 @@ pub fn decode(link: LinkType, frame: &[u8]) -> Result<Decoded, DecodeError> {
 /// store-forwarding stall, the reader's costliest instruction). Decoding
 /// in place, some packets before the result is read, lets them get there.
 pub fn decode_into(link: LinkType, frame: &[u8], decoded: &mut Decoded) -> Result<(), DecodeError> {
-    if link == LinkType::Ethernet && ethernet_ipv4_tcp(frame, decoded) {
+    if link == LinkType::Ethernet && (ethernet_ipv4_tcp(frame, decoded) || ethernet_ipv4_udp(frame, decoded)) {
         return Ok(());
     }
     walk_layers(link, frame, decoded)
 }
 
-/// Ethernet, untagged IPv4 and a whole TCP header, unfragmented: the
-/// commonest frame, read in one straight pass, since the layer walk's loop,
-/// matches and error paths cost more than the fields themselves. Any other
-/// frame, and any such frame with a field the walk refuses or treats apart
-/// (a zero total length, a fragment, a header cut short), returns false
-/// and is left to the walk; for the frames it takes, it writes what the
-/// walk writes.
-#[inline]
-fn ethernet_ipv4_tcp(frame: &[u8], d: &mut Decoded) -> bool {
-    let Some((ethernet, ip)) = frame.split_first_chunk::<14>() else {
-        return false;
-    };
-    let Some(fixed) = ip.first_chunk::<20>() else {
-        return false;
-    };
-    if ethernet[12..] != [0x08, 0x00] || fixed[0] >> 4 != 4 || fixed[9] != 6 {
-        return false;
+/// The commonest frames, Ethernet, untagged IPv4 and a whole TCP or UDP
+/// header, unfragmented, are read in one straight pass each, since the
+/// layer walk's loop, matches and error paths cost more than the fields
+/// themselves. Any other frame, and any such frame with a field the walk
+/// refuses or treats apart (a zero total length, a fragment, a header cut
+/// short, UDP to or from a tunnel's port), is left to the walk; for the
+/// frames they take, the passes write what the walk writes.
+///
+/// This is their common start: of a frame whose Ethernet type is IPv4 and
+/// whose IPv4 header carries `proto`, unfragmented and with lengths that
+/// hold, the fixed header, its length, the total length and the transport
+/// bytes.
+#[inline(always)]
+fn ethernet_ipv4_fixed(frame: &[u8], proto: u8) -> Option<(&[u8; 20], usize, usize, &[u8])> {
+    let (ethernet, ip) = frame.split_first_chunk::<14>()?;
+    let fixed = ip.first_chunk::<20>()?;
+    if ethernet[12..] != [0x08, 0x00] || fixed[0] >> 4 != 4 || fixed[9] != proto {
+        return None;
     }
     let header_len = (fixed[0] & 0x0f) as usize * 4;
     let total = u16::from_be_bytes([fixed[2], fixed[3]]) as usize;
     let flags_offset = u16::from_be_bytes([fixed[6], fixed[7]]);
     // A zero total length fails `total < header_len` too.
     if header_len < 20 || total < header_len || flags_offset & 0x3fff != 0 {
-        return false;
+        return None;
     }
-    let Some(l4) = ip.get(header_len..total.min(ip.len())) else {
+    let l4 = ip.get(header_len..total.min(ip.len()))?;
+    Some((fixed, header_len, total, l4))
+}
+
+/// What a straight pass writes of an IPv4 frame whose transport header
+/// begins with `ports` (the source's, the destination's).
+#[inline(always)]
+fn ipv4_decoded(fixed: &[u8; 20], header_len: usize, ports: &[u8; 4], tcp: TcpMeta) -> Decoded {
+    let mut src = [0; 16];
+    let mut dst = [0; 16];
+    src[..4].copy_from_slice(&fixed[12..16]);
+    dst[..4].copy_from_slice(&fixed[16..20]);
+    Decoded {
+        key: FlowKey {
+            src,
+            dst,
+            src_port: u16::from_be_bytes([ports[0], ports[1]]),
+            dst_port: u16::from_be_bytes([ports[2], ports[3]]),
+            vlan: 0,
+            proto: fixed[9],
+            version: IpVersion::V4,
+            tunnel_id: 0,
+        },
+        ip_offset: 14,
+        l4_offset: (14 + header_len) as u16,
+        ttl: fixed[8],
+        tcp,
+        ..Decoded::default()
+    }
+}
+
+#[inline]
+fn ethernet_ipv4_tcp(frame: &[u8], d: &mut Decoded) -> bool {
+    let Some((fixed, header_len, total, l4)) = ethernet_ipv4_fixed(frame, 6) else {
         return false;
     };
     let Some(fixed_tcp) = l4.first_chunk::<20>() else {
@@ -217,32 +251,35 @@ fn ethernet_ipv4_tcp(frame: &[u8], d: &mut Decoded) -> bool {
     if tcp_len < 20 || l4.len() < tcp_len {
         return false;
     }
-    let mut src = [0; 16];
-    let mut dst = [0; 16];
-    src[..4].copy_from_slice(&fixed[12..16]);
-    dst[..4].copy_from_slice(&fixed[16..20]);
-    let l4_offset = 14 + header_len;
-    *d = Decoded {
-        key: FlowKey {
-            src,
-            dst,
-            src_port: u16::from_be_bytes([fixed_tcp[0], fixed_tcp[1]]),
-            dst_port: u16::from_be_bytes([fixed_tcp[2], fixed_tcp[3]]),
-            vlan: 0,
-            proto: 6,
-            version: IpVersion::V4,
-            tunnel_id: 0,
-        },
-        ip_offset: 14,
-        l4_offset: l4_offset as u16,
-        ttl: fixed[8],
-        tcp: tcp_fixed(fixed_tcp),
-        ..Decoded::default()
-    };
+    let ports = fixed_tcp.first_chunk::<4>().expect("four of twenty bytes");
+    *d = ipv4_decoded(fixed, header_len, ports, tcp_fixed(fixed_tcp));
     if d.tcp.flags & tcp_flags::SYN != 0 {
         tcp_options(&l4[20..tcp_len], &mut d.tcp);
     }
+    let l4_offset = 14 + header_len;
     set_payload(d, l4_offset + tcp_len, l4.len() - tcp_len, total - header_len - tcp_len);
+    true
+}
+
+#[inline]
+fn ethernet_ipv4_udp(frame: &[u8], d: &mut Decoded) -> bool {
+    let Some((fixed, header_len, total, l4)) = ethernet_ipv4_fixed(frame, 17) else {
+        return false;
+    };
+    let Some(udp) = l4.first_chunk::<8>() else {
+        return false;
+    };
+    let ports = udp.first_chunk::<4>().expect("four of eight bytes");
+    let (src_port, dst_port) = (
+        u16::from_be_bytes([ports[0], ports[1]]),
+        u16::from_be_bytes([ports[2], ports[3]]),
+    );
+    if tunnel::udp_may_descend(src_port, dst_port) {
+        return false;
+    }
+    *d = ipv4_decoded(fixed, header_len, ports, TcpMeta::default());
+    let l4_offset = 14 + header_len;
+    set_payload(d, l4_offset + 8, l4.len() - 8, total - header_len - 8);
     true
 }
 
@@ -2160,6 +2197,34 @@ mod tests {
                 frame[at] = match at {
                     14 => 0x40 | (byte & 0x0f),
                     46 => byte & 0xf0,
+                    _ if byte < 128 => frame[at] ^ (1 << (byte % 8)),
+                    _ => byte,
+                };
+            }
+            frame.truncate(cut.max(14));
+            proptest::prop_assert_eq!(decode(LinkType::Ethernet, &frame), walked(&frame));
+        }
+
+        /// Ethernet/IPv4/UDP frames, to and from tunnels' ports among
+        /// others, with random data and their telling fields (Ethernet
+        /// type, version and lengths, fragment bits, protocol, ports) set
+        /// at random, and cut anywhere: the straight pass and the walk give
+        /// the same result.
+        #[test]
+        fn straight_pass_decodes_udp_as_the_walk(
+            dst_port in proptest::sample::select(&[53u16, 443, 4789, 4790, 6081, 2152, 9][..]),
+            from_gtpu in proptest::prelude::any::<bool>(),
+            data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+            edits in proptest::collection::vec((proptest::sample::select(&[12usize, 13, 14, 16, 17, 20, 21, 23, 34, 35, 36, 37][..]), proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..120,
+        ) {
+            let mut frame = outer_ipv4(17, &udp(dst_port, &data));
+            if from_gtpu {
+                frame[34..36].copy_from_slice(&2152u16.to_be_bytes());
+            }
+            for (at, byte) in edits {
+                frame[at] = match at {
+                    14 => 0x40 | (byte & 0x0f),
                     _ if byte < 128 => frame[at] ^ (1 << (byte % 8)),
                     _ => byte,
                 };

@@ -50,6 +50,13 @@ const ETHERTYPE_PPP: u16 = 0x880b;
 const ERSPAN_II: u16 = 0x88be;
 const ERSPAN_III: u16 = 0x22eb;
 
+/// Whether [`udp`] looks for a tunnel in a datagram between these ports:
+/// any other datagram is its own flow.
+#[inline]
+pub(crate) fn udp_may_descend(src_port: u16, dst_port: u16) -> bool {
+    matches!(dst_port, VXLAN_PORT | VXLAN_GPE_PORT | GENEVE_PORT | GTPU_PORT) || src_port == GTPU_PORT
+}
+
 /// Recognises a UDP payload that carries a tunnelled packet. Returns the
 /// tunnel, how many payload bytes its header takes, and what follows.
 pub(crate) fn udp(l4: &[u8], src_port: u16, dst_port: u16, key: &mut FlowKey) -> Result<Option<Descend>, DecodeError> {

@@ -62,22 +62,42 @@ impl Block {
     }
 }
 
-fn words_of(data: &[u8]) -> Words {
+/// The data's first bytes, zeros past its end: with the data's length up
+/// to the greatest length a field waits for, all that the fields judge.
+type Head = [u8; Prefix::BYTES];
+
+fn head_of(data: &[u8]) -> Head {
+    let mut head = [0; Prefix::BYTES];
+    let n = data.len().min(Prefix::BYTES);
+    head[..n].copy_from_slice(&data[..n]);
+    head
+}
+
+fn words_of(head: &Head) -> Words {
     // Three zero bytes before the data, for the big-endian words of the
     // fields that end in its first three bytes, and three after.
-    let mut head = [0; 3 + Prefix::BYTES + 3];
-    let n = data.len().min(Prefix::BYTES);
-    head[3..3 + n].copy_from_slice(&data[..n]);
+    let mut padded = [0; 3 + Prefix::BYTES + 3];
+    padded[3..3 + Prefix::BYTES].copy_from_slice(head);
     let mut words = [0; 2 * Prefix::BYTES];
-    for (at, bytes) in head.windows(4).enumerate().take(Prefix::BYTES) {
+    for (at, bytes) in padded.windows(4).enumerate().take(Prefix::BYTES) {
         let bytes: [u8; 4] = bytes.try_into().unwrap_or_default();
         words[at] = u32::from_be_bytes(bytes);
     }
-    for (at, bytes) in head[3..].windows(4).enumerate().take(Prefix::BYTES) {
+    for (at, bytes) in padded[3..].windows(4).enumerate().take(Prefix::BYTES) {
         let bytes: [u8; 4] = bytes.try_into().unwrap_or_default();
         words[Prefix::BYTES + at] = u32::from_le_bytes(bytes);
     }
     words
+}
+
+/// What the last pass judged, and the dissectors it struck off.
+#[derive(Debug, Default)]
+struct Last {
+    transport: usize,
+    head: Head,
+    /// The data's length, clipped to `Gates::reach`.
+    len: u32,
+    struck: Candidates,
 }
 
 /// Every dissector's fields, by transport and first byte.
@@ -90,6 +110,12 @@ pub(super) struct Gates {
     spans: Vec<[(u32, u32); 256]>,
     /// By transport, the dissectors with fields.
     fixing: [Candidates; 2],
+    /// The greatest length a field waits for: data as long or longer are
+    /// judged alike.
+    reach: u32,
+    /// A scan or a flood brings flow after flow with the same first bytes
+    /// (a fixed probe, zeros): those are judged once.
+    last: Option<Last>,
 }
 
 impl Gates {
@@ -135,7 +161,14 @@ impl Gates {
                 });
             }
         }
-        Gates { blocks, spans, fixing }
+        let reach = blocks.iter().flat_map(|b| b.from).max().unwrap_or(0);
+        Gates {
+            blocks,
+            spans,
+            fixing,
+            reach,
+            last: None,
+        }
     }
 
     /// Whether dissector `d` has fields on `transport` (0 TCP, 1 UDP).
@@ -146,19 +179,41 @@ impl Gates {
 
     /// Strikes off `candidates` every dissector a field of which rules out
     /// `data` on `transport` (0 TCP, 1 UDP): one pass over the fields of
-    /// the dissectors its first byte leaves.
-    pub(super) fn strike(&self, transport: usize, data: &[u8], candidates: &mut Candidates) {
-        let (start, end) = self.spans[transport][usize::from(data[0])];
-        let words = words_of(data);
-        let len = data.len().min(1 << 30) as i32;
+    /// the dissectors its first byte leaves, or none when the data are
+    /// judged as the last pass's were.
+    pub(super) fn strike(&mut self, transport: usize, data: &[u8], candidates: &mut Candidates) {
+        let head = head_of(data);
+        let len = data.len().min(self.reach as usize) as u32;
+        let struck = match &self.last {
+            Some(last) if last.head == head && last.len == len && last.transport == transport => last.struck,
+            _ => {
+                let struck = self.pass(transport, &head, len);
+                self.last = Some(Last {
+                    transport,
+                    head,
+                    len,
+                    struck,
+                });
+                struck
+            }
+        };
+        for (live, struck) in candidates.iter_mut().zip(struck) {
+            *live &= !struck;
+        }
+    }
+
+    /// The dissectors whose fields rule out data of `len` bytes (clipped to
+    /// `reach`) beginning with `head`.
+    fn pass(&self, transport: usize, head: &Head, len: u32) -> Candidates {
+        let (start, end) = self.spans[transport][usize::from(head[0])];
+        let words = words_of(head);
+        let len = len as i32;
         let mut struck = Candidates::default();
         for block in &self.blocks[start as usize..end as usize] {
             let word = usize::from(block.word) % struck.len();
             struck[word] |= block.struck[block.rules_out(&words, len) % block.struck.len()];
         }
-        for (live, struck) in candidates.iter_mut().zip(struck) {
-            *live &= !struck;
-        }
+        struck
     }
 }
 
@@ -202,11 +257,13 @@ mod tests {
     /// length up to past the prefix, random and of each field's bounds.
     /// Striking off by the compiled fields leaves what `Dissector::admits`
     /// admits, on data of every length up to past the prefix, random and
-    /// with each field's bounds, and their neighbours, in place.
+    /// with each field's bounds, and their neighbours, in place; so does
+    /// striking again the data just struck, and the same data with zeros
+    /// after them (the same first bytes as the last pass saw, longer).
     #[test]
     fn gates_strike_what_the_fields_rule_out() {
         let dissectors = registry();
-        let gates = Gates::new(dissectors);
+        let mut gates = Gates::new(dissectors);
         let mut state = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             state ^= state << 13;
@@ -242,15 +299,19 @@ mod tests {
                             }
                         }
                     }
-                    let mut candidates = [u64::MAX; 4];
-                    gates.strike(t, &data, &mut candidates);
-                    for (d, other) in dissectors.iter().enumerate() {
-                        let live = candidates[d / 64] & (1 << (d % 64)) != 0;
-                        let admitted = !other.wants.accepts(transport)
-                            || !other.first_byte.on(transport).contains(data[0])
-                            || other.prefix.admits(transport, &data);
-                        assert_eq!(live, admitted, "{} on {transport:?}: {data:?}", other.name);
-                        struck += usize::from(!live);
+                    let mut longer = data.clone();
+                    longer.resize(len + 1 + (next() % 8) as usize, 0);
+                    for data in [&data, &data, &longer, &longer] {
+                        let mut candidates = [u64::MAX; 4];
+                        gates.strike(t, data, &mut candidates);
+                        for (d, other) in dissectors.iter().enumerate() {
+                            let live = candidates[d / 64] & (1 << (d % 64)) != 0;
+                            let admitted = !other.wants.accepts(transport)
+                                || !other.first_byte.on(transport).contains(data[0])
+                                || other.prefix.admits(transport, data);
+                            assert_eq!(live, admitted, "{} on {transport:?}: {data:?}", other.name);
+                            struck += usize::from(!live);
+                        }
                     }
                 }
             }

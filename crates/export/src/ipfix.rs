@@ -509,9 +509,10 @@ impl Figures {
         // Rounding leaves a whole number as it is, and a zero: a series
         // of one value (as most of a short flow's are) has a whole mean,
         // the value, and no spread. Sizes are below 2^32, whose thousands
-        // a double holds exactly.
-        // (A gap past 2^63 ns, negative as an `i64`, is rounded.)
-        let whole = |s: &Summary| s.min == s.max && s.mean == s.min as i64 as f64;
+        // a double holds exactly. A series of one value the summary did
+        // not find (its sum past 2^53) is rounded, which leaves its whole
+        // mean as it is too.
+        let whole = |s: &Summary| s.one_value;
         Figures {
             floats: [
                 if whole(&sizes) {
@@ -705,20 +706,39 @@ pub struct IpfixEncoder {
     tail: Tail,
 }
 
-/// The elements from `endReason` to `media`, as the last record wrote
-/// them: names from static tables and two confidences, which run after
-/// run of records repeat (all of a worst case's flows have the same). A
-/// record with the same values copies the bytes whole instead of writing
-/// seven strings and rounding two floats.
+/// The elements from `endReason` to `media` of the last records, kept by
+/// their values: names from static tables and two confidences, which run
+/// after run of records repeat (all of a worst case's flows have one of a
+/// few). A record with the values of a kept tail copies its bytes whole
+/// instead of writing seven strings and rounding two floats. A few tails
+/// are kept, so that records whose labels alternate (as real traffic's
+/// do) find theirs: the last record's is tried first, then the others,
+/// and a new tail takes the place of the oldest written.
 #[derive(Default)]
 struct Tail {
+    entries: [TailEntry; TAIL_ENTRIES],
+    /// The entry of the last record's tail.
+    last: usize,
+    /// The entry the next tail written goes in.
+    next: usize,
+    /// Each entry's [`TailKey::names`].
+    names: [usize; TAIL_ENTRIES],
+    /// A tail longer than [`TAIL_ROOM`], written for each record that has
+    /// one.
+    long: Vec<u8>,
+}
+
+/// The tails kept.
+const TAIL_ENTRIES: usize = 8;
+
+/// One kept tail.
+#[derive(Default)]
+struct TailEntry {
     /// The values the bytes were written from; `None` before the first.
     key: Option<TailKey>,
-    /// The bytes' length, or `usize::MAX` when they are longer than
-    /// [`TAIL_ROOM`] (they are then in `long`).
+    /// The bytes' length.
     len: usize,
     bytes: TailBytes,
-    long: Vec<u8>,
 }
 
 /// What [`Tail`]'s bytes are written from: each name by its address and
@@ -736,7 +756,7 @@ struct TailKey {
 }
 
 /// The most bytes of a record's tail kept for copying whole.
-const TAIL_ROOM: usize = 128;
+pub(crate) const TAIL_ROOM: usize = 128;
 
 struct TailBytes([u8; TAIL_ROOM]);
 
@@ -767,23 +787,42 @@ impl TailKey {
             media: record.media.map(name_key),
         }
     }
+
+    /// The label's names' addresses in one word, the same for the same
+    /// label.
+    #[inline(always)]
+    fn names(&self) -> usize {
+        self.master.0 ^ self.app.map_or(0, |app| app.0).rotate_left(32)
+    }
 }
 
 impl Tail {
-    /// The tail's bytes for `record`, written again only when its values
-    /// differ from the last record's: `Some` with their length when they
-    /// fit [`TAIL_ROOM`], `None` when they are in `self.long`.
+    /// The tail's bytes for `record`, written again only when no kept
+    /// tail has its values: `Some` with their length when they fit
+    /// [`TAIL_ROOM`], `None` when they are in `self.long`.
     #[inline(always)]
     fn of(&mut self, record: &Record) -> Option<(&[u8; TAIL_ROOM], usize)> {
         let key = TailKey::of(record);
-        if self.key != Some(key) {
-            self.fill(record, key);
+        if self.entries[self.last].key != Some(key) {
+            self.last = self.find(record, key)?;
         }
-        (self.len <= TAIL_ROOM).then_some((&self.bytes.0, self.len))
+        let entry = &self.entries[self.last];
+        Some((&entry.bytes.0, entry.len))
     }
 
+    /// The entry that keeps the tail of `key`, or the oldest written, now
+    /// with the tail; `None` when the tail does not fit an entry (it is
+    /// then in `self.long`, and no entry changes).
     #[inline(never)]
-    fn fill(&mut self, record: &Record, key: TailKey) {
+    fn find(&mut self, record: &Record, key: TailKey) -> Option<usize> {
+        // The labels' names first, side by side: most kept tails differ
+        // in them.
+        let names = key.names();
+        for (at, kept) in self.names.iter().enumerate() {
+            if *kept == names && self.entries[at].key == Some(key) {
+                return Some(at);
+            }
+        }
         let out = &mut self.long;
         out.clear();
         string(out, record.end.name());
@@ -805,13 +844,17 @@ impl Tail {
         let stats_confidence = record.stats.map_or(f64::NAN, |s| thousandths(s.confidence as f64));
         out.extend_from_slice(&stats_confidence.to_be_bytes());
         opt_string(out, record.media);
-        if out.len() <= TAIL_ROOM {
-            self.bytes.0[..out.len()].copy_from_slice(out);
-            self.len = out.len();
-        } else {
-            self.len = usize::MAX;
+        if out.len() > TAIL_ROOM {
+            return None;
         }
-        self.key = Some(key);
+        let at = self.next;
+        self.next = (at + 1) % TAIL_ENTRIES;
+        self.names[at] = names;
+        let entry = &mut self.entries[at];
+        entry.bytes.0[..out.len()].copy_from_slice(out);
+        entry.len = out.len();
+        entry.key = Some(key);
+        Some(at)
     }
 }
 

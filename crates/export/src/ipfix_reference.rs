@@ -311,7 +311,7 @@ mod tests {
     use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo};
 
     use super::*;
-    use crate::ipfix::IpfixEncoder;
+    use crate::ipfix::{IpfixEncoder, TAIL_ROOM};
 
     /// nDPI's reference captures (`../shared/data/ndpi-dev` beside the
     /// repository, or `$NDPI_DEV_DIR`).
@@ -364,6 +364,56 @@ mod tests {
         }
         table.flush(&mut keep);
         ended
+    }
+
+    /// Tails longer than the room kept for one (a user's rule or model
+    /// may name a label at any length), and more labels than tails kept,
+    /// coming back in turn: each record is what the templates say,
+    /// whichever tails the encoder kept from the records before.
+    #[test]
+    fn long_tails_and_labels_in_turn_write_what_the_templates_say() {
+        const LONG: &str = "an application named at length by a rule of the user's own, \
+                            longer than the bytes kept for a record's tail";
+        let apps = [
+            None,
+            Some("Google"),
+            Some(LONG),
+            Some("YouTube"),
+            Some(&LONG[..100]),
+            Some("Zoom"),
+            Some("Teams"),
+            Some("Netflix"),
+            Some("Spotify"),
+            Some("Slack"),
+            Some("Discord"),
+            Some("WhatsApp"),
+        ];
+        let mut flow = crate::schema::sample_flow();
+        let (mut fixed, mut reference) = (IpfixEncoder::default(), ReferenceEncoder::default());
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let (mut base, mut long) = (None, 0);
+        for i in 0..5 * apps.len() {
+            flow.ext.label.app = apps[i % apps.len()];
+            let record = Record {
+                flow: &flow,
+                end: EndReason::Idle,
+                stats: (i % 7 != 0).then_some(StatsVerdict {
+                    class: if i % 5 < 2 { LONG } else { "video" },
+                    confidence: 0.8125,
+                }),
+                media: (i % 3 == 0).then_some("audio"),
+            };
+            a.clear();
+            b.clear();
+            let ta = fixed.encode(&record, &mut a);
+            let tb = reference.encode(&record, &mut b);
+            let (label, stats) = (record.flow.ext.label, record.stats);
+            assert_eq!((ta, &a), (tb, &b), "record {i}: {label:?} {stats:?}");
+            // The first record's tail is a few dozen bytes.
+            let shortest = *base.get_or_insert(a.len());
+            long += usize::from(a.len() >= shortest + TAIL_ROOM);
+        }
+        assert!(long >= 4, "{long} records with a tail longer than {TAIL_ROOM} bytes");
     }
 
     /// The fixed-layout encoder writes, byte for byte, what the elements'

@@ -146,11 +146,13 @@ pub struct DirectionStats {
 
 impl DirectionStats {
     /// The wire lengths of this direction's packets.
+    #[inline]
     pub fn sizes(&self) -> Summary {
         self.sizes.summary(self.packets)
     }
 
     /// The nanoseconds between this direction's consecutive packets.
+    #[inline]
     pub fn inter_arrivals(&self) -> Summary {
         self.gaps.summary(self.packets.saturating_sub(1))
     }

@@ -21,6 +21,10 @@ pub struct Summary {
     pub mean: f64,
     /// Population standard deviation.
     pub stddev: f64,
+    /// The series was summed up without a division: every sample was the
+    /// same (or there was none), and their sum is below 2^53. The mean is
+    /// then `min` exactly, and the deviation 0. False says nothing.
+    pub one_value: bool,
 }
 
 /// The sample types: packet sizes (`u32`) and times (`u64`).
@@ -75,6 +79,7 @@ impl<T: Sample> Moments<T> {
                 max: 0,
                 mean: 0.0,
                 stddev: 0.0,
+                one_value: true,
             };
         }
         let (min, max) = (self.min.into(), self.max.into());
@@ -89,6 +94,7 @@ impl<T: Sample> Moments<T> {
                 max,
                 mean: min as f64,
                 stddev: 0.0,
+                one_value: true,
             };
         }
         let mean = self.sum as f64 / count as f64;
@@ -97,6 +103,7 @@ impl<T: Sample> Moments<T> {
             max,
             mean,
             stddev: self.stddev(count, mean),
+            one_value: false,
         }
     }
 

@@ -8,8 +8,41 @@ use crate::{Classifier, Label};
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 
+/// The ports `service` names, TCP's then UDP's, a bit each, worked out
+/// at compile time: most ports of a flood or a scan name none, and a bit
+/// says so for less than the match's search.
+static NAMED: [[u64; 1024]; 2] = {
+    let mut named = [[0; 1024]; 2];
+    let mut port = 0usize;
+    while port < 1 << 16 {
+        let mut t = 0;
+        while t < 2 {
+            if service([TCP, UDP][t], port as u16).is_some() {
+                named[t][port / 64] |= 1 << (port % 64);
+            }
+            t += 1;
+        }
+        port += 1;
+    }
+    named
+};
+
+/// `service`, asking the bitmap first.
+fn named(proto: u8, port: u16) -> Option<&'static str> {
+    let t = match proto {
+        TCP => 0,
+        UDP => 1,
+        _ => return service(proto, port),
+    };
+    let port_bit = usize::from(port);
+    if NAMED[t][port_bit / 64] & (1 << (port_bit % 64)) == 0 {
+        return None;
+    }
+    service(proto, port)
+}
+
 /// nDPI's name for the service usually found on `port`.
-fn service(proto: u8, port: u16) -> Option<&'static str> {
+const fn service(proto: u8, port: u16) -> Option<&'static str> {
     Some(match (proto, port) {
         (TCP, 80 | 8080 | 8000) => "HTTP",
         (TCP, 443 | 8443) => "TLS",
@@ -159,7 +192,7 @@ pub fn port_label(key: &FlowKey) -> Option<(Label, Classifier, f32)> {
             1.0,
         ));
     }
-    let name = service(key.proto, key.dst_port).or_else(|| service(key.proto, key.src_port))?;
+    let name = named(key.proto, key.dst_port).or_else(|| named(key.proto, key.src_port))?;
     Some((
         Label {
             master: name,
@@ -194,6 +227,17 @@ mod tests {
     fn midstream_flows_fall_back_to_the_source_port() {
         assert_eq!(port_label(&key(UDP, 123, 40000)).unwrap().0.master, "NTP");
         assert!(port_label(&key(UDP, 40001, 40000)).is_none());
+    }
+
+    /// The bitmap in front of the match names what the match names, on
+    /// every port of every transport the table knows.
+    #[test]
+    fn the_bitmap_agrees_with_the_match() {
+        for proto in [TCP, UDP, 132, 0] {
+            for port in 0..=u16::MAX {
+                assert_eq!(named(proto, port), service(proto, port), "{proto}/{port}");
+            }
+        }
     }
 
     #[test]

@@ -165,8 +165,19 @@ impl Chain {
             } else if let Next::Continue = next
                 && *withheld == [None; 2]
             {
-                let packet = view(transport, side, endpoints(key), data, (index, other_index));
-                next = self.dissect(class, dissecting, rules, &packet, stamp);
+                // A flow every dissector has refused is left to its rules,
+                // unasked: what `dissect` would find, without the packet's
+                // view and the walk over an empty candidate set (a flood's
+                // or a scan's flows, whose first payload no protocol
+                // admits, come here once a direction).
+                if dissecting.spent() {
+                    if rules.is_none() {
+                        next = Next::Finish;
+                    }
+                } else {
+                    let packet = view(transport, side, endpoints(key), data, (index, other_index));
+                    next = self.dissect(class, dissecting, rules, &packet, stamp);
+                }
             } else if let Next::Continue = next {
                 let mut show = |chain: &mut Chain, s: usize, data: &[u8], at: Withheld| {
                     let side = if s == 0 { Side::Up } else { Side::Down };

@@ -169,6 +169,16 @@ struct Dissecting {
     guess: Option<usize>,
 }
 
+impl Dissecting {
+    /// Whether no dissector will be asked about the flow again: none is
+    /// refining it, and every candidate is struck off (the set only
+    /// shrinks).
+    #[inline]
+    fn spent(&self) -> bool {
+        self.refining.is_none() && self.candidates == [0; MAX_DISSECTORS / 64]
+    }
+}
+
 /// What a dissector with no say in the flow yet answered.
 enum Asked {
     Decided(Found),

@@ -18,6 +18,10 @@ http:
   proto: TCP
   if: http
   nice: 100
+banner:
+  down: '^ZZBANNER '
+  proto: TCP
+  nice: 100
 "#;
 
 const REQUEST: &[u8] = b"GET /watch HTTP/1.1\r\nHost: www.youtube.com\r\nUser-Agent: t\r\n\r\n";
@@ -165,4 +169,20 @@ fn a_request_in_two_segments_is_shown_whole() {
     });
     assert_eq!(labels[0], labels[1]);
     assert_eq!(labels[1].2.as_deref(), Some("www.youtube.com"));
+}
+
+/// A client's first bytes that every dissector refuses leave the flow to
+/// its rules: its next bytes are not shown to the dissectors, and the
+/// server's answer is still fed to the rules.
+#[test]
+fn a_flow_no_dissector_is_left_for_is_still_decided_by_its_rules() {
+    let mut c = Connection::new(false);
+    for _ in 0..2 {
+        let refused = c.segment(true, "A", &[0; 10]);
+        assert!(!refused.settled());
+    }
+    let class = c.segment(false, "A", b"ZZBANNER v1\r\n");
+    assert_eq!(class.classifier, Classifier::Rule);
+    assert_eq!(class.label.master, "banner");
+    assert!(class.settled());
 }

@@ -129,7 +129,12 @@ fn every_listener_on_one_live_capture() {
     assert_eq!(summary["packets"], sent, "{summary:#}");
     assert_eq!(summary["drops"]["kernel_drops"], 0);
     assert_eq!(summary["recording"]["packets"], sent);
-    assert_eq!(summary["abstract"]["packets"]["packets"], sent);
+    // Live, the abstractor drops (and counts) a batch its thread has no
+    // room for rather than hold the capture back: on cores busy with
+    // other work it may; every packet is either abstracted or counted.
+    let abstracted = summary["abstract"]["packets"]["packets"].as_u64().unwrap();
+    let dropped = summary["abstract"]["dropped_packets"].as_u64().unwrap();
+    assert_eq!(abstracted + dropped, sent, "{:#}", summary["abstract"]);
     // Two rings: each records into its own directory.
     assert!(rec.join("w0").is_dir() && rec.join("w1").is_dir());
     let again = dir.path().join("again");

@@ -16,12 +16,32 @@ pub(super) struct Spares {
     /// takes one; those of flows that ended, long out of cache, at the
     /// front.
     inspections: VecDeque<Box<Inspection>>,
+    /// The fewest inspections spare since the last trim, and the takes
+    /// since: boxes spare throughout [`TRIM_EVERY`] takes were not needed,
+    /// and go back to the allocator (a burst's boxes are not held for
+    /// good).
+    low: usize,
+    takes: u32,
     /// Each empty, its lists' capacity kept.
     metadata: Vec<Box<Metadata>>,
     media_windows: Vec<Box<[MediaWindows; 2]>>,
 }
 
 impl Spares {
+    /// A spare inspection, if any, for a flow's first payload.
+    fn take_inspection(&mut self) -> Option<Box<Inspection>> {
+        let taken = self.inspections.pop_back();
+        self.low = self.low.min(self.inspections.len());
+        self.takes += 1;
+        if self.takes == TRIM_EVERY {
+            // The coldest first: those of flows that ended, at the front.
+            self.inspections.drain(..self.low);
+            self.low = self.inspections.len();
+            self.takes = 0;
+        }
+        taken
+    }
+
     /// Empty metadata.
     pub(super) fn metadata(&mut self) -> Box<Metadata> {
         let meta = self.metadata.pop().unwrap_or_default();
@@ -100,6 +120,11 @@ pub(super) fn prefetch_whole<T>(value: &T) {
 /// made only when none is spare), and never more than this.
 const SPARE_INSPECTIONS: usize = 1 << 18;
 
+/// Takes of a spare inspection between two trims of the pool: long enough
+/// that a trace's bursts (the flows the clock expires together) come and
+/// go within it.
+const TRIM_EVERY: u32 = 1 << 16;
+
 /// A spare keeps a stream head of this capacity at most (a full segment):
 /// a flow that needed a longer one gives it back to the allocator.
 const SPARE_HEAD_BYTES: usize = 1536;
@@ -114,7 +139,7 @@ impl Chain {
     /// an allocation for the box, its stream heads and its rule matches
     /// per flow cost more than the rest of its inspection.
     pub(super) fn fresh_inspection(&mut self, transport: Transport) -> Box<Inspection> {
-        let mut inspection = self.spares.inspections.pop_back().unwrap_or_default();
+        let mut inspection = self.spares.take_inspection().unwrap_or_default();
         // The next flow's spare is asked for now, some packets ahead: the
         // first touch of a spare, out of cache by the time it was taken,
         // was half of this function's time.
@@ -157,5 +182,42 @@ impl Chain {
         if let Some(windows) = class.media_windows.take() {
             self.spares.keep_media_windows(windows);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Boxes spare throughout a span of takes go back to the allocator at
+    /// its end; those taken in it stay.
+    #[test]
+    fn boxes_spare_throughout_a_span_are_given_back() {
+        let mut spares = Spares::default();
+        for _ in 0..1000 {
+            spares.keep_inspection(Box::default(), false);
+        }
+        // A burst's 1,000 boxes, then flows one at a time: each takes a
+        // box and hands it back, so that 999 are never needed. The first
+        // span (from the pool's start) gives nothing back.
+        for _ in 0..TRIM_EVERY {
+            let taken = spares.take_inspection().expect("a spare");
+            spares.keep_inspection(taken, true);
+        }
+        assert_eq!(spares.inspections.len(), 1000);
+        for _ in 0..TRIM_EVERY - 1 {
+            let taken = spares.take_inspection().expect("a spare");
+            spares.keep_inspection(taken, true);
+        }
+        assert_eq!(spares.inspections.len(), 1000, "trimmed before the span's end");
+        let taken = spares.take_inspection().expect("a spare");
+        assert_eq!(spares.inspections.len(), 0, "the 999 unused boxes are kept");
+        spares.keep_inspection(taken, true);
+        // A pool in use to its last box keeps all of it.
+        for _ in 0..TRIM_EVERY {
+            let a = spares.take_inspection().expect("a spare");
+            spares.keep_inspection(a, true);
+        }
+        assert_eq!(spares.inspections.len(), 1);
     }
 }

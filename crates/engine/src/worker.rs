@@ -10,7 +10,7 @@ use sluice_classify::{
 };
 use sluice_export::schema::Record;
 use sluice_flow::defrag::{Defrag, DefragConfig, DefragCounters, Defragmenter};
-use sluice_flow::{Direction, EndReason, Flow, FlowConfig, FlowTable, PacketInfo, TableCounters};
+use sluice_flow::{Direction, EndReason, Flow, FlowConfig, FlowTable, Hint, PacketInfo, TableCounters};
 use sluice_wire::{Fragment, LinkType, l4_name};
 
 use crate::listen::{FlowListener, PacketBytes};
@@ -23,6 +23,9 @@ use crate::threads::{ThreadTime, Waits};
 const PREFETCH_BUCKET_AHEAD: usize = 16;
 const PREFETCH_FLOW_AHEAD: usize = 8;
 const PREFETCH_LISTENER_AHEAD: usize = 4;
+/// Hints kept: more than the packets between a flow's prefetch and its
+/// lookup.
+const HINTS: usize = 16;
 
 /// Hosts tracked exactly per worker before lossy counting starts: as many
 /// as a map of 16,384 slots holds (at most seven in eight full) with the
@@ -270,6 +273,9 @@ impl Worker {
             defrag,
             sink,
         } = self;
+        // The slot each packet's flow was asked for in, by its position
+        // modulo `HINTS`: the lookup tries it before the index.
+        let mut hints = [Hint::NONE; HINTS];
         for (i, p) in packets.iter().enumerate() {
             // Flow lookups are cache misses: ask for the index bucket of a
             // packet 16 ahead and for the flow of a packet 8 ahead, so the
@@ -278,7 +284,7 @@ impl Worker {
                 table.prefetch_bucket(ahead.hash);
             }
             if let Some(ahead) = packets.get(i + PREFETCH_FLOW_AHEAD) {
-                table.prefetch_flow(ahead.hash);
+                hints[(i + PREFETCH_FLOW_AHEAD) % HINTS] = table.prefetch_flow(ahead.hash);
                 if sink.prefetching {
                     table.candidate_slots(ahead.hash, |slot, _| {
                         sink.listeners.iter().for_each(|l| l.prefetch_slot(slot));
@@ -289,9 +295,10 @@ impl Worker {
             // cache: on short flows still being inspected, its first read
             // was the chain's longest wait.
             if !sink.prefetching
-                && let Some(ahead) = packets.get(i + PREFETCH_LISTENER_AHEAD)
+                && i + PREFETCH_LISTENER_AHEAD < packets.len()
+                && let Some(flow) = table.hinted(hints[(i + PREFETCH_LISTENER_AHEAD) % HINTS])
             {
-                table.candidate_slots(ahead.hash, |_, flow| flow.ext.prefetch_inspection());
+                flow.ext.prefetch_inspection();
             }
             // With a listener that follows every packet's flow state (the
             // VoIP tracker): its state by slot, in two steps as the flow's;
@@ -307,13 +314,10 @@ impl Worker {
                 let key = &ahead.decoded.key;
                 table.candidate_slots(ahead.hash, |slot, flow| {
                     // As the table tells a packet's direction.
-                    let dir = if flow.key == *key {
-                        0
-                    } else if flow.key == key.reversed() {
-                        1
-                    } else {
+                    let Some(reversed) = flow.key.side_of(key) else {
                         return;
                     };
+                    let dir = usize::from(reversed);
                     flow.ext.prefetch_inspection();
                     flow.ext.prefetch_media_windows(dir);
                     sink.listeners.iter().for_each(|l| l.prefetch_state(slot, dir));
@@ -329,7 +333,8 @@ impl Worker {
                 decoded: &p.decoded,
                 order: p.order,
             };
-            let (slot, dir) = table.process(&info, p.hash, FlowClass::default, &mut |flow, end| {
+            let hint = hints[i % HINTS];
+            let (slot, dir) = table.process_hinted(&info, p.hash, hint, FlowClass::default, &mut |flow, end| {
                 sink.end(flow, end, chain)
             });
             let flow = table.flow_mut(slot);

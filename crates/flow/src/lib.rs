@@ -14,4 +14,4 @@ mod table;
 pub use flow::{Direction, DirectionStats, EndReason, FIRST_PACKETS, Flow, PacketInfo, TcpState};
 pub use fragments::FragmentResolver;
 pub use stats::Summary;
-pub use table::{FlowConfig, FlowTable, TableCounters};
+pub use table::{FlowConfig, FlowTable, Hint, TableCounters};

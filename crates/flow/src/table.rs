@@ -1,4 +1,4 @@
-use sluice_wire::tcp_flags;
+use sluice_wire::{FlowKey, tcp_flags};
 
 use crate::flow::{Direction, EndReason, Flow, PacketInfo};
 use crate::index::FlowIndex;
@@ -186,13 +186,26 @@ impl<X> FlowTable<X> {
 
     /// Second step: asks for the flows the packet's bucket points at, so
     /// that by the time the packet is processed its flow is in cache.
+    /// Returns the first of them, for [`Self::process_hinted`] to try
+    /// before it walks the index again.
     #[inline]
-    pub fn prefetch_flow(&self, hash: u64) {
+    pub fn prefetch_flow(&self, hash: u64) -> Hint {
+        let mut hint = Hint::NONE;
         self.index.candidates(hash, |slot| {
             if let Some(flow) = self.slots.get(slot as usize) {
                 prefetch_all(flow);
+                if hint == Hint::NONE {
+                    hint = Hint(slot);
+                }
             }
         });
+        hint
+    }
+
+    /// The flow in the slot a hint names, live or not: only a hint.
+    #[inline]
+    pub fn hinted(&self, hint: Hint) -> Option<&Flow<X>> {
+        self.slots.get(hint.0 as usize)
     }
 
     /// The slots, with their flows, that may be the packet's: those
@@ -231,7 +244,25 @@ impl<X> FlowTable<X> {
         new_ext: impl FnOnce() -> X,
         on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
     ) -> (u32, Direction) {
-        self.process_admitted(packet, hash, || Some(new_ext()), on_end)
+        self.process_hinted(packet, hash, Hint::NONE, new_ext, on_end)
+    }
+
+    /// As [`FlowTable::process`], with the slot [`Self::prefetch_flow`]
+    /// found for the packet: when it holds the packet's flow, the index is
+    /// not walked again. A live flow there with the packet's key is the
+    /// one the index would give (a key has one live flow at most, and
+    /// every live flow is indexed); any other answer, or none, falls back
+    /// to the index.
+    #[inline]
+    pub fn process_hinted(
+        &mut self,
+        packet: &PacketInfo,
+        hash: u64,
+        hint: Hint,
+        new_ext: impl FnOnce() -> X,
+        on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
+    ) -> (u32, Direction) {
+        self.process_with(packet, hash, hint, || Some(new_ext()), on_end)
             .expect("every flow is admitted")
     }
 
@@ -247,24 +278,25 @@ impl<X> FlowTable<X> {
         admit: impl FnOnce() -> Option<X>,
         on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
     ) -> Option<(u32, Direction)> {
+        self.process_with(packet, hash, Hint::NONE, admit, on_end)
+    }
+
+    #[inline]
+    fn process_with(
+        &mut self,
+        packet: &PacketInfo,
+        hash: u64,
+        hint: Hint,
+        admit: impl FnOnce() -> Option<X>,
+        on_end: &mut impl FnMut(&mut Flow<X>, EndReason),
+    ) -> Option<(u32, Direction)> {
         let ts = packet.ts_ns;
         self.advance(ts, on_end);
         let clock = self.now_ns;
-        let key = packet.decoded.key;
-        let reversed = key.reversed();
-        let slots = &self.slots;
-        let found = self.index.find(hash, |slot| {
-            let k = &slots[slot as usize].key;
-            *k == key || *k == reversed
-        });
-        if let Some(slot) = found {
+        let key = &packet.decoded.key;
+        if let Some((slot, dir)) = self.lookup(key, hash, hint) {
             let ending = self.ending(&self.slots[slot as usize], packet, clock);
             let flow = &mut self.slots[slot as usize];
-            let dir = if flow.key == key {
-                Direction::ClientToServer
-            } else {
-                Direction::ServerToClient
-            };
             match ending {
                 None => {
                     let dir = reorient_on_syn(flow, dir, packet);
@@ -281,9 +313,9 @@ impl<X> FlowTable<X> {
         let flags = packet.decoded.tcp.flags;
         let from_server = key.proto == 6 && flags & SYN_AND_ACK == SYN_AND_ACK;
         let (oriented, dir) = if from_server {
-            (reversed, Direction::ServerToClient)
+            (key.reversed(), Direction::ServerToClient)
         } else {
-            (key, Direction::ClientToServer)
+            (*key, Direction::ClientToServer)
         };
         // A freed slot is filled in place: a flow is a kilobyte or more,
         // and building it apart cost two copies of it per flow.
@@ -304,6 +336,29 @@ impl<X> FlowTable<X> {
         self.counters.created += 1;
         self.counters.peak_flows = self.counters.peak_flows.max(self.live as u64);
         Some((slot, dir))
+    }
+
+    /// The live flow of a packet with this key, and the packet's direction
+    /// in it: the hinted slot's, when it is that flow, or the index's.
+    #[inline]
+    fn lookup(&self, key: &FlowKey, hash: u64, hint: Hint) -> Option<(u32, Direction)> {
+        if let Some(flow) = self.slots.get(hint.0 as usize)
+            && flow.live
+            && let Some(reversed) = flow.key.side_of(key)
+        {
+            return Some((hint.0, direction(reversed)));
+        }
+        let mut reversed = false;
+        let slot = self
+            .index
+            .find(hash, |slot| match self.slots[slot as usize].key.side_of(key) {
+                Some(side) => {
+                    reversed = side;
+                    true
+                }
+                None => false,
+            })?;
+        Some((slot, direction(reversed)))
     }
 
     /// Why the flow must end before this packet can be counted, if it must,
@@ -492,6 +547,25 @@ fn reorient_on_syn<X>(flow: &mut Flow<X>, dir: Direction, packet: &PacketInfo) -
         return Direction::ClientToServer;
     }
     dir
+}
+
+/// A packet's direction, by whether its key is its flow's reversed.
+#[inline]
+fn direction(reversed: bool) -> Direction {
+    if reversed {
+        Direction::ServerToClient
+    } else {
+        Direction::ClientToServer
+    }
+}
+
+/// A slot that may hold a packet's flow ([`FlowTable::prefetch_flow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hint(u32);
+
+impl Hint {
+    /// No slot: the lookup walks the index.
+    pub const NONE: Hint = Hint(u32::MAX);
 }
 
 /// The two flags that tell a SYN (the first alone) from a SYN-ACK (both).

@@ -15,7 +15,12 @@ pub enum IpVersion {
 /// IPv4 addresses occupy the first four bytes of the 16-byte fields and the
 /// rest is zero, so one fixed-size key serves both versions and compares
 /// with plain byte equality. For ICMP and ICMPv6 the ports are zero.
+///
+/// The fields lie in the order written (`repr(C)`, 44 bytes, no padding),
+/// so that [`FlowKey::side_of`] reads the ports, VLAN, protocol and
+/// version as one word.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct FlowKey {
     pub src: [u8; 16],
     pub dst: [u8; 16],
@@ -48,6 +53,38 @@ impl FlowKey {
             dst_port: self.src_port,
             ..*self
         }
+    }
+
+    /// Which side of the flow `self` names a packet whose key is `packet`
+    /// comes from: `Some(false)` when the keys are equal, `Some(true)` when
+    /// `packet` is this key reversed, `None` when it is another flow's.
+    /// The same answers as `==` against the key and against
+    /// [`FlowKey::reversed`], without building the reversed key or
+    /// comparing field by field: a flow table asks it on every packet.
+    #[inline]
+    pub fn side_of(&self, packet: &FlowKey) -> Option<bool> {
+        let (own, other) = (self.tail(), packet.tail());
+        let tunnel = u64::from(self.tunnel_id ^ packet.tunnel_id);
+        if (self.src == packet.src) & (self.dst == packet.dst) & ((own ^ other) | tunnel == 0) {
+            return Some(false);
+        }
+        // The ports turned around: the low 32 bits hold both, 16 bits each.
+        let turned = u64::from((own as u32).rotate_left(16)) | (own >> 32) << 32;
+        if (self.src == packet.dst) & (self.dst == packet.src) & ((turned ^ other) | tunnel == 0) {
+            return Some(true);
+        }
+        None
+    }
+
+    /// The ports (source in the low 16 bits), VLAN, protocol and version
+    /// in one word.
+    #[inline]
+    fn tail(&self) -> u64 {
+        u64::from(self.src_port)
+            | u64::from(self.dst_port) << 16
+            | u64::from(self.vlan) << 32
+            | u64::from(self.proto) << 48
+            | (self.version as u64) << 56
     }
 
     /// Returns the direction-independent form of the key (lower endpoint
@@ -289,6 +326,61 @@ mod tests {
         assert_eq!(k.symmetric_hash(), r.symmetric_hash());
         assert_eq!(k.canonical().0, r.canonical().0);
         assert_ne!(k.canonical().1, r.canonical().1);
+    }
+
+    /// `side_of` answers as `==` against the key and its reverse, over
+    /// keys that differ from each other in every field, one at a time.
+    #[test]
+    fn side_of_is_equality_with_the_key_or_its_reverse() {
+        let base = key(1, 1234, 2, 80);
+        let mut keys = vec![base, base.reversed(), key(1, 1234, 1, 1234), key(2, 80, 2, 80)];
+        for k in [base, key(1, 80, 2, 80), key(1, 1234, 1, 1234)] {
+            let mut six = FlowKey {
+                version: IpVersion::V6,
+                ..k
+            };
+            six.src[15] = 9;
+            let mut far = k;
+            far.dst[12] = 7;
+            keys.extend([
+                k,
+                FlowKey {
+                    src_port: k.src_port ^ 0x100,
+                    ..k
+                },
+                FlowKey {
+                    dst_port: k.dst_port.wrapping_add(1),
+                    ..k
+                },
+                FlowKey { vlan: 7, ..k },
+                FlowKey { proto: 17, ..k },
+                FlowKey {
+                    tunnel_id: 1 << 20,
+                    ..k
+                },
+                FlowKey { tunnel_id: 5, ..k },
+                six,
+                FlowKey {
+                    version: IpVersion::V6,
+                    ..k
+                },
+                far,
+            ]);
+        }
+        let reversed: Vec<FlowKey> = keys.iter().map(FlowKey::reversed).collect();
+        keys.extend(reversed);
+        for a in &keys {
+            for b in &keys {
+                let expected = if a == b {
+                    Some(false)
+                } else if *a == b.reversed() {
+                    Some(true)
+                } else {
+                    None
+                };
+                assert_eq!(a.side_of(b), expected, "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]

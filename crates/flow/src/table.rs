@@ -186,7 +186,7 @@ impl<X> FlowTable<X> {
 
     /// Second step: asks for the flows the packet's bucket points at, so
     /// that by the time the packet is processed its flow is in cache.
-    /// Returns the first of them, for [`Self::process_hinted`] to try
+    /// Returns one of them, for [`Self::process_hinted`] to try
     /// before it walks the index again.
     #[inline]
     pub fn prefetch_flow(&self, hash: u64) -> Hint {
@@ -194,9 +194,7 @@ impl<X> FlowTable<X> {
         self.index.candidates(hash, |slot| {
             if let Some(flow) = self.slots.get(slot as usize) {
                 prefetch_all(flow);
-                if hint == Hint::NONE {
-                    hint = Hint(slot);
-                }
+                hint = Hint(slot);
             }
         });
         hint
@@ -324,6 +322,10 @@ impl<X> FlowTable<X> {
                 let ahead = SLAB_AHEAD / std::mem::size_of::<Flow<X>>().max(1);
                 self.backed = back_ahead(&self.slots, ahead);
             }
+            // The slab never grows past the capacity it was made with:
+            // told so, the compiler drops `push`'s growing, and with it
+            // the flow built on the stack and copied into the slab.
+            assert!(self.slots.len() < self.slots.capacity());
             self.slots.push(Flow::new(oriented, hash, packet, ext));
         } else {
             self.slots[slot as usize].reset(oriented, hash, packet, ext);
@@ -370,8 +372,23 @@ impl<X> FlowTable<X> {
     /// workers share the input). When timestamps go back, the clock stands
     /// still until they pass it again; the time between the flow's own
     /// packets ends it then, as it would on any capture.
+    #[inline]
     fn ending(&self, flow: &Flow<X>, packet: &PacketInfo, clock: u64) -> Option<EndReason> {
         let ts = packet.ts_ns;
+        // A flow not closing, as nearly every packet's: the checks below
+        // come to its idle timeout against both gaps, then its age.
+        if flow.closing.is_none() {
+            let idle = self.idle_timeout(flow);
+            if clock
+                .saturating_sub(flow.last_clock_ns)
+                .max(ts.saturating_sub(flow.last_ns))
+                > idle
+            {
+                return Some(EndReason::Idle);
+            }
+            return (ts.saturating_sub(flow.first_ns) > self.config.active_timeout_ns)
+                .then_some(EndReason::ActiveTimeout);
+        }
         if let Some(reason) = self.expired(flow, clock) {
             return Some(reason);
         }

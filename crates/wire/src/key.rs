@@ -17,8 +17,8 @@ pub enum IpVersion {
 /// with plain byte equality. For ICMP and ICMPv6 the ports are zero.
 ///
 /// The fields lie in the order written (`repr(C)`, 44 bytes, no padding),
-/// so that [`FlowKey::side_of`] reads the ports, VLAN, protocol and
-/// version as one word.
+/// so that [`FlowKey::side_of`] compares the ports, VLAN, protocol,
+/// version and tunnel id as two words.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub struct FlowKey {
@@ -59,32 +59,47 @@ impl FlowKey {
     /// comes from: `Some(false)` when the keys are equal, `Some(true)` when
     /// `packet` is this key reversed, `None` when it is another flow's.
     /// The same answers as `==` against the key and against
-    /// [`FlowKey::reversed`], without building the reversed key or
-    /// comparing field by field: a flow table asks it on every packet.
+    /// [`FlowKey::reversed`], without building the reversed key: a flow
+    /// table asks it on every packet.
     #[inline]
     pub fn side_of(&self, packet: &FlowKey) -> Option<bool> {
-        let (own, other) = (self.tail(), packet.tail());
-        let tunnel = u64::from(self.tunnel_id ^ packet.tunnel_id);
-        if (self.src == packet.src) & (self.dst == packet.dst) & ((own ^ other) | tunnel == 0) {
-            return Some(false);
+        if self.same(packet) {
+            Some(false)
+        } else if self.turned(packet) {
+            Some(true)
+        } else {
+            None
         }
-        // The ports turned around: the low 32 bits hold both, 16 bits each.
-        let turned = u64::from((own as u32).rotate_left(16)) | (own >> 32) << 32;
-        if (self.src == packet.dst) & (self.dst == packet.src) & ((turned ^ other) | tunnel == 0) {
-            return Some(true);
-        }
-        None
     }
 
-    /// The ports (source in the low 16 bits), VLAN, protocol and version
-    /// in one word.
+    /// `==` in three blocks: the addresses, 16 bytes each, compared
+    /// without a branch between them, and the rest (the fields after
+    /// them, in the order laid out) as one chain, which the compiler
+    /// reads as one word and one half-word.
     #[inline]
-    fn tail(&self) -> u64 {
-        u64::from(self.src_port)
-            | u64::from(self.dst_port) << 16
-            | u64::from(self.vlan) << 32
-            | u64::from(self.proto) << 48
-            | (self.version as u64) << 56
+    fn same(&self, other: &FlowKey) -> bool {
+        let rest = self.src_port == other.src_port
+            && self.dst_port == other.dst_port
+            && self.vlan == other.vlan
+            && self.proto == other.proto
+            && self.version == other.version
+            && self.tunnel_id == other.tunnel_id;
+        (self.src == other.src) & (self.dst == other.dst) & rest
+    }
+
+    /// `other` is this key reversed. Out of line: inlined beside
+    /// [`FlowKey::same`], the compiler interleaved the two and lost the
+    /// block comparisons of both.
+    #[inline(never)]
+    fn turned(&self, other: &FlowKey) -> bool {
+        self.src == other.dst
+            && self.dst == other.src
+            && self.src_port == other.dst_port
+            && self.dst_port == other.src_port
+            && self.vlan == other.vlan
+            && self.proto == other.proto
+            && self.version == other.version
+            && self.tunnel_id == other.tunnel_id
     }
 
     /// Returns the direction-independent form of the key (lower endpoint

@@ -323,8 +323,11 @@ impl<X> Flow<X> {
     }
 
     /// Accounts one packet travelling in `dir`; without `metrics`, only its
-    /// time and the TCP state the table needs.
-    #[inline]
+    /// time and the TCP state the table needs. Inlined into the lookup's
+    /// path, where nearly every packet goes: a call saved and spilled the
+    /// registers the accounting needs. A flow's first packet calls
+    /// [`Flow::update_first`].
+    #[inline(always)]
     pub(crate) fn update(&mut self, dir: Direction, p: &PacketInfo, metrics: bool) {
         let d = p.decoded;
         let ts = p.ts_ns;
@@ -337,9 +340,7 @@ impl<X> Flow<X> {
             return;
         }
         let since_last_of_flow = ts.saturating_sub(self.last_ns);
-        if self.first_count == 0 {
-            self.first_inter_arrivals[0] = 0;
-        }
+        // The first packet's gap stays 0, as the flow was made.
         if (self.first_count as usize) < FIRST_PACKETS {
             let i = self.first_count as usize;
             self.first_sizes[i] = p.wire_len.min(u16::MAX as u32) as u16;
@@ -370,6 +371,12 @@ impl<X> Flow<X> {
             self.tcp_metrics(dir, d);
             self.tcp_state(dir, ts, d.tcp.flags);
         }
+    }
+
+    /// [`Flow::update`] out of line, for a flow's first packet.
+    #[inline(never)]
+    pub(crate) fn update_first(&mut self, dir: Direction, p: &PacketInfo, metrics: bool) {
+        self.update(dir, p, metrics);
     }
 
     #[inline]

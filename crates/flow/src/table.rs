@@ -331,7 +331,7 @@ impl<X> FlowTable<X> {
             self.slots[slot as usize].reset(oriented, hash, packet, ext);
         }
         let flow = &mut self.slots[slot as usize];
-        flow.update(dir, packet, self.config.metrics);
+        flow.update_first(dir, packet, self.config.metrics);
         flow.last_clock_ns = clock;
         self.index.insert(hash, slot);
         self.live += 1;

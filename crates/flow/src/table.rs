@@ -651,6 +651,22 @@ mod tests {
             )
         }
 
+        fn feed_hinted(&mut self, ts: u64, d: &Decoded, hint: Hint) -> (u32, Direction) {
+            let ended = &mut self.ended;
+            self.table.process_hinted(
+                &PacketInfo {
+                    ts_ns: ts,
+                    wire_len: 60 + d.payload_len as u32,
+                    decoded: d,
+                    order: 0,
+                },
+                d.key.symmetric_hash(),
+                hint,
+                || (),
+                &mut |f, r| ended.push((f.key, r, f.packets())),
+            )
+        }
+
         fn flush(&mut self) {
             let ended = &mut self.ended;
             self.table.flush(&mut |f, r| ended.push((f.key, r, f.packets())));
@@ -685,6 +701,41 @@ mod tests {
         assert_eq!(flow.directions[0].payload_bytes, 100);
         assert_eq!(flow.first_directions, 0b0010);
         assert_eq!(run.table.len(), 1);
+    }
+
+    /// The slot a prefetch found is tried first, but a packet counts for
+    /// its own live flow whatever slot the hint names: another flow's, an
+    /// ended flow's with the packet's own key, one past the slab, none.
+    #[test]
+    fn a_hint_is_only_a_hint() {
+        let mut run = Run::new(FlowConfig::default());
+        let (a, b) = (packet(true, SYN, 0), packet_for_port(1000));
+        let (slot_a, _) = run.feed(S, &a);
+        let (slot_b, _) = run.feed(S, &b);
+        assert_eq!(run.table.prefetch_flow(a.key.symmetric_hash()), Hint(slot_a));
+        assert_eq!(
+            run.table.prefetch_flow(packet_for_port(2000).key.symmetric_hash()),
+            Hint::NONE
+        );
+        let answer = packet(false, SYN_ACK, 0);
+        for hint in [Hint(slot_a), Hint(slot_b), Hint(7), Hint::NONE] {
+            assert_eq!(
+                run.feed_hinted(S + 1, &answer, hint),
+                (slot_a, Direction::ServerToClient)
+            );
+            assert_eq!(run.feed_hinted(S + 2, &a, hint), (slot_a, Direction::ClientToServer));
+        }
+        assert_eq!(run.table.flow_mut(slot_a).packets(), 9);
+        // Flow b ends; its slot keeps its key but holds no live flow: b's
+        // next packet, hinted there, begins a new flow.
+        let ended = &mut run.ended;
+        run.table
+            .end(slot_b, EndReason::Idle, &mut |f, r| ended.push((f.key, r, f.packets())));
+        let created = run.table.counters().created;
+        let (slot, _) = run.feed_hinted(S + 3, &b, Hint(slot_b));
+        assert_eq!(run.table.counters().created, created + 1);
+        assert_eq!(run.table.flow_mut(slot).packets(), 1);
+        assert_eq!(run.table.len(), 2);
     }
 
     #[test]

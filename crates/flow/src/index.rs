@@ -105,6 +105,25 @@ impl FlowIndex {
         }
     }
 
+    /// The first slot whose entry carries this hash's tag, if any: nearly
+    /// always the only candidate (tags are 32 bits), found without the
+    /// walk on to the chain's end that [`Self::candidates`] takes.
+    #[inline]
+    pub(crate) fn first_candidate(&self, hash: u64) -> Option<u32> {
+        let tag = Self::tag(hash);
+        let mut i = self.home(hash);
+        loop {
+            let e = self.entries[i];
+            if e == 0 {
+                return None;
+            }
+            if e >> 32 == tag {
+                return Some((e as u32).wrapping_sub(1));
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
     /// The slot for which `eq` holds, among those with this hash's tag.
     #[inline]
     pub(crate) fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Option<u32> {
@@ -211,6 +230,11 @@ mod tests {
                 }
                 for (slot, hash) in &reference {
                     prop_assert_eq!(index.find(*hash, |s| s == *slot), Some(*slot));
+                    let mut first = None;
+                    index.candidates(*hash, |s| {
+                        first.get_or_insert(s);
+                    });
+                    prop_assert_eq!(index.first_candidate(*hash), first);
                 }
             }
             let live = index.entries.iter().filter(|e| **e != 0).count();

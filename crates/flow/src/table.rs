@@ -184,20 +184,20 @@ impl<X> FlowTable<X> {
         self.index.prefetch(hash);
     }
 
-    /// Second step: asks for the flows the packet's bucket points at, so
-    /// that by the time the packet is processed its flow is in cache.
-    /// Returns one of them, for [`Self::process_hinted`] to try
-    /// before it walks the index again.
+    /// Second step: asks for the first flow of the packet's bucket with
+    /// the packet's hash tag (nearly always the only one, and the
+    /// packet's flow if it has one), so that by the time the packet is
+    /// processed its flow is in cache. Returns its slot, for
+    /// [`Self::process_hinted`] to try before it walks the index again.
     #[inline]
     pub fn prefetch_flow(&self, hash: u64) -> Hint {
-        let mut hint = Hint::NONE;
-        self.index.candidates(hash, |slot| {
-            if let Some(flow) = self.slots.get(slot as usize) {
-                prefetch_all(flow);
-                hint = Hint(slot);
-            }
-        });
-        hint
+        let Some(slot) = self.index.first_candidate(hash) else {
+            return Hint::NONE;
+        };
+        if let Some(flow) = self.slots.get(slot as usize) {
+            prefetch_all(flow);
+        }
+        Hint(slot)
     }
 
     /// The flow in the slot a hint names, live or not: only a hint.
@@ -206,11 +206,11 @@ impl<X> FlowTable<X> {
         self.slots.get(hint.0 as usize)
     }
 
-    /// The slots, with their flows, that may be the packet's: those
-    /// [`Self::prefetch_flow`] asks for, for a caller that keeps state of
-    /// its own by slot, or behind a flow's pointers, to prefetch it as
-    /// well. A slot may hold a flow that ended: what it holds is only a
-    /// hint.
+    /// The slots, with their flows, that may be the packet's (every one
+    /// with the packet's hash tag; [`Self::prefetch_flow`] asks for the
+    /// first), for a caller that keeps state of its own by slot, or
+    /// behind a flow's pointers, to prefetch it as well. A slot may hold a
+    /// flow that ended: what it holds is only a hint.
     #[inline]
     pub fn candidate_slots(&self, hash: u64, mut f: impl FnMut(u32, &Flow<X>)) {
         self.index.candidates(hash, |slot| {

@@ -612,30 +612,63 @@ impl Labels {
     }
 }
 
-/// A column's value in a block of fields that every record where it
-/// comes has alike (an empty direction), as the walk first wrote it.
-#[derive(Clone, Copy)]
-enum Constant {
-    Int(i64),
-    Float(f64),
-    Absent,
+/// A scalar cell with no value: an integer cell holds at most
+/// `i64::MAX` (see [`int`]), and a double whose bits are these is written
+/// as the processor's own NaN ([`float_cell`]).
+const ABSENT: u64 = u64::MAX;
+
+/// Rows transposed at a time from the cells into the columns: their
+/// cells stay in the first-level cache while each column takes its
+/// values from them.
+const TRANSPOSE_ROWS: usize = 64;
+
+/// Where the walk's fields go, in schema order: the scalars (integers,
+/// timestamps, doubles) to a cell of the row, the rest to their column.
+struct Layout {
+    /// The column of each scalar, in the order of the cells of a row.
+    scalars: Vec<usize>,
+    /// The column of each other field, in walk order.
+    others: Vec<usize>,
+}
+
+static LAYOUT: LazyLock<Layout> = LazyLock::new(|| {
+    let (scalars, others) =
+        (0..KINDS.len()).partition(|&i| matches!(KINDS[i].1, Kind::Int | Kind::Timestamp | Kind::Float));
+    Layout { scalars, others }
+});
+
+fn float_cell(value: f64) -> u64 {
+    match value.to_bits() {
+        ABSENT => f64::NAN.to_bits(),
+        bits => bits,
+    }
 }
 
 /// Records gathered into columns, one per field.
+///
+/// The scalars of a record (70 of its 98 fields) are written one after
+/// another into a row of cells, a push each, and moved into their columns
+/// a block of rows at a time when the batch is made; the strings, labels
+/// and lists go straight to their columns. A push into the column of each
+/// scalar, some 70 a record, each with its column's kind and validity to
+/// match, cost several times as many instructions.
 pub struct Columns {
     columns: Vec<Column>,
     /// Each column's spare vectors.
     spares: Vec<Spares>,
     /// Rows a batch is expected to hold.
     capacity: usize,
-    /// The column the walk of the current record is at.
+    /// The scalars of the rows so far, a row after another.
+    cells: Vec<u64>,
+    /// The field among the others (`Layout::others`) the walk of the
+    /// current record is at.
     at: usize,
     rows: usize,
-    /// The values of each direction's columns when it is empty, once
-    /// written: an empty direction (most flows' server side on a mixed
-    /// link) is pushed from them, without its figures computed again or a
-    /// call a field.
-    empty_directions: [Option<Vec<Constant>>; 2],
+    /// The cells of each direction when it is empty, once written: an
+    /// empty direction (most flows' server side on a mixed link) is
+    /// pushed from them, without its figures computed again or a call a
+    /// field.
+    empty_directions: [Option<Vec<u64>>; 2],
 }
 
 impl Default for Columns {
@@ -649,17 +682,6 @@ impl Default for Columns {
 fn int(value: u64) -> i64 {
     // A clamp, not `try_from`: one comparison and a move, no branch.
     value.min(i64::MAX as u64) as i64
-}
-
-/// `value` at `row` of a column that can be absent, after nulls up to
-/// it.
-#[inline(never)]
-fn push_present<T: Copy + Default>(values: &mut Vec<T>, valid: &mut Vec<bool>, row: usize, value: T) {
-    if valid.len() < row {
-        fill_gap(values, valid, row);
-    }
-    values.push(value);
-    valid.push(true);
 }
 
 fn push_valid(valid: &mut Valid) {
@@ -678,6 +700,7 @@ impl Columns {
                 .collect(),
             spares: KINDS.iter().map(|_| Spares::default()).collect(),
             capacity: rows,
+            cells: Vec::with_capacity(rows * LAYOUT.scalars.len()),
             at: 0,
             rows: 0,
             empty_directions: [None, None],
@@ -688,8 +711,9 @@ impl Columns {
     pub fn push(&mut self, record: &Record) {
         self.at = 0;
         write_record(record, self);
-        debug_assert_eq!(self.at, self.columns.len(), "the walk visits every column");
+        debug_assert_eq!(self.at, LAYOUT.others.len(), "the walk visits every column");
         self.rows += 1;
+        debug_assert_eq!(self.cells.len(), self.rows * LAYOUT.scalars.len(), "a cell a scalar");
     }
 
     /// Rows gathered since the last batch.
@@ -702,6 +726,7 @@ impl Columns {
     pub fn batch(&mut self) -> RecordBatch {
         let rows = self.capacity.max(self.rows);
         let filled = self.rows;
+        self.transpose();
         let arrays: Vec<ArrayRef> = self
             .columns
             .iter_mut()
@@ -721,51 +746,47 @@ impl Columns {
         }
     }
 
+    /// Moves the cells into the scalars' columns.
+    fn transpose(&mut self) {
+        let width = LAYOUT.scalars.len();
+        for block in self.cells.chunks(TRANSPOSE_ROWS * width) {
+            for (at, &column) in LAYOUT.scalars.iter().enumerate() {
+                let cells = block.chunks_exact(width).map(|row| row[at]);
+                match &mut self.columns[column] {
+                    Column::Int {
+                        values, valid: None, ..
+                    } => values.extend(cells.map(|cell| cell as i64)),
+                    Column::Float { values, valid: None } => values.extend(cells.map(f64::from_bits)),
+                    Column::Int {
+                        values,
+                        valid: Some(valid),
+                        ..
+                    } => {
+                        for cell in cells {
+                            values.push(if cell == ABSENT { 0 } else { cell as i64 });
+                            valid.push(cell != ABSENT);
+                        }
+                    }
+                    Column::Float {
+                        values,
+                        valid: Some(valid),
+                    } => {
+                        for cell in cells {
+                            values.push(if cell == ABSENT { 0.0 } else { f64::from_bits(cell) });
+                            valid.push(cell != ABSENT);
+                        }
+                    }
+                    _ => unreachable!("a scalar's cell for a column of another kind"),
+                }
+            }
+        }
+        self.cells.clear();
+    }
+
     fn next(&mut self) -> &mut Column {
-        let column = &mut self.columns[self.at];
+        let column = LAYOUT.others[self.at];
         self.at += 1;
-        column
-    }
-
-    // A column that is never absent, most of them, takes a push only, so
-    // that these calls (some 70 a record) save no registers; one that can
-    // be, the rest out of line.
-    fn int(&mut self, value: Option<u64>) {
-        let row = self.rows;
-        match (self.next(), value) {
-            (
-                Column::Int {
-                    values, valid: None, ..
-                },
-                Some(value),
-            ) => values.push(int(value)),
-            (
-                Column::Int {
-                    values,
-                    valid: Some(valid),
-                    ..
-                },
-                Some(value),
-            ) => push_present(values, valid, row, int(value)),
-            (Column::Int { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
-            _ => unreachable!("an integer field in another column"),
-        }
-    }
-
-    fn float(&mut self, value: Option<f64>) {
-        let row = self.rows;
-        match (self.next(), value) {
-            (Column::Float { values, valid: None }, Some(value)) => values.push(value),
-            (
-                Column::Float {
-                    values,
-                    valid: Some(valid),
-                },
-                Some(value),
-            ) => push_present(values, valid, row, value),
-            (Column::Float { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
-            _ => unreachable!("a float field in another column"),
-        }
+        &mut self.columns[column]
     }
 
     /// A label from static memory: `first`, or `first.second`; none when
@@ -813,63 +834,27 @@ impl Columns {
 impl FieldSink for Columns {
     fn constant(&mut self, block: ConstantBlock, write: impl FnOnce(&mut Self)) {
         let ConstantBlock::EmptyDirection(i) = block;
-        let (start, row) = (self.at, self.rows);
-        let Some(constants) = &self.empty_directions[i] else {
-            write(self);
-            let written = self.columns[start..self.at].iter().map(|column| match column {
-                Column::Int { values, valid, .. } if valid.as_ref().is_none_or(|valid| valid.len() > row) => {
-                    Constant::Int(*values.last().expect("just written"))
-                }
-                Column::Float { values, valid } if valid.as_ref().is_none_or(|valid| valid.len() > row) => {
-                    Constant::Float(*values.last().expect("just written"))
-                }
-                Column::Int { .. } | Column::Float { .. } => Constant::Absent,
-                _ => unreachable!("a direction's field in a column of another kind"),
-            });
-            self.empty_directions[i] = Some(written.collect());
-            return;
-        };
-        for (column, &constant) in self.columns[start..start + constants.len()].iter_mut().zip(constants) {
-            match (column, constant) {
-                (
-                    Column::Int {
-                        values, valid: None, ..
-                    },
-                    Constant::Int(value),
-                ) => values.push(value),
-                (
-                    Column::Int {
-                        values,
-                        valid: Some(valid),
-                        ..
-                    },
-                    Constant::Int(value),
-                ) => push_present(values, valid, row, value),
-                (Column::Float { values, valid: None }, Constant::Float(value)) => values.push(value),
-                (
-                    Column::Float {
-                        values,
-                        valid: Some(valid),
-                    },
-                    Constant::Float(value),
-                ) => push_present(values, valid, row, value),
-                (Column::Int { .. } | Column::Float { .. }, Constant::Absent) => {}
-                _ => unreachable!("a constant in a column of another kind"),
+        match &self.empty_directions[i] {
+            Some(cells) => self.cells.extend_from_slice(cells),
+            None => {
+                let (start, at) = (self.cells.len(), self.at);
+                write(self);
+                debug_assert_eq!(self.at, at, "a direction's fields are all scalars");
+                self.empty_directions[i] = Some(self.cells[start..].to_vec());
             }
         }
-        self.at = start + constants.len();
     }
     fn u64(&mut self, _: &'static str, value: u64) {
-        self.int(Some(value));
+        self.cells.push(int(value) as u64);
     }
     fn opt_u64(&mut self, _: &'static str, value: Option<u64>) {
-        self.int(value);
+        self.cells.push(value.map_or(ABSENT, |value| int(value) as u64));
     }
     fn f64(&mut self, _: &'static str, value: f64) {
-        self.float(Some(value));
+        self.cells.push(float_cell(value));
     }
     fn opt_f64(&mut self, _: &'static str, value: Option<f64>) {
-        self.float(value);
+        self.cells.push(value.map_or(ABSENT, float_cell));
     }
     fn str(&mut self, _: &'static str, value: &str) {
         self.string(Some(value), None);
@@ -1467,6 +1452,62 @@ mod tests {
         let host = column(&first, "host");
         assert_eq!((host.is_valid(0), host.is_valid(1)), (true, false));
         assert_eq!(column(&first, "stats_app").null_count(), 2);
+    }
+
+    /// The scalars of rows past one block of the transposition land in
+    /// their rows, the absent ones as nulls.
+    #[test]
+    fn scalars_of_many_rows_land_in_their_rows() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Float64Type, Int64Type};
+
+        let flows: Vec<_> = (0..2 * TRANSPOSE_ROWS as u64 + 7)
+            .map(|i| {
+                let mut flow = sample_flow();
+                flow.first_ns = 1_700_000_000_000_000_000 + i;
+                flow.last_ns = flow.first_ns + 3 * i;
+                flow.ext.confidence = i as f32 / 1000.0;
+                if i % 3 == 0 {
+                    flow.ext.meta = Some(Box::new(Metadata {
+                        http_status: Some(200 + i as u16),
+                        ..Metadata::default()
+                    }));
+                }
+                flow
+            })
+            .collect();
+        let mut columns = Columns::with_capacity(4);
+        for flow in &flows {
+            columns.push(&Record::idle(flow));
+        }
+        let batch = columns.batch();
+        assert_eq!(batch.num_rows(), flows.len());
+        let column = |name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        let (durations, status, confidence) = (column("duration_ns"), column("http_status"), column("confidence"));
+        for row in 0..flows.len() {
+            let i = row as i64;
+            assert_eq!(durations.as_primitive::<Int64Type>().value(row), 3 * i, "row {row}");
+            assert_eq!(status.is_valid(row), i % 3 == 0, "row {row}");
+            if i % 3 == 0 {
+                assert_eq!(status.as_primitive::<Int64Type>().value(row), 200 + i, "row {row}");
+            }
+            assert_eq!(
+                confidence.as_primitive::<Float64Type>().value(row),
+                i as f64 / 1000.0,
+                "row {row}"
+            );
+        }
+    }
+
+    /// The one double whose bits mark an absent cell is written as a NaN,
+    /// which it is.
+    #[test]
+    fn a_double_with_the_absent_cells_bits_is_still_a_nan() {
+        let odd = f64::from_bits(ABSENT);
+        assert!(odd.is_nan());
+        assert_ne!(float_cell(odd), ABSENT);
+        assert!(f64::from_bits(float_cell(odd)).is_nan());
+        assert_eq!(float_cell(-1.5), (-1.5f64).to_bits());
     }
 
     /// A batch's vectors, taken back, hold the next batches, which are

@@ -551,7 +551,8 @@ pub struct Threads {
     /// is not timed.
     pub workers: Vec<ThreadTime>,
     /// The thread that wrote the records, waiting for them; absent with
-    /// `--format none`.
+    /// `--format none`. With `--format parquet`, the thread that encodes
+    /// every other column for it (`sluice-parquet-2`) is not counted.
     pub record_writer: Option<ThreadTime>,
 }
 

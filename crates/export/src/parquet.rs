@@ -612,30 +612,63 @@ impl Labels {
     }
 }
 
-/// A column's value in a block of fields that every record where it
-/// comes has alike (an empty direction), as the walk first wrote it.
-#[derive(Clone, Copy)]
-enum Constant {
-    Int(i64),
-    Float(f64),
-    Absent,
+/// A scalar cell with no value: an integer cell holds at most
+/// `i64::MAX` (see [`int`]), and a double whose bits are these is written
+/// as the processor's own NaN ([`float_cell`]).
+const ABSENT: u64 = u64::MAX;
+
+/// Rows transposed at a time from the cells into the columns: their
+/// cells stay in the first-level cache while each column takes its
+/// values from them.
+const TRANSPOSE_ROWS: usize = 64;
+
+/// Where the walk's fields go, in schema order: the scalars (integers,
+/// timestamps, doubles) to a cell of the row, the rest to their column.
+struct Layout {
+    /// The column of each scalar, in the order of the cells of a row.
+    scalars: Vec<usize>,
+    /// The column of each other field, in walk order.
+    others: Vec<usize>,
+}
+
+static LAYOUT: LazyLock<Layout> = LazyLock::new(|| {
+    let (scalars, others) =
+        (0..KINDS.len()).partition(|&i| matches!(KINDS[i].1, Kind::Int | Kind::Timestamp | Kind::Float));
+    Layout { scalars, others }
+});
+
+fn float_cell(value: f64) -> u64 {
+    match value.to_bits() {
+        ABSENT => f64::NAN.to_bits(),
+        bits => bits,
+    }
 }
 
 /// Records gathered into columns, one per field.
+///
+/// The scalars of a record (70 of its 98 fields) are written one after
+/// another into a row of cells, a push each, and moved into their columns
+/// a block of rows at a time when the batch is made; the strings, labels
+/// and lists go straight to their columns. A push into the column of each
+/// scalar, some 70 a record, each with its column's kind and validity to
+/// match, cost several times as many instructions.
 pub struct Columns {
     columns: Vec<Column>,
     /// Each column's spare vectors.
     spares: Vec<Spares>,
     /// Rows a batch is expected to hold.
     capacity: usize,
-    /// The column the walk of the current record is at.
+    /// The scalars of the rows so far, a row after another.
+    cells: Vec<u64>,
+    /// The field among the others (`Layout::others`) the walk of the
+    /// current record is at.
     at: usize,
     rows: usize,
-    /// The values of each direction's columns when it is empty, once
-    /// written: an empty direction (most flows' server side on a mixed
-    /// link) is pushed from them, without its figures computed again or a
-    /// call a field.
-    empty_directions: [Option<Vec<Constant>>; 2],
+    /// The cells of each direction when it is empty, once written: an
+    /// empty direction (most flows' server side on a mixed link) is
+    /// pushed from them, without its figures computed again or a call a
+    /// field.
+    empty_directions: [Option<Vec<u64>>; 2],
 }
 
 impl Default for Columns {
@@ -649,17 +682,6 @@ impl Default for Columns {
 fn int(value: u64) -> i64 {
     // A clamp, not `try_from`: one comparison and a move, no branch.
     value.min(i64::MAX as u64) as i64
-}
-
-/// `value` at `row` of a column that can be absent, after nulls up to
-/// it.
-#[inline(never)]
-fn push_present<T: Copy + Default>(values: &mut Vec<T>, valid: &mut Vec<bool>, row: usize, value: T) {
-    if valid.len() < row {
-        fill_gap(values, valid, row);
-    }
-    values.push(value);
-    valid.push(true);
 }
 
 fn push_valid(valid: &mut Valid) {
@@ -678,6 +700,7 @@ impl Columns {
                 .collect(),
             spares: KINDS.iter().map(|_| Spares::default()).collect(),
             capacity: rows,
+            cells: Vec::with_capacity(rows * LAYOUT.scalars.len()),
             at: 0,
             rows: 0,
             empty_directions: [None, None],
@@ -688,8 +711,9 @@ impl Columns {
     pub fn push(&mut self, record: &Record) {
         self.at = 0;
         write_record(record, self);
-        debug_assert_eq!(self.at, self.columns.len(), "the walk visits every column");
+        debug_assert_eq!(self.at, LAYOUT.others.len(), "the walk visits every column");
         self.rows += 1;
+        debug_assert_eq!(self.cells.len(), self.rows * LAYOUT.scalars.len(), "a cell a scalar");
     }
 
     /// Rows gathered since the last batch.
@@ -702,6 +726,7 @@ impl Columns {
     pub fn batch(&mut self) -> RecordBatch {
         let rows = self.capacity.max(self.rows);
         let filled = self.rows;
+        self.transpose();
         let arrays: Vec<ArrayRef> = self
             .columns
             .iter_mut()
@@ -721,51 +746,47 @@ impl Columns {
         }
     }
 
+    /// Moves the cells into the scalars' columns.
+    fn transpose(&mut self) {
+        let width = LAYOUT.scalars.len();
+        for block in self.cells.chunks(TRANSPOSE_ROWS * width) {
+            for (at, &column) in LAYOUT.scalars.iter().enumerate() {
+                let cells = block.chunks_exact(width).map(|row| row[at]);
+                match &mut self.columns[column] {
+                    Column::Int {
+                        values, valid: None, ..
+                    } => values.extend(cells.map(|cell| cell as i64)),
+                    Column::Float { values, valid: None } => values.extend(cells.map(f64::from_bits)),
+                    Column::Int {
+                        values,
+                        valid: Some(valid),
+                        ..
+                    } => {
+                        for cell in cells {
+                            values.push(if cell == ABSENT { 0 } else { cell as i64 });
+                            valid.push(cell != ABSENT);
+                        }
+                    }
+                    Column::Float {
+                        values,
+                        valid: Some(valid),
+                    } => {
+                        for cell in cells {
+                            values.push(if cell == ABSENT { 0.0 } else { f64::from_bits(cell) });
+                            valid.push(cell != ABSENT);
+                        }
+                    }
+                    _ => unreachable!("a scalar's cell for a column of another kind"),
+                }
+            }
+        }
+        self.cells.clear();
+    }
+
     fn next(&mut self) -> &mut Column {
-        let column = &mut self.columns[self.at];
+        let column = LAYOUT.others[self.at];
         self.at += 1;
-        column
-    }
-
-    // A column that is never absent, most of them, takes a push only, so
-    // that these calls (some 70 a record) save no registers; one that can
-    // be, the rest out of line.
-    fn int(&mut self, value: Option<u64>) {
-        let row = self.rows;
-        match (self.next(), value) {
-            (
-                Column::Int {
-                    values, valid: None, ..
-                },
-                Some(value),
-            ) => values.push(int(value)),
-            (
-                Column::Int {
-                    values,
-                    valid: Some(valid),
-                    ..
-                },
-                Some(value),
-            ) => push_present(values, valid, row, int(value)),
-            (Column::Int { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
-            _ => unreachable!("an integer field in another column"),
-        }
-    }
-
-    fn float(&mut self, value: Option<f64>) {
-        let row = self.rows;
-        match (self.next(), value) {
-            (Column::Float { values, valid: None }, Some(value)) => values.push(value),
-            (
-                Column::Float {
-                    values,
-                    valid: Some(valid),
-                },
-                Some(value),
-            ) => push_present(values, valid, row, value),
-            (Column::Float { valid, .. }, None) => debug_assert!(valid.is_some(), "absent in a column that is never"),
-            _ => unreachable!("a float field in another column"),
-        }
+        &mut self.columns[column]
     }
 
     /// A label from static memory: `first`, or `first.second`; none when
@@ -813,63 +834,27 @@ impl Columns {
 impl FieldSink for Columns {
     fn constant(&mut self, block: ConstantBlock, write: impl FnOnce(&mut Self)) {
         let ConstantBlock::EmptyDirection(i) = block;
-        let (start, row) = (self.at, self.rows);
-        let Some(constants) = &self.empty_directions[i] else {
-            write(self);
-            let written = self.columns[start..self.at].iter().map(|column| match column {
-                Column::Int { values, valid, .. } if valid.as_ref().is_none_or(|valid| valid.len() > row) => {
-                    Constant::Int(*values.last().expect("just written"))
-                }
-                Column::Float { values, valid } if valid.as_ref().is_none_or(|valid| valid.len() > row) => {
-                    Constant::Float(*values.last().expect("just written"))
-                }
-                Column::Int { .. } | Column::Float { .. } => Constant::Absent,
-                _ => unreachable!("a direction's field in a column of another kind"),
-            });
-            self.empty_directions[i] = Some(written.collect());
-            return;
-        };
-        for (column, &constant) in self.columns[start..start + constants.len()].iter_mut().zip(constants) {
-            match (column, constant) {
-                (
-                    Column::Int {
-                        values, valid: None, ..
-                    },
-                    Constant::Int(value),
-                ) => values.push(value),
-                (
-                    Column::Int {
-                        values,
-                        valid: Some(valid),
-                        ..
-                    },
-                    Constant::Int(value),
-                ) => push_present(values, valid, row, value),
-                (Column::Float { values, valid: None }, Constant::Float(value)) => values.push(value),
-                (
-                    Column::Float {
-                        values,
-                        valid: Some(valid),
-                    },
-                    Constant::Float(value),
-                ) => push_present(values, valid, row, value),
-                (Column::Int { .. } | Column::Float { .. }, Constant::Absent) => {}
-                _ => unreachable!("a constant in a column of another kind"),
+        match &self.empty_directions[i] {
+            Some(cells) => self.cells.extend_from_slice(cells),
+            None => {
+                let (start, at) = (self.cells.len(), self.at);
+                write(self);
+                debug_assert_eq!(self.at, at, "a direction's fields are all scalars");
+                self.empty_directions[i] = Some(self.cells[start..].to_vec());
             }
         }
-        self.at = start + constants.len();
     }
     fn u64(&mut self, _: &'static str, value: u64) {
-        self.int(Some(value));
+        self.cells.push(int(value) as u64);
     }
     fn opt_u64(&mut self, _: &'static str, value: Option<u64>) {
-        self.int(value);
+        self.cells.push(value.map_or(ABSENT, |value| int(value) as u64));
     }
     fn f64(&mut self, _: &'static str, value: f64) {
-        self.float(Some(value));
+        self.cells.push(float_cell(value));
     }
     fn opt_f64(&mut self, _: &'static str, value: Option<f64>) {
-        self.float(value);
+        self.cells.push(value.map_or(ABSENT, float_cell));
     }
     fn str(&mut self, _: &'static str, value: &str) {
         self.string(Some(value), None);
@@ -941,10 +926,228 @@ enum ColumnWriter {
     List(Box<ListChunk>),
 }
 
-/// The row group being written.
+/// The row group being written: the columns this thread encodes (the
+/// even ones), in schema order.
 struct Group {
     columns: Vec<ColumnWriter>,
     rows: usize,
+}
+
+/// Whether column `at` is encoded and compressed by the other half's
+/// thread: every other column, so that each thread has its share of each
+/// kind.
+fn other_half(at: usize) -> bool {
+    at % 2 == 1
+}
+
+/// Column `at`'s writer for a new row group.
+fn column_writer(at: usize, descriptor: &ColumnDescPtr) -> ColumnWriter {
+    let (name, kind, nullable) = KINDS[at];
+    let chunk = match kind {
+        Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
+            Ranges::Pages
+        } else if PORTS.contains(&name) {
+            Ranges::Chunk
+        } else {
+            Ranges::None
+        }),
+        Kind::Int | Kind::Timestamp => FixedChunk::new(Ranges::None),
+        Kind::Float => FixedChunk::floats(),
+        Kind::Str => FixedChunk::strings(),
+        Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
+        Kind::Ints | Kind::Strs => {
+            let items = match kind {
+                Kind::Strs => Items::Strings,
+                _ if DELTA_LISTS.contains(&name) => Items::Delta,
+                _ => Items::Plain,
+            };
+            return ColumnWriter::List(Box::new(ListChunk::new(descriptor, items)));
+        }
+    };
+    ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
+}
+
+/// Adds column `at` of `batch` to its writer.
+fn write_column(
+    column: &mut ColumnWriter,
+    at: usize,
+    batch: &RecordBatch,
+    encoder: &mut PageEncoder,
+) -> parquet::errors::Result<()> {
+    let array = batch.column(at);
+    match column {
+        ColumnWriter::Fixed(chunk) => match KINDS[at].1 {
+            Kind::Float => {
+                let values = array.as_primitive::<Float64Type>().values();
+                chunk.write_floats(values, array.nulls(), encoder)
+            }
+            Kind::Timestamp => {
+                let values = array.as_primitive::<TimestampNanosecondType>().values();
+                chunk.write(values, array.nulls(), encoder)
+            }
+            Kind::Int => {
+                let values = array.as_primitive::<Int64Type>().values();
+                chunk.write(values, array.nulls(), encoder)
+            }
+            Kind::Str => chunk.write_strings(array.as_string::<i32>(), encoder),
+            Kind::Label | Kind::Ints | Kind::Strs => unreachable!("a column of its own kind of chunk"),
+        },
+        ColumnWriter::Labels(chunk) => {
+            let labels = array.as_dictionary::<Int32Type>();
+            let dictionary = labels.values().as_string::<i32>();
+            let keys = labels.keys();
+            chunk.write(dictionary, keys.values(), keys.nulls(), encoder)
+        }
+        ColumnWriter::List(chunk) => {
+            let lists = array.as_list::<i32>();
+            let offsets = lists.value_offsets();
+            match KINDS[at].1 {
+                Kind::Strs => chunk.write_strings(offsets, lists.values().as_string::<i32>(), encoder),
+                _ => {
+                    let values = lists.values().as_primitive::<Int64Type>().values();
+                    chunk.write_ints(offsets, values, encoder)
+                }
+            }
+        }
+    }
+}
+
+/// A column's chunk, complete: its bytes and what the row group writer
+/// splices in.
+type Closed = (bytes::Bytes, parquet::column::writer::ColumnCloseResult);
+
+fn close_column(
+    column: ColumnWriter,
+    descriptor: ColumnDescPtr,
+    encoder: &mut PageEncoder,
+) -> parquet::errors::Result<Closed> {
+    match column {
+        ColumnWriter::List(chunk) => chunk.close(descriptor, encoder),
+        ColumnWriter::Fixed(chunk) => chunk.close(descriptor, encoder),
+        ColumnWriter::Labels(chunk) => chunk.close(descriptor, encoder),
+    }
+}
+
+fn estimated_bytes(column: &ColumnWriter) -> usize {
+    match column {
+        ColumnWriter::List(chunk) => chunk.estimated_bytes(),
+        ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
+        ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
+    }
+}
+
+/// What the file's writer asks of the other half's thread.
+enum Job {
+    /// Add the rows of this batch (a slice of a worker's) to its
+    /// columns, then give the batch back (dropped) and say so.
+    Write(RecordBatch),
+    /// Complete the row group's chunks of its columns.
+    Close,
+}
+
+/// What the other half's thread answers.
+enum Done {
+    /// A batch written: the bytes its columns hold so far.
+    Written(usize),
+    /// Its columns' chunks, in schema order.
+    Closed(Vec<Closed>),
+}
+
+/// The odd columns of each row group, encoded and compressed on a thread
+/// of their own while the file's writer does the even ones: at the end
+/// of a run every record comes at once, and one thread encoding them all
+/// kept the workers waiting for room in its queue with a core to spare.
+/// Each batch is done by both before the next, so that its vectors go
+/// back to the workers held by nobody.
+struct OtherHalf {
+    jobs: Option<std::sync::mpsc::SyncSender<Job>>,
+    done: std::sync::mpsc::Receiver<Result<Done, String>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Bytes its columns held after the last batch.
+    bytes: usize,
+}
+
+impl OtherHalf {
+    fn start(descriptors: Vec<ColumnDescPtr>) -> std::io::Result<OtherHalf> {
+        let (jobs, inbox) = std::sync::mpsc::sync_channel(1);
+        let (answers, done) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("sluice-parquet-2".into())
+            .spawn(move || other_half_thread(&descriptors, inbox, answers))?;
+        Ok(OtherHalf {
+            jobs: Some(jobs),
+            done,
+            thread: Some(thread),
+            bytes: 0,
+        })
+    }
+
+    fn ask(&mut self, job: Job) -> parquet::errors::Result<Done> {
+        let gone = || parquet::errors::ParquetError::General("the Parquet encoding thread stopped".into());
+        self.jobs.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())?;
+        self.done
+            .recv()
+            .map_err(|_| gone())?
+            .map_err(parquet::errors::ParquetError::General)
+    }
+
+    fn close(&mut self) -> parquet::errors::Result<Vec<Closed>> {
+        self.bytes = 0;
+        match self.ask(Job::Close)? {
+            Done::Closed(chunks) => Ok(chunks),
+            Done::Written(_) => unreachable!("an answer to a close"),
+        }
+    }
+}
+
+impl Drop for OtherHalf {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn other_half_thread(
+    descriptors: &[ColumnDescPtr],
+    jobs: std::sync::mpsc::Receiver<Job>,
+    answers: std::sync::mpsc::SyncSender<Result<Done, String>>,
+) {
+    let mut encoder = match PageEncoder::new() {
+        Ok(encoder) => encoder,
+        Err(e) => {
+            let _ = answers.send(Err(e.to_string()));
+            return;
+        }
+    };
+    let mine: Vec<usize> = (0..KINDS.len()).filter(|&at| other_half(at)).collect();
+    let mut columns: Option<Vec<ColumnWriter>> = None;
+    for job in jobs {
+        let answer = match job {
+            Job::Write(batch) => {
+                let columns =
+                    columns.get_or_insert_with(|| mine.iter().map(|&at| column_writer(at, &descriptors[at])).collect());
+                let written = columns
+                    .iter_mut()
+                    .zip(&mine)
+                    .try_for_each(|(column, &at)| write_column(column, at, &batch, &mut encoder));
+                drop(batch);
+                written.map(|()| Done::Written(columns.iter().map(estimated_bytes).sum()))
+            }
+            Job::Close => columns
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .zip(&mine)
+                .map(|(column, &at)| close_column(column, descriptors[at].clone(), &mut encoder))
+                .collect::<parquet::errors::Result<Vec<Closed>>>()
+                .map(Done::Closed),
+        };
+        if answers.send(answer.map_err(|e| e.to_string())).is_err() {
+            return;
+        }
+    }
 }
 
 struct Open {
@@ -953,6 +1156,7 @@ struct Open {
     descriptors: Vec<ColumnDescPtr>,
     group: Option<Group>,
     encoder: PageEncoder,
+    other_half: OtherHalf,
     temporary: PathBuf,
     path: PathBuf,
     opened: Instant,
@@ -963,34 +1167,9 @@ impl Open {
     /// The row group being written, begun if none is.
     fn group(&mut self) -> &mut Group {
         if self.group.is_none() {
-            let columns = self
-                .descriptors
-                .iter()
-                .zip(KINDS.iter())
-                .map(|(descriptor, &(name, kind, nullable))| {
-                    let chunk = match kind {
-                        Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
-                            Ranges::Pages
-                        } else if PORTS.contains(&name) {
-                            Ranges::Chunk
-                        } else {
-                            Ranges::None
-                        }),
-                        Kind::Int | Kind::Timestamp => FixedChunk::new(Ranges::None),
-                        Kind::Float => FixedChunk::floats(),
-                        Kind::Str => FixedChunk::strings(),
-                        Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
-                        Kind::Ints | Kind::Strs => {
-                            let items = match kind {
-                                Kind::Strs => Items::Strings,
-                                _ if DELTA_LISTS.contains(&name) => Items::Delta,
-                                _ => Items::Plain,
-                            };
-                            return ColumnWriter::List(Box::new(ListChunk::new(descriptor, items)));
-                        }
-                    };
-                    ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
-                })
+            let columns = (0..KINDS.len())
+                .filter(|&at| !other_half(at))
+                .map(|at| column_writer(at, &self.descriptors[at]))
                 .collect();
             self.group = Some(Group { columns, rows: 0 });
         }
@@ -1000,46 +1179,29 @@ impl Open {
     /// Adds `batch`'s rows to the row group, which has room for them.
     fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
         let group = self.group.as_mut().expect("a row group is begun");
-        for (at, column) in group.columns.iter_mut().enumerate() {
-            let array = batch.column(at);
-            match column {
-                ColumnWriter::Fixed(chunk) => match KINDS[at].1 {
-                    Kind::Float => {
-                        let values = array.as_primitive::<Float64Type>().values();
-                        chunk.write_floats(values, array.nulls(), &mut self.encoder)?
-                    }
-                    Kind::Timestamp => {
-                        let values = array.as_primitive::<TimestampNanosecondType>().values();
-                        chunk.write(values, array.nulls(), &mut self.encoder)?
-                    }
-                    Kind::Int => {
-                        let values = array.as_primitive::<Int64Type>().values();
-                        chunk.write(values, array.nulls(), &mut self.encoder)?
-                    }
-                    Kind::Str => chunk.write_strings(array.as_string::<i32>(), &mut self.encoder)?,
-                    Kind::Label | Kind::Ints | Kind::Strs => unreachable!("a column of its own kind of chunk"),
-                },
-                ColumnWriter::Labels(chunk) => {
-                    let labels = array.as_dictionary::<Int32Type>();
-                    let dictionary = labels.values().as_string::<i32>();
-                    let keys = labels.keys();
-                    chunk.write(dictionary, keys.values(), keys.nulls(), &mut self.encoder)?;
-                }
-                ColumnWriter::List(chunk) => {
-                    let lists = array.as_list::<i32>();
-                    let offsets = lists.value_offsets();
-                    match KINDS[at].1 {
-                        Kind::Strs => {
-                            chunk.write_strings(offsets, lists.values().as_string::<i32>(), &mut self.encoder)?
-                        }
-                        _ => {
-                            let values = lists.values().as_primitive::<Int64Type>().values();
-                            chunk.write_ints(offsets, values, &mut self.encoder)?
-                        }
-                    }
-                }
-            }
+        if let Some(jobs) = &self.other_half.jobs {
+            // A thread that stopped says so below, where its answer lacks.
+            let _ = jobs.send(Job::Write(batch.clone()));
         }
+        let own = group
+            .columns
+            .iter_mut()
+            .zip((0..KINDS.len()).filter(|&at| !other_half(at)))
+            .try_for_each(|(column, at)| write_column(column, at, batch, &mut self.encoder));
+        // The other half's answer, taken even when this half failed, so
+        // that the batch is held by nobody when the call returns.
+        let other = match self.other_half.done.recv() {
+            Ok(Ok(Done::Written(bytes))) => {
+                self.other_half.bytes = bytes;
+                Ok(())
+            }
+            Ok(Ok(Done::Closed(_))) => unreachable!("an answer to a write"),
+            Ok(Err(message)) => Err(parquet::errors::ParquetError::General(message)),
+            Err(_) => Err(parquet::errors::ParquetError::General(
+                "the Parquet encoding thread stopped".into(),
+            )),
+        };
+        own.and(other)?;
         group.rows += batch.num_rows();
         self.rows += batch.num_rows() as u64;
         Ok(())
@@ -1050,22 +1212,17 @@ impl Open {
         let Some(group) = self.group.take() else {
             return Ok(());
         };
+        let mut others = self.other_half.close()?.into_iter();
+        let mut own = group.columns.into_iter();
         let mut writer = self.file.next_row_group()?;
-        for (column, descriptor) in group.columns.into_iter().zip(&self.descriptors) {
-            match column {
-                ColumnWriter::List(chunk) => {
-                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
-                    writer.append_column(&bytes, close)?;
-                }
-                ColumnWriter::Fixed(chunk) => {
-                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
-                    writer.append_column(&bytes, close)?;
-                }
-                ColumnWriter::Labels(chunk) => {
-                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
-                    writer.append_column(&bytes, close)?;
-                }
-            }
+        for (at, descriptor) in self.descriptors.iter().enumerate() {
+            let (bytes, close) = if other_half(at) {
+                others.next().expect("a chunk of each of the other half's columns")
+            } else {
+                let column = own.next().expect("a chunk of each of this half's columns");
+                close_column(column, descriptor.clone(), &mut self.encoder)?
+            };
+            writer.append_column(&bytes, close)?;
         }
         writer.close()?;
         Ok(())
@@ -1074,15 +1231,7 @@ impl Open {
     /// Bytes written and an estimate of those buffered.
     fn size(&self) -> u64 {
         let buffered: usize = self.group.as_ref().map_or(0, |group| {
-            group
-                .columns
-                .iter()
-                .map(|column| match column {
-                    ColumnWriter::List(chunk) => chunk.estimated_bytes(),
-                    ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
-                    ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
-                })
-                .sum()
+            group.columns.iter().map(estimated_bytes).sum::<usize>() + self.other_half.bytes
         });
         (self.file.bytes_written() + buffered) as u64
     }
@@ -1158,12 +1307,14 @@ impl ParquetFiles {
                 .map_err(|e| error(e.to_string()))?;
             let descriptors = file.schema_descr().columns().to_vec();
             let encoder = PageEncoder::new().map_err(|e| error(e.to_string()))?;
+            let other_half = OtherHalf::start(descriptors.clone()).map_err(|e| error(e.to_string()))?;
             self.next += 1;
             self.open = Some(Open {
                 file,
                 descriptors,
                 group: None,
                 encoder,
+                other_half,
                 temporary,
                 path,
                 opened: Instant::now(),
@@ -1467,6 +1618,62 @@ mod tests {
         let host = column(&first, "host");
         assert_eq!((host.is_valid(0), host.is_valid(1)), (true, false));
         assert_eq!(column(&first, "stats_app").null_count(), 2);
+    }
+
+    /// The scalars of rows past one block of the transposition land in
+    /// their rows, the absent ones as nulls.
+    #[test]
+    fn scalars_of_many_rows_land_in_their_rows() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Float64Type, Int64Type};
+
+        let flows: Vec<_> = (0..2 * TRANSPOSE_ROWS as u64 + 7)
+            .map(|i| {
+                let mut flow = sample_flow();
+                flow.first_ns = 1_700_000_000_000_000_000 + i;
+                flow.last_ns = flow.first_ns + 3 * i;
+                flow.ext.confidence = i as f32 / 1000.0;
+                if i % 3 == 0 {
+                    flow.ext.meta = Some(Box::new(Metadata {
+                        http_status: Some(200 + i as u16),
+                        ..Metadata::default()
+                    }));
+                }
+                flow
+            })
+            .collect();
+        let mut columns = Columns::with_capacity(4);
+        for flow in &flows {
+            columns.push(&Record::idle(flow));
+        }
+        let batch = columns.batch();
+        assert_eq!(batch.num_rows(), flows.len());
+        let column = |name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        let (durations, status, confidence) = (column("duration_ns"), column("http_status"), column("confidence"));
+        for row in 0..flows.len() {
+            let i = row as i64;
+            assert_eq!(durations.as_primitive::<Int64Type>().value(row), 3 * i, "row {row}");
+            assert_eq!(status.is_valid(row), i % 3 == 0, "row {row}");
+            if i % 3 == 0 {
+                assert_eq!(status.as_primitive::<Int64Type>().value(row), 200 + i, "row {row}");
+            }
+            assert_eq!(
+                confidence.as_primitive::<Float64Type>().value(row),
+                i as f64 / 1000.0,
+                "row {row}"
+            );
+        }
+    }
+
+    /// The one double whose bits mark an absent cell is written as a NaN,
+    /// which it is.
+    #[test]
+    fn a_double_with_the_absent_cells_bits_is_still_a_nan() {
+        let odd = f64::from_bits(ABSENT);
+        assert!(odd.is_nan());
+        assert_ne!(float_cell(odd), ABSENT);
+        assert!(f64::from_bits(float_cell(odd)).is_nan());
+        assert_eq!(float_cell(-1.5), (-1.5f64).to_bits());
     }
 
     /// A batch's vectors, taken back, hold the next batches, which are

@@ -754,21 +754,26 @@ impl<'f> Reader<'f> {
         }
         // Hashed in a pass of its own for the same reason: the copy into
         // the batch reads the hash back with the fields beside it.
+        let mut clock_ns = self.clock_ns;
         for (packet, order) in staged.iter_mut().zip(self.dealt..) {
             self.fragments.resolve(&mut packet.decoded);
             packet.hash = packet.decoded.key.symmetric_hash();
             packet.order = order;
+            clock_ns = clock_ns.max(packet.ts_ns);
+            packet.clock_ns = clock_ns;
         }
         let bytes = current.packets.bytes();
         for packet in staged.iter() {
             // Multiply-shift maps the hash onto the workers without a division.
             let w = (((packet.hash >> 32) * workers) >> 32) as usize;
             let batch = &mut self.pending[w];
-            self.clock_ns = self.clock_ns.max(packet.ts_ns);
-            batch.packets.push(PacketDesc {
-                clock_ns: self.clock_ns,
-                ..*packet
-            });
+            // The input's clock as of this packet, which a batch sent now
+            // carries.
+            self.clock_ns = packet.clock_ns;
+            // Copied whole from its staged place: a value built here went
+            // through the stack, kept there across the call that grows a
+            // vector (which a batch, made with room for `BATCH`, never does).
+            batch.packets.extend_from_slice(std::slice::from_ref(packet));
             self.dealt += 1;
             if batch.packets.len() == BATCH {
                 self.send(w, Some(bytes));

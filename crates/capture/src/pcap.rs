@@ -2,7 +2,6 @@
 //! 16-byte header and the captured bytes.
 
 use sluice_wire::LinkType;
-use sluice_wire::bytes::ByteOrder;
 
 use crate::file::{HeaderError, MAX_WIRE_LEN, Prefetcher, RawPacket, Warnings, untrusted_wire_len};
 
@@ -14,7 +13,8 @@ pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
     prefetcher: Prefetcher,
-    nanos: bool,
+    /// Nanoseconds in a unit of the timestamps' fraction: 1 or 1,000.
+    fraction_ns: u64,
     big_endian: bool,
     link: LinkType,
     done: bool,
@@ -22,70 +22,84 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8], nanos: bool, big_endian: bool) -> Result<Self, HeaderError> {
-        if bytes.len() < 24 {
+        let Some(header) = bytes.first_chunk::<24>() else {
             return Err(HeaderError::Bad {
                 offset: bytes.len() as u64,
                 reason: "file ends inside the 24-byte pcap header".into(),
             });
-        }
-        let mut reader = Reader {
+        };
+        let linktype = word(header[20..].first_chunk().expect("four bytes"), big_endian);
+        Ok(Reader {
             bytes,
             pos: 24,
             prefetcher: Prefetcher::default(),
-            nanos,
+            fraction_ns: if nanos { 1 } else { 1000 },
             big_endian,
-            link: LinkType::Ethernet,
+            link: LinkType::from_linktype(linktype).ok_or(HeaderError::LinkType(linktype))?,
             done: false,
-        };
-        let linktype = reader.u32(20);
-        reader.link = LinkType::from_linktype(linktype).ok_or(HeaderError::LinkType(linktype))?;
-        Ok(reader)
+        })
     }
 
     pub(crate) fn position(&self) -> u64 {
         self.pos as u64
     }
 
-    /// A header word; the caller has checked that the record header is
-    /// whole.
-    #[inline]
-    fn u32(&self, at: usize) -> u32 {
-        let order = if self.big_endian {
-            ByteOrder::Big
-        } else {
-            ByteOrder::Little
+    /// Inlined into the one caller, the files' reader, whose loop it is;
+    /// what the usual record does not need is out of line.
+    #[inline(always)]
+    pub(crate) fn next(&mut self, warnings: &mut Warnings) -> Option<RawPacket<'a>> {
+        let at = self.pos;
+        let record = self.bytes.get(at..).unwrap_or_default();
+        let (header, rest) = match record.split_first_chunk::<16>() {
+            Some(split) if !self.done => split,
+            _ => return self.no_header(record.len(), warnings),
         };
-        order.u32(self.bytes, at).expect("a whole header")
+        let seconds = word(header[..4].first_chunk().expect("four bytes"), self.big_endian);
+        let fraction = word(header[4..8].first_chunk().expect("four bytes"), self.big_endian);
+        let captured = word(header[8..12].first_chunk().expect("four bytes"), self.big_endian);
+        let original = word(header[12..].first_chunk().expect("four bytes"), self.big_endian);
+        let (captured, wire_len) = if captured <= MAX_RECORD
+            && captured as usize <= rest.len()
+            && captured <= original
+            && original <= MAX_WIRE_LEN
+        {
+            (captured, original)
+        } else {
+            self.odd_lengths(captured, original, rest.len(), warnings)?
+        };
+        let data = &rest[..captured as usize];
+        self.pos = at + 16 + captured as usize;
+        self.prefetcher.ahead(self.bytes, self.pos);
+        // Neither overflows: seconds and fraction are below 2^32.
+        let ts_ns = seconds as u64 * 1_000_000_000 + fraction as u64 * self.fraction_ns;
+        Some(RawPacket {
+            ts_ns,
+            wire_len,
+            data,
+            link: self.link,
+            offset: at as u64,
+        })
     }
 
-    #[inline]
-    pub(crate) fn next(&mut self, warnings: &mut Warnings) -> Option<RawPacket<'a>> {
-        if self.done || self.pos >= self.bytes.len() {
-            return None;
-        }
-        let at = self.pos;
-        let remaining = self.bytes.len() - at;
-        if remaining < 16 {
-            warnings.push(
-                at as u64,
-                format!("file ends inside a record header ({remaining} stray bytes after the last complete record)"),
-                true,
-            );
-            self.done = true;
-            return None;
-        }
-        let seconds = self.u32(at) as u64;
-        let fraction = self.u32(at + 4) as u64;
-        let captured = self.u32(at + 8);
-        let original = self.u32(at + 12);
-        let mut captured = captured;
-        if captured > MAX_RECORD || captured as usize > remaining - 16 {
+    /// The captured and wire lengths of a record whose lengths do not add
+    /// up (`remaining` bytes follow its header), said in warnings; none if
+    /// the record header is garbage, which ends the read.
+    #[cold]
+    fn odd_lengths(
+        &mut self,
+        mut captured: u32,
+        original: u32,
+        remaining: usize,
+        warnings: &mut Warnings,
+    ) -> Option<(u32, u32)> {
+        let at = self.pos as u64;
+        if captured > MAX_RECORD || captured as usize > remaining {
             // A captured length beyond the wire length is impossible. When the
             // wire length fits, trust it as libpcap does and keep going;
             // otherwise the record header is garbage and so is the rest.
-            if original < captured && original as usize <= remaining - 16 {
+            if original < captured && original as usize <= remaining {
                 warnings.push(
-                    at as u64,
+                    at,
                     format!(
                         "record claims {captured} captured bytes of a {original}-byte frame; read {original} bytes"
                     ),
@@ -94,10 +108,9 @@ impl<'a> Reader<'a> {
                 captured = original;
             } else {
                 warnings.push(
-                    at as u64,
+                    at,
                     format!(
-                        "record claims {captured} captured bytes but only {} remain: the file is truncated or corrupt from here on",
-                        remaining - 16
+                        "record claims {captured} captured bytes but only {remaining} remain: the file is truncated or corrupt from here on"
                     ),
                     true,
                 );
@@ -106,26 +119,38 @@ impl<'a> Reader<'a> {
             }
         }
         let wire_len = if original > MAX_WIRE_LEN || original < captured {
-            warnings.push(at as u64, untrusted_wire_len(original, captured), false);
+            warnings.push(at, untrusted_wire_len(original, captured), false);
             captured
         } else {
             original
         };
-        let data = &self.bytes[at + 16..at + 16 + captured as usize];
-        self.pos = at + 16 + captured as usize;
-        self.prefetcher.ahead(self.bytes, self.pos);
-        let ts_ns = seconds.saturating_mul(1_000_000_000).saturating_add(if self.nanos {
-            fraction
-        } else {
-            fraction.saturating_mul(1000)
-        });
-        Some(RawPacket {
-            ts_ns,
-            wire_len,
-            data,
-            link: self.link,
-            offset: at as u64,
-        })
+        Some((captured, wire_len))
+    }
+
+    /// No whole record header at the reader's position: the end of the
+    /// file, a stop, or a header cut short by the file's end (`remaining`
+    /// stray bytes).
+    #[cold]
+    fn no_header(&mut self, remaining: usize, warnings: &mut Warnings) -> Option<RawPacket<'a>> {
+        if !self.done && remaining > 0 {
+            warnings.push(
+                self.pos as u64,
+                format!("file ends inside a record header ({remaining} stray bytes after the last complete record)"),
+                true,
+            );
+            self.done = true;
+        }
+        None
+    }
+}
+
+/// A header word in the file's byte order.
+#[inline(always)]
+fn word(bytes: &[u8; 4], big_endian: bool) -> u32 {
+    if big_endian {
+        u32::from_be_bytes(*bytes)
+    } else {
+        u32::from_le_bytes(*bytes)
     }
 }
 

@@ -52,6 +52,7 @@ const TURN_BATCHES: usize = 2;
 const QUEUE_DEPTH: usize = 16;
 /// Packets between two looks at which file pages no batch needs any more.
 const RELEASE_EVERY: u32 = 8192;
+const _: () = assert!(RELEASE_EVERY.is_multiple_of(1024) && (1 << 16) % RELEASE_EVERY == 0);
 
 /// What the files source needs besides its workers.
 pub(crate) struct FilesInput<'a> {
@@ -331,7 +332,7 @@ struct Reader<'f> {
     /// that any number of files fit in the process's mappings.
     inputs: std::iter::Enumerate<std::slice::Iter<'f, PathBuf>>,
     /// The file being read, between turns.
-    current: Option<CurrentFile>,
+    current: Option<Box<CurrentFile>>,
     /// Every file has been read, or the run was stopped.
     exhausted: bool,
     /// Every packet is dealt: the reading-only thread may leave.
@@ -521,11 +522,12 @@ impl<'f> Reader<'f> {
         self.window = ReadWindow::default();
         self.file_seq += 1;
         self.window.populate_ahead(&bytes, 0);
-        self.current = Some(CurrentFile {
+        // Boxed: taken out of the reader and put back every few packets.
+        self.current = Some(Box::new(CurrentFile {
             packets,
             report,
             since_progress: 0,
-        });
+        }));
     }
 
     /// Reads, decodes and deals the next `DECODE_AHEAD` packets of the
@@ -540,43 +542,11 @@ impl<'f> Reader<'f> {
         // copy of a packet right after the decoder wrote it field by field
         // would read those fields back wider than they were written, and
         // wait for the writes to reach the cache (`sluice_wire::decode_into`).
-        let mut n = 0;
-        let mut input_left = true;
-        while n < DECODE_AHEAD {
-            let Some(raw) = current.packets.next_packet() else {
-                input_left = false;
-                break;
-            };
-            if let Some(intervals) = &self.intervals
-                && intervals.over_at(raw.ts_ns)
-            {
-                // What was read before this packet belongs to the interval
-                // that ends here: it is dealt, then the interval closes.
-                let (ts_ns, raw_link, raw_wire_len, raw_offset) =
-                    (raw.ts_ns, raw.link, raw.wire_len, raw.data.as_ptr() as usize - base);
-                let raw_len = raw.data.len();
-                self.deal(&mut staged[..n], &mut current);
-                n = 0;
-                self.close_interval(&current, ts_ns);
-                let frame = &current.packets.bytes()[raw_offset..raw_offset + raw_len];
-                n += self.take_packet(
-                    &mut staged[n],
-                    &mut current.report,
-                    ts_ns,
-                    raw_wire_len,
-                    raw_link,
-                    frame,
-                    base,
-                );
-                continue;
-            }
-            let (ts_ns, wire_len, link, data) = (raw.ts_ns, raw.wire_len, raw.link, raw.data);
-            n += self.take_packet(&mut staged[n], &mut current.report, ts_ns, wire_len, link, data, base);
-            if self.failure.is_some() {
-                input_left = false;
-                break;
-            }
-        }
+        let (n, input_left) = if self.decodes_only() {
+            self.decode_some(&mut current, &mut staged, base)
+        } else {
+            self.take_some(&mut current, &mut staged, base)
+        };
         self.deal(&mut staged[..n], &mut current);
         self.staged = staged;
         if input_left && !self.stopped_now() {
@@ -596,6 +566,89 @@ impl<'f> Reader<'f> {
         current.report.read_with(current.packets.reader());
         self.drops.read_warnings += current.report.warning_count;
         self.reports.push(current.report);
+    }
+
+    /// Reads and decodes up to `staged.len()` packets of the current file
+    /// into `staged`, each through `take_packet`; how many are to be dealt,
+    /// and whether the file has more.
+    fn take_some(&mut self, current: &mut CurrentFile, staged: &mut [PacketDesc], base: usize) -> (usize, bool) {
+        let mut n = 0;
+        let mut input_left = true;
+        while n < DECODE_AHEAD {
+            let Some(raw) = current.packets.next_packet() else {
+                input_left = false;
+                break;
+            };
+            if let Some(intervals) = &self.intervals
+                && intervals.over_at(raw.ts_ns)
+            {
+                // What was read before this packet belongs to the interval
+                // that ends here: it is dealt, then the interval closes.
+                let (ts_ns, raw_link, raw_wire_len, raw_offset) =
+                    (raw.ts_ns, raw.link, raw.wire_len, raw.data.as_ptr() as usize - base);
+                let raw_len = raw.data.len();
+                self.deal(&mut staged[..n], current);
+                n = 0;
+                self.close_interval(current, ts_ns);
+                let frame = &current.packets.bytes()[raw_offset..raw_offset + raw_len];
+                n += self.take_packet(
+                    &mut staged[n],
+                    &mut current.report,
+                    ts_ns,
+                    raw_wire_len,
+                    raw_link,
+                    frame,
+                    base,
+                );
+                continue;
+            }
+            let (ts_ns, wire_len, link, data) = (raw.ts_ns, raw.wire_len, raw.link, raw.data);
+            n += self.take_packet(&mut staged[n], &mut current.report, ts_ns, wire_len, link, data, base);
+            if self.failure.is_some() {
+                input_left = false;
+                break;
+            }
+        }
+        (n, input_left)
+    }
+
+    /// Whether a packet needs nothing but counting and decoding: no
+    /// statistics intervals, filter, listeners or sampling, and workers to
+    /// deal to.
+    fn decodes_only(&self) -> bool {
+        self.intervals.is_none()
+            && self.filter.is_none()
+            && self.listeners.is_empty()
+            && self.sampler.is_none()
+            && !self.queues.is_empty()
+    }
+
+    /// `take_some` when the reader `decodes_only`: what `take_packet` does
+    /// of each packet, without its checks, and the file's counts added once.
+    #[inline]
+    fn decode_some(&mut self, current: &mut CurrentFile, staged: &mut [PacketDesc], base: usize) -> (usize, bool) {
+        let (mut n, mut read, mut bytes) = (0, 0, 0);
+        let mut input_left = true;
+        while n < staged.len() {
+            let Some(raw) = current.packets.next_packet() else {
+                input_left = false;
+                break;
+            };
+            read += 1;
+            bytes += u64::from(raw.wire_len);
+            let packet = &mut staged[n];
+            packet.ts_ns = raw.ts_ns;
+            packet.offset = raw.data.as_ptr() as usize - base;
+            packet.captured = raw.data.len() as u32;
+            packet.wire_len = raw.wire_len;
+            match decode_into(raw.link, raw.data, &mut packet.decoded) {
+                Ok(()) => n += 1,
+                Err(e) => count_undecodable(&mut self.drops, e),
+            }
+        }
+        current.report.packets += read;
+        current.report.bytes += bytes;
+        (n, input_left)
     }
 
     /// Counts one frame, shows it to the packet listeners and decodes it
@@ -701,29 +754,36 @@ impl<'f> Reader<'f> {
         }
         // Hashed in a pass of its own for the same reason: the copy into
         // the batch reads the hash back with the fields beside it.
+        let mut clock_ns = self.clock_ns;
         for (packet, order) in staged.iter_mut().zip(self.dealt..) {
             self.fragments.resolve(&mut packet.decoded);
             packet.hash = packet.decoded.key.symmetric_hash();
             packet.order = order;
+            clock_ns = clock_ns.max(packet.ts_ns);
+            packet.clock_ns = clock_ns;
         }
         let bytes = current.packets.bytes();
         for packet in staged.iter() {
             // Multiply-shift maps the hash onto the workers without a division.
             let w = (((packet.hash >> 32) * workers) >> 32) as usize;
             let batch = &mut self.pending[w];
-            self.clock_ns = self.clock_ns.max(packet.ts_ns);
-            batch.packets.push(PacketDesc {
-                clock_ns: self.clock_ns,
-                ..*packet
-            });
+            // The input's clock as of this packet, which a batch sent now
+            // carries.
+            self.clock_ns = packet.clock_ns;
+            // Copied whole from its staged place: a value built here went
+            // through the stack, kept there across the call that grows a
+            // vector (which a batch, made with room for `BATCH`, never does).
+            batch.packets.extend_from_slice(std::slice::from_ref(packet));
             self.dealt += 1;
             if batch.packets.len() == BATCH {
                 self.send(w, Some(bytes));
             }
             current.since_progress += 1;
-            if current.since_progress.is_multiple_of(1024) {
-                self.window.populate_ahead(bytes, packet.offset);
+            // What follows comes every 1,024 packets or a multiple of it.
+            if !current.since_progress.is_multiple_of(1024) {
+                continue;
             }
+            self.window.populate_ahead(bytes, packet.offset);
             if current.since_progress.is_multiple_of(RELEASE_EVERY) {
                 self.release_finished(bytes, packet.offset);
             }

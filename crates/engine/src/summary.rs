@@ -551,8 +551,7 @@ pub struct Threads {
     /// is not timed.
     pub workers: Vec<ThreadTime>,
     /// The thread that wrote the records, waiting for them; absent with
-    /// `--format none`. With `--format parquet`, the thread that encodes
-    /// every other column for it (`sluice-parquet-2`) is not counted.
+    /// `--format none`.
     pub record_writer: Option<ThreadTime>,
 }
 

@@ -926,228 +926,10 @@ enum ColumnWriter {
     List(Box<ListChunk>),
 }
 
-/// The row group being written: the columns this thread encodes (the
-/// even ones), in schema order.
+/// The row group being written.
 struct Group {
     columns: Vec<ColumnWriter>,
     rows: usize,
-}
-
-/// Whether column `at` is encoded and compressed by the other half's
-/// thread: every other column, so that each thread has its share of each
-/// kind.
-fn other_half(at: usize) -> bool {
-    at % 2 == 1
-}
-
-/// Column `at`'s writer for a new row group.
-fn column_writer(at: usize, descriptor: &ColumnDescPtr) -> ColumnWriter {
-    let (name, kind, nullable) = KINDS[at];
-    let chunk = match kind {
-        Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
-            Ranges::Pages
-        } else if PORTS.contains(&name) {
-            Ranges::Chunk
-        } else {
-            Ranges::None
-        }),
-        Kind::Int | Kind::Timestamp => FixedChunk::new(Ranges::None),
-        Kind::Float => FixedChunk::floats(),
-        Kind::Str => FixedChunk::strings(),
-        Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
-        Kind::Ints | Kind::Strs => {
-            let items = match kind {
-                Kind::Strs => Items::Strings,
-                _ if DELTA_LISTS.contains(&name) => Items::Delta,
-                _ => Items::Plain,
-            };
-            return ColumnWriter::List(Box::new(ListChunk::new(descriptor, items)));
-        }
-    };
-    ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
-}
-
-/// Adds column `at` of `batch` to its writer.
-fn write_column(
-    column: &mut ColumnWriter,
-    at: usize,
-    batch: &RecordBatch,
-    encoder: &mut PageEncoder,
-) -> parquet::errors::Result<()> {
-    let array = batch.column(at);
-    match column {
-        ColumnWriter::Fixed(chunk) => match KINDS[at].1 {
-            Kind::Float => {
-                let values = array.as_primitive::<Float64Type>().values();
-                chunk.write_floats(values, array.nulls(), encoder)
-            }
-            Kind::Timestamp => {
-                let values = array.as_primitive::<TimestampNanosecondType>().values();
-                chunk.write(values, array.nulls(), encoder)
-            }
-            Kind::Int => {
-                let values = array.as_primitive::<Int64Type>().values();
-                chunk.write(values, array.nulls(), encoder)
-            }
-            Kind::Str => chunk.write_strings(array.as_string::<i32>(), encoder),
-            Kind::Label | Kind::Ints | Kind::Strs => unreachable!("a column of its own kind of chunk"),
-        },
-        ColumnWriter::Labels(chunk) => {
-            let labels = array.as_dictionary::<Int32Type>();
-            let dictionary = labels.values().as_string::<i32>();
-            let keys = labels.keys();
-            chunk.write(dictionary, keys.values(), keys.nulls(), encoder)
-        }
-        ColumnWriter::List(chunk) => {
-            let lists = array.as_list::<i32>();
-            let offsets = lists.value_offsets();
-            match KINDS[at].1 {
-                Kind::Strs => chunk.write_strings(offsets, lists.values().as_string::<i32>(), encoder),
-                _ => {
-                    let values = lists.values().as_primitive::<Int64Type>().values();
-                    chunk.write_ints(offsets, values, encoder)
-                }
-            }
-        }
-    }
-}
-
-/// A column's chunk, complete: its bytes and what the row group writer
-/// splices in.
-type Closed = (bytes::Bytes, parquet::column::writer::ColumnCloseResult);
-
-fn close_column(
-    column: ColumnWriter,
-    descriptor: ColumnDescPtr,
-    encoder: &mut PageEncoder,
-) -> parquet::errors::Result<Closed> {
-    match column {
-        ColumnWriter::List(chunk) => chunk.close(descriptor, encoder),
-        ColumnWriter::Fixed(chunk) => chunk.close(descriptor, encoder),
-        ColumnWriter::Labels(chunk) => chunk.close(descriptor, encoder),
-    }
-}
-
-fn estimated_bytes(column: &ColumnWriter) -> usize {
-    match column {
-        ColumnWriter::List(chunk) => chunk.estimated_bytes(),
-        ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
-        ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
-    }
-}
-
-/// What the file's writer asks of the other half's thread.
-enum Job {
-    /// Add the rows of this batch (a slice of a worker's) to its
-    /// columns, then give the batch back (dropped) and say so.
-    Write(RecordBatch),
-    /// Complete the row group's chunks of its columns.
-    Close,
-}
-
-/// What the other half's thread answers.
-enum Done {
-    /// A batch written: the bytes its columns hold so far.
-    Written(usize),
-    /// Its columns' chunks, in schema order.
-    Closed(Vec<Closed>),
-}
-
-/// The odd columns of each row group, encoded and compressed on a thread
-/// of their own while the file's writer does the even ones: at the end
-/// of a run every record comes at once, and one thread encoding them all
-/// kept the workers waiting for room in its queue with a core to spare.
-/// Each batch is done by both before the next, so that its vectors go
-/// back to the workers held by nobody.
-struct OtherHalf {
-    jobs: Option<std::sync::mpsc::SyncSender<Job>>,
-    done: std::sync::mpsc::Receiver<Result<Done, String>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// Bytes its columns held after the last batch.
-    bytes: usize,
-}
-
-impl OtherHalf {
-    fn start(descriptors: Vec<ColumnDescPtr>) -> std::io::Result<OtherHalf> {
-        let (jobs, inbox) = std::sync::mpsc::sync_channel(1);
-        let (answers, done) = std::sync::mpsc::sync_channel(1);
-        let thread = std::thread::Builder::new()
-            .name("sluice-parquet-2".into())
-            .spawn(move || other_half_thread(&descriptors, inbox, answers))?;
-        Ok(OtherHalf {
-            jobs: Some(jobs),
-            done,
-            thread: Some(thread),
-            bytes: 0,
-        })
-    }
-
-    fn ask(&mut self, job: Job) -> parquet::errors::Result<Done> {
-        let gone = || parquet::errors::ParquetError::General("the Parquet encoding thread stopped".into());
-        self.jobs.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())?;
-        self.done
-            .recv()
-            .map_err(|_| gone())?
-            .map_err(parquet::errors::ParquetError::General)
-    }
-
-    fn close(&mut self) -> parquet::errors::Result<Vec<Closed>> {
-        self.bytes = 0;
-        match self.ask(Job::Close)? {
-            Done::Closed(chunks) => Ok(chunks),
-            Done::Written(_) => unreachable!("an answer to a close"),
-        }
-    }
-}
-
-impl Drop for OtherHalf {
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-fn other_half_thread(
-    descriptors: &[ColumnDescPtr],
-    jobs: std::sync::mpsc::Receiver<Job>,
-    answers: std::sync::mpsc::SyncSender<Result<Done, String>>,
-) {
-    let mut encoder = match PageEncoder::new() {
-        Ok(encoder) => encoder,
-        Err(e) => {
-            let _ = answers.send(Err(e.to_string()));
-            return;
-        }
-    };
-    let mine: Vec<usize> = (0..KINDS.len()).filter(|&at| other_half(at)).collect();
-    let mut columns: Option<Vec<ColumnWriter>> = None;
-    for job in jobs {
-        let answer = match job {
-            Job::Write(batch) => {
-                let columns =
-                    columns.get_or_insert_with(|| mine.iter().map(|&at| column_writer(at, &descriptors[at])).collect());
-                let written = columns
-                    .iter_mut()
-                    .zip(&mine)
-                    .try_for_each(|(column, &at)| write_column(column, at, &batch, &mut encoder));
-                drop(batch);
-                written.map(|()| Done::Written(columns.iter().map(estimated_bytes).sum()))
-            }
-            Job::Close => columns
-                .take()
-                .unwrap_or_default()
-                .into_iter()
-                .zip(&mine)
-                .map(|(column, &at)| close_column(column, descriptors[at].clone(), &mut encoder))
-                .collect::<parquet::errors::Result<Vec<Closed>>>()
-                .map(Done::Closed),
-        };
-        if answers.send(answer.map_err(|e| e.to_string())).is_err() {
-            return;
-        }
-    }
 }
 
 struct Open {
@@ -1156,7 +938,6 @@ struct Open {
     descriptors: Vec<ColumnDescPtr>,
     group: Option<Group>,
     encoder: PageEncoder,
-    other_half: OtherHalf,
     temporary: PathBuf,
     path: PathBuf,
     opened: Instant,
@@ -1167,9 +948,34 @@ impl Open {
     /// The row group being written, begun if none is.
     fn group(&mut self) -> &mut Group {
         if self.group.is_none() {
-            let columns = (0..KINDS.len())
-                .filter(|&at| !other_half(at))
-                .map(|at| column_writer(at, &self.descriptors[at]))
+            let columns = self
+                .descriptors
+                .iter()
+                .zip(KINDS.iter())
+                .map(|(descriptor, &(name, kind, nullable))| {
+                    let chunk = match kind {
+                        Kind::Int | Kind::Timestamp if !nullable => FixedChunk::new(if TIMESTAMPS.contains(&name) {
+                            Ranges::Pages
+                        } else if PORTS.contains(&name) {
+                            Ranges::Chunk
+                        } else {
+                            Ranges::None
+                        }),
+                        Kind::Int | Kind::Timestamp => FixedChunk::new(Ranges::None),
+                        Kind::Float => FixedChunk::floats(),
+                        Kind::Str => FixedChunk::strings(),
+                        Kind::Label => return ColumnWriter::Labels(Box::new(LabelChunk::new(nullable))),
+                        Kind::Ints | Kind::Strs => {
+                            let items = match kind {
+                                Kind::Strs => Items::Strings,
+                                _ if DELTA_LISTS.contains(&name) => Items::Delta,
+                                _ => Items::Plain,
+                            };
+                            return ColumnWriter::List(Box::new(ListChunk::new(descriptor, items)));
+                        }
+                    };
+                    ColumnWriter::Fixed(Box::new(if nullable { chunk.nullable() } else { chunk }))
+                })
                 .collect();
             self.group = Some(Group { columns, rows: 0 });
         }
@@ -1179,29 +985,46 @@ impl Open {
     /// Adds `batch`'s rows to the row group, which has room for them.
     fn write(&mut self, batch: &RecordBatch) -> parquet::errors::Result<()> {
         let group = self.group.as_mut().expect("a row group is begun");
-        if let Some(jobs) = &self.other_half.jobs {
-            // A thread that stopped says so below, where its answer lacks.
-            let _ = jobs.send(Job::Write(batch.clone()));
-        }
-        let own = group
-            .columns
-            .iter_mut()
-            .zip((0..KINDS.len()).filter(|&at| !other_half(at)))
-            .try_for_each(|(column, at)| write_column(column, at, batch, &mut self.encoder));
-        // The other half's answer, taken even when this half failed, so
-        // that the batch is held by nobody when the call returns.
-        let other = match self.other_half.done.recv() {
-            Ok(Ok(Done::Written(bytes))) => {
-                self.other_half.bytes = bytes;
-                Ok(())
+        for (at, column) in group.columns.iter_mut().enumerate() {
+            let array = batch.column(at);
+            match column {
+                ColumnWriter::Fixed(chunk) => match KINDS[at].1 {
+                    Kind::Float => {
+                        let values = array.as_primitive::<Float64Type>().values();
+                        chunk.write_floats(values, array.nulls(), &mut self.encoder)?
+                    }
+                    Kind::Timestamp => {
+                        let values = array.as_primitive::<TimestampNanosecondType>().values();
+                        chunk.write(values, array.nulls(), &mut self.encoder)?
+                    }
+                    Kind::Int => {
+                        let values = array.as_primitive::<Int64Type>().values();
+                        chunk.write(values, array.nulls(), &mut self.encoder)?
+                    }
+                    Kind::Str => chunk.write_strings(array.as_string::<i32>(), &mut self.encoder)?,
+                    Kind::Label | Kind::Ints | Kind::Strs => unreachable!("a column of its own kind of chunk"),
+                },
+                ColumnWriter::Labels(chunk) => {
+                    let labels = array.as_dictionary::<Int32Type>();
+                    let dictionary = labels.values().as_string::<i32>();
+                    let keys = labels.keys();
+                    chunk.write(dictionary, keys.values(), keys.nulls(), &mut self.encoder)?;
+                }
+                ColumnWriter::List(chunk) => {
+                    let lists = array.as_list::<i32>();
+                    let offsets = lists.value_offsets();
+                    match KINDS[at].1 {
+                        Kind::Strs => {
+                            chunk.write_strings(offsets, lists.values().as_string::<i32>(), &mut self.encoder)?
+                        }
+                        _ => {
+                            let values = lists.values().as_primitive::<Int64Type>().values();
+                            chunk.write_ints(offsets, values, &mut self.encoder)?
+                        }
+                    }
+                }
             }
-            Ok(Ok(Done::Closed(_))) => unreachable!("an answer to a write"),
-            Ok(Err(message)) => Err(parquet::errors::ParquetError::General(message)),
-            Err(_) => Err(parquet::errors::ParquetError::General(
-                "the Parquet encoding thread stopped".into(),
-            )),
-        };
-        own.and(other)?;
+        }
         group.rows += batch.num_rows();
         self.rows += batch.num_rows() as u64;
         Ok(())
@@ -1212,17 +1035,22 @@ impl Open {
         let Some(group) = self.group.take() else {
             return Ok(());
         };
-        let mut others = self.other_half.close()?.into_iter();
-        let mut own = group.columns.into_iter();
         let mut writer = self.file.next_row_group()?;
-        for (at, descriptor) in self.descriptors.iter().enumerate() {
-            let (bytes, close) = if other_half(at) {
-                others.next().expect("a chunk of each of the other half's columns")
-            } else {
-                let column = own.next().expect("a chunk of each of this half's columns");
-                close_column(column, descriptor.clone(), &mut self.encoder)?
-            };
-            writer.append_column(&bytes, close)?;
+        for (column, descriptor) in group.columns.into_iter().zip(&self.descriptors) {
+            match column {
+                ColumnWriter::List(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
+                ColumnWriter::Fixed(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
+                ColumnWriter::Labels(chunk) => {
+                    let (bytes, close) = chunk.close(descriptor.clone(), &mut self.encoder)?;
+                    writer.append_column(&bytes, close)?;
+                }
+            }
         }
         writer.close()?;
         Ok(())
@@ -1231,7 +1059,15 @@ impl Open {
     /// Bytes written and an estimate of those buffered.
     fn size(&self) -> u64 {
         let buffered: usize = self.group.as_ref().map_or(0, |group| {
-            group.columns.iter().map(estimated_bytes).sum::<usize>() + self.other_half.bytes
+            group
+                .columns
+                .iter()
+                .map(|column| match column {
+                    ColumnWriter::List(chunk) => chunk.estimated_bytes(),
+                    ColumnWriter::Fixed(chunk) => chunk.estimated_bytes(),
+                    ColumnWriter::Labels(chunk) => chunk.estimated_bytes(),
+                })
+                .sum()
         });
         (self.file.bytes_written() + buffered) as u64
     }
@@ -1307,14 +1143,12 @@ impl ParquetFiles {
                 .map_err(|e| error(e.to_string()))?;
             let descriptors = file.schema_descr().columns().to_vec();
             let encoder = PageEncoder::new().map_err(|e| error(e.to_string()))?;
-            let other_half = OtherHalf::start(descriptors.clone()).map_err(|e| error(e.to_string()))?;
             self.next += 1;
             self.open = Some(Open {
                 file,
                 descriptors,
                 group: None,
                 encoder,
-                other_half,
                 temporary,
                 path,
                 opened: Instant::now(),

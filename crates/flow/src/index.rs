@@ -110,18 +110,7 @@ impl FlowIndex {
     /// walk on to the chain's end that [`Self::candidates`] takes.
     #[inline]
     pub(crate) fn first_candidate(&self, hash: u64) -> Option<u32> {
-        let tag = Self::tag(hash);
-        let mut i = self.home(hash);
-        loop {
-            let e = self.entries[i];
-            if e == 0 {
-                return None;
-            }
-            if e >> 32 == tag {
-                return Some((e as u32).wrapping_sub(1));
-            }
-            i = (i + 1) & self.mask;
-        }
+        self.find(hash, |_| true)
     }
 
     /// The slot for which `eq` holds, among those with this hash's tag.

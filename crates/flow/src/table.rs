@@ -637,18 +637,7 @@ mod tests {
         }
 
         fn feed(&mut self, ts: u64, d: &Decoded) -> (u32, Direction) {
-            let ended = &mut self.ended;
-            self.table.process(
-                &PacketInfo {
-                    ts_ns: ts,
-                    wire_len: 60 + d.payload_len as u32,
-                    decoded: d,
-                    order: 0,
-                },
-                d.key.symmetric_hash(),
-                || (),
-                &mut |f, r| ended.push((f.key, r, f.packets())),
-            )
+            self.feed_hinted(ts, d, Hint::NONE)
         }
 
         fn feed_hinted(&mut self, ts: u64, d: &Decoded, hint: Hint) -> (u32, Direction) {

@@ -509,8 +509,12 @@ impl Worker {
             debug_assert!(o.held.is_empty() && o.waiting.is_empty() && o.using.is_empty());
         }
         self.sink.out.counters = self.table.counters();
-        self.sink.out.time = self.sink.waits.report(0.0);
-        self.sink.out
+        let Worker { table, mut sink, .. } = self;
+        // Each worker frees its own flows' pages as it ends, both at once,
+        // which the process's exit did on one core.
+        table.give_back();
+        sink.out.time = sink.waits.report(0.0);
+        sink.out
     }
 }
 

@@ -9,7 +9,7 @@
 //! Deletion shifts later entries back, so there are no tombstones and
 //! probe chains stay short however many flows come and go.
 
-use crate::memory::{advise_huge_pages, back, prefetch};
+use crate::memory::{advise_huge_pages, back, give_back, prefetch};
 
 pub(crate) struct FlowIndex {
     entries: Vec<u64>,
@@ -80,6 +80,12 @@ impl FlowIndex {
     #[inline]
     fn tag(hash: u64) -> u64 {
         hash & 0xffff_ffff
+    }
+
+    /// Gives the array's memory back to the kernel; the index is not used
+    /// again.
+    pub(crate) fn give_back(&mut self) {
+        give_back(&mut self.entries);
     }
 
     #[inline]

@@ -2,7 +2,7 @@ use sluice_wire::{FlowKey, tcp_flags};
 
 use crate::flow::{Direction, EndReason, Flow, PacketInfo};
 use crate::index::FlowIndex;
-use crate::memory::{advise_huge_pages, back_ahead, fault_in, prefetch, prefetch_all};
+use crate::memory::{advise_huge_pages, back_ahead, fault_in, give_back, prefetch, prefetch_all};
 
 /// Limits and timeouts of a flow table. All times are packet time.
 #[derive(Clone, Copy, Debug)]
@@ -526,6 +526,13 @@ impl<X> FlowTable<X> {
     /// time was already up ends for that reason, whether or not the sweep
     /// had reached it: which slots a sweep has visited depends on how the
     /// flows were spread over workers, and the records must not.
+    /// The table is done with (every flow flushed): its memory goes back
+    /// to the kernel now ([`crate::memory`]'s `give_back`).
+    pub fn give_back(mut self) {
+        give_back(&mut self.slots);
+        self.index.give_back();
+    }
+
     pub fn flush(&mut self, on_end: &mut impl FnMut(&mut Flow<X>, EndReason)) {
         for slot in 0..self.slots.len() {
             // The flows are read in slot order, but a page's worth of them

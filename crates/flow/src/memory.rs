@@ -98,9 +98,8 @@ fn populate_write(start: usize, len: usize) -> bool {
 
 /// Drops `v`'s values and gives the whole pages under its capacity back
 /// to the kernel (`MADV_DONTNEED`) now, rather than at the process's exit:
-/// freeing the pages of a table of a million flows takes the kernel tens
-/// of milliseconds, which each worker's thread then spends as it ends, in
-/// parallel, where the exit spent them on one core.
+/// each worker's thread frees its own table's pages as it ends, in
+/// parallel, where the exit freed them all on one core.
 #[allow(unsafe_code)]
 pub(crate) fn give_back<T>(v: &mut Vec<T>) {
     v.clear();

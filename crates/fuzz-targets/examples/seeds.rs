@@ -39,6 +39,13 @@ fn seed(target: &str, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).expect("writing a seed");
 }
 
+/// A seed of the chain target, and of the records target, which reads the
+/// same input.
+fn chain_seed(name: &str, bytes: &[u8]) {
+    seed("chain", name, bytes);
+    seed("records", name, bytes);
+}
+
 /// A nanosecond pcap (little-endian unless `big`) of `frames`, `micro`
 /// for microseconds.
 fn pcap(frames: &[(u64, Vec<u8>)], linktype: u32, micro: bool, big: bool) -> Vec<u8> {
@@ -201,11 +208,10 @@ fn main() {
     const SIP: &[u8] = b"INVITE sip:bob@example.com SIP/2.0\r\nVia: SIP/2.0/UDP h\r\nContent-Length: 40\r\n\r\nv=0\r\nc=IN IP4 10.0.0.1\r\nm=audio 4000 RTP/AVP 0\r\n";
     const STUN: &[u8] = b"\x00\x01\x00\x08\x21\x12\xa4\x42abcdefghijkl\x80\x22\x00\x04test";
     const QUIC: &[u8] = b"\xc3\x00\x00\x00\x01\x08\x83\x94\xc8\xf0\x3e\x51\x57\x08\x00\x00\x44\x9e\x7b\x9a\xec\x34";
-    seed("chain", "http", &flow(false, 0, &[(false, GET), (true, OK)]));
-    seed("chain", "tls", &flow(false, 1, &[(false, HELLO)]));
-    seed("chain", "dns", &flow(true, 2, &[(false, DNS), (true, DNS_ANSWER)]));
-    seed(
-        "chain",
+    chain_seed("http", &flow(false, 0, &[(false, GET), (true, OK)]));
+    chain_seed("tls", &flow(false, 1, &[(false, HELLO)]));
+    chain_seed("dns", &flow(true, 2, &[(false, DNS), (true, DNS_ANSWER)]));
+    chain_seed(
         "ssh",
         &flow(
             false,
@@ -213,8 +219,7 @@ fn main() {
             &[(true, b"SSH-2.0-OpenSSH_9.6\r\n"), (false, b"SSH-2.0-x\r\n")],
         ),
     );
-    seed(
-        "chain",
+    chain_seed(
         "smtp",
         &flow(
             false,
@@ -222,11 +227,10 @@ fn main() {
             &[(true, b"220 mail.example.com ESMTP ready\r\n"), (false, b"EHLO a\r\n")],
         ),
     );
-    seed("chain", "sip", &flow(true, 5, &[(false, SIP)]));
-    seed("chain", "stun", &flow(true, 8, &[(false, STUN)]));
-    seed("chain", "quic", &flow(true, 1, &[(false, QUIC)]));
-    seed(
-        "chain",
+    chain_seed("sip", &flow(true, 5, &[(false, SIP)]));
+    chain_seed("stun", &flow(true, 8, &[(false, STUN)]));
+    chain_seed("quic", &flow(true, 1, &[(false, QUIC)]));
+    chain_seed(
         "ftp",
         &flow(
             false,
@@ -238,8 +242,7 @@ fn main() {
             ],
         ),
     );
-    seed(
-        "chain",
+    chain_seed(
         "rtp",
         &flow(
             true,
@@ -250,8 +253,7 @@ fn main() {
             )],
         ),
     );
-    seed(
-        "chain",
+    chain_seed(
         "bittorrent",
         &flow(
             false,
@@ -260,11 +262,7 @@ fn main() {
         ),
     );
     for (i, (_, frame)) in connections.iter().filter(|(_, f)| f.len() > 200).take(2).enumerate() {
-        seed(
-            "chain",
-            &format!("connections-{i}"),
-            &flow(false, 0, &[(i == 1, &frame[54..])]),
-        );
+        chain_seed(&format!("connections-{i}"), &flow(false, 0, &[(i == 1, &frame[54..])]));
     }
 
     // reassembly: bounds, then (flags, step, length, payload) segments.

@@ -21,9 +21,12 @@ use sluice_classify::rules::parse_rules;
 use sluice_classify::{
     AddressNames, Chain, ChainConfig, EndpointApps, Expectations, FlowClass, History, RuleSet, Transport,
 };
+use sluice_export::ipfix::{ELEMENTS, Encoding, IpfixEncoder, VARIABLE, Variant};
+use sluice_export::schema::Record;
+use sluice_export::{CsvEncoder, JsonlEncoder, field_names};
 use sluice_flow::defrag::{Defrag, DefragConfig, Defragmenter};
 use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
-use sluice_flow::{FlowConfig, FlowTable, PacketInfo};
+use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo};
 use sluice_wire::{Decoded, LinkType, decode as decode_frame};
 
 /// A target: a function of the fuzzer's bytes.
@@ -34,6 +37,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("capture", capture),
     ("decode", decode),
     ("chain", chain),
+    ("records", records),
     ("reassembly", reassembly),
     ("defrag", defrag),
     ("rules", rules),
@@ -141,6 +145,12 @@ const PORTS: [u16; 16] = [
 /// (bit 0: from the server) and a length byte, and that many bytes of
 /// payload. The metadata the dissectors keep stays within its caps.
 pub fn chain(data: &[u8]) {
+    chain_flows(data, &mut |_, _| {});
+}
+
+/// The flows of [`chain`]'s input, each shown to `settled` once the
+/// chain has settled it at the input's end, metadata checked.
+fn chain_flows(data: &[u8], settled: &mut dyn FnMut(&Flow<FlowClass>, EndReason)) {
     let Some((&head, mut rest)) = data.split_first() else {
         return;
     };
@@ -220,14 +230,102 @@ pub fn chain(data: &[u8]) {
             feed(side & 1 != 0, 0x18, payload, chain, &mut table);
             rest = tail;
         }
-        table.flush(&mut |flow, _| {
+        table.flush(&mut |flow, end| {
             chain.settle(flow);
             if let Some(meta) = &flow.ext.meta {
                 check_metadata(meta);
             }
+            settled(flow, end);
             chain.release(&mut flow.ext);
         });
     }
+}
+
+/// The record writers on what hostile payloads leave in a flow: each flow
+/// of [`chain`]'s input (the same input) written as a JSON line, a CSV row
+/// and an IPFIX data record. The JSON line is one line holding one object;
+/// the CSV row reads back as one row of the header's fields; the IPFIX
+/// record is as long as its template's elements say, its strings UTF-8
+/// and its lists whole items. The metadata's texts read back the same
+/// from all three.
+pub fn records(data: &[u8]) {
+    let (mut json, mut csv, mut ipfix) = (JsonlEncoder::default(), CsvEncoder::default(), IpfixEncoder::default());
+    let mut out = Vec::new();
+    let names = field_names();
+    chain_flows(data, &mut |flow, end| {
+        let record = Record {
+            flow,
+            end,
+            stats: None,
+            media: None,
+        };
+        let meta = flow.ext.meta.as_deref();
+        let texts: Vec<(&str, Option<&str>)> = [
+            ("host", meta.and_then(|m| m.host.as_deref())),
+            ("http_uri", meta.and_then(|m| m.http_uri.as_deref())),
+            ("http_user_agent", meta.and_then(|m| m.http_user_agent.as_deref())),
+            ("client_banner", meta.and_then(|m| m.client_banner.as_deref())),
+            ("server_banner", meta.and_then(|m| m.server_banner.as_deref())),
+        ]
+        .into();
+
+        out.clear();
+        json.encode(&record, &mut out);
+        let line = out.strip_suffix(b"\n").expect("a JSON line ends its line");
+        assert!(!line.contains(&b'\n'), "a JSON record across lines");
+        let object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(line).expect("a JSON line that parses into an object");
+        for (name, text) in &texts {
+            assert_eq!(object.get(*name).and_then(|v| v.as_str()), *text, "JSON's {name}");
+        }
+
+        out.clear();
+        csv.encode(&record, &mut out);
+        let mut rows = ::csv::ReaderBuilder::new().has_headers(false).from_reader(&out[..]);
+        let mut rows = rows.records();
+        let row = rows.next().expect("a CSV row").expect("a CSV row that parses");
+        assert!(rows.next().is_none(), "a CSV record across rows");
+        assert_eq!(row.len(), names.len(), "CSV fields against the header's");
+        for (name, text) in &texts {
+            let at = names.iter().position(|n| n == name).expect("a field of the header");
+            assert_eq!(&row[at], text.unwrap_or(""), "CSV's {name}");
+        }
+
+        out.clear();
+        let template = ipfix.encode(&record, &mut out);
+        let (variant, v6) = Variant::of_template(template).expect("a flow template");
+        let mut at = 0;
+        for element in &ELEMENTS {
+            let Some(length) = element.length_in(variant, v6) else {
+                continue;
+            };
+            let length = if length == VARIABLE {
+                let (prefix, len) = match out[at] {
+                    255 => (3, usize::from(u16::from_be_bytes([out[at + 1], out[at + 2]]))),
+                    n => (1, usize::from(n)),
+                };
+                at += prefix;
+                let value = &out[at..at + len];
+                match element.encoding {
+                    Encoding::Utf8 | Encoding::Utf8List => {
+                        let value = std::str::from_utf8(value).expect("an IPFIX string in UTF-8");
+                        if let Some((_, text)) = texts.iter().find(|(name, _)| *name == element.field) {
+                            assert_eq!(value, text.unwrap_or(""), "IPFIX's {}", element.field);
+                        }
+                    }
+                    _ => {
+                        let item = element.item_len_in(variant).expect("a list's item length");
+                        assert_eq!(len % usize::from(item), 0, "IPFIX's {}: part of an item", element.field);
+                    }
+                }
+                len
+            } else {
+                usize::from(length)
+            };
+            at += length;
+        }
+        assert_eq!(at, out.len(), "an IPFIX record as long as its template says");
+    });
 }
 
 fn check_metadata(meta: &Metadata) {

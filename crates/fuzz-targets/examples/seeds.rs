@@ -399,4 +399,112 @@ fn main() {
     }
     seed("capture", "pcap-writer", &written);
     let _ = T0;
+
+    voip_seeds();
+}
+
+/// The voip target's input: records of a selector byte (the flow, bit 3
+/// from the server, bit 4 the flow ends, bits 5-7 the time step) and a
+/// payload.
+fn voip_input(records: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (sel, payload) in records {
+        assert!(payload.len() <= 255, "a record's payload of {} bytes", payload.len());
+        out.push(*sel);
+        out.push(payload.len() as u8);
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+/// A SIP message (RFC 3261) of the call `c1`, with a session description
+/// (RFC 4566) of audio at `addr`:`port` when `port` is not 0.
+fn sip(start: &str, cseq: &str, to_tag: bool, addr: &str, port: u16) -> Vec<u8> {
+    let body = if port == 0 {
+        String::new()
+    } else {
+        format!("v=0\r\nc=IN IP4 {addr}\r\nm=audio {port} RTP/AVP 0\r\n")
+    };
+    let to = if to_tag { ";tag=2" } else { "" };
+    let kind = if body.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/sdp\r\n"
+    };
+    format!(
+        "{start}\r\nCall-ID: c1\r\nFrom: <sip:a@x>;tag=1\r\nTo: <sip:b@x>{to}\r\nCSeq: {cseq}\r\n{kind}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// RTP (RFC 3550 5.1): PCMU, 20 ms of samples.
+fn rtp(seq: u16, ssrc: u32) -> Vec<u8> {
+    let mut p = vec![0x80, 0];
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&(160 * u32::from(seq)).to_be_bytes());
+    p.extend_from_slice(&ssrc.to_be_bytes());
+    p.extend(std::iter::repeat_n(0xffu8, 160));
+    p
+}
+
+/// An RTCP sender report (RFC 3550 6.4.1) of `ssrc` with one report
+/// block on `about`.
+fn rtcp_sr(ssrc: u32, about: u32, packets: u32) -> Vec<u8> {
+    let mut p = vec![0x81, 200, 0, 12];
+    p.extend_from_slice(&ssrc.to_be_bytes());
+    p.extend_from_slice(&0xe9a0_0000_0000_0000u64.to_be_bytes());
+    p.extend_from_slice(&(160 * packets).to_be_bytes());
+    p.extend_from_slice(&packets.to_be_bytes());
+    p.extend_from_slice(&(172 * packets).to_be_bytes());
+    p.extend_from_slice(&about.to_be_bytes());
+    p.extend_from_slice(&[0, 0, 0, 0]);
+    p.extend_from_slice(&u32::from(packets as u16).to_be_bytes());
+    p.extend_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0]);
+    p
+}
+
+fn voip_seeds() {
+    // Flows (VOIP_FLOWS): 0 SIP over UDP, 1 SIP over TCP, 2 and 3 the
+    // media and its RTCP. Time steps by bits 5-7: 0 1 ms, 0x20 4 ms, 0x40
+    // 16 ms, ... 0xe0 16 s.
+    const SERVER: u8 = 8;
+    const STEP: u8 = 0x40;
+    let call = |signalling: u8| {
+        let mut records = vec![
+            (
+                signalling,
+                sip("INVITE sip:b@x SIP/2.0", "1 INVITE", false, "10.0.0.1", 40000),
+            ),
+            (signalling | SERVER, sip("SIP/2.0 180 Ringing", "1 INVITE", true, "", 0)),
+            (
+                signalling | SERVER,
+                sip("SIP/2.0 200 OK", "1 INVITE", true, "10.0.0.2", 40002),
+            ),
+            (signalling, sip("ACK sip:b@x SIP/2.0", "1 ACK", true, "", 0)),
+        ];
+        for seq in 1..=20u16 {
+            records.push((2 | STEP, rtp(seq, 0xa)));
+            if seq != 7 {
+                records.push((2 | SERVER, rtp(seq, 0xb)));
+            }
+        }
+        records.push((3, rtcp_sr(0xa, 0xb, 20)));
+        records.push((3 | SERVER, rtcp_sr(0xb, 0xa, 19)));
+        records.push((signalling, sip("BYE sip:b@x SIP/2.0", "2 BYE", true, "", 0)));
+        records.push((signalling | SERVER | 0x10, sip("SIP/2.0 200 OK", "2 BYE", true, "", 0)));
+        records
+    };
+    seed("voip", "call-udp", &voip_input(&call(0)));
+    // Over TCP, the INVITE in two segments.
+    let mut tcp = call(1);
+    let invite = tcp.remove(0).1;
+    tcp.insert(0, (1, invite[40..].to_vec()));
+    tcp.insert(0, (1, invite[..40].to_vec()));
+    seed("voip", "call-tcp", &voip_input(&tcp));
+    // Media no session described, ended and begun again.
+    let mut orphan: Vec<(u8, Vec<u8>)> = (1..=10u16).map(|seq| (4 | STEP, rtp(seq, 0xc))).collect();
+    orphan.push((4 | 0x10, rtp(11, 0xc)));
+    orphan.extend((12..=14u16).map(|seq| (4 | 0xe0, rtp(seq, 0xc))));
+    seed("voip", "orphan-rtp", &voip_input(&orphan));
 }

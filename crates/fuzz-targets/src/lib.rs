@@ -27,6 +27,8 @@ use sluice_export::{CsvEncoder, JsonlEncoder, field_names};
 use sluice_flow::defrag::{Defrag, DefragConfig, Defragmenter};
 use sluice_flow::reassembly::{ReassemblyConfig, StreamEvent, StreamMemory, StreamReassembler};
 use sluice_flow::{EndReason, Flow, FlowConfig, FlowTable, PacketInfo};
+use sluice_voip::calls::{CallTable, CallsConfig};
+use sluice_voip::tracker::{Event, PacketView, Tracker, TrackerConfig};
 use sluice_wire::{Decoded, LinkType, decode as decode_frame};
 
 /// A target: a function of the fuzzer's bytes.
@@ -38,6 +40,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("decode", decode),
     ("chain", chain),
     ("records", records),
+    ("voip", voip),
     ("reassembly", reassembly),
     ("defrag", defrag),
     ("rules", rules),
@@ -188,7 +191,7 @@ fn chain_flows(data: &[u8], settled: &mut dyn FnMut(&Flow<FlowClass>, EndReason)
                     &mut frame,
                     from_server,
                     udp,
-                    server_port,
+                    (40000, server_port),
                     seq[side],
                     seq[1 - side],
                     flags,
@@ -328,6 +331,131 @@ pub fn records(data: &[u8]) {
     });
 }
 
+/// The flows of [`voip`]: transport, client port, server port. SIP over
+/// UDP and over TCP, then two media flows and their RTCP, on the ports a
+/// session description of the input may name (`c=IN IP4 10.0.0.1`,
+/// `m=audio 40000`).
+const VOIP_FLOWS: [(bool, u16, u16); 6] = [
+    (true, 5060, 5060),
+    (false, 40000, 5060),
+    (true, 40000, 40002),
+    (true, 40001, 40003),
+    (true, 40010, 40012),
+    (true, 40011, 40013),
+];
+
+/// The VoIP tracker and the call table: SIP (UDP and TCP), SDP, RTP and
+/// RTCP from packets of six flows (`VOIP_FLOWS`). Records of a byte (bits
+/// 0-2: the flow, bit 3: from the server, bit 4: the flow ends after the
+/// packet, bits 5-7: how far time steps, 1 ms to 16 s) and a length byte,
+/// then that many bytes of payload. Every RTP packet the tracker counts
+/// was sent on a media flow, the records written are JSON objects a
+/// line, as many as the table counted.
+pub fn voip(data: &[u8]) {
+    let mut tracker = Tracker::new(0, TrackerConfig::default(), Vec::<Event>::new(), None);
+    // Each flow's first packet's position and sender, packets so far, and
+    // each direction's next TCP sequence number.
+    let mut flows: [Option<(u64, bool, u64)>; 6] = [None; 6];
+    let mut seq = [[1000u32, 5000u32]; 6];
+    let (mut order, mut ts_ns) = (0u64, 1_700_000_000_000_000_000u64);
+    let mut media_packets = 0u64;
+    let mut frame = Vec::with_capacity(1600);
+    let mut rest = data;
+    while let [sel, len, tail @ ..] = rest {
+        let take = usize::from(*len).min(tail.len());
+        let (payload, tail) = tail.split_at(take);
+        rest = tail;
+        let which = usize::from(sel & 7) % VOIP_FLOWS.len();
+        let (udp, client_port, server_port) = VOIP_FLOWS[which];
+        let from_server = sel & 8 != 0;
+        let side = usize::from(from_server);
+        let flags = if udp { 0 } else { 0x18 };
+        ip_packet(
+            &mut frame,
+            from_server,
+            udp,
+            (client_port, server_port),
+            seq[which][side],
+            seq[which][1 - side],
+            flags,
+            payload,
+        );
+        seq[which][side] = seq[which][side].wrapping_add(payload.len() as u32);
+        let decoded = decode_frame(LinkType::RawIpv4, &frame).expect("a packet built whole");
+        order += 1;
+        ts_ns += 1_000_000 << (2 * (sel >> 5));
+        let (first, first_from_server, packets) = flows[which].get_or_insert((order, from_server, 0));
+        *packets += 1;
+        let key = if *first_from_server == from_server {
+            decoded.key
+        } else {
+            decoded.key.reversed()
+        };
+        let start = usize::from(decoded.payload_offset);
+        tracker.packet(&PacketView {
+            ts_ns,
+            order,
+            flow_order: *first,
+            key: &key,
+            dir: usize::from(*first_from_server != from_server),
+            flow_packets: *packets,
+            decoded: &decoded,
+            frame: &frame,
+            payload: &frame[start..start + usize::from(decoded.payload_captured)],
+        });
+        media_packets += u64::from(which >= 2);
+        if sel & 0x10 != 0 {
+            tracker.ended(*first, false);
+            flows[which] = None;
+        }
+    }
+    let counters = tracker.finish();
+    assert!(counters.rtp_packets <= media_packets, "RTP counted on no media flow");
+    let (calls, streams) = (Lines::default(), Lines::default());
+    let mut table = CallTable::new(
+        CallsConfig::default(),
+        Box::new(calls.clone()),
+        Box::new(streams.clone()),
+    );
+    for event in std::mem::take(tracker.sink()) {
+        table.event(event).expect("writing into memory");
+    }
+    let counted = table.finish().expect("writing into memory");
+    assert_eq!(calls.objects(), counted.calls, "call records against the count");
+    assert_eq!(streams.objects(), counted.streams, "stream records against the count");
+    assert!(counted.orphan_streams <= counted.streams);
+}
+
+/// Records written into memory that the target reads after the writer
+/// is gone.
+#[derive(Clone, Default)]
+struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("one thread").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Lines {
+    /// How many lines, each a JSON object.
+    fn objects(&self) -> u64 {
+        let bytes = self.0.lock().expect("one thread");
+        let mut n = 0;
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\n").expect("a record ends its line");
+            let _: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(line).expect("a record that parses into a JSON object");
+            n += 1;
+        }
+        n
+    }
+}
+
 fn check_metadata(meta: &Metadata) {
     let texts = [
         &meta.host,
@@ -347,22 +475,22 @@ fn check_metadata(meta: &Metadata) {
     assert!(meta.dns_answers.len() <= MAX_LIST && meta.commands.len() <= MAX_LIST);
 }
 
-/// An IPv4 packet of the flow between 10.0.0.1:40000 (the client) and
-/// 10.0.0.2:`server_port`, TCP or UDP, into `frame`.
+/// An IPv4 packet of the flow between 10.0.0.1:`client_port` (the client)
+/// and 10.0.0.2:`server_port`, TCP or UDP, into `frame`.
 #[allow(clippy::too_many_arguments)]
 fn ip_packet(
     frame: &mut Vec<u8>,
     from_server: bool,
     udp: bool,
-    server_port: u16,
+    (client_port, server_port): (u16, u16),
     seq: u32,
     ack: u32,
     flags: u8,
     payload: &[u8],
 ) {
     let (src, dst, sport, dport) = match from_server {
-        false => ([10, 0, 0, 1], [10, 0, 0, 2], 40000, server_port),
-        true => ([10, 0, 0, 2], [10, 0, 0, 1], server_port, 40000),
+        false => ([10, 0, 0, 1], [10, 0, 0, 2], client_port, server_port),
+        true => ([10, 0, 0, 2], [10, 0, 0, 1], server_port, client_port),
     };
     let l4 = if udp { 8 } else { 20 };
     let total = 20 + l4 + payload.len();

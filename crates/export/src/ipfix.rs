@@ -1307,7 +1307,7 @@ fn encode_as<const BITS: u8>(record: &Record, figures: &[Figures; 2], tail: &mut
     b.put(&[n as u8]);
     // A byte for each packet's bit, eight at a time.
     let directions = u64::from(f.first_directions);
-    b.put_first(&bit_bytes(directions & 0xff), n);
+    b.put_first(&bit_bytes(directions & 0xff), n.min(8));
     if n > 8 {
         b.put_first(&bit_bytes(directions >> 8 & 0xff), n - 8);
     }

@@ -22,6 +22,7 @@ use sluice_classify::{
     AddressNames, Chain, ChainConfig, EndpointApps, Expectations, FlowClass, History, RuleSet, Transport,
 };
 use sluice_export::ipfix::{ELEMENTS, Encoding, IpfixEncoder, VARIABLE, Variant};
+use sluice_export::ipfix_lines::{LineEncoding, LineKind, encode_line};
 use sluice_export::schema::Record;
 use sluice_export::{CsvEncoder, JsonlEncoder, field_names};
 use sluice_flow::defrag::{Defrag, DefragConfig, Defragmenter};
@@ -350,7 +351,8 @@ const VOIP_FLOWS: [(bool, u16, u16); 6] = [
 /// packet, bits 5-7: how far time steps, 1 ms to 16 s) and a length byte,
 /// then that many bytes of payload. Every RTP packet the tracker counts
 /// was sent on a media flow, the records written are JSON objects a
-/// line, as many as the table counted.
+/// line, as many as the table counted, and each call record is an IPFIX
+/// data record as long as its template says, its strings the record's.
 pub fn voip(data: &[u8]) {
     let mut tracker = Tracker::new(0, TrackerConfig::default(), Vec::<Event>::new(), None);
     // Each flow's first packet's position and sender, packets so far, and
@@ -421,9 +423,49 @@ pub fn voip(data: &[u8]) {
         table.event(event).expect("writing into memory");
     }
     let counted = table.finish().expect("writing into memory");
-    assert_eq!(calls.objects(), counted.calls, "call records against the count");
-    assert_eq!(streams.objects(), counted.streams, "stream records against the count");
+    let calls = calls.objects();
+    assert_eq!(calls.len() as u64, counted.calls, "call records against the count");
+    assert_eq!(
+        streams.objects().len() as u64,
+        counted.streams,
+        "stream records against the count"
+    );
     assert!(counted.orphan_streams <= counted.streams);
+    let mut out = Vec::new();
+    for call in calls {
+        out.clear();
+        let call = serde_json::Value::Object(call);
+        let template = encode_line(LineKind::Calls, &call, &mut out).expect("a call record that fits a message");
+        let (_, v6) = LineKind::of_template(template).expect("a template of calls");
+        let mut at = 0;
+        for e in LineKind::Calls.elements() {
+            let len = match e.length(v6) {
+                VARIABLE => {
+                    let (prefix, len) = match out[at] {
+                        255 => (3, usize::from(u16::from_be_bytes([out[at + 1], out[at + 2]]))),
+                        n => (1, usize::from(n)),
+                    };
+                    at += prefix;
+                    len
+                }
+                n => usize::from(n),
+            };
+            let value = &out[at..at + len];
+            match e.encoding {
+                LineEncoding::Utf8 => {
+                    let text = call.get(e.key).and_then(|v| v.as_str()).unwrap_or("");
+                    assert_eq!(std::str::from_utf8(value), Ok(text), "IPFIX's {}", e.key);
+                }
+                LineEncoding::Other if len > 0 => {
+                    let _: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_slice(value).expect("otherFields, a JSON object");
+                }
+                _ => {}
+            }
+            at += len;
+        }
+        assert_eq!(at, out.len(), "an IPFIX call record as long as its template says");
+    }
 }
 
 /// Records written into memory that the target reads after the writer
@@ -442,17 +484,16 @@ impl std::io::Write for Lines {
 }
 
 impl Lines {
-    /// How many lines, each a JSON object.
-    fn objects(&self) -> u64 {
+    /// The lines, each a JSON object.
+    fn objects(&self) -> Vec<serde_json::Map<String, serde_json::Value>> {
         let bytes = self.0.lock().expect("one thread");
-        let mut n = 0;
-        for line in bytes.split_inclusive(|&b| b == b'\n') {
-            let line = line.strip_suffix(b"\n").expect("a record ends its line");
-            let _: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_slice(line).expect("a record that parses into a JSON object");
-            n += 1;
-        }
-        n
+        bytes
+            .split_inclusive(|&b| b == b'\n')
+            .map(|line| {
+                let line = line.strip_suffix(b"\n").expect("a record ends its line");
+                serde_json::from_slice(line).expect("a record that parses into a JSON object")
+            })
+            .collect()
     }
 }
 

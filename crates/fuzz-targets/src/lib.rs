@@ -733,7 +733,7 @@ pub fn extract(data: &[u8]) {
         return;
     };
     let _ = sluice_store::Index::read(sluice_store::index_path(&path));
-    let tail = |i: usize| data.get(data.len().saturating_sub(8 * i + 8)..data.len() - 8 * i);
+    let tail = |i: usize| data.get(data.len().saturating_sub(8 * i + 8)..data.len().saturating_sub(8 * i));
     let word = |i: usize| tail(i).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
     let (from_ns, to_ns) = (word(1).min(word(2)), word(1).max(word(2)));
     let out = dir.with_file_name("out.pcap");

@@ -794,7 +794,7 @@ pub fn repair(data: &[u8]) {
     let again = || {
         let again = sluice_store::repair(&path).expect("a repaired file repairs");
         assert!(
-            again.whole() && !again.index_rebuilt && again.side_file.is_none(),
+            again.whole() && !again.index_rebuilt && again.side_files.is_empty(),
             "{again:?}"
         );
     };

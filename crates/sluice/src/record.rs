@@ -93,9 +93,12 @@ the end of a file, a torn last record or zero padding (what a killed
 recorder leaves) is cut. Any other bytes that are not records, anywhere in
 the file, are moved to NAME.unreadable beside it (each stretch with its
 offset; see docs/recording.md), every record after them is kept, and each
-stretch is printed on stderr as `warning: FILE: byte offset N: ...`. The
-index of a file that changed is written again, with the recording's block
-size.
+stretch is printed on stderr as `warning: FILE: byte offset N: ...`. A file
+that had bytes moved out is gone through again until nothing more is
+found (rarely, a record before the damage reads otherwise once the damage
+is gone; each such pass has a side file of its own), so that a repaired
+file reads whole. The index of a file that changed is written again, with
+the recording's block size.
 
 Exit status:
   0  every file was whole, or only cut where a crash had left it torn
@@ -249,13 +252,20 @@ pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
                         report.cut_bytes
                     ));
                 }
-                if let Some(side) = &report.side_file {
+                if !report.side_files.is_empty() {
                     moved += 1;
+                    let sides: Vec<String> = report.side_files.iter().map(|s| s.display().to_string()).collect();
                     what.push(format!(
                         "{} bytes in {} stretches that are not records moved to {}",
                         report.moved_bytes,
                         report.moved_stretches,
-                        side.display()
+                        sides.join(" and ")
+                    ));
+                }
+                if report.unsettled {
+                    what.push(format!(
+                        "still moving bytes out after {} passes: run repair again",
+                        report.passes
                     ));
                 }
                 what.push(
@@ -272,10 +282,16 @@ pub fn run_repair(args: &RepairArgs) -> anyhow::Result<ExitCode> {
                     report.packets,
                     what.join("; ")
                 );
-                for &(offset, len) in &report.moved {
+                for m in &report.moved {
+                    let after = match m.pass {
+                        1 => String::new(),
+                        pass => format!(" of the file as pass {} left it", pass - 1),
+                    };
                     eprintln!(
-                        "warning: {}: byte offset {offset}: {len} bytes that are not records, moved out",
-                        file.display()
+                        "warning: {}: byte offset {}{after}: {} bytes that are not records, moved out",
+                        file.display(),
+                        m.offset,
+                        m.len
                     );
                 }
             }

@@ -24,7 +24,7 @@ pub use recorder::{
     DEFAULT_BLOCK_BYTES, MIN_BLOCK_BYTES, Recorder, RecorderConfig, RecorderStats, RecorderSummary, WriteMode,
     file_name, is_recording,
 };
-pub use repair::{RepairReport, SIDE_MAGIC, repair};
+pub use repair::{Moved, RepairReport, SIDE_MAGIC, repair};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;

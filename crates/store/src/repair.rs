@@ -8,10 +8,14 @@
 //! not records anywhere else (a damaged record, a stretch written over, or
 //! an end that is neither of the above) cannot stay in a capture file
 //! either, but they may be evidence: they are moved to a side file, and the
-//! records after them are kept ([`crate::scan`] finds them again). The
-//! index is then written again from the records kept, with the recording's
-//! block size. A file that is whole, with an index that matches it, is left
-//! as it is.
+//! records after them are kept ([`crate::scan`] finds them again). A file
+//! that had bytes moved out is gone through again, until a pass finds
+//! nothing more: rarely, a record taken before damage reads otherwise once
+//! the damage is gone (its last bytes and the records after the damage
+//! then make a chain of their own), and a repaired file must read whole,
+//! so that a second repair leaves it as it is. The index is then written
+//! again from the records kept, with the recording's block size. A file
+//! that is whole, with an index that matches it, is left as it is.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -38,22 +42,44 @@ pub struct RepairReport {
     /// record, zero padding).
     pub cut_bytes: u64,
     /// Stretches of the file that were not records, moved to
-    /// [`RepairReport::side_file`]: their offset in the file as it was,
-    /// and their length. The first [`RepairReport::KEPT_STRETCHES`]...
-    pub moved: Vec<(u64, u64)>,
+    /// [`RepairReport::side_files`]: the pass that moved them (1, or more
+    /// when a pass left what a further one found), their offset in the
+    /// file as that pass found it, and their length. The first
+    /// [`RepairReport::KEPT_STRETCHES`]...
+    pub moved: Vec<Moved>,
     /// ...of this many, holding this many bytes.
     pub moved_stretches: u64,
     pub moved_bytes: u64,
-    /// Where the moved stretches went (see [`SIDE_MAGIC`] for its layout).
-    pub side_file: Option<PathBuf>,
+    /// Where the moved stretches went, a file for each pass that moved
+    /// any (see [`SIDE_MAGIC`] for their layout).
+    pub side_files: Vec<PathBuf>,
     /// The index was written again: the file changed, or its index was
     /// missing or did not match it.
     pub index_rebuilt: bool,
+    /// Passes through the file: 1, and one more after each that moved
+    /// bytes out, up to [`RepairReport::MAX_PASSES`].
+    pub passes: u32,
+    /// The last pass allowed still moved bytes out: a further repair may
+    /// move more.
+    pub unsettled: bool,
+}
+
+/// A stretch of bytes that were not records, moved out of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The pass that moved it, from 1.
+    pub pass: u32,
+    /// Its offset in the file as that pass found it.
+    pub offset: u64,
+    pub len: u64,
 }
 
 impl RepairReport {
     /// Stretches listed one by one: a hostile file can hold millions.
     pub const KEPT_STRETCHES: usize = 100;
+    /// Passes at most: each that moves bytes out shortens the file, so the
+    /// passes end; this bounds the time a crafted file can take.
+    pub const MAX_PASSES: u32 = 16;
 
     /// Whether the file was whole and is left as it was.
     pub fn whole(&self) -> bool {
@@ -94,62 +120,24 @@ pub fn repair(path: &Path) -> io::Result<RepairReport> {
     let old_index = Index::read(&index_file).ok();
     let block_bytes = block_size(old_index.as_ref(), bytes_before);
 
-    // First pass: what the file holds, and the index of what is kept.
     let mut report = RepairReport::new(bytes_before);
-    let mut entries = Vec::new();
-    let mut rewrite = false;
-    {
-        let mut window = Window::new(File::open(path).map_err(named)?, bytes_before);
-        let mut scanner = Scanner::new(header.clone(), header.len, bytes_before);
-        let mut blocks = Blocks::new(&header, block_bytes);
-        let mut removed_before = 0;
-        loop {
-            match scanner.next(&mut window).map_err(named)? {
-                Step::Record { at, record } => {
-                    let frame = window.slice(at + header.record_head_len() as u64, record.captured as usize);
-                    blocks.add(
-                        at - removed_before,
-                        record.ts_ns,
-                        record.len as u64,
-                        frame,
-                        &mut entries,
-                    );
-                    report.packets += 1;
-                }
-                Step::Unreadable {
-                    len,
-                    kind: Unreadable::Zeros | Unreadable::Torn,
-                    ..
-                } => {
-                    report.cut_bytes += len;
-                }
-                Step::Unreadable { at, len, .. } => {
-                    report.moved_stretches += 1;
-                    report.moved_bytes += len;
-                    if report.moved.len() < RepairReport::KEPT_STRETCHES {
-                        report.moved.push((at, len));
-                    }
-                    removed_before += len;
-                    // Records after it move down in the file.
-                    rewrite |= at + len < bytes_before;
-                }
-                Step::End => break,
-            }
+    let mut length = bytes_before;
+    let entries = loop {
+        let pass = report.passes + 1;
+        let stretches = report.moved_stretches;
+        let (entries, kept) = one_pass(path, &header, length, block_bytes, pass, &mut report).map_err(named)?;
+        report.passes = pass;
+        length = kept;
+        // A pass that moved bytes out is followed by one over what it left.
+        if report.moved_stretches == stretches {
+            break entries;
         }
-        blocks.finish(&mut entries);
-    }
-    report.bytes_kept = bytes_before - report.cut_bytes - report.moved_bytes;
-
-    if report.moved_stretches > 0 {
-        let side = side_file(path);
-        move_out(path, &header, &side, rewrite).map_err(named)?;
-        report.side_file = Some(side);
-    }
-    if !rewrite && report.bytes_kept < bytes_before {
-        let file = OpenOptions::new().write(true).open(path).map_err(named)?;
-        file.set_len(report.bytes_kept).map_err(named)?;
-        file.sync_all().map_err(named)?;
-    }
+        if pass == RepairReport::MAX_PASSES {
+            report.unsettled = true;
+            break entries;
+        }
+    };
+    report.bytes_kept = length;
     if report.whole() && old_index.as_ref().is_some_and(|index| index.blocks == entries) {
         return Ok(report);
     }
@@ -166,6 +154,79 @@ pub fn repair(path: &Path) -> io::Result<RepairReport> {
     Ok(report)
 }
 
+/// One pass through the file's first `length` bytes: the records it holds
+/// and the index of them; what a crash left at the end is cut, other bytes
+/// that are not records are moved to a side file of the pass. Returns the
+/// index's entries and the file's length after.
+fn one_pass(
+    path: &Path,
+    header: &FileHeader,
+    length: u64,
+    block_bytes: u64,
+    pass: u32,
+    report: &mut RepairReport,
+) -> io::Result<(Vec<BlockEntry>, u64)> {
+    let mut entries = Vec::new();
+    let mut rewrite = false;
+    let (mut cut, mut moved_bytes, mut stretches) = (0, 0, 0);
+    report.packets = 0;
+    {
+        let mut window = Window::new(File::open(path)?, length);
+        let mut scanner = Scanner::new(header.clone(), header.len, length);
+        let mut blocks = Blocks::new(header, block_bytes);
+        let mut removed_before = 0;
+        loop {
+            match scanner.next(&mut window)? {
+                Step::Record { at, record } => {
+                    let frame = window.slice(at + header.record_head_len() as u64, record.captured as usize);
+                    blocks.add(
+                        at - removed_before,
+                        record.ts_ns,
+                        record.len as u64,
+                        frame,
+                        &mut entries,
+                    );
+                    report.packets += 1;
+                }
+                Step::Unreadable {
+                    len,
+                    kind: Unreadable::Zeros | Unreadable::Torn,
+                    ..
+                } => {
+                    cut += len;
+                }
+                Step::Unreadable { at, len, .. } => {
+                    stretches += 1;
+                    moved_bytes += len;
+                    if report.moved.len() < RepairReport::KEPT_STRETCHES {
+                        report.moved.push(Moved { pass, offset: at, len });
+                    }
+                    removed_before += len;
+                    // Records after it move down in the file.
+                    rewrite |= at + len < length;
+                }
+                Step::End => break,
+            }
+        }
+        blocks.finish(&mut entries);
+    }
+    report.cut_bytes += cut;
+    report.moved_stretches += stretches;
+    report.moved_bytes += moved_bytes;
+    let kept = length - cut - moved_bytes;
+    if stretches > 0 {
+        let side = side_file(path);
+        move_out(path, header, length, &side, rewrite)?;
+        report.side_files.push(side);
+    }
+    if !rewrite && kept < length {
+        let file = OpenOptions::new().write(true).open(path)?;
+        file.set_len(kept)?;
+        file.sync_all()?;
+    }
+    Ok((entries, kept))
+}
+
 impl RepairReport {
     fn new(bytes_before: u64) -> RepairReport {
         RepairReport {
@@ -177,7 +238,9 @@ impl RepairReport {
             moved: Vec::new(),
             moved_stretches: 0,
             moved_bytes: 0,
-            side_file: None,
+            side_files: Vec::new(),
+            passes: 0,
+            unsettled: false,
             index_rebuilt: false,
         }
     }
@@ -273,8 +336,7 @@ fn side_file(path: &Path) -> PathBuf {
 /// records are written again without them, to a temporary file that then
 /// replaces the capture file. Both are on disk before the capture file
 /// changes.
-fn move_out(path: &Path, header: &FileHeader, side: &Path, rewrite: bool) -> io::Result<()> {
-    let length = std::fs::metadata(path)?.len();
+fn move_out(path: &Path, header: &FileHeader, length: u64, side: &Path, rewrite: bool) -> io::Result<()> {
     let mut window = Window::new(File::open(path)?, length);
     let mut scanner = Scanner::new(header.clone(), header.len, length);
     let mut side_out = BufWriter::with_capacity(1 << 20, File::create_new(side)?);
@@ -533,7 +595,12 @@ mod tests {
             std::fs::write(&path, &bytes).unwrap();
             let report = repair(&path).unwrap();
             assert_eq!(report.packets, 5999, "{report:?}");
-            assert_eq!(report.moved, [(offsets[3000], damaged.len() as u64)]);
+            let moved = Moved {
+                pass: 1,
+                offset: offsets[3000],
+                len: damaged.len() as u64,
+            };
+            assert_eq!((&report.moved[..], report.passes), (&[moved][..], 2), "{report:?}");
             assert_eq!(
                 (report.cut_bytes, report.bytes_kept),
                 (0, length - damaged.len() as u64)
@@ -541,7 +608,10 @@ mod tests {
             let mut expected = sent.clone();
             expected.remove(3000);
             assert!(frames(&path) == expected, "{format:?}: every other packet, in order");
-            let side = std::fs::read(report.side_file.as_ref().unwrap()).unwrap();
+            let [side] = &report.side_files[..] else {
+                panic!("one side file: {report:?}")
+            };
+            let side = std::fs::read(side).unwrap();
             let mut moved = SIDE_MAGIC.to_vec();
             moved.extend(offsets[3000].to_le_bytes());
             moved.extend((damaged.len() as u64).to_le_bytes());
@@ -557,7 +627,7 @@ mod tests {
             // Repairing again finds it whole, and moves nothing more.
             let again = repair(&path).unwrap();
             assert!(
-                again.whole() && !again.index_rebuilt && again.side_file.is_none(),
+                again.whole() && !again.index_rebuilt && again.side_files.is_empty(),
                 "{again:?}"
             );
         }
@@ -579,14 +649,66 @@ mod tests {
                 .unwrap();
             let report = repair(&path).unwrap();
             assert_eq!((report.packets, report.moved_bytes, report.cut_bytes), (100, 100, 0));
-            let side = report.side_file.unwrap();
+            let [side] = &report.side_files[..] else {
+                panic!("one side file: {report:?}")
+            };
             let expected = if round == 0 {
                 "t.pcap.unreadable"
             } else {
                 "t.pcap.unreadable-2"
             };
             assert_eq!(side.file_name().unwrap(), expected);
-            assert_eq!(std::fs::metadata(&side).unwrap().len(), 16 + 16 + 100);
+            assert_eq!(std::fs::metadata(side).unwrap().len(), 16 + 16 + 100);
         }
+    }
+
+    /// A record taken before damage can read otherwise once the damage is
+    /// gone: here the first pass moves one byte out after a record whose
+    /// last bytes read as a record of their own, which then chains with
+    /// the records after the byte, and the second pass moves the rest of
+    /// the first record out (a file the fuzzer made). The file is repaired
+    /// whole in one call: a second repair leaves it as it is.
+    #[test]
+    fn a_file_is_gone_through_again_until_it_reads_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.pcap");
+        std::fs::copy(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/testdata/chain-inside-a-record-before-damage.pcap"
+            ),
+            &path,
+        )
+        .unwrap();
+        let report = repair(&path).unwrap();
+        let moved = [
+            Moved {
+                pass: 1,
+                offset: 278,
+                len: 1,
+            },
+            Moved {
+                pass: 2,
+                offset: 200,
+                len: 60,
+            },
+        ];
+        assert_eq!(
+            (
+                &report.moved[..],
+                report.passes,
+                report.side_files.len(),
+                report.bytes_kept
+            ),
+            (&moved[..], 3, 2, 296),
+            "{report:?}"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), report.bytes_kept);
+        let again = repair(&path).unwrap();
+        assert!(
+            again.whole() && !again.index_rebuilt && again.side_files.is_empty(),
+            "{again:?}"
+        );
+        assert_eq!(again.packets, report.packets);
     }
 }

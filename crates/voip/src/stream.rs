@@ -76,12 +76,13 @@ pub struct Unwrap {
 impl Unwrap {
     pub fn timestamp(&mut self, raw: u32) -> u64 {
         // Wireshark starts the high half at 1 so that a first step back
-        // does not go below zero.
+        // does not go below zero; a further one stays at the bottom rather
+        // than wrapping around to the top.
         let previous = self.last.unwrap_or(1 << 32);
         let mut ts = (previous & 0xffff_ffff_0000_0000) | u64::from(raw);
         if ts + 0x8000_0000 < previous {
             ts += 1 << 32;
-        } else if previous + 0x8000_0000 < ts {
+        } else if previous + 0x8000_0000 < ts && ts >= 1 << 32 {
             ts -= 1 << 32;
         }
         self.last = Some(ts);
@@ -398,6 +399,17 @@ mod tests {
             ip_len: 200,
             payload_len: 160,
         }
+    }
+
+    /// Timestamps that step back past the first wrap stay at the bottom
+    /// (a hostile stream's, which the fuzzer's voip target sent).
+    #[test]
+    fn timestamps_never_unwrap_below_zero() {
+        let mut u = Unwrap::default();
+        assert_eq!(u.timestamp(0x9000_0000), 0x9000_0000, "a step back from the start");
+        assert_eq!(u.timestamp(0x1000_0000), 0x1000_0000);
+        assert_eq!(u.timestamp(0xa000_0000), 0xa000_0000, "no further step back");
+        assert_eq!(u.timestamp(0x1000_0000), 1 << 32 | 0x1000_0000, "a wrap forward");
     }
 
     #[test]

@@ -304,11 +304,7 @@ pub fn records(data: &[u8]) {
                 continue;
             };
             let length = if length == VARIABLE {
-                let (prefix, len) = match out[at] {
-                    255 => (3, usize::from(u16::from_be_bytes([out[at + 1], out[at + 2]]))),
-                    n => (1, usize::from(n)),
-                };
-                at += prefix;
+                let len = varlen(&out, &mut at);
                 let value = &out[at..at + len];
                 match element.encoding {
                     Encoding::Utf8 | Encoding::Utf8List => {
@@ -330,6 +326,17 @@ pub fn records(data: &[u8]) {
         }
         assert_eq!(at, out.len(), "an IPFIX record as long as its template says");
     });
+}
+
+/// The length of the variable-length IPFIX field at `at` (RFC 7011, 7),
+/// whose prefix `at` is moved past.
+fn varlen(record: &[u8], at: &mut usize) -> usize {
+    let (prefix, len) = match record[*at] {
+        255 => (3, usize::from(u16::from_be_bytes([record[*at + 1], record[*at + 2]]))),
+        n => (1, usize::from(n)),
+    };
+    *at += prefix;
+    len
 }
 
 /// The flows of [`voip`]: transport, client port, server port. SIP over
@@ -440,14 +447,7 @@ pub fn voip(data: &[u8]) {
         let mut at = 0;
         for e in LineKind::Calls.elements() {
             let len = match e.length(v6) {
-                VARIABLE => {
-                    let (prefix, len) = match out[at] {
-                        255 => (3, usize::from(u16::from_be_bytes([out[at + 1], out[at + 2]]))),
-                        n => (1, usize::from(n)),
-                    };
-                    at += prefix;
-                    len
-                }
+                VARIABLE => varlen(&out, &mut at),
                 n => usize::from(n),
             };
             let value = &out[at..at + len];

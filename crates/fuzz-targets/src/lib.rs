@@ -250,8 +250,8 @@ fn chain_flows(data: &[u8], settled: &mut dyn FnMut(&Flow<FlowClass>, EndReason)
 /// and an IPFIX data record. The JSON line is one line holding one object;
 /// the CSV row reads back as one row of the header's fields; the IPFIX
 /// record is as long as its template's elements say, its strings UTF-8
-/// and its lists whole items. The metadata's texts read back the same
-/// from all three.
+/// and its lists whole items. The metadata's texts and lists of texts
+/// read back the same from all three.
 pub fn records(data: &[u8]) {
     let (mut json, mut csv, mut ipfix) = (JsonlEncoder::default(), CsvEncoder::default(), IpfixEncoder::default());
     let mut out = Vec::new();
@@ -272,6 +272,15 @@ pub fn records(data: &[u8]) {
             ("server_banner", meta.and_then(|m| m.server_banner.as_deref())),
         ]
         .into();
+        // The lists of texts: a JSON array (left out when empty); in CSV and
+        // IPFIX the items joined by `;`, a `;` in one written as `,`.
+        let lists: [(&str, &[sluice_classify::dissectors::Text]); 2] = [
+            ("dns_answers", meta.map_or(&[], |m| &m.dns_answers[..])),
+            ("commands", meta.map_or(&[], |m| &m.commands[..])),
+        ];
+        let joined = |items: &[sluice_classify::dissectors::Text]| {
+            items.iter().map(|i| i.replace(';', ",")).collect::<Vec<_>>().join(";")
+        };
 
         out.clear();
         json.encode(&record, &mut out);
@@ -281,6 +290,16 @@ pub fn records(data: &[u8]) {
             serde_json::from_slice(line).expect("a JSON line that parses into an object");
         for (name, text) in &texts {
             assert_eq!(object.get(*name).and_then(|v| v.as_str()), *text, "JSON's {name}");
+        }
+        for (name, items) in lists {
+            let json_items: Vec<&str> = object.get(name).and_then(|v| v.as_array()).map_or(Vec::new(), |a| {
+                a.iter().map(|i| i.as_str().expect("a text item")).collect()
+            });
+            assert_eq!(
+                json_items,
+                items.iter().map(|i| i.as_str()).collect::<Vec<_>>(),
+                "JSON's {name}"
+            );
         }
 
         out.clear();
@@ -293,6 +312,10 @@ pub fn records(data: &[u8]) {
         for (name, text) in &texts {
             let at = names.iter().position(|n| n == name).expect("a field of the header");
             assert_eq!(&row[at], text.unwrap_or(""), "CSV's {name}");
+        }
+        for (name, items) in lists {
+            let at = names.iter().position(|n| *n == name).expect("a field of the header");
+            assert_eq!(row[at], joined(items), "CSV's {name}");
         }
 
         out.clear();
@@ -311,6 +334,9 @@ pub fn records(data: &[u8]) {
                         let value = std::str::from_utf8(value).expect("an IPFIX string in UTF-8");
                         if let Some((_, text)) = texts.iter().find(|(name, _)| *name == element.field) {
                             assert_eq!(value, text.unwrap_or(""), "IPFIX's {}", element.field);
+                        }
+                        if let Some((_, items)) = lists.iter().find(|(name, _)| *name == element.field) {
+                            assert_eq!(value, joined(items), "IPFIX's {}", element.field);
                         }
                     }
                     _ => {

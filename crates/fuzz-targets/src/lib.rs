@@ -719,8 +719,27 @@ pub fn rules(data: &[u8]) {
     }
 }
 
-/// A directory of this thread's own, emptied: the store works on files.
-fn scratch() -> PathBuf {
+/// A directory of this thread's own, emptied, `rec` in a folder of its
+/// own that goes when the input is done (under the fuzzer every input is
+/// a process of its own): the store works on files.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Some(folder) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(folder);
+        }
+    }
+}
+
+fn scratch() -> Scratch {
     let dir = std::env::temp_dir()
         .join(format!(
             "sluice-fuzz-{}-{:?}",
@@ -730,7 +749,7 @@ fn scratch() -> PathBuf {
         .join("rec");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
+    Scratch(dir)
 }
 
 /// A recording made of the input: byte 0 says its format (bit 0: pcapng)
